@@ -1,0 +1,33 @@
+# One static library per concern folder under src/ (lmforge_<folder>), so that a folder builds, links and
+# tests on its own and the dependency graph between concerns is written down in one place (src/CMakeLists.txt).
+function(lmforge_module name)
+  cmake_parse_arguments(M "" "" "DEPS" ${ARGN})
+  file(GLOB sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/${name}/*.cpp")
+  list(FILTER sources EXCLUDE REGEX ".*/main\\.cpp$")
+  if(sources)
+    add_library(lmforge_${name} STATIC ${sources})
+    target_include_directories(lmforge_${name} PUBLIC "${CMAKE_CURRENT_SOURCE_DIR}")
+    target_link_libraries(lmforge_${name} PUBLIC ${M_DEPS})
+  else()
+    add_library(lmforge_${name} INTERFACE)
+    target_include_directories(lmforge_${name} INTERFACE "${CMAKE_CURRENT_SOURCE_DIR}")
+    target_link_libraries(lmforge_${name} INTERFACE ${M_DEPS})
+  endif()
+endfunction()
+
+# Every tests/<folder>/test_*.cpp becomes one GoogleTest executable linked to the given libraries.
+function(lmforge_tests folder)
+  cmake_parse_arguments(T "" "" "LIBS" ${ARGN})
+  file(GLOB tests CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/${folder}/test_*.cpp")
+  foreach(src ${tests})
+    get_filename_component(stem ${src} NAME_WE)
+    set(target ${folder}_${stem})
+    add_executable(${target} ${src})
+    target_link_libraries(${target} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main)
+    target_compile_definitions(${target} PRIVATE
+      LMFORGE_SHARED_DIR="${LMFORGE_SHARED_DIR}"
+      LMFORGE_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
+      LMFORGE_BINARY_DIR="${CMAKE_BINARY_DIR}")
+    gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${folder})
+  endforeach()
+endfunction()

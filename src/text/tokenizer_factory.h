@@ -1,0 +1,19 @@
+// defines: TokenizerOptions and make_tokenizer(): Megatron's --tokenizer-type names to Tokenizer instances
+#pragma once
+#include <memory>
+#include <string>
+
+#include "text/tokenizer.h"
+
+namespace lmforge::text {
+
+struct TokenizerOptions {
+  std::string type = "GPT2BPETokenizer";  // GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase
+  std::string vocab_file;                 // vocab.json (GPT-2) or vocab.txt (WordPiece)
+  std::string merge_file;                 // merges.txt (GPT-2 only)
+};
+
+// Unknown type, missing or unreadable files, malformed vocabularies: Error naming the flag, file and line.
+std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options);
+
+}  // namespace lmforge::text
