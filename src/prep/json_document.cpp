@@ -1,0 +1,87 @@
+// defines: JsonDocumentParser
+#include "prep/json_document.h"
+
+#include "text/utf8_repair.h"
+
+namespace lmforge::prep {
+namespace {
+
+const char* type_name(simdjson::dom::element_type type) {
+  using T = simdjson::dom::element_type;
+  switch (type) {
+    case T::ARRAY: return "an array";
+    case T::OBJECT: return "an object";
+    case T::INT64:
+    case T::UINT64:
+    case T::DOUBLE: return "a number";
+    case T::STRING: return "a string";
+    case T::BOOL: return "a boolean";
+    case T::NULL_VALUE: return "null";
+  }
+  return "an unknown type";
+}
+
+bool is_blank(std::string_view line) {
+  for (char c : line)
+    if (c != ' ' && c != '\t' && c != '\r') return false;
+  return true;
+}
+
+}  // namespace
+
+JsonDocumentParser::JsonDocumentParser(std::vector<std::string> keys) : keys_(std::move(keys)) {}
+
+std::string JsonDocumentParser::parse(std::string_view line, size_t readable_after, ParsedDocument& doc) {
+  doc.invalid_utf8_replaced = 0;
+  doc.lone_surrogates_replaced = 0;
+  if (is_blank(line)) return "empty line, expected a JSON object";
+  simdjson::dom::element root;
+  simdjson::error_code error;
+  if (readable_after >= simdjson::SIMDJSON_PADDING) {
+    error = parser_.parse(line.data(), line.size(), false).get(root);
+  } else {
+    error = parser_.parse(line.data(), line.size(), true).get(root);
+  }
+  if (error == simdjson::UTF8_ERROR || error == simdjson::STRING_ERROR) return parse_repaired(line, doc);
+  if (error) return std::string("not valid JSON: ") + simdjson::error_message(error);
+  return extract(root, doc);
+}
+
+// The slow path, taken only for lines with malformed text: repair, then parse the repaired copy.
+std::string JsonDocumentParser::parse_repaired(std::string_view json, ParsedDocument& doc) {
+  doc.invalid_utf8_replaced = text::repair_utf8(json, repaired_);
+  doc.lone_surrogates_replaced = text::repair_lone_surrogate_escapes(repaired_, repaired2_);
+  const std::string& input = doc.lone_surrogates_replaced ? repaired2_ : repaired_;
+  simdjson::dom::element root;
+  if (auto error = parser_.parse(input.data(), input.size(), true).get(root))
+    return std::string("not valid JSON: ") + simdjson::error_message(error);
+  return extract(root, doc);
+}
+
+std::string JsonDocumentParser::extract(const simdjson::dom::element& root, ParsedDocument& doc) {
+  simdjson::dom::object object;
+  if (root.get_object().get(object)) return std::string("expected a JSON object, found ") + type_name(root.type());
+  doc.texts.resize(keys_.size());
+  for (size_t k = 0; k < keys_.size(); ++k) {
+    auto& sentences = doc.texts[k];
+    sentences.clear();
+    simdjson::dom::element value;
+    if (object.at_key(keys_[k]).get(value)) return "missing key \"" + keys_[k] + "\"";
+    std::string_view text;
+    if (!value.get_string().get(text)) {
+      sentences.push_back(text);
+      continue;
+    }
+    simdjson::dom::array list;
+    if (value.get_array().get(list))
+      return "value of \"" + keys_[k] + "\" is " + type_name(value.type()) + ", not a string or a list of strings";
+    for (simdjson::dom::element item : list) {  // Megatron: a list holds pre-split sentences
+      if (item.get_string().get(text))
+        return "list \"" + keys_[k] + "\" holds " + type_name(item.type()) + ", not only strings";
+      sentences.push_back(text);
+    }
+  }
+  return {};
+}
+
+}  // namespace lmforge::prep

@@ -1,0 +1,302 @@
+// defines: run_prep(), print_summary()
+//
+// Three-stage pipeline (oneTBB parallel_pipeline): a serial reader hands out blocks of whole lines in input order,
+// workers parse JSON and tokenize blocks in parallel (each thread owns its parser and tokenizer cache), and a
+// serial in-order writer appends the blocks' documents to the datasets. The output is therefore in input order for
+// any number of workers, and memory is bounded by the number of blocks in flight, not by the corpus.
+#include "prep/prep.h"
+
+#include <glob.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <ostream>
+#include <thread>
+
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/global_control.h>
+#include <tbb/parallel_pipeline.h>
+
+#include "data/indexed_dataset.h"
+#include "data/line_reader.h"
+#include "prep/json_document.h"
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace lmforge::prep {
+namespace {
+
+struct InvalidLine {
+  uint64_t line;
+  std::string reason;
+};
+
+// Everything one block becomes, per JSON key: its token ids, and per accepted line the lengths of its sequences.
+struct KeyTokens {
+  std::vector<int32_t> ids;
+  std::vector<int32_t> sequence_lengths;
+  std::vector<uint32_t> sequences_per_document;
+};
+
+struct Block {
+  size_t file_index = 0;
+  uint64_t file_bytes_read = 0;  // position of the reader in its file after this block, for progress
+  data::LineBlock lines;
+  std::vector<KeyTokens> keys;
+  std::vector<InvalidLine> invalid;
+  uint64_t invalid_utf8 = 0, lone_surrogates = 0;
+};
+
+struct Worker {
+  JsonDocumentParser parser;
+  std::unique_ptr<text::TextEncoder> encoder;
+  ParsedDocument doc;
+  std::vector<int32_t> scratch;
+};
+
+// Parse and tokenize every line of a block (runs on any worker thread).
+void encode_block(Block& block, Worker& worker, const PrepOptions& options, std::optional<int32_t> eod) {
+  const std::string& bytes = block.lines.bytes;
+  const size_t readable_end = bytes.capacity();
+  block.keys.assign(options.json_keys.size(), {});
+  size_t pos = 0;
+  for (uint64_t n = 0; n < block.lines.line_count; ++n) {
+    size_t end = bytes.find('\n', pos);
+    if (end == std::string::npos) end = bytes.size();
+    std::string_view line(bytes.data() + pos, end - pos);
+    const uint64_t line_number = block.lines.first_line + n;
+    const size_t next = end + 1;
+    std::string reason = worker.parser.parse(line, readable_end - (pos + line.size()), worker.doc);
+    pos = next;
+    if (!reason.empty()) {
+      block.invalid.push_back({line_number, std::move(reason)});
+      if (!options.skip_invalid) return;  // the writer stops at the first invalid line anyway
+      continue;
+    }
+    block.invalid_utf8 += worker.doc.invalid_utf8_replaced;
+    block.lone_surrogates += worker.doc.lone_surrogates_replaced;
+    for (size_t k = 0; k < options.json_keys.size(); ++k) {
+      KeyTokens& out = block.keys[k];
+      uint32_t sequences = 0;
+      // Megatron: each sentence that yields tokens is one sequence; empty ones are dropped; EOD joins the last.
+      for (std::string_view sentence : worker.doc.texts[k]) {
+        const size_t before = out.ids.size();
+        worker.encoder->encode(sentence, out.ids);
+        const size_t count = out.ids.size() - before;
+        if (count == 0) continue;
+        out.sequence_lengths.push_back(static_cast<int32_t>(count));
+        ++sequences;
+      }
+      if (sequences > 0 && eod) {
+        out.ids.push_back(*eod);
+        ++out.sequence_lengths.back();
+      }
+      out.sequences_per_document.push_back(sequences);
+    }
+  }
+}
+
+uint64_t file_size_or_zero(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+// Temporaries of an earlier run that was killed ("<name>.tmp-<pid>" whose process is gone) are removed, so a
+// rerun leaves the directory clean. Files of a live process (another prep writing the same prefix) are kept.
+void remove_stale_temporaries(const std::string& dataset_prefix) {
+  for (const char* ext : {".bin", ".idx"}) {
+    const std::string pattern = dataset_prefix + ext + ".tmp-*";
+    glob_t matches{};
+    if (::glob(pattern.c_str(), 0, nullptr, &matches) == 0) {
+      for (size_t i = 0; i < matches.gl_pathc; ++i) {
+        const std::string path = matches.gl_pathv[i];
+        const long pid = std::strtol(path.c_str() + path.rfind('-') + 1, nullptr, 10);
+        if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) std::remove(path.c_str());
+      }
+    }
+    ::globfree(&matches);
+  }
+}
+
+std::string megabytes(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
+  return buf;
+}
+
+}  // namespace
+
+PrepSummary run_prep(const PrepOptions& options) {
+  if (options.inputs.empty()) throw Error("no --input given");
+  if (options.output_prefix.empty()) throw Error("no --output-prefix given");
+  if (options.json_keys.empty()) throw Error("--json-keys needs at least one key");
+  if (options.workers < 0) throw Error("--workers must be at least 1 (or 0 for every core)");
+
+  const std::vector<std::string> files = data::expand_input_specs(options.inputs);
+  const auto tokenizer = text::make_tokenizer(options.tokenizer);
+  std::optional<int32_t> eod;
+  if (options.append_eod) {
+    eod = tokenizer->eod_id();
+    if (!eod)
+      throw Error("--append-eod: tokenizer " + tokenizer->type_name() +
+                  " has no end-of-document token (Megatron's BERT tokenizers have none); drop --append-eod");
+  }
+  const data::DType dtype = data::dtype_for_vocab_size(tokenizer->vocab_size());
+
+  uint64_t total_bytes = 0;
+  std::vector<uint64_t> file_offsets;  // bytes of all files before file i, for progress
+  for (const auto& f : files) {
+    file_offsets.push_back(total_bytes);
+    total_bytes += file_size_or_zero(f);
+  }
+
+  const std::filesystem::path parent = std::filesystem::path(options.output_prefix).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+
+  PrepSummary summary;
+  std::vector<std::unique_ptr<data::IndexedDatasetWriter>> writers;
+  for (const auto& key : options.json_keys) {
+    const std::string prefix = options.output_prefix + "_" + key + "_document";
+    remove_stale_temporaries(prefix);
+    writers.push_back(std::make_unique<data::IndexedDatasetWriter>(prefix, dtype));
+    summary.outputs.push_back(prefix);
+  }
+
+  const int workers = options.workers > 0 ? options.workers : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(workers));
+  tbb::enumerable_thread_specific<Worker> worker_state([&] {
+    return Worker{JsonDocumentParser(options.json_keys), tokenizer->make_encoder(), {}, {}};
+  });
+
+  ProgressLine progress(options.progress_seconds);
+  size_t file_index = 0;
+  std::unique_ptr<data::LineReader> reader;
+  uint64_t bytes_done = 0, reported_invalid = 0;
+
+  auto report_progress = [&](bool force) {
+    if (!force && !progress.due()) return;
+    const double t = std::max(progress.elapsed_seconds(), 1e-9);
+    std::string line = "prep: " + format_count(summary.documents) + " docs | " + megabytes(bytes_done);
+    if (total_bytes) line += " of " + megabytes(total_bytes) + " (" + std::to_string(100 * bytes_done / total_bytes) + "%)";
+    char rates[96];
+    std::snprintf(rates, sizeof rates, " | %.1f MB/s | %.2f M tokens/s", bytes_done / t / 1e6, summary.tokens / t / 1e6);
+    line += rates;
+    if (total_bytes && bytes_done > 0 && bytes_done < total_bytes)
+      line += " | ETA " + format_duration(t * double(total_bytes - bytes_done) / double(bytes_done));
+    if (summary.skipped_lines) line += " | skipped " + format_count(summary.skipped_lines);
+    progress.print(line);
+  };
+
+  auto read_stage = [&](tbb::flow_control& control) -> Block* {
+    auto block = std::make_unique<Block>();
+    while (true) {
+      if (!reader) {
+        if (file_index >= files.size()) {
+          control.stop();
+          return nullptr;
+        }
+        reader = data::LineReader::open(files[file_index]);
+      }
+      if (reader->next_block(block->lines, options.block_bytes)) {
+        // simdjson reads up to 64 bytes past a line; keep that much allocated after the block's last line.
+        block->lines.bytes.reserve(block->lines.bytes.size() + simdjson::SIMDJSON_PADDING);
+        block->file_index = file_index;
+        block->file_bytes_read = reader->file_bytes_read();
+        return block.release();
+      }
+      reader.reset();
+      ++file_index;
+    }
+  };
+
+  auto encode_stage = [&](Block* block) -> Block* {
+    encode_block(*block, worker_state.local(), options, eod);
+    return block;
+  };
+
+  auto write_stage = [&](Block* raw) {
+    std::unique_ptr<Block> block(raw);
+    const std::string& path = files[block->file_index];
+    if (!block->invalid.empty()) {
+      if (!options.skip_invalid) {
+        const auto& bad = block->invalid.front();
+        throw Error(input_location(path, bad.line) + ": " + bad.reason +
+                    " (nothing was written; --skip-invalid skips such lines and reports them)");
+      }
+      for (const auto& bad : block->invalid) {
+        if (reported_invalid++ < options.report_invalid) {
+          progress.finish();
+          std::fprintf(stderr, "prep: skipped %s: %s\n", input_location(path, bad.line).c_str(), bad.reason.c_str());
+        }
+      }
+      summary.skipped_lines += block->invalid.size();
+    }
+    for (size_t k = 0; k < writers.size(); ++k) {
+      const KeyTokens& key = block->keys[k];
+      size_t id_pos = 0, seq_pos = 0;
+      for (uint32_t sequences : key.sequences_per_document) {
+        for (uint32_t s = 0; s < sequences; ++s, ++seq_pos) {
+          const auto length = static_cast<size_t>(key.sequence_lengths[seq_pos]);
+          writers[k]->add_sequence(std::span<const int32_t>(key.ids.data() + id_pos, length));
+          id_pos += length;
+        }
+        writers[k]->end_document();
+        if (k == 0) {
+          ++summary.documents;
+          if (sequences == 0) ++summary.empty_documents;
+        }
+      }
+      summary.tokens += key.ids.size();
+      summary.sequences += key.sequence_lengths.size();
+    }
+    summary.invalid_utf8_replaced += block->invalid_utf8;
+    summary.lone_surrogates_replaced += block->lone_surrogates;
+    summary.text_bytes += block->lines.bytes.size();
+    bytes_done = file_offsets[block->file_index] + block->file_bytes_read;
+    report_progress(false);
+  };
+
+  try {
+    tbb::parallel_pipeline(
+        static_cast<size_t>(workers) * 4,
+        tbb::make_filter<void, Block*>(tbb::filter_mode::serial_in_order, read_stage) &
+            tbb::make_filter<Block*, Block*>(tbb::filter_mode::parallel, encode_stage) &
+            tbb::make_filter<Block*, void>(tbb::filter_mode::serial_in_order, write_stage));
+  } catch (...) {
+    progress.finish();
+    throw;  // writers are destroyed unfinished: their temporaries are removed
+  }
+  bytes_done = total_bytes;
+  report_progress(true);
+  progress.finish();
+
+  for (auto& writer : writers) writer->finish();
+  summary.input_bytes = total_bytes;
+  summary.seconds = progress.elapsed_seconds();
+  return summary;
+}
+
+void print_summary(const PrepSummary& s, std::ostream& out) {
+  const double t = std::max(s.seconds, 1e-9);
+  char line[160];
+  out << "documents:      " << format_count(s.documents);
+  if (s.empty_documents) out << " (" << format_count(s.empty_documents) << " empty, kept as empty documents)";
+  out << "\nsequences:      " << format_count(s.sequences) << "\ntokens:         " << format_count(s.tokens) << "\n";
+  out << "skipped lines:  " << format_count(s.skipped_lines) << "\n";
+  if (s.invalid_utf8_replaced || s.lone_surrogates_replaced)
+    out << "replaced:       " << format_count(s.invalid_utf8_replaced) << " invalid UTF-8 sequences, "
+        << format_count(s.lone_surrogates_replaced) << " lone surrogate escapes (each became U+FFFD)\n";
+  std::snprintf(line, sizeof line, "input:          %.1f MB on disk, %.1f MB of JSON lines\n", s.input_bytes / 1e6,
+                s.text_bytes / 1e6);
+  out << line;
+  std::snprintf(line, sizeof line, "wall time:      %.2f s (%.1f MB/s of JSON lines, %.2f M tokens/s)\n", s.seconds,
+                s.text_bytes / t / 1e6, s.tokens / t / 1e6);
+  out << line;
+  for (const auto& prefix : s.outputs) out << "output:         " << prefix << ".bin / .idx\n";
+}
+
+}  // namespace lmforge::prep

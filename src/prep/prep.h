@@ -1,0 +1,46 @@
+// defines: PrepOptions, PrepSummary, run_prep(): loose-JSON corpora to Megatron indexed datasets, one per JSON key
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "text/tokenizer_factory.h"
+
+namespace lmforge::prep {
+
+struct PrepOptions {
+  std::vector<std::string> inputs;                 // files, directories or glob patterns, in order
+  std::string output_prefix;                       // writes <prefix>_<key>_document.{bin,idx}
+  std::vector<std::string> json_keys{"text"};      // one dataset per key
+  text::TokenizerOptions tokenizer;
+  bool append_eod = false;                         // EOD id after each non-empty document
+  int workers = 0;                                 // tokenizing threads; 0 = every core
+  bool skip_invalid = false;                       // count and skip bad lines instead of stopping
+  size_t report_invalid = 10;                      // with skip_invalid: how many bad lines to name
+  double progress_seconds = -1;                    // progress interval; <0 = 1 s on a terminal, else 10 s
+  size_t block_bytes = size_t(1) << 20;            // lines are handed to workers in blocks of about this size
+};
+
+struct PrepSummary {
+  uint64_t documents = 0;          // documents written (lines accepted)
+  uint64_t empty_documents = 0;    // of which produced no tokens (written as empty documents, as Megatron)
+  uint64_t sequences = 0;
+  uint64_t tokens = 0;             // over all keys, EOD included
+  uint64_t skipped_lines = 0;      // invalid lines skipped under skip_invalid
+  uint64_t invalid_utf8_replaced = 0;
+  uint64_t lone_surrogates_replaced = 0;
+  uint64_t input_bytes = 0;        // bytes read from disk (compressed size for compressed files)
+  uint64_t text_bytes = 0;         // bytes of JSON lines after decompression
+  double seconds = 0;
+  std::vector<std::string> outputs;  // dataset prefixes written
+};
+
+// Runs the whole job; progress goes to stderr. Any user-caused failure throws lmforge::Error naming the file,
+// line and reason, after removing partial outputs: a dataset never appears under its final name unless complete.
+PrepSummary run_prep(const PrepOptions& options);
+
+// The summary as printed at the end of `lmforge prep`.
+void print_summary(const PrepSummary& summary, std::ostream& out);
+
+}  // namespace lmforge::prep
