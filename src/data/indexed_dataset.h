@@ -36,7 +36,8 @@ class IndexedDatasetWriter {
   void end_document();
   // Appends a whole dataset (as Megatron's merge tool does); dtypes must match, else Error.
   void append_dataset(const std::string& other_prefix);
-  // Writes the .idx, flushes and fsyncs, renames .bin then .idx into place.
+  // Writes the .idx, flushes and fsyncs, renames .bin then .idx into place. Sequences added after the last
+  // end_document() are an Error (the dataset would be unreadable: Megatron requires doc_idx[-1] == S).
   void finish();
 
   uint64_t sequences() const;
@@ -64,6 +65,8 @@ class IndexedDataset {
   virtual int64_t sequence_pointer(uint64_t i) const = 0; // byte offset in .bin
   virtual int64_t document_index(uint64_t j) const = 0;   // j in [0, document_count()]
   virtual uint64_t token_count() const = 0;
+  virtual uint64_t bin_bytes() const = 0;  // size of <prefix>.bin
+  virtual uint64_t idx_bytes() const = 0;  // size of <prefix>.idx
   // Tokens of sequence i, tokens [offset, offset+count) of it (count −1: to the end), widened to int32.
   virtual void read_sequence(uint64_t i, std::vector<int32_t>& out, int64_t offset = 0, int64_t count = -1) const = 0;
   virtual const std::string& prefix() const = 0;
