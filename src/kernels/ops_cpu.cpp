@@ -1,0 +1,358 @@
+// defines: the CPU (fp32, OpenMP, OpenBLAS) implementation of kernels/ops.h
+#include <cblas.h>
+#include <omp.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/ops.h"
+
+namespace lmforge::kernels {
+namespace {
+
+// expf that vectorises inside `omp simd` loops (glibc's expf does not at -O3 without -ffast-math, and the
+// softmax over 50k vocabulary columns and the GELU's tanh are dominated by it otherwise).
+// exp(x) = 2^n · e^r with n = round(x·log2 e), |r| <= ln2/2; e^r by Cephes' degree-7 polynomial (error ~1 ulp).
+#pragma omp declare simd
+inline float fast_exp(float x) {
+  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  // Adding and subtracting 1.5·2^23 rounds to the nearest integer in float arithmetic.
+  float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = x - n * 0.693359375f - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  return p * std::bit_cast<float>(bits);
+}
+
+// tanh(u) = 1 - 2/(e^{2u} + 1); absolute error ~1e-7, which is what GELU's 0.5·x·(1 + tanh) sees.
+#pragma omp declare simd
+inline float fast_tanh(float u) { return 1.0f - 2.0f / (fast_exp(2.0f * u) + 1.0f); }
+
+inline float dot(const float* a, const float* b, int n) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int i = 0; i < n; i++) s += a[i] * b[i];
+  return s;
+}
+
+}  // namespace
+
+// ---- embedding --------------------------------------------------------------------------------------------------
+
+void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int b = 0; b < B; b++) {
+    for (int t = 0; t < T; t++) {
+      float* o = out + ((size_t)b * T + t) * C;
+      const float* e = wte + (size_t)tokens[(size_t)b * T + t] * C;
+      const float* p = wpe + (size_t)t * C;
+#pragma omp simd
+      for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
+    }
+  }
+}
+
+void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C) {
+  // Positions are distinct per t, so splitting over t is race-free; tokens may repeat, so the scatter-add into
+  // dwte is split over channel blocks instead (each thread owns columns [c0,c1) of every row).
+#pragma omp parallel for schedule(static)
+  for (int t = 0; t < T; t++) {
+    float* dp = dwpe + (size_t)t * C;
+    for (int b = 0; b < B; b++) {
+      const float* d = dout + ((size_t)b * T + t) * C;
+#pragma omp simd
+      for (int c = 0; c < C; c++) dp[c] += d[c];
+    }
+  }
+  const int block = 64;
+  const int nblocks = (C + block - 1) / block;
+#pragma omp parallel for schedule(static)
+  for (int k = 0; k < nblocks; k++) {
+    int c0 = k * block, c1 = c0 + block < C ? c0 + block : C;
+    for (size_t n = 0; n < (size_t)B * T; n++) {
+      float* dw = dwte + (size_t)tokens[n] * C;
+      const float* d = dout + n * C;
+#pragma omp simd
+      for (int c = c0; c < c1; c++) dw[c] += d[c];
+    }
+  }
+}
+
+// ---- layernorm --------------------------------------------------------------------------------------------------
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, int N, int C) {
+  const float eps = 1e-5f;
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    const float* x = inp + (size_t)n * C;
+    float* y = out + (size_t)n * C;
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int c = 0; c < C; c++) s += x[c];
+    const float m = s / C;
+    // Two passes (mean, then squared deviations) rather than E[x²]-E[x]², which cancels badly.
+    float v = 0.0f;
+#pragma omp simd reduction(+ : v)
+    for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+    const float r = 1.0f / std::sqrt(v / C + eps);
+#pragma omp simd
+    for (int c = 0; c < C; c++) y[c] = (x[c] - m) * r * weight[c] + bias[c];
+    mean[n] = m;
+    rstd[n] = r;
+  }
+}
+
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, int N, int C) {
+  // dweight and dbias sum over all rows: each thread sums its rows privately, then adds once under a lock.
+#pragma omp parallel
+  {
+    std::vector<float> dw(C, 0.0f), db(C, 0.0f);
+#pragma omp for schedule(static)
+    for (int n = 0; n < N; n++) {
+      const float* x = inp + (size_t)n * C;
+      const float* d = dout + (size_t)n * C;
+      float* dx = dinp + (size_t)n * C;
+      const float m = mean[n], r = rstd[n];
+      float g_mean = 0.0f, gx_mean = 0.0f;
+#pragma omp simd reduction(+ : g_mean, gx_mean)
+      for (int c = 0; c < C; c++) {
+        const float g = d[c] * weight[c];
+        g_mean += g;
+        gx_mean += g * (x[c] - m) * r;
+      }
+      g_mean /= C;
+      gx_mean /= C;
+      float* dwp = dw.data();
+      float* dbp = db.data();
+#pragma omp simd
+      for (int c = 0; c < C; c++) {
+        const float xhat = (x[c] - m) * r;
+        dbp[c] += d[c];
+        dwp[c] += d[c] * xhat;
+        dx[c] += r * (d[c] * weight[c] - g_mean - xhat * gx_mean);
+      }
+    }
+#pragma omp critical
+    for (int c = 0; c < C; c++) {
+      dweight[c] += dw[c];
+      dbias[c] += db[c];
+    }
+  }
+}
+
+// ---- linear -----------------------------------------------------------------------------------------------------
+
+void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC, int OC,
+                    WeightLayout layout) {
+  float beta = 0.0f;
+  if (bias != nullptr) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) std::memcpy(out + (size_t)n * OC, bias, sizeof(float) * OC);
+    beta = 1.0f;
+  }
+  if (layout == WeightLayout::IN_OUT) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, OC, IC, 1.0f, inp, IC, weight, OC, beta, out, OC);
+  } else {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1.0f, inp, IC, weight, IC, beta, out, OC);
+  }
+}
+
+void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int N, int IC, int OC, WeightLayout layout) {
+  if (layout == WeightLayout::IN_OUT) {
+    if (dinp != nullptr)  // [N,IC] += [N,OC]·[IC,OC]ᵀ
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, IC, OC, 1.0f, dout, OC, weight, OC, 1.0f, dinp, IC);
+    // [IC,OC] += [N,IC]ᵀ·[N,OC]
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IC, OC, N, 1.0f, inp, IC, dout, OC, 1.0f, dweight, OC);
+  } else {
+    if (dinp != nullptr)  // [N,IC] += [N,OC]·[OC,IC]
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IC, OC, 1.0f, dout, OC, weight, IC, 1.0f, dinp, IC);
+    // [OC,IC] += [N,OC]ᵀ·[N,IC]
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dweight, IC);
+  }
+  if (dbias != nullptr) {
+    // Column sums: threads own disjoint column blocks and walk all rows.
+    const int block = 256;
+    const int nblocks = (OC + block - 1) / block;
+#pragma omp parallel for schedule(static)
+    for (int k = 0; k < nblocks; k++) {
+      int o0 = k * block, o1 = o0 + block < OC ? o0 + block : OC;
+      float acc[block];
+      for (int o = o0; o < o1; o++) acc[o - o0] = 0.0f;
+      for (int n = 0; n < N; n++) {
+        const float* d = dout + (size_t)n * OC;
+#pragma omp simd
+        for (int o = o0; o < o1; o++) acc[o - o0] += d[o];
+      }
+      for (int o = o0; o < o1; o++) dbias[o] += acc[o - o0];
+    }
+  }
+}
+
+// ---- attention --------------------------------------------------------------------------------------------------
+
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
+  const int hs = C / NH;
+  const float scale = 1.0f / std::sqrt((float)hs);
+  const size_t C3 = (size_t)C * 3;
+  // Rows t are independent; later rows cost more (t+1 keys), hence the small dynamic chunks.
+#pragma omp parallel for collapse(3) schedule(dynamic, 8)
+  for (int b = 0; b < B; b++) {
+    for (int h = 0; h < NH; h++) {
+      for (int t = 0; t < T; t++) {
+        const float* q = qkv + ((size_t)b * T + t) * C3 + (size_t)h * hs;
+        float* p = att + (((size_t)b * NH + h) * T + t) * T;
+        float maxv = -INFINITY;
+        for (int s = 0; s <= t; s++) {
+          const float* k = qkv + ((size_t)b * T + s) * C3 + C + (size_t)h * hs;
+          p[s] = dot(q, k, hs) * scale;
+          maxv = p[s] > maxv ? p[s] : maxv;
+        }
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int s = 0; s <= t; s++) {
+          p[s] = fast_exp(p[s] - maxv);
+          sum += p[s];
+        }
+        const float inv = 1.0f / sum;
+#pragma omp simd
+        for (int s = 0; s <= t; s++) p[s] *= inv;
+        for (int s = t + 1; s < T; s++) p[s] = 0.0f;
+        float* o = out + ((size_t)b * T + t) * C + (size_t)h * hs;
+        for (int i = 0; i < hs; i++) o[i] = 0.0f;
+        for (int s = 0; s <= t; s++) {
+          const float* v = qkv + ((size_t)b * T + s) * C3 + 2 * (size_t)C + (size_t)h * hs;
+          const float ps = p[s];
+#pragma omp simd
+          for (int i = 0; i < hs; i++) o[i] += ps * v[i];
+        }
+      }
+    }
+  }
+}
+
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T, int C,
+                        int NH) {
+  const int hs = C / NH;
+  const float scale = 1.0f / std::sqrt((float)hs);
+  const size_t C3 = (size_t)C * 3;
+  // dk and dv of (b,h) gather contributions from every query row t, so one thread owns a whole (b,h).
+#pragma omp parallel
+  {
+    std::vector<float> dz(T);
+#pragma omp for collapse(2) schedule(dynamic, 1)
+    for (int b = 0; b < B; b++) {
+      for (int h = 0; h < NH; h++) {
+        for (int t = 0; t < T; t++) {
+          const float* p = att + (((size_t)b * NH + h) * T + t) * T;
+          const float* d = dout + ((size_t)b * T + t) * C + (size_t)h * hs;
+          const float* q = qkv + ((size_t)b * T + t) * C3 + (size_t)h * hs;
+          float* dq = dqkv + ((size_t)b * T + t) * C3 + (size_t)h * hs;
+          float pdp = 0.0f;
+          for (int s = 0; s <= t; s++) {
+            const float* v = qkv + ((size_t)b * T + s) * C3 + 2 * (size_t)C + (size_t)h * hs;
+            float* dv = dqkv + ((size_t)b * T + s) * C3 + 2 * (size_t)C + (size_t)h * hs;
+            const float ps = p[s];
+#pragma omp simd
+            for (int i = 0; i < hs; i++) dv[i] += ps * d[i];
+            dz[s] = dot(d, v, hs);
+            pdp += ps * dz[s];
+          }
+          for (int s = 0; s <= t; s++) {
+            const float g = p[s] * (dz[s] - pdp) * scale;
+            const float* k = qkv + ((size_t)b * T + s) * C3 + C + (size_t)h * hs;
+            float* dk = dqkv + ((size_t)b * T + s) * C3 + C + (size_t)h * hs;
+#pragma omp simd
+            for (int i = 0; i < hs; i++) {
+              dq[i] += g * k[i];
+              dk[i] += g * q[i];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---- gelu -------------------------------------------------------------------------------------------------------
+
+namespace {
+constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
+}
+
+void gelu_forward(float* out, const float* inp, size_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; i++) {
+    const float x = inp[i];
+    const float u = kGeluScale * (x + 0.044715f * x * x * x);
+    out[i] = 0.5f * x * (1.0f + fast_tanh(u));
+  }
+}
+
+void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; i++) {
+    const float x = inp[i];
+    const float u = kGeluScale * (x + 0.044715f * x * x * x);
+    const float th = fast_tanh(u);
+    const float du = kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
+    dinp[i] += dout[i] * (0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du);
+  }
+}
+
+// ---- residual ---------------------------------------------------------------------------------------------------
+
+void residual_forward(float* out, const float* a, const float* b, size_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+void residual_backward(float* da, float* db, const float* dout, size_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; i++) {
+    da[i] += dout[i];
+    db[i] += dout[i];
+  }
+}
+
+// ---- softmax + cross-entropy ------------------------------------------------------------------------------------
+
+void crossentropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets, int N, int V) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    const float* l = logits + (size_t)n * V;
+    float maxv = -INFINITY;
+#pragma omp simd reduction(max : maxv)
+    for (int v = 0; v < V; v++) maxv = l[v] > maxv ? l[v] : maxv;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int v = 0; v < V; v++) sum += fast_exp(l[v] - maxv);
+    lse[n] = maxv + std::log(sum);
+    losses[n] = lse[n] - l[targets[n]];
+  }
+}
+
+void crossentropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
+                           float dloss, int N, int V) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    const float* l = logits + (size_t)n * V;
+    float* d = dlogits + (size_t)n * V;
+    const float m = lse[n];
+#pragma omp simd
+    for (int v = 0; v < V; v++) d[v] = dloss * fast_exp(l[v] - m);
+    d[targets[n]] -= dloss;
+  }
+}
+
+}  // namespace lmforge::kernels
