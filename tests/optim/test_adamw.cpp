@@ -1,0 +1,194 @@
+// defines: tests of AdamW and global-norm clipping against torch.optim.AdamW + clip_grad_norm_ (adamw_reference.py)
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "optim/adamw.h"
+#include "util/error.h"
+
+namespace lmforge::optim {
+namespace {
+
+struct Reference {
+  std::map<std::string, std::vector<float>> f32;
+  std::map<std::string, std::vector<double>> f64;
+
+  const std::vector<float>& at(const std::string& name) const {
+    auto it = f32.find(name);
+    if (it == f32.end()) throw std::runtime_error("reference lacks " + name);
+    return it->second;
+  }
+};
+
+template <typename T>
+std::vector<T> read_raw(const std::string& path, size_t count) {
+  std::vector<T> data(count);
+  std::ifstream in(path, std::ios::binary);
+  in.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(count * sizeof(T)));
+  if (!in) throw std::runtime_error("cannot read " + path);
+  return data;
+}
+
+// Runs the PyTorch reference once per test binary and loads what it wrote.
+const Reference& reference() {
+  static const Reference ref = [] {
+    const std::string dir = std::string(LMFORGE_BINARY_DIR) + "/test-data/optim_adamw";
+    const std::string cmd = "/usr/bin/python3 " + std::string(LMFORGE_SOURCE_DIR) +
+                            "/tests/optim/adamw_reference.py " + dir;
+    if (std::system(cmd.c_str()) != 0) throw std::runtime_error("reference script failed: " + cmd);
+    Reference r;
+    std::ifstream manifest(dir + "/manifest.txt");
+    std::string name, ext;
+    size_t count = 0;
+    while (manifest >> name >> ext >> count) {
+      const std::string path = dir + "/" + name + "." + ext;
+      if (ext == "f32") r.f32[name] = read_raw<float>(path, count);
+      else r.f64[name] = read_raw<double>(path, count);
+    }
+    if (r.f32.empty()) throw std::runtime_error("empty reference manifest in " + dir);
+    return r;
+  }();
+  return ref;
+}
+
+// max|a − b| / max|b|: the per-tensor relative error used across the project.
+double rel_error(const float* a, const std::vector<float>& b) {
+  double diff = 0.0, scale = 0.0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+  }
+  return scale == 0.0 ? diff : diff / scale;
+}
+
+struct Model {
+  std::vector<std::vector<float>> params, grads;
+  std::vector<ParamSpan> spans;
+};
+
+Model make_model(const Reference& ref) {
+  const auto& hyper = ref.f64.at("hyper");
+  const size_t n = static_cast<size_t>(hyper[6]);
+  const auto& decay = ref.at("decay");
+  Model m;
+  m.params.resize(n);
+  m.grads.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    m.params[i] = ref.at("param" + std::to_string(i) + ".init");
+    m.grads[i].assign(m.params[i].size(), 0.0f);
+    m.spans.push_back(ParamSpan{"p" + std::to_string(i), m.params[i].data(), m.grads[i].data(),
+                                m.params[i].size(), decay[i] != 0.0f});
+  }
+  return m;
+}
+
+void load_grads(Model& m, const Reference& ref, int step) {
+  for (size_t i = 0; i < m.grads.size(); ++i)
+    m.grads[i] = ref.at("grad" + std::to_string(i) + ".step" + std::to_string(step));
+  // assignment may reallocate only if sizes differ; they do not, but keep the spans honest
+  for (size_t i = 0; i < m.grads.size(); ++i) m.spans[i].grad = m.grads[i].data();
+}
+
+TEST(AdamW, MatchesTorchWithClippingOverTwelveSteps) {
+  const Reference& ref = reference();
+  const auto& hyper = ref.f64.at("hyper");
+  const auto& lrs = ref.f64.at("lrs");
+  const auto& norms = ref.at("norms");
+  const double weight_decay = hyper[3], clip = hyper[4];
+  const int steps = static_cast<int>(hyper[5]);
+  Model m = make_model(ref);
+  AdamW opt(m.spans, AdamWConfig{hyper[0], hyper[1], hyper[2]});
+  int clipped_steps = 0;
+  double worst = 0.0;
+  for (int s = 0; s < steps; ++s) {
+    load_grads(m, ref, s);
+    const double norm = clip_grad_norm(m.spans, clip);
+    EXPECT_NEAR(norm, norms[s], 1e-6 * norms[s]) << "step " << s;
+    clipped_steps += norm > clip;
+    for (size_t i = 0; i < m.params.size(); ++i)
+      EXPECT_LT(rel_error(m.grads[i].data(), ref.at("clipped" + std::to_string(i) + ".step" + std::to_string(s))),
+                1e-6)
+          << "clipped grad " << i << " step " << s;
+    opt.step(lrs[s], weight_decay);
+    for (size_t i = 0; i < m.params.size(); ++i) {
+      const double e =
+          rel_error(m.params[i].data(), ref.at("param" + std::to_string(i) + ".step" + std::to_string(s)));
+      worst = std::max(worst, e);
+      EXPECT_LT(e, 1e-6) << "param " << i << " step " << s;
+    }
+  }
+  std::printf("worst parameter relative error vs torch over %d steps: %.3g\n", steps, worst);
+  EXPECT_GT(clipped_steps, 0);
+  EXPECT_LT(clipped_steps, steps);
+  EXPECT_EQ(opt.steps(), steps);
+  for (size_t i = 0; i < m.params.size(); ++i) {
+    EXPECT_LT(rel_error(opt.exp_avg_of(i).data(), ref.at("exp_avg" + std::to_string(i))), 1e-6) << i;
+    EXPECT_LT(rel_error(opt.exp_avg_sq_of(i).data(), ref.at("exp_avg_sq" + std::to_string(i))), 1e-6) << i;
+  }
+}
+
+// A ZeRO-style split of the flat index space into slices (cutting through tensors) must give the same bits
+// as one optimizer over everything, and each slice's state must be the matching piece of the whole.
+TEST(AdamW, ShardedSlicesEqualTheWhole) {
+  const Reference& ref = reference();
+  const auto& hyper = ref.f64.at("hyper");
+  const auto& lrs = ref.f64.at("lrs");
+  const AdamWConfig config{hyper[0], hyper[1], hyper[2]};
+  Model whole = make_model(ref), split = make_model(ref);
+  AdamW full(whole.spans, config);
+  const size_t n = full.numel();
+  const std::vector<size_t> cuts = {0, 1001, 22681 + 613 + 7, 22681 + 613 + 7 + 1, n};
+  std::vector<AdamW> shards;
+  for (size_t k = 0; k + 1 < cuts.size(); ++k) shards.emplace_back(split.spans, config, cuts[k], cuts[k + 1]);
+  for (int s = 0; s < 5; ++s) {
+    load_grads(whole, ref, s);
+    load_grads(split, ref, s);
+    full.step(lrs[s], hyper[3]);
+    for (AdamW& shard : shards) shard.step(lrs[s], hyper[3]);
+  }
+  for (size_t i = 0; i < whole.params.size(); ++i) EXPECT_EQ(whole.params[i], split.params[i]) << i;
+  for (size_t k = 0; k < shards.size(); ++k) {
+    const auto m = shards[k].exp_avg();
+    const auto v = shards[k].exp_avg_sq();
+    ASSERT_EQ(m.size(), cuts[k + 1] - cuts[k]);
+    for (size_t j = 0; j < m.size(); ++j) {
+      ASSERT_EQ(m[j], full.exp_avg()[cuts[k] + j]);
+      ASSERT_EQ(v[j], full.exp_avg_sq()[cuts[k] + j]);
+    }
+  }
+  // A parameter that lies wholly outside a shard has no state there.
+  EXPECT_TRUE(shards[3].exp_avg_of(0).empty());
+  EXPECT_EQ(shards[0].exp_avg_of(0).size(), 1001u);
+}
+
+TEST(ClipGradNorm, BelowThresholdOrDisabledLeavesGradientsUntouched) {
+  std::vector<float> a = {3.0f, 0.0f}, b = {4.0f};
+  std::vector<float> pa(2), pb(1);
+  std::vector<ParamSpan> spans = {{"a", pa.data(), a.data(), 2, true}, {"b", pb.data(), b.data(), 1, false}};
+  EXPECT_DOUBLE_EQ(clip_grad_norm(spans, 5.0 + 1e-3), 5.0);
+  EXPECT_EQ(a[0], 3.0f);
+  EXPECT_EQ(b[0], 4.0f);
+  EXPECT_DOUBLE_EQ(clip_grad_norm(spans, 0.0), 5.0);
+  EXPECT_EQ(b[0], 4.0f);
+  EXPECT_DOUBLE_EQ(clip_grad_norm(spans, 1.0), 5.0);
+  EXPECT_NEAR(a[0], 3.0 / (5.0 + 1e-6), 1e-7);
+  EXPECT_NEAR(b[0], 4.0 / (5.0 + 1e-6), 1e-7);
+}
+
+TEST(AdamW, RejectsBadShardAndBetas) {
+  std::vector<float> p(4), g(4);
+  std::vector<ParamSpan> spans = {{"p", p.data(), g.data(), 4, true}};
+  EXPECT_THROW((void)AdamW(spans, AdamWConfig{}, 2, 5), Error);
+  EXPECT_THROW((void)AdamW(spans, AdamWConfig{}, 3, 2), Error);
+  EXPECT_THROW((void)AdamW(spans, AdamWConfig{1.0, 0.999, 1e-8}), Error);
+}
+
+}  // namespace
+}  // namespace lmforge::optim
