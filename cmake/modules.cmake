@@ -24,10 +24,15 @@ function(lmforge_tests folder)
     set(target ${folder}_${stem})
     add_executable(${target} ${src})
     target_link_libraries(${target} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main)
+    target_include_directories(${target} PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
     target_compile_definitions(${target} PRIVATE
       LMFORGE_SHARED_DIR="${LMFORGE_SHARED_DIR}"
       LMFORGE_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
       LMFORGE_BINARY_DIR="${CMAKE_BINARY_DIR}")
+    if(TARGET lmforge)  # tests that run the executable itself
+      add_dependencies(${target} lmforge)
+      target_compile_definitions(${target} PRIVATE LMFORGE_EXE="$<TARGET_FILE:lmforge>")
+    endif()
     gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${folder})
   endforeach()
 endfunction()

@@ -1,0 +1,88 @@
+// `lmforge prep` as a user runs it: exit codes, messages, --help, and a SIGKILL mid-way leaving no dataset.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "test_util.h"
+
+namespace {
+
+using lmforge::testing::read_file;
+using lmforge::testing::run_command;
+using lmforge::testing::shared_path;
+using lmforge::testing::TempDir;
+using lmforge::testing::write_file;
+
+std::string prep_command(const std::string& input, const std::string& prefix) {
+  return std::string(LMFORGE_EXE) + " prep --input " + input + " --output-prefix " + prefix +
+         " --tokenizer-type GPT2BPETokenizer --vocab-file " + shared_path("data/vocab/gpt2-vocab.json") +
+         " --merge-file " + shared_path("data/vocab/gpt2-merges.txt") + " --append-eod";
+}
+
+TEST(PrepCli, HelpExplainsEveryFlag) {
+  auto r = run_command(std::string(LMFORGE_EXE) + " prep --help");
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* flag : {"--input", "--output-prefix", "--json-keys", "--tokenizer-type", "--vocab-file",
+                           "--merge-file", "--append-eod", "--workers", "--skip-invalid", "--report-invalid",
+                           "--progress-seconds", "U+FFFD", "empty document"})
+    EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
+}
+
+TEST(PrepCli, WritesMegatronBytesAndPrintsASummary) {
+  TempDir dir;
+  auto r = run_command(prep_command(shared_path("data/sample/sample.jsonl"), dir.file("s")) + " --workers 2");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("documents:      9,887"), std::string::npos) << r.output;
+  EXPECT_TRUE(read_file(dir.file("s_text_document.bin")) ==
+              read_file(shared_path("data/sample/sample_gpt2_text_document.bin")));
+  EXPECT_TRUE(read_file(dir.file("s_text_document.idx")) ==
+              read_file(shared_path("data/sample/sample_gpt2_text_document.idx")));
+}
+
+TEST(PrepCli, BadLineExitsNonZeroNamingFileAndLine) {
+  TempDir dir;
+  write_file(dir.file("bad.jsonl"), "{\"text\": \"a\"}\n{\"text\": \"b\"\n");
+  auto r = run_command(prep_command(dir.file("bad.jsonl"), dir.file("out")));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("lmforge prep: error: " + dir.file("bad.jsonl") + ":2: not valid JSON"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out_text_document.bin")));
+}
+
+TEST(PrepCli, SigkillMidwayLeavesNoDatasetAndARerunCompletes) {
+  TempDir dir;
+  // About 90 MB: long enough to be killed while running on one worker.
+  const std::string sample = read_file(shared_path("data/sample/sample.jsonl"));
+  {
+    std::ofstream big(dir.file("big.jsonl"), std::ios::binary);
+    for (int i = 0; i < 30; ++i) big << sample;
+  }
+  const std::string prefix = dir.file("big");
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd = prep_command(dir.file("big.jsonl"), prefix) + " --workers 1 >/dev/null 2>&1";
+    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, WNOHANG), 0) << "prep finished before it could be killed; enlarge the input";
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_FALSE(std::filesystem::exists(prefix + "_text_document.bin"));
+  EXPECT_FALSE(std::filesystem::exists(prefix + "_text_document.idx"));
+
+  auto r = run_command(prep_command(dir.file("big.jsonl"), prefix) + " --workers 2");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("documents:      296,610"), std::string::npos) << r.output;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+    EXPECT_EQ(entry.path().string().find(".tmp-"), std::string::npos) << "stale temporary " << entry.path();
+}
+
+}  // namespace
