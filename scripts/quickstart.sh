@@ -56,4 +56,4 @@ echo "== lmforge prep"
 
 echo "== lmforge inspect"
 "$lmforge" inspect "$work/corpus_gpt2_text_document" --document 1 \
-  --tokenizer-type GPT2BPETokenizer --vocab-file "$vocab" --merge-file "$merges" | head -n 60
+  --tokenizer-type GPT2BPETokenizer --vocab-file "$vocab" --merge-file "$merges"
