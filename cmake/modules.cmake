@@ -29,7 +29,7 @@ function(lmforge_tests folder)
       LMFORGE_SHARED_DIR="${LMFORGE_SHARED_DIR}"
       LMFORGE_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
       LMFORGE_BINARY_DIR="${CMAKE_BINARY_DIR}")
-    if(TARGET lmforge)  # tests that run the executable itself
+    if(folder STREQUAL "cli")  # tests that run the executable itself
       add_dependencies(${target} lmforge)
       target_compile_definitions(${target} PRIVATE LMFORGE_EXE="$<TARGET_FILE:lmforge>")
     endif()
