@@ -1,0 +1,96 @@
+// defines: Gpt2BpeTokenizer: GPT-2 byte-level BPE (vocab.json + merges.txt), id for id with Hugging Face
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "text/tokenizer.h"
+
+namespace lmforge::text {
+
+struct Gpt2BpeOptions {
+  // Words each encoder remembers. The cache is emptied when it reaches this many entries, so a worker's
+  // memory stays bounded (~40 bytes per entry) however large and varied the corpus.
+  size_t cache_max_entries = 1 << 18;
+};
+
+// GPT-2's byte-to-unicode table: the printable code point standing for each byte in vocab.json/merges.txt
+// (printable Latin-1 bytes stand for themselves, the other 68 bytes for U+0100 upwards, e.g. ' ' -> 'Ġ').
+uint32_t gpt2_byte_to_unicode(uint8_t byte);
+
+class Gpt2BpeEncoder;
+
+class Gpt2BpeTokenizer final : public Tokenizer {
+ public:
+  // Reads GPT-2's vocab.json (encoder.json) and merges.txt (vocab.bpe; a first line "#version..." is a
+  // comment). Malformed files throw Error naming the file, the line and the reason.
+  Gpt2BpeTokenizer(const std::string& vocab_file, const std::string& merge_file, Gpt2BpeOptions options = {});
+  // Same from file contents; the names appear in error messages.
+  Gpt2BpeTokenizer(std::string_view vocab_json, std::string_view merges_txt, const std::string& vocab_name,
+                   const std::string& merges_name, Gpt2BpeOptions options = {});
+  ~Gpt2BpeTokenizer() override;
+
+  std::unique_ptr<TextEncoder> make_encoder() const override;
+  // Invalid ids throw Error; byte sequences that are not UTF-8 become U+FFFD (Python's errors='replace').
+  std::string decode(std::span<const int32_t> ids) const override;
+  size_t vocab_size() const override { return vocab_.size(); }
+  std::optional<int32_t> eod_id() const override { return eod_id_; }
+  std::string type_name() const override { return "GPT2BPETokenizer"; }
+
+  // Convenience for tests and tools: ids of `text` with a fresh encoder (no EOD).
+  std::vector<int32_t> encode(std::string_view text) const;
+  // The raw bytes of a token; empty for ids that are not in the vocabulary.
+  std::string_view token_bytes(int32_t id) const;
+  // The id of a token given by its raw bytes (not vocab.json's spelling).
+  std::optional<int32_t> token_id(std::string_view bytes) const;
+  size_t merge_count() const { return merge_count_; }
+  const Gpt2BpeOptions& options() const { return options_; }
+
+ private:
+  friend class Gpt2BpeEncoder;
+
+  // Merge of the pair (left, right): rank (line order in merges.txt, lower merges first) and resulting id.
+  struct MergeSlot {
+    uint64_t key;  // left << 32 | right; kEmptyKey marks a free slot
+    uint32_t rank;
+    int32_t merged;
+  };
+  static constexpr uint64_t kEmptyKey = ~uint64_t{0};
+  static constexpr uint32_t kNoMerge = ~uint32_t{0};
+
+  void load(std::string_view vocab_json, std::string_view merges_txt, const std::string& vocab_name,
+            const std::string& merges_name);
+  void parse_vocab(std::string_view json, const std::string& name);
+  void parse_merges(std::string_view text, const std::string& name, const std::string& vocab_name);
+
+  // Open addressing, linear probing; ~2 MB for GPT-2's 50,000 merges.
+  const MergeSlot& find_merge(int32_t left, int32_t right) const {
+    const uint64_t key = (uint64_t(uint32_t(left)) << 32) | uint32_t(right);
+    size_t h = (key * 0x9E3779B97F4A7C15ull) >> merge_shift_;
+    while (merges_[h].key != key) {
+      if (merges_[h].key == kEmptyKey) return merges_[h];
+      h = (h + 1) & merge_mask_;
+    }
+    return merges_[h];
+  }
+
+  Gpt2BpeOptions options_;
+  std::unordered_map<std::string, int32_t> vocab_;  // raw token bytes -> id
+  std::vector<uint32_t> token_offset_;              // id -> offset in token_arena_ (size max_id + 2)
+  std::vector<uint8_t> token_present_;              // id -> whether the vocabulary has it
+  std::string token_arena_;
+  int32_t byte_id_[256] = {};
+  std::optional<int32_t> eod_id_;
+  std::vector<MergeSlot> merges_;
+  size_t merge_mask_ = 0;
+  int merge_shift_ = 64;
+  size_t merge_count_ = 0;
+};
+
+}  // namespace lmforge::text
