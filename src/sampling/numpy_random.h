@@ -1,0 +1,44 @@
+// defines: NumpyRandomState — numpy's legacy RandomState (MT19937 seeded by init_genrand) and the draws Megatron uses
+// Megatron shuffles its GPT indices with numpy.random.RandomState(seed).shuffle; reproducing its sample order bit for
+// bit needs the same generator, the same bounded draw and the same Fisher–Yates order (megatron-data-format.md §6.2).
+#pragma once
+#include <array>
+#include <cstdint>
+#include <span>
+
+namespace lmforge::sampling {
+
+class NumpyRandomState {
+ public:
+  // RandomState(seed) with an integer seed: MT19937 init_genrand(seed), as numpy's mt19937_seed.
+  explicit NumpyRandomState(uint32_t seed);
+
+  uint32_t next_uint32();
+  // numpy's next_uint64 for MT19937: two 32-bit outputs, the first in the high half.
+  uint64_t next_uint64();
+  // Uniform in [0, max] by masked rejection: mask = smallest 2^k−1 ≥ max; 32-bit draws while max fits 32 bits,
+  // 64-bit draws above (numpy's legacy random_interval).
+  uint64_t random_interval(uint64_t max);
+  // RandomState.shuffle of a 1-D array: for i = n−1 … 1 swap x[i] with x[random_interval(i)].
+  // The element type does not change the draws, so int32, uint32 and int64 arrays shuffle alike.
+  template <typename T>
+  void shuffle(std::span<T> x) {
+    for (size_t i = x.size(); i-- > 1;) {
+      const uint64_t j = random_interval(i);
+      const T t = x[i];
+      x[i] = x[j];
+      x[j] = t;
+    }
+  }
+  // random_sample(): 53-bit double in [0, 1) from two draws: ((a>>5)·2^26 + (b>>6)) / 2^53.
+  double random_sample();
+  // randint(low, high) for the default int64 dtype: low + masked draw in [0, high−1−low] (high > low).
+  int64_t randint(int64_t low, int64_t high);
+
+ private:
+  void twist();
+  std::array<uint32_t, 624> key_{};
+  int pos_ = 624;
+};
+
+}  // namespace lmforge::sampling
