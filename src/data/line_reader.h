@@ -22,7 +22,8 @@ class LineReader {
   // misnamed file still reads. Unreadable path: Error naming it and the OS reason.
   static std::unique_ptr<LineReader> open(const std::string& path);
   virtual ~LineReader() = default;
-  // Fills `block` with at least one and about `target_bytes` of whole lines; false at end of input.
+  // Fills `block` with the shortest run of whole lines holding at least `target_bytes` (fewer only at the end of
+  // the input; always at least one line, however long); false at end of input.
   // A truncated or corrupt compressed stream is an Error naming the file and the line reached.
   virtual bool next_block(LineBlock& block, size_t target_bytes) = 0;
   // Bytes consumed from the file on disk so far (compressed bytes for compressed input), for progress.
@@ -32,7 +33,8 @@ class LineReader {
 
 // Expands each spec in order: an existing file stays as is; a directory gives its regular files whose names end
 // in .jsonl/.json/.jsonl.gz/.jsonl.zst/.jsonl.xz (and .json.* likewise), sorted by name; anything else is a glob
-// pattern whose matches are sorted. A spec matching nothing is an Error. Duplicates are kept out.
+// pattern whose matches (files only; matched directories are skipped) are sorted. A spec matching nothing is an
+// Error. Duplicates (by real path) are kept out.
 std::vector<std::string> expand_input_specs(const std::vector<std::string>& specs);
 
 }  // namespace lmforge::data
