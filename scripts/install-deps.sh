@@ -8,8 +8,8 @@ packages=(
   libzstd-dev liblzma-dev zlib1g-dev zstd xz-utils gzip
   libgtest-dev libgmock-dev
   libopenblas-dev libopenmpi-dev openmpi-bin
-  python3 python3-numpy python3-torch
-  fortunes iproute2 time
+  python3 python3-numpy python3-torch python3-regex
+  fortunes iproute2 time bc procps
 )
 missing=()
 for p in "${packages[@]}"; do
