@@ -50,6 +50,7 @@ for s in seeds:
     write_text(dir_ + "/rng.py", script);
     run_python(dir_ + "/rng.py " + dir_ + " " + seeds + " " + sizes);
   }
+  static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
   static std::string dir_;
 };
 std::string NumpyRandomTest::dir_;
