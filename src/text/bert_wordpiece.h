@@ -1,0 +1,56 @@
+// defines: make_bert_wordpiece_tokenizer(): BERT's basic tokenizer + greedy WordPiece, Megatron or HF flavour
+//
+// One implementation, two reference behaviours (WordPieceFlavor):
+// - kMegatron: Google's original BERT tokenization.py as Megatron vendors it (--tokenizer-type
+//   BertWordPieceLowerCase / BertWordPieceCase); output byte-identical to Megatron's preprocess_data.py.
+// - kHuggingFace: Hugging Face tokenizers' BertNormalizer + BertPreTokenizer + WordPiece; ids equal to HF's.
+// Both: clean text (delete NUL, U+FFFD, Cc/Cf controls except \t\n\r; whitespace -> space), pad CJK ideographs,
+// uncased: lower-case and strip accents (NFD, drop Mn), split on whitespace and punctuation (ASCII non-alnum
+// printables and P*), then greedy longest-match-first WordPiece with "##" continuations; a word that is too long
+// or cannot be covered becomes a single [UNK]. The differences implemented:
+//   | behaviour                     | kMegatron (Google)                 | kHuggingFace                        |
+//   | longest word (code points)    | 200                                | 100                                 |
+//   | Σ (U+03A3) when lower-casing  | ς at the end of a word (Python's   | always σ (char::to_lowercase)       |
+//   |                               | str.lower() Final_Sigma context)   |                                     |
+//   | private-use characters (Co)   | kept (each word -> [UNK])          | deleted by clean text               |
+//   | category tables (P*, Mn, Cf)  | Python 3.11 unicodedata: Unicode 14| unicode_categories crate: Unicode 8 |
+//   | lower-case table              | Unicode 14 (= utf8proc's 15 here)  | Rust std, Unicode 16                |
+//   | CJK Extension E padded from   | U+2B820                            | U+2B920                             |
+//   | order (uncased)               | lower-case, then strip accents     | strip accents, then lower-case      |
+//   | vocab_size()                  | vocab + [BOS] + [EOS] (Megatron    | vocab entries                       |
+//   |                               | adds them; decides the dtype)      |                                     |
+// Not reproduced (documented limits): NFD is applied per code point, so canonical reordering of two adjacent
+// non-Mn combining marks (Mc/Me with nonzero combining class) across characters is skipped; HF's NFD and
+// lower-case tables beyond Unicode 16 and utf8proc's 15 (only characters that no BERT vocabulary contains).
+// Invalid UTF-8 (not expected: callers repair text first) is read as U+FFFD, which clean text deletes.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "text/tokenizer.h"
+
+namespace lmforge::text {
+
+enum class WordPieceFlavor { kMegatron, kHuggingFace };
+
+struct WordPieceOptions {
+  WordPieceFlavor flavor = WordPieceFlavor::kMegatron;
+  bool lower_case = true;                // uncased: lower-case and strip accents
+  size_t max_input_chars_per_word = 0;   // 0: the flavour's default (Megatron 200, HF 100)
+  std::string unk_token = "[UNK]";
+};
+
+// vocab.txt: one token per line, id = line number (0-based). Megatron strips each line (Python str.strip()),
+// HF trims its end; a repeated token keeps its last line's id, as both do. Unreadable file, invalid UTF-8 or no
+// unk token: Error naming the file (and line).
+std::unique_ptr<Tokenizer> make_bert_wordpiece_tokenizer(const std::string& vocab_file, bool lower_case,
+                                                         WordPieceFlavor flavor);
+std::unique_ptr<Tokenizer> make_bert_wordpiece_tokenizer(const std::string& vocab_file,
+                                                         const WordPieceOptions& options);
+// Vocabulary already in memory (e.g. the "vocab" of a tokenizer.json): tokens[id]. `origin` names it in errors.
+std::unique_ptr<Tokenizer> make_bert_wordpiece_tokenizer(std::vector<std::string> tokens,
+                                                         const WordPieceOptions& options,
+                                                         const std::string& origin = "vocabulary");
+
+}  // namespace lmforge::text
