@@ -186,6 +186,66 @@ def blend_sizes(blend, per_split):
     return list(prefixes), weights, sizes
 
 
+def source(c, out, name):
+    """What BlendedMegatronDatasetBuilder + GPTDataset (+ BlendedDataset) give for --data-path/--split, with the index
+    cache written as Megatron writes it (numpy.save, md5-named) into <out>/<name>.cache/."""
+    blend = c["data_path"]
+    split_w = parse_split(c["split"])
+    per_split = c["per_split"]
+    if len(blend) == 1:
+        prefixes, weights, asked = [blend[0]], [1.0], [per_split]
+    else:
+        prefixes, weights, asked = blend_sizes(blend, per_split)
+    cache = os.path.join(out, name + ".cache")
+    os.makedirs(cache, exist_ok=True)
+    meta = {"splits": []}
+    for k in range(3):
+        entry = {"built": False}
+        if split_w[k] == 0.0 or per_split[k] <= 0:
+            meta["splits"].append(entry)
+            continue
+        parts = []
+        for d, prefix in enumerate(prefixes):
+            sizes, ptrs, dtype = read_idx(prefix)
+            b = split_indices(split_w, len(sizes))
+            if b[k] == b[k + 1]:
+                parts = None
+                break
+            n = asked[d][k]
+            di, si, sh, info = gpt_indices(sizes, b[k], b[k + 1], n, c["seq_length"], c["seed"])
+            text, md5 = description(prefix, n, ["train", "valid", "test"][k], c["split"], c["seed"], c["seq_length"])
+            get = lambda suffix: os.path.join(cache, f"{md5}-GPTDataset-{suffix}")
+            open(get("description.txt"), "wt").write(text)
+            numpy.save(get("document_index.npy"), di, allow_pickle=True)
+            numpy.save(get("sample_index.npy"), si, allow_pickle=True)
+            numpy.save(get("shuffle_index.npy"), sh, allow_pickle=True)
+            parts.append((prefix, sizes, ptrs, dtype, di, si, sh, md5))
+        if parts is None:
+            meta["splits"].append(entry)
+            continue
+        entry["built"] = True
+        entry["md5"] = [p[7] for p in parts]
+        if len(parts) == 1:
+            size = parts[0][6].shape[0]
+            pick = lambda i: (0, i)
+        else:
+            size = sum(a[k] for a in asked)
+            dsi_d, dsi_s = blending_indices(weights, size)
+            pick = lambda i: (int(dsi_d[i]), int(dsi_s[i]))
+        entry["size"] = int(size)
+        toks = []
+        for i in c["windows"]:
+            if i >= size:
+                continue
+            d, j = pick(i)
+            prefix, sizes, ptrs, dtype, di, si, sh, _ = parts[d]
+            toks.append(sample_tokens(prefix + ".bin", dtype, ptrs, sizes, di, si, sh, j))
+        if toks:
+            save(out, name, f"windows{k}", numpy.concatenate(toks))
+        meta["splits"].append(entry)
+    return meta
+
+
 def save(out, name, key, arr):
     arr = numpy.ascontiguousarray(arr)
     arr.tofile(os.path.join(out, f"{name}.{key}.bin"))
@@ -234,6 +294,8 @@ def main():
             save(out, name, "dataset_index", di)
             save(out, name, "dataset_sample_index", dsi)
             meta["size"] = size
+        elif kind == "source":
+            meta.update(source(c, out, name))
         json.dump(meta, open(os.path.join(out, f"{name}.meta.json"), "w"))
 
 
