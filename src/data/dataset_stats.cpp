@@ -41,9 +41,7 @@ DatasetStats compute_dataset_stats(const IndexedDataset& ds) {
   return s;
 }
 
-namespace {
-
-std::string json_string(const std::string& v) {
+std::string json_quote(const std::string& v) {
   std::string out = "\"";
   for (unsigned char c : v) {
     if (c == '"' || c == '\\') {
@@ -60,6 +58,8 @@ std::string json_string(const std::string& v) {
   return out + "\"";
 }
 
+namespace {
+
 std::string num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.17g", v);
@@ -71,8 +71,8 @@ std::string num(double v) {
 std::string format_dataset_stats_json(const DatasetStats& s) {
   const LengthPercentiles& p = s.sequence_lengths;
   std::string out = "{";
-  out += "\"prefix\": " + json_string(s.prefix);
-  out += ", \"dtype\": " + json_string(dtype_name(s.dtype));
+  out += "\"prefix\": " + json_quote(s.prefix);
+  out += ", \"dtype\": " + json_quote(dtype_name(s.dtype));
   out += ", \"dtype_code\": " + std::to_string(static_cast<int>(s.dtype));
   out += ", \"sequences\": " + std::to_string(s.sequences);
   out += ", \"documents\": " + std::to_string(s.documents);

@@ -34,5 +34,7 @@ double percentile_linear(const int32_t* sorted, uint64_t n, double q);
 
 // One JSON object holding every field, for scripts.
 std::string format_dataset_stats_json(const DatasetStats& stats);
+// `value` as a JSON string literal (quotes, backslashes and control characters escaped; UTF-8 passed through).
+std::string json_quote(const std::string& value);
 
 }  // namespace lmforge::data

@@ -377,10 +377,10 @@ class MmapIndexedDataset final : public IndexedDataset {
     dtype_ = static_cast<DType>(code);
     S_ = load<uint64_t>(p + 18);
     D_ = load<uint64_t>(p + 26);
-    // Counts come from the file: bound them by its size before any arithmetic can overflow.
-    if (S_ > size / 12 || D_ > size / 8)
+    // Counts come from the file: absurd ones are refused before 34 + 12·S + 8·D can overflow.
+    if (S_ > (uint64_t{1} << 59) || D_ > (uint64_t{1} << 59))
       fail("header claims " + std::to_string(S_) + " sequences and " + std::to_string(D_) +
-           " document-index entries, more than a " + std::to_string(size) + "-byte file can hold");
+           " document-index entries, more than a " + std::to_string(size) + "-byte file can hold (corrupt header)");
     const uint64_t expected = kHeaderBytes + 12 * S_ + 8 * D_;
     if (size != expected) {
       std::string msg = "size " + std::to_string(size) + " bytes, expected " + std::to_string(expected) + " for " +

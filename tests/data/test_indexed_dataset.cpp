@@ -355,6 +355,12 @@ TEST_F(CorruptIndex, UnknownDtype) {
   expect_open_error({"c.idx", "dtype code 9"});
 }
 
+TEST_F(CorruptIndex, TruncatedMegatronIdxNamesSizes) {
+  idx = read_file(kSample + "sample_gpt2_text_document.idx").substr(0, 100);
+  bin = read_file(kSample + "sample_gpt2_text_document.bin");
+  expect_open_error({"c.idx", "size 100 bytes, expected 197782 for 9887 sequences and 9888 document-index entries"});
+}
+
 TEST_F(CorruptIndex, HugeCounts) {
   poke<uint64_t>(18, uint64_t{1} << 62);
   expect_open_error({"c.idx", "more than"});
