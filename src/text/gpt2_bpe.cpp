@@ -303,10 +303,10 @@ void Gpt2BpeTokenizer::parse_vocab(std::string_view json, const std::string& nam
 }
 
 void Gpt2BpeTokenizer::parse_merges(std::string_view text, const std::string& name, const std::string& vocab_name) {
-  struct Merge {
+  struct Pair {
     int32_t left, right, merged;
   };
-  std::vector<Merge> merges;
+  std::vector<Pair> merges;
   size_t line_no = 0, pos = 0;
   std::string left_bytes, right_bytes;
   while (pos < text.size()) {
@@ -340,16 +340,25 @@ void Gpt2BpeTokenizer::parse_merges(std::string_view text, const std::string& na
 
   size_t capacity = 16;
   while (capacity < merges.size() * 2) capacity <<= 1;
-  merges_.assign(capacity, MergeSlot{kEmptyKey, kNoMerge, -1});
   merge_mask_ = capacity - 1;
   merge_shift_ = 64 - std::countr_zero(capacity);
+  compact_ = token_present_.size() <= 0xFFFF && merges.size() <= 0xFFFF;  // keys never all ones
+  merges_.assign(compact_ ? capacity : 2 * capacity, kEmpty);
   for (size_t rank = 0; rank < merges.size(); ++rank) {
-    const Merge& mg = merges[rank];
-    const uint64_t key = (uint64_t(uint32_t(mg.left)) << 32) | uint32_t(mg.right);
-    size_t h = (key * 0x9E3779B97F4A7C15ull) >> merge_shift_;
-    while (merges_[h].key != kEmptyKey && merges_[h].key != key) h = (h + 1) & merge_mask_;
     // A pair listed twice keeps its last rank, as Hugging Face's and GPT-2's dict-building code do.
-    merges_[h] = MergeSlot{key, uint32_t(rank), mg.merged};
+    const Pair& mg = merges[rank];
+    if (compact_) {
+      const uint64_t key = (uint64_t(uint32_t(mg.left)) << 16) | uint32_t(mg.right);
+      size_t h = (key * 0x9E3779B97F4A7C15ull) >> merge_shift_;
+      while (merges_[h] != kEmpty && (merges_[h] >> 32) != key) h = (h + 1) & merge_mask_;
+      merges_[h] = (key << 32) | (uint64_t(rank) << 16) | uint64_t(uint32_t(mg.merged));
+    } else {
+      const uint64_t key = (uint64_t(uint32_t(mg.left)) << 32) | uint32_t(mg.right);
+      size_t h = (key * 0x9E3779B97F4A7C15ull) >> merge_shift_;
+      while (merges_[2 * h] != kEmpty && merges_[2 * h] != key) h = (h + 1) & merge_mask_;
+      merges_[2 * h] = key;
+      merges_[2 * h + 1] = (uint64_t(rank) << 32) | uint32_t(mg.merged);
+    }
   }
 }
 
@@ -461,7 +470,11 @@ class Gpt2BpeEncoder final : public TextEncoder {
     while (slots_[i].key_len != 0) {
       const Slot& s = slots_[i];
       if (s.tag == tag && s.key_len == n && std::memcmp(key_arena_.data() + s.key_off, p, n) == 0) {
-        out.insert(out.end(), ids_arena_.begin() + s.ids_off, ids_arena_.begin() + s.ids_off + s.ids_len);
+        // A plain loop: pieces have a few ids, and out.insert() would call memmove for each.
+        const size_t at = out.size();
+        out.resize(at + s.ids_len);
+        const int32_t* src = ids_arena_.data() + s.ids_off;
+        for (size_t k = 0; k < s.ids_len; ++k) out[at + k] = src[k];
         return;
       }
       i = (i + 1) & mask_;
@@ -516,7 +529,7 @@ class Gpt2BpeEncoder final : public TextEncoder {
     size_t m = n;
     for (size_t k = 0; k < n; ++k) sym[k] = tok_.byte_id_[p[k]];
     auto set_pair = [&](size_t k) {
-      const auto& slot = tok_.find_merge(sym[k], sym[k + 1]);
+      const auto slot = tok_.find_merge(sym[k], sym[k + 1]);
       rank[k] = slot.rank;
       merged[k] = slot.merged;
     };
@@ -556,7 +569,7 @@ class Gpt2BpeEncoder final : public TextEncoder {
     auto push_pair = [&](int32_t left) {
       const int32_t right = nodes_[left].next;
       if (right < 0) return;
-      const auto& slot = tok_.find_merge(nodes_[left].id, nodes_[right].id);
+      const auto slot = tok_.find_merge(nodes_[left].id, nodes_[right].id);
       if (slot.rank == Gpt2BpeTokenizer::kNoMerge) return;
       heap_.push_back((uint64_t(slot.rank) << 32) | uint32_t(left));
       std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
@@ -571,7 +584,7 @@ class Gpt2BpeEncoder final : public TextEncoder {
       Node& a = nodes_[left];
       if (a.id < 0 || a.next < 0) continue;
       Node& b = nodes_[a.next];
-      const auto& slot = tok_.find_merge(a.id, b.id);
+      const auto slot = tok_.find_merge(a.id, b.id);
       if (slot.rank != rank) continue;
       a.id = slot.merged;
       b.id = -1;

@@ -140,6 +140,37 @@ TEST(Gpt2Bpe, BoundedCacheGivesSameIds) {
   }
 }
 
+// Ids above 65535 do not fit the compact merge table: the same vocabulary with every id moved up by 70,000
+// must give the reference ids plus 70,000 (exercises the wide table).
+TEST(Gpt2Bpe, LargeIdsUseWideMergeTable) {
+  constexpr int32_t kShift = 70000;
+  simdjson::dom::parser parser;
+  simdjson::dom::object vocab = parser.load(kVocab).get_object();
+  std::string shifted = "{";
+  for (auto [key, value] : vocab) {
+    if (shifted.size() > 1) shifted += ", ";
+    shifted += '"';
+    for (char c : key) {
+      if (c == '"' || c == '\\') shifted += '\\';
+      shifted += c;
+    }
+    shifted += "\": " + std::to_string(int64_t(value) + kShift);
+  }
+  shifted += "}";
+  Gpt2BpeTokenizer tok(shifted, slurp(kMerges), "shifted.json", kMerges);
+  EXPECT_EQ(tok.eod_id(), 50256 + kShift);
+  const auto texts = string_field(kShared + "/data/sample/sample.jsonl", "text");
+  const auto refs = ids_field(kShared + "/data/sample/sample.gpt2.ids.jsonl", "ids");
+  auto encoder = tok.make_encoder();
+  for (size_t d = 0; d < 300; ++d) {
+    std::vector<int32_t> ids;
+    encoder->encode(texts[d], ids);
+    std::vector<int32_t> expected = refs[d];
+    for (int32_t& id : expected) id += kShift;
+    ASSERT_EQ(ids, expected) << "document " << d;
+  }
+}
+
 // GPT-2's original bpe() (merge every occurrence of the lowest-ranked pair, left to right), written directly
 // from openai/gpt-2 encoder.py over token byte strings: an independent check of the heap-based long-word path.
 std::vector<int32_t> reference_bpe(const std::string& word) {

@@ -1,0 +1,148 @@
+// defines: bench_tokenizer: lmforge's GPT-2 BPE throughput on a JSONL corpus, 1 and N threads, with an id digest
+// and optional id dump so bench/run_tokenizer_bench.sh can check the peers produce the very same ids.
+//
+// Texts are read into memory first (JSON parsing is not timed); each run builds fresh encoders (empty word
+// caches) so every repeat pays the same cold-cache cost. Prints one "RESULT" line per thread count.
+#include <simdjson.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "text/tokenizer_factory.h"
+#include "util/error.h"
+
+namespace {
+
+using namespace lmforge;
+
+std::vector<std::string> read_texts(const std::string& path, const std::string& key) {
+  simdjson::padded_string json;
+  if (simdjson::padded_string::load(path).get(json)) throw Error(path + ": cannot read");
+  simdjson::ondemand::parser parser;
+  simdjson::ondemand::document_stream docs;
+  if (parser.iterate_many(json, 1 << 26).get(docs)) throw Error(path + ": not JSON lines");
+  std::vector<std::string> texts;
+  for (auto doc : docs) {
+    std::string_view text;
+    if (doc[key].get_string().get(text)) throw Error(path + ": document " + std::to_string(texts.size() + 1) +
+                                                     " has no string field \"" + key + "\"");
+    texts.emplace_back(text);
+  }
+  return texts;
+}
+
+struct RunResult {
+  double seconds = 0;
+  size_t tokens = 0;
+  uint32_t digest = 0;
+};
+
+// FNV-1a over the ids with 0xFFFFFFFF after each document (the node peers compute the same).
+uint32_t fnv(uint32_t h, uint32_t v) { return (h ^ v) * 16777619u; }
+
+RunResult run(const text::Tokenizer& tok, const std::vector<std::string>& texts, unsigned threads,
+              std::vector<std::vector<int32_t>>* keep) {
+  struct Span {
+    uint32_t worker;
+    size_t offset, size;
+  };
+  std::vector<Span> spans(texts.size());
+  std::vector<std::vector<int32_t>> out(threads);
+  std::atomic<size_t> next{0};
+  constexpr size_t kChunk = 32;  // documents a worker claims at a time
+  const auto t0 = std::chrono::steady_clock::now();
+  auto work = [&](unsigned w) {
+    auto encoder = tok.make_encoder();
+    std::vector<int32_t>& ids = out[w];
+    while (true) {
+      const size_t first = next.fetch_add(kChunk);
+      if (first >= texts.size()) break;
+      for (size_t d = first; d < std::min(texts.size(), first + kChunk); ++d) {
+        const size_t before = ids.size();
+        encoder->encode(texts[d], ids);
+        spans[d] = Span{w, before, ids.size() - before};
+      }
+    }
+  };
+  if (threads == 1) {
+    work(0);
+  } else {
+    std::vector<std::thread> pool;
+    for (unsigned w = 0; w < threads; ++w) pool.emplace_back(work, w);
+    for (auto& t : pool) t.join();
+  }
+  const auto t1 = std::chrono::steady_clock::now();
+  RunResult r;
+  r.seconds = std::chrono::duration<double>(t1 - t0).count();
+  uint32_t h = 2166136261u;
+  for (const Span& s : spans) {
+    const int32_t* ids = out[s.worker].data() + s.offset;
+    for (size_t i = 0; i < s.size; ++i) h = fnv(h, uint32_t(ids[i]));
+    h = fnv(h, 0xFFFFFFFFu);
+    r.tokens += s.size;
+    if (keep) keep->emplace_back(ids, ids + s.size);
+  }
+  r.digest = h;
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"GPT-2 BPE tokenizer throughput (lmforge side of bench/run_tokenizer_bench.sh)"};
+  std::string input, ids_out, key = "text";
+  text::TokenizerOptions options;
+  options.vocab_file = std::string(LMFORGE_SHARED_DIR) + "/data/vocab/gpt2-vocab.json";
+  options.merge_file = std::string(LMFORGE_SHARED_DIR) + "/data/vocab/gpt2-merges.txt";
+  std::vector<unsigned> thread_counts{1, std::max(1u, std::thread::hardware_concurrency())};
+  int repeat = 3;
+  app.add_option("--input", input, "JSON lines corpus")->required();
+  app.add_option("--json-key", key, "Field holding the text")->capture_default_str();
+  app.add_option("--vocab-file", options.vocab_file, "GPT-2 vocab.json")->capture_default_str();
+  app.add_option("--merge-file", options.merge_file, "GPT-2 merges.txt")->capture_default_str();
+  app.add_option("--threads", thread_counts, "Thread counts to run")->capture_default_str();
+  app.add_option("--repeat", repeat, "Runs per thread count; the fastest is reported")->capture_default_str();
+  app.add_option("--ids-out", ids_out, "Write the ids (int32 little-endian, -1 after each document)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    const auto texts = read_texts(input, key);
+    size_t bytes = 0;
+    for (const auto& t : texts) bytes += t.size();
+    const auto tok = text::make_tokenizer(options);
+    std::printf("input %s: %zu documents, %.2f MB\n", input.c_str(), texts.size(), bytes / 1e6);
+    for (unsigned threads : thread_counts) {
+      RunResult best;
+      for (int i = 0; i < std::max(1, repeat); ++i) {
+        std::vector<std::vector<int32_t>> kept;
+        const bool dump = !ids_out.empty() && i == 0 && threads == thread_counts.front();
+        RunResult r = run(*tok, texts, threads, dump ? &kept : nullptr);
+        if (i > 0 && r.digest != best.digest) throw Error("ids differ between runs");
+        if (i == 0 || r.seconds < best.seconds) best = r;
+        if (dump) {
+          std::ofstream f(ids_out, std::ios::binary);
+          for (const auto& ids : kept) {
+            f.write(reinterpret_cast<const char*>(ids.data()), std::streamsize(ids.size() * sizeof(int32_t)));
+            const int32_t sep = -1;
+            f.write(reinterpret_cast<const char*>(&sep), sizeof sep);
+          }
+          if (!f) throw Error(ids_out + ": cannot write");
+        }
+      }
+      std::printf("RESULT side=lmforge threads=%u bytes=%zu seconds=%.4f mbps=%.2f tokens=%zu mtokps=%.3f digest=%08x\n",
+                  threads, bytes, best.seconds, bytes / best.seconds / 1e6, best.tokens,
+                  best.tokens / best.seconds / 1e6, best.digest);
+      std::fflush(stdout);
+    }
+  } catch (const lmforge::Error& e) {
+    std::fprintf(stderr, "bench_tokenizer: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
