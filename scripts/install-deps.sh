@@ -8,7 +8,7 @@ packages=(
   libzstd-dev liblzma-dev zlib1g-dev zstd xz-utils gzip
   libgtest-dev libgmock-dev
   libopenblas-dev libopenmpi-dev openmpi-bin
-  python3 python3-numpy python3-torch python3-regex
+  python3 python3-numpy python3-torch python3-regex python3-protobuf
   fortunes iproute2 time bc procps
 )
 missing=()
