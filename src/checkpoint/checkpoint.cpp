@@ -1,0 +1,497 @@
+// defines: Megatron-style checkpoint directories (atomic save, validating load) and weights-only import of HF files
+#include "checkpoint/checkpoint.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <simdjson.h>
+
+#include "checkpoint/json_text.h"
+#include "checkpoint/safetensors.h"
+#include "util/error.h"
+
+namespace lmforge::checkpoint {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kPointerFile = "latest_checkpointed_iteration.txt";
+constexpr const char* kModelFile = "model.safetensors";
+constexpr const char* kConfigFile = "config.json";
+constexpr const char* kOptimizerFile = "optimizer.safetensors";
+constexpr const char* kStateFile = "trainer_state.json";
+constexpr const char* kFormat = "lmforge-checkpoint-1";
+
+std::string errno_text() { return std::strerror(errno); }
+
+void fsync_path(const std::string& path, bool directory) {
+  const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+  if (fd < 0) throw Error(path + ": cannot open to fsync: " + errno_text());
+  const int rc = ::fsync(fd);
+  const std::string why = errno_text();
+  ::close(fd);
+  if (rc != 0) throw Error(path + ": fsync failed: " + why);
+}
+
+void write_text_synced(const std::string& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(path + ": cannot create: " + errno_text());
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    const ssize_t w = ::write(fd, p, left);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) {
+      const std::string why = errno_text();
+      ::close(fd);
+      throw Error(path + ": write failed: " + why);
+    }
+    p += w;
+    left -= static_cast<size_t>(w);
+  }
+  if (::fsync(fd) != 0) {
+    const std::string why = errno_text();
+    ::close(fd);
+    throw Error(path + ": fsync failed: " + why);
+  }
+  if (::close(fd) != 0) throw Error(path + ": close failed: " + errno_text());
+}
+
+std::string read_text(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) throw Error(path + ": cannot open: " + errno_text());
+  std::string text;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  const bool bad = std::ferror(f);
+  std::fclose(f);
+  if (bad) throw Error(path + ": read failed");
+  return text;
+}
+
+void rename_or_throw(const std::string& from, const std::string& to) {
+  if (std::rename(from.c_str(), to.c_str()) != 0)
+    throw Error("cannot rename " + from + " to " + to + ": " + errno_text());
+}
+
+std::string strip_prefix(const std::string& name) {
+  static const std::string kPrefix = "transformer.";
+  return name.rfind(kPrefix, 0) == 0 ? name.substr(kPrefix.size()) : name;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+JsonValue to_value(simdjson::dom::element e) {
+  switch (e.type()) {
+    case simdjson::dom::element_type::BOOL: return bool(e.get_bool());
+    case simdjson::dom::element_type::INT64: return int64_t(e.get_int64());
+    case simdjson::dom::element_type::UINT64: return static_cast<double>(uint64_t(e.get_uint64()));
+    case simdjson::dom::element_type::DOUBLE: return double(e.get_double());
+    case simdjson::dom::element_type::STRING: return std::string(std::string_view(e.get_string()));
+    default: return RawJson{simdjson::minify(e)};
+  }
+}
+
+std::string value_json(const JsonValue& v) {
+  return std::visit(
+      [](const auto& x) -> std::string {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, bool>) return x ? "true" : "false";
+        else if constexpr (std::is_same_v<T, std::string>) return json_quote(x);
+        else if constexpr (std::is_same_v<T, RawJson>) return x.text;
+        else return json_number(x);
+      },
+      v);
+}
+
+// Typed access to trainer_state.json fields with errors naming the file and field.
+struct StateReader {
+  const std::string& path;
+  simdjson::dom::object obj;
+
+  simdjson::dom::element field(std::string_view key) const {
+    simdjson::dom::element e;
+    if (obj[key].get(e)) throw Error(path + ": missing field '" + std::string(key) + "'");
+    return e;
+  }
+  int64_t integer(std::string_view key) const {
+    int64_t v;
+    if (field(key).get_int64().get(v)) throw Error(path + ": field '" + std::string(key) + "' is not an integer");
+    return v;
+  }
+  double number(std::string_view key) const {
+    double v;
+    if (field(key).get_double().get(v)) throw Error(path + ": field '" + std::string(key) + "' is not a number");
+    return v;
+  }
+  std::string string(std::string_view key) const {
+    std::string_view v;
+    if (field(key).get_string().get(v)) throw Error(path + ": field '" + std::string(key) + "' is not a string");
+    return std::string(v);
+  }
+  StateReader object(std::string_view key) const {
+    simdjson::dom::object o;
+    if (field(key).get_object().get(o)) throw Error(path + ": field '" + std::string(key) + "' is not an object");
+    return StateReader{path, o};
+  }
+};
+
+std::string trainer_state_json(const TrainerState& s) {
+  const optim::SchedulerState& c = s.scheduler;
+  std::string out = "{\n";
+  out += "  \"format\": " + json_quote(kFormat) + ",\n";
+  out += "  \"iteration\": " + json_number(s.iteration) + ",\n";
+  out += "  \"consumed_train_samples\": " + json_number(s.consumed_train_samples) + ",\n";
+  out += "  \"consumed_valid_samples\": " + json_number(s.consumed_valid_samples) + ",\n";
+  out += "  \"scheduler\": {\"max_lr\": " + json_number(c.max_lr) + ", \"min_lr\": " + json_number(c.min_lr) +
+         ", \"lr_warmup_steps\": " + json_number(c.lr_warmup_steps) +
+         ", \"lr_decay_steps\": " + json_number(c.lr_decay_steps) +
+         ", \"lr_decay_style\": " + json_quote(c.lr_decay_style) + ", \"num_steps\": " + json_number(c.num_steps) +
+         ", \"start_wd\": " + json_number(c.start_wd) + ", \"end_wd\": " + json_number(c.end_wd) +
+         ", \"wd_incr_steps\": " + json_number(c.wd_incr_steps) +
+         ", \"wd_incr_style\": " + json_quote(c.wd_incr_style) + "},\n";
+  out += "  \"rng\": {";
+  bool first = true;
+  for (const auto& [k, v] : s.rng) {
+    out += (first ? "\n    " : ",\n    ") + json_quote(k) + ": " + json_quote(v);
+    first = false;
+  }
+  out += first ? "},\n" : "\n  },\n";
+  out += "  \"args\": {";
+  first = true;
+  for (const auto& [k, v] : s.args) {
+    out += (first ? "\n    " : ",\n    ") + json_quote(k) + ": " + value_json(v);
+    first = false;
+  }
+  out += first ? "}\n" : "\n  }\n";
+  out += "}\n";
+  return out;
+}
+
+TrainerState parse_trainer_state(const std::string& path) {
+  const simdjson::padded_string text(read_text(path));
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (auto err = parser.parse(text).get(root))
+    throw Error(path + ": not valid JSON: " + simdjson::error_message(err));
+  simdjson::dom::object obj;
+  if (root.get_object().get(obj)) throw Error(path + ": not a JSON object");
+  const StateReader r{path, obj};
+  if (r.string("format") != kFormat)
+    throw Error(path + ": unknown checkpoint format '" + r.string("format") + "' (expected " + kFormat + ")");
+  TrainerState s;
+  s.iteration = r.integer("iteration");
+  s.consumed_train_samples = r.integer("consumed_train_samples");
+  s.consumed_valid_samples = r.integer("consumed_valid_samples");
+  const StateReader c = r.object("scheduler");
+  s.scheduler.max_lr = c.number("max_lr");
+  s.scheduler.min_lr = c.number("min_lr");
+  s.scheduler.lr_warmup_steps = c.number("lr_warmup_steps");
+  s.scheduler.lr_decay_steps = c.integer("lr_decay_steps");
+  s.scheduler.lr_decay_style = c.string("lr_decay_style");
+  s.scheduler.num_steps = c.integer("num_steps");
+  s.scheduler.start_wd = c.number("start_wd");
+  s.scheduler.end_wd = c.number("end_wd");
+  s.scheduler.wd_incr_steps = c.integer("wd_incr_steps");
+  s.scheduler.wd_incr_style = c.string("wd_incr_style");
+  for (auto f : r.object("rng").obj) {
+    std::string_view v;
+    if (f.value.get_string().get(v))
+      throw Error(path + ": rng state '" + std::string(f.key) + "' is not a string");
+    s.rng[std::string(f.key)] = std::string(v);
+  }
+  for (auto f : r.object("args").obj) s.args[std::string(f.key)] = to_value(f.value);
+  return s;
+}
+
+// The shape optimizer state is saved under: the parameter's own shape when the table has it, else flat.
+std::vector<int64_t> state_shape(const optim::ParamSpan& p, std::span<const NamedTensor> model) {
+  for (const NamedTensor& t : model)
+    if (t.name == p.name && t.numel() == p.size) return t.shape;
+  return {static_cast<int64_t>(p.size)};
+}
+
+void require_whole(const optim::AdamW& opt, const std::string& what) {
+  if (opt.shard_begin() != 0 || opt.shard_end() != opt.numel())
+    throw Error(what + ": the optimizer holds a shard [" + std::to_string(opt.shard_begin()) + ", " +
+                std::to_string(opt.shard_end()) + ") of " + std::to_string(opt.numel()) +
+                " values; gather the whole state first");
+}
+
+}  // namespace
+
+size_t NamedTensor::numel() const {
+  size_t n = 1;
+  for (const int64_t d : shape) n *= static_cast<size_t>(d);
+  return n;
+}
+
+JsonObject parse_json_object(const std::string& text, const std::string& source) {
+  const simdjson::padded_string padded(text);
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (auto err = parser.parse(padded).get(root))
+    throw Error(source + ": not valid JSON: " + simdjson::error_message(err));
+  simdjson::dom::object obj;
+  if (root.get_object().get(obj)) throw Error(source + ": not a JSON object");
+  JsonObject out;
+  for (auto f : obj) out[std::string(f.key)] = to_value(f.value);
+  return out;
+}
+
+std::string to_json(const JsonObject& object) {
+  std::string out = "{";
+  bool first = true;
+  for (const auto& [k, v] : object) {
+    out += (first ? "\n  " : ",\n  ") + json_quote(k) + ": " + value_json(v);
+    first = false;
+  }
+  return out + (first ? "}\n" : "\n}\n");
+}
+
+std::string iteration_dir_name(int64_t iteration) {
+  if (iteration < 0) throw Error("checkpoint iteration must be >= 0, got " + std::to_string(iteration));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "iter_%07lld", static_cast<long long>(iteration));
+  return buf;
+}
+
+std::string save_checkpoint(const std::string& save_dir, const SaveRequest& req) {
+  const std::string name = iteration_dir_name(req.state.iteration);
+  const std::string final_dir = (fs::path(save_dir) / name).string();
+  const std::string tmp_dir = final_dir + ".tmp-" + std::to_string(::getpid());
+  parse_json_object(req.config_json, "config.json given for " + final_dir);  // a caller bug, caught before writing
+  std::error_code ec;
+  fs::create_directories(save_dir, ec);
+  if (ec) throw Error(save_dir + ": cannot create the save directory: " + ec.message());
+  fs::remove_all(tmp_dir, ec);
+  if (!fs::create_directory(tmp_dir, ec) || ec)
+    throw Error(tmp_dir + ": cannot create: " + (ec ? ec.message() : "exists"));
+
+  std::vector<TensorRef> weights;
+  for (const NamedTensor& t : req.model) weights.push_back({t.name, DType::kF32, t.shape, t.data});
+  write_safetensors(tmp_dir + "/" + kModelFile, std::move(weights), {{"format", "pt"}}, /*sync=*/true);
+  write_text_synced(tmp_dir + "/" + kConfigFile, req.config_json);
+  if (req.optimizer != nullptr) {
+    const optim::AdamW& opt = *req.optimizer;
+    require_whole(opt, final_dir);
+    // exp_avg_of() is non-const because restoring writes through it; saving only reads.
+    auto& mut = const_cast<optim::AdamW&>(opt);
+    std::vector<TensorRef> state;
+    for (size_t i = 0; i < opt.params().size(); ++i) {
+      const optim::ParamSpan& p = opt.params()[i];
+      const auto shape = state_shape(p, req.model);
+      state.push_back({"exp_avg." + p.name, DType::kF32, shape, mut.exp_avg_of(i).data()});
+      state.push_back({"exp_avg_sq." + p.name, DType::kF32, shape, mut.exp_avg_sq_of(i).data()});
+    }
+    const std::map<std::string, std::string> meta = {{"optimizer", "adamw"},
+                                                     {"step", std::to_string(opt.steps())},
+                                                     {"beta1", json_number(opt.config().beta1)},
+                                                     {"beta2", json_number(opt.config().beta2)},
+                                                     {"eps", json_number(opt.config().eps)}};
+    write_safetensors(tmp_dir + "/" + kOptimizerFile, std::move(state), meta, /*sync=*/true);
+  }
+  write_text_synced(tmp_dir + "/" + kStateFile, trainer_state_json(req.state));
+  fsync_path(tmp_dir, true);
+
+  // Move an older save of the same iteration aside rather than deleting it first: rename cannot replace a
+  // non-empty directory, and the old one must survive until the new one is in place.
+  const std::string old_dir = final_dir + ".old-" + std::to_string(::getpid());
+  const bool replacing = fs::exists(final_dir);
+  if (replacing) {
+    fs::remove_all(old_dir, ec);
+    rename_or_throw(final_dir, old_dir);
+  }
+  rename_or_throw(tmp_dir, final_dir);
+  fsync_path(save_dir, true);
+  if (replacing) fs::remove_all(old_dir, ec);
+
+  const std::string pointer = (fs::path(save_dir) / kPointerFile).string();
+  const std::string pointer_tmp = pointer + ".tmp-" + std::to_string(::getpid());
+  write_text_synced(pointer_tmp, std::to_string(req.state.iteration));
+  rename_or_throw(pointer_tmp, pointer);
+  fsync_path(save_dir, true);
+  return final_dir;
+}
+
+std::optional<std::string> find_latest_checkpoint(const std::string& load_dir) {
+  const fs::path pointer = fs::path(load_dir) / kPointerFile;
+  if (!fs::exists(pointer)) return std::nullopt;
+  std::string text = read_text(pointer.string());
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.erase(0, 1);
+  std::string dir;
+  if (text == "release") {
+    dir = "release";
+  } else {
+    int64_t iteration = -1;
+    const auto r = std::from_chars(text.data(), text.data() + text.size(), iteration);
+    if (text.empty() || r.ec != std::errc() || r.ptr != text.data() + text.size() || iteration < 0)
+      throw Error(pointer.string() + ": expected an iteration number or 'release', found '" + text + "'");
+    dir = iteration_dir_name(iteration);
+  }
+  const fs::path full = fs::path(load_dir) / dir;
+  if (!fs::is_directory(full))
+    throw Error(pointer.string() + " names " + dir + ", but " + full.string() + " does not exist");
+  return full.string();
+}
+
+LoadedCheckpoint load_checkpoint(const std::string& dir, std::span<const NamedTensor> model,
+                                 optim::AdamW* optimizer) {
+  if (!fs::is_directory(dir)) throw Error(dir + ": no such checkpoint directory");
+  const auto require = [&](const char* file) {
+    const std::string p = (fs::path(dir) / file).string();
+    if (!fs::exists(p)) throw Error(dir + ": incomplete checkpoint: " + file + " is missing");
+    return p;
+  };
+  LoadedCheckpoint out;
+  out.dir = dir;
+  // Validate everything first; the caller's buffers change only once all files check out.
+  const SafetensorsFile weights(require(kModelFile));
+  std::set<std::string> expected;
+  for (const NamedTensor& t : model) {
+    const TensorInfo& info = weights.at(t.name);
+    if (info.shape != t.shape)
+      throw Error(weights.path() + ": tensor '" + t.name + "' has shape " + shape_string(info.shape) +
+                  ", the model expects " + shape_string(t.shape));
+    if (info.dtype != DType::kF32)
+      throw Error(weights.path() + ": tensor '" + t.name + "' is " + std::string(dtype_name(info.dtype)) +
+                  ", expected F32");
+    expected.insert(t.name);
+  }
+  for (const TensorInfo& info : weights.tensors())
+    if (!expected.count(info.name))
+      throw Error(weights.path() + ": tensor '" + info.name + "' is not a parameter of this model");
+
+  std::optional<SafetensorsFile> opt_file;
+  const std::string opt_path = (fs::path(dir) / kOptimizerFile).string();
+  out.has_optimizer = fs::exists(opt_path);
+  int64_t opt_step = 0;
+  if (optimizer != nullptr) {
+    if (!out.has_optimizer)
+      throw Error(dir + ": no " + std::string(kOptimizerFile) +
+                  " (saved without optimizer state); load with --no-load-optim or --finetune");
+    require_whole(*optimizer, opt_path);
+    opt_file.emplace(opt_path);
+    const auto& meta = opt_file->metadata();
+    const auto kind = meta.find("optimizer");
+    if (kind == meta.end() || kind->second != "adamw")
+      throw Error(opt_path + ": not AdamW state (metadata 'optimizer' is " +
+                  (kind == meta.end() ? std::string("missing") : "'" + kind->second + "'") + ")");
+    const auto step = meta.find("step");
+    const std::string step_text = step == meta.end() ? "" : step->second;
+    const auto r = std::from_chars(step_text.data(), step_text.data() + step_text.size(), opt_step);
+    if (step_text.empty() || r.ec != std::errc() || r.ptr != step_text.data() + step_text.size() || opt_step < 0)
+      throw Error(opt_path + ": metadata 'step' is not a step count: '" + step_text + "'");
+    std::set<std::string> want;
+    for (const optim::ParamSpan& p : optimizer->params()) {
+      const auto shape = state_shape(p, model);
+      for (const std::string prefix : {"exp_avg.", "exp_avg_sq."}) {
+        const TensorInfo& info = opt_file->at(prefix + p.name);
+        if (info.dtype != DType::kF32 || info.shape != shape)
+          throw Error(opt_path + ": tensor '" + info.name + "' is " + std::string(dtype_name(info.dtype)) + " " +
+                      shape_string(info.shape) + ", expected F32 " + shape_string(shape));
+        want.insert(info.name);
+      }
+    }
+    for (const TensorInfo& info : opt_file->tensors())
+      if (!want.count(info.name))
+        throw Error(opt_path + ": tensor '" + info.name + "' belongs to no parameter of this optimizer");
+  }
+  out.state = parse_trainer_state(require(kStateFile));
+  const std::string leaf = fs::path(dir).filename().string();
+  if (leaf.rfind("iter_", 0) == 0 && leaf != iteration_dir_name(out.state.iteration))
+    throw Error((fs::path(dir) / kStateFile).string() + ": iteration " + std::to_string(out.state.iteration) +
+                " does not match the directory name " + leaf);
+  out.config_json = read_text(require(kConfigFile));
+  parse_json_object(out.config_json, (fs::path(dir) / kConfigFile).string());
+
+  for (const NamedTensor& t : model) weights.read_f32(t.name, t.shape, t.data);
+  if (optimizer != nullptr) {
+    for (size_t i = 0; i < optimizer->params().size(); ++i) {
+      const optim::ParamSpan& p = optimizer->params()[i];
+      const auto m = opt_file->bytes(opt_file->at("exp_avg." + p.name));
+      const auto v = opt_file->bytes(opt_file->at("exp_avg_sq." + p.name));
+      std::memcpy(optimizer->exp_avg_of(i).data(), m.data(), m.size());
+      std::memcpy(optimizer->exp_avg_sq_of(i).data(), v.data(), v.size());
+    }
+    optimizer->set_steps(opt_step);
+  }
+  return out;
+}
+
+std::string load_weights(const std::string& path, std::span<const NamedTensor> model, const WeightsOptions& options) {
+  std::string file = path;
+  if (fs::is_directory(path)) {
+    if (fs::exists(fs::path(path) / kModelFile)) {
+      file = (fs::path(path) / kModelFile).string();
+    } else if (const auto latest = find_latest_checkpoint(path)) {
+      file = (fs::path(*latest) / kModelFile).string();
+    } else if (fs::exists(fs::path(path) / "model.safetensors.index.json")) {
+      throw Error(path + ": sharded safetensors (model.safetensors.index.json) are not supported");
+    } else {
+      throw Error(path + ": neither a model.safetensors nor a " + kPointerFile + " in this directory");
+    }
+  }
+  const SafetensorsFile weights(file);
+  std::map<std::string, size_t> by_name;  // table names without the "transformer." prefix
+  for (size_t i = 0; i < model.size(); ++i)
+    if (!by_name.emplace(strip_prefix(model[i].name), i).second)
+      throw Error("parameter table names '" + model[i].name + "' twice (with and without 'transformer.')");
+  std::set<std::string> padded;
+  for (const std::string& n : options.row_padded) padded.insert(strip_prefix(n));
+
+  std::vector<const TensorInfo*> source(model.size(), nullptr);
+  for (const TensorInfo& info : weights.tensors()) {
+    const std::string key = strip_prefix(info.name);
+    const auto it = by_name.find(key);
+    if (it == by_name.end()) {
+      // HF's causal-mask buffers and the tied output matrix are not parameters here.
+      if (ends_with(key, ".attn.bias") || ends_with(key, ".attn.masked_bias") || key == "lm_head.weight") continue;
+      throw Error(file + ": tensor '" + info.name + "' is not a parameter of this model");
+    }
+    if (source[it->second] != nullptr)
+      throw Error(file + ": tensors '" + source[it->second]->name + "' and '" + info.name +
+                  "' both provide parameter '" + model[it->second].name + "'");
+    const NamedTensor& t = model[it->second];
+    const bool rows_ok = padded.count(key) && info.shape.size() == t.shape.size() && !t.shape.empty() &&
+                         info.shape[0] <= t.shape[0] &&
+                         std::equal(info.shape.begin() + 1, info.shape.end(), t.shape.begin() + 1);
+    if (info.shape != t.shape && !rows_ok)
+      throw Error(file + ": tensor '" + info.name + "' has shape " + shape_string(info.shape) +
+                  ", the model expects " + shape_string(t.shape));
+    if (info.dtype != DType::kF32 && info.dtype != DType::kF16 && info.dtype != DType::kBF16 &&
+        info.dtype != DType::kF64)
+      throw Error(file + ": tensor '" + info.name + "' has non-float dtype " + std::string(dtype_name(info.dtype)));
+    source[it->second] = &info;
+  }
+  for (size_t i = 0; i < model.size(); ++i)
+    if (source[i] == nullptr)
+      throw Error(file + ": lacks tensor '" + model[i].name + "' " + shape_string(model[i].shape));
+
+  for (size_t i = 0; i < model.size(); ++i) {
+    const NamedTensor& t = model[i];
+    const TensorInfo& info = *source[i];
+    if (info.shape == t.shape) {
+      weights.read_f32(info, t.shape, t.data);
+    } else {  // fewer rows in the file: read them, zero the padding
+      const size_t n = static_cast<size_t>(info.numel());
+      weights.read_f32(info, info.shape, t.data);
+      std::fill(t.data + n, t.data + t.numel(), 0.0f);
+    }
+  }
+  return file;
+}
+
+}  // namespace lmforge::checkpoint

@@ -1,0 +1,103 @@
+// defines: lmforge::checkpoint::NamedTensor, TrainerState, save_checkpoint(), find_latest_checkpoint(), load_checkpoint(), load_weights(), JSON object helpers
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "optim/adamw.h"
+#include "optim/lr_schedule.h"
+
+namespace lmforge::checkpoint {
+
+// One fp32 tensor of the caller's parameter table (for GPT-2: HF names such as
+// "transformer.h.0.attn.c_attn.weight", HF layouts, pointing into the model's flat buffer).
+struct NamedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  float* data = nullptr;
+  size_t numel() const;
+};
+
+// A JSON value that is not a scalar (array or object), kept as minified JSON text.
+struct RawJson {
+  std::string text;
+  bool operator==(const RawJson&) const = default;
+};
+using JsonValue = std::variant<bool, int64_t, double, std::string, RawJson>;
+using JsonObject = std::map<std::string, JsonValue>;
+
+// Parses a JSON object's top level (e.g. an HF config.json); nested values come back as RawJson. Error names
+// `source` (a path) when the text is not a JSON object.
+JsonObject parse_json_object(const std::string& text, const std::string& source);
+std::string to_json(const JsonObject& object);  // pretty-printed, keys sorted, trailing newline
+
+// Everything in trainer_state.json.
+struct TrainerState {
+  int64_t iteration = 0;
+  int64_t consumed_train_samples = 0;
+  int64_t consumed_valid_samples = 0;
+  optim::SchedulerState scheduler;
+  std::map<std::string, std::string> rng;  // RNG states, each serialized to text by its owner
+  JsonObject args;                         // the arguments the run used
+};
+
+// Checkpoint layout (modeled on Megatron's):
+//   <save>/latest_checkpointed_iteration.txt   "100" (Megatron's pointer file; "release" also accepted)
+//   <save>/iter_0000100/model.safetensors      the parameter table under its own (HF) names, F32
+//   <save>/iter_0000100/config.json            as given by the caller (HF GPT2Config for GPT-2)
+//   <save>/iter_0000100/optimizer.safetensors  exp_avg.<name>, exp_avg_sq.<name> per parameter (shaped as the
+//                                              parameter); metadata optimizer=adamw, step, beta1, beta2, eps
+//   <save>/iter_0000100/trainer_state.json     TrainerState
+// A save writes <save>/iter_0000100.tmp-<pid>/, fsyncs every file and the directory, renames it into place
+// (replacing an older save of the same iteration) and then replaces the pointer file the same way, so a crash
+// leaves either the previous checkpoint or the new one, never a half-written directory under the final name.
+struct SaveRequest {
+  std::span<const NamedTensor> model;
+  std::string config_json;                  // must be a JSON object
+  const optim::AdamW* optimizer = nullptr;  // nullptr: no optimizer.safetensors (--no-save-optim)
+  TrainerState state;                       // state.iteration names the directory
+};
+
+std::string iteration_dir_name(int64_t iteration);  // "iter_0000100", Megatron's iter_{:07d}
+// Writes a checkpoint and updates the pointer; returns the final directory. Errors name the path.
+std::string save_checkpoint(const std::string& save_dir, const SaveRequest& request);
+
+// The directory the pointer file in load_dir names, or nullopt when load_dir has no pointer file (Megatron
+// then starts from scratch). A malformed pointer, or one naming a missing directory, is an Error.
+std::optional<std::string> find_latest_checkpoint(const std::string& load_dir);
+
+struct LoadedCheckpoint {
+  std::string dir;
+  TrainerState state;
+  std::string config_json;
+  bool has_optimizer = false;  // optimizer.safetensors was present (and loaded when asked)
+};
+
+// Loads a checkpoint directory (as returned by find_latest_checkpoint, or <load>/iter_NNNNNNN for a given
+// iteration) into the model table and, when optimizer is non-null, the optimizer's m, v and step count.
+// Validates everything before writing into any caller buffer: missing files, truncated or corrupt
+// safetensors, missing/extra tensors and shape mismatches against the table are Errors naming the file and
+// tensor. A checkpoint without optimizer state loads when optimizer is null; with a non-null optimizer its
+// absence is an Error (use --no-load-optim). The optimizer must hold the whole index space (no shard).
+LoadedCheckpoint load_checkpoint(const std::string& dir, std::span<const NamedTensor> model,
+                                 optim::AdamW* optimizer = nullptr);
+
+// Weights only (--finetune, --load of a Hugging Face model). `path` is a .safetensors file, a directory with
+// model.safetensors (an HF model directory or one of our iteration directories), or a save directory with a
+// pointer file. Names match with or without the "transformer." prefix; "attn.bias"/"attn.masked_bias"
+// buffers and a tied duplicate "lm_head.weight" in the file are ignored unless the table has them. Missing or
+// unexpected tensors and shape mismatches are Errors. Tensors named in row_padded may have fewer rows in the
+// file than in the table (a vocabulary padded to a multiple of 128): the extra rows are zero-filled.
+// F16/BF16/F64 files are converted to fp32. Returns the file read.
+struct WeightsOptions {
+  std::set<std::string> row_padded;
+};
+std::string load_weights(const std::string& path, std::span<const NamedTensor> model,
+                         const WeightsOptions& options = {});
+
+}  // namespace lmforge::checkpoint
