@@ -245,7 +245,9 @@ GptSampleSource::GptSampleSource(const std::vector<std::string>& data_path, cons
   if (config.seq_length < 1) throw Error("--seq-length must be positive, got " + std::to_string(config.seq_length));
   const auto weights = parse_split(config.split);
   const auto blend = parse_data_path(data_path);
-  const bool blended = blend.size() > 1;
+  // "w p" with a single pair is still a blend in Megatron: its samples are asked with the 1.005 margin and drawn
+  // through a BlendedDataset, so the indices (and cache keys) differ from a bare "p".
+  const bool blended = data_path.size() > 1;
   std::vector<double> w;
   for (const auto& b : blend) w.push_back(b.weight);
   std::vector<std::array<int64_t, 3>> asked;

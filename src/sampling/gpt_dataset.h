@@ -66,7 +66,7 @@ class GptDataset {
 // The trainer's view: --data-path (one prefix, or "w1 p1 w2 p2 …"), --split, seed, seq_length and the samples wanted
 // per split (samples_per_split()). With a blend each dataset's split asks ceil(w·n·1.005) samples and a split's size
 // is their sum, interleaved by Megatron's greedy blending indices (not cached: they are cheap to rebuild).
-// A split is built when its weight in --split is > 0, its range is non-empty and samples are asked of it.
+// A single weighted pair ("1 p") is a blend of one, as in Megatron. A split is built when its weight in --split is > 0, its range is non-empty and samples are asked of it.
 class GptSampleSource {
  public:
   GptSampleSource(const std::vector<std::string>& data_path, const GptConfig& config,

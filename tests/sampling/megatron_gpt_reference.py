@@ -225,7 +225,7 @@ def source(c, out, name):
             continue
         entry["built"] = True
         entry["md5"] = [p[7] for p in parts]
-        if len(parts) == 1:
+        if len(blend) == 1:  # a bare prefix; "w p" is a BlendedDataset of one
             size = parts[0][6].shape[0]
             pick = lambda i: (0, i)
         else:

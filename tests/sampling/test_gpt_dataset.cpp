@@ -63,6 +63,8 @@ class GptDatasetTest : public ::testing::Test {
              R"(,"split":"949,50,1","seed":1234,"seq_length":128,"per_split":[2000,300,50],"windows":)" + windows_json() + "},";
     cases += R"({"name":"blend","kind":"source","data_path":)" + json_list({"0.3", shared, "0.7", int32_prefix_}) +
              R"(,"split":"90,8,2","seed":7,"seq_length":64,"per_split":[1000,100,20],"windows":)" + windows_json() + "},";
+    cases += R"({"name":"weighted_single","kind":"source","data_path":)" + json_list({"2", int32_prefix_}) +
+             R"(,"split":"949,50,1","seed":5,"seq_length":32,"per_split":[1000,200,0],"windows":)" + windows_json() + "},";
     cases += R"({"name":"default_cache","kind":"source","data_path":)" + json_list({copy_prefix_}) +
              R"(,"split":"98, 2","seed":3,"seq_length":1024,"per_split":[1500,30,10],"windows":)" + windows_json() + "}";
     cases += "]";
@@ -132,6 +134,11 @@ TEST_F(GptDatasetTest, BlendOfUint16AndInt32Datasets) {
   GptConfig cfg{"90,8,2", 7, 64, dir_ + "/blend.mine"};
   check("blend", {"0.3", shared_prefix("sample_gpt2_text_document"), "0.7", int32_prefix_}, cfg, {1000, 100, 20},
         cfg.cache_path, false);
+}
+
+TEST_F(GptDatasetTest, OneWeightedDatasetIsABlendOfOne) {
+  GptConfig cfg{"949,50,1", 5, 32, dir_ + "/weighted_single.mine"};
+  check("weighted_single", {"2", int32_prefix_}, cfg, {1000, 200, 0}, cfg.cache_path, false);
 }
 
 TEST_F(GptDatasetTest, DefaultCacheBesideTheDataAndEmptyTestSplit) {
