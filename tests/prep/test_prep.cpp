@@ -234,3 +234,20 @@ TEST(Prep, AppendEodNeedsATokenizerWithOne) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Prep, BertSampleCorpusIsByteIdenticalToMegatron) {
+  lmforge::testing::TempDir dir;
+  lmforge::prep::PrepOptions o;
+  o.inputs = {lmforge::testing::shared_path("data/sample/sample.jsonl")};
+  o.output_prefix = dir.file("bert");
+  o.tokenizer.type = "BertWordPieceLowerCase";
+  o.tokenizer.vocab_file = lmforge::testing::shared_path("data/vocab/bert-base-uncased-vocab.txt");
+  o.workers = 2;
+  o.progress_seconds = 1e9;
+  const auto summary = lmforge::prep::run_prep(o);
+  expect_same_dataset_bytes(summary.outputs.at(0), lmforge::testing::shared_path("data/sample/sample_bert_text_document"));
+}
+
+}  // namespace
