@@ -20,7 +20,7 @@ class CpuBackend final : public Backend {
     std::string config = openblas_get_config();
     while (!config.empty() && config.back() == ' ') config.pop_back();
     return std::string("cpu fp32, OpenMP ") + std::to_string(omp_get_max_threads()) + " threads, " + config +
-           " (core " + openblas_get_corename() + ", " + std::to_string(openblas_get_num_threads()) + " threads)";
+           " (core " + openblas_get_corename() + ", called single-threaded from each OpenMP thread)";
   }
 
   float* alloc(size_t n) override {
@@ -42,8 +42,8 @@ class CpuBackend final : public Backend {
   void synchronize() override {}
   void set_num_threads(int n) override {
     if (n <= 0) return;
+    // OpenBLAS itself stays single-threaded: the ops split GEMMs over the OpenMP team (see gemm() in ops_cpu.cpp).
     omp_set_num_threads(n);
-    openblas_set_num_threads(n);
   }
   int num_threads() const override { return omp_get_max_threads(); }
 };

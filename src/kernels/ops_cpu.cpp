@@ -36,6 +36,10 @@ inline float fast_exp(float x) {
 #pragma omp declare simd
 inline float fast_tanh(float u) { return 1.0f - 2.0f / (fast_exp(2.0f * u) + 1.0f); }
 
+// Below this many elements of work a loop runs on the calling thread: waking the team costs more than it saves,
+// and far more on a loaded machine, where every barrier may wait a scheduler time slice for a descheduled thread.
+constexpr size_t kParallelMin = 1 << 15;
+
 inline float dot(const float* a, const float* b, int n) {
   float s = 0.0f;
 #pragma omp simd reduction(+ : s)
@@ -48,7 +52,7 @@ inline float dot(const float* a, const float* b, int n) {
 // ---- embedding --------------------------------------------------------------------------------------------------
 
 void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C) {
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * T * C >= kParallelMin)
   for (int b = 0; b < B; b++) {
     for (int t = 0; t < T; t++) {
       float* o = out + ((size_t)b * T + t) * C;
@@ -63,7 +67,7 @@ void embedding_forward(float* out, const int32_t* tokens, const float* wte, cons
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C) {
   // Positions are distinct per t, so splitting over t is race-free; tokens may repeat, so the scatter-add into
   // dwte is split over channel blocks instead (each thread owns columns [c0,c1) of every row).
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((size_t)B * T * C >= kParallelMin)
   for (int t = 0; t < T; t++) {
     float* dp = dwpe + (size_t)t * C;
     for (int b = 0; b < B; b++) {
@@ -74,7 +78,7 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32
   }
   const int block = 64;
   const int nblocks = (C + block - 1) / block;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((size_t)B * T * C >= kParallelMin)
   for (int k = 0; k < nblocks; k++) {
     int c0 = k * block, c1 = c0 + block < C ? c0 + block : C;
     for (size_t n = 0; n < (size_t)B * T; n++) {
@@ -91,7 +95,7 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int N, int C) {
   const float eps = 1e-5f;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= kParallelMin)
   for (int n = 0; n < N; n++) {
     const float* x = inp + (size_t)n * C;
     float* y = out + (size_t)n * C;
@@ -114,7 +118,7 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, int N, int C) {
   // dweight and dbias sum over all rows: each thread sums its rows privately, then adds once under a lock.
-#pragma omp parallel
+#pragma omp parallel if ((size_t)N * C >= kParallelMin)
   {
     std::vector<float> dw(C, 0.0f), db(C, 0.0f);
 #pragma omp for schedule(static)
@@ -152,39 +156,75 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
 
 // ---- linear -----------------------------------------------------------------------------------------------------
 
+namespace {
+
+// Row-major C[M,N] = op(A)[M,K]·op(B)[K,N] + beta·C, split over the threads of ONE OpenMP team, each thread
+// calling single-threaded OpenBLAS on its block of C's rows (or columns, whichever dimension is longer).
+// Why not OpenBLAS's own threads: its pthread pool and OpenMP's team both busy-wait after their work, so
+// alternating GEMMs with OpenMP loops makes the two pools fight over the cores (10 AdamW steps of the parity
+// test's small model: 522 ms with both pools, 23 ms with one). One pool, split by us, has no such hand-over.
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+          float beta, float* C, int ldc) {
+  static const bool single_threaded_blas = (openblas_set_num_threads(1), true);
+  (void)single_threaded_blas;
+  const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+  const int threads = omp_get_max_threads();
+  const double work = 2.0 * M * N * K;
+  if (threads <= 1 || work < 4e6 || omp_in_parallel()) {
+    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  const bool split_rows = M >= N;
+  const int len = split_rows ? M : N;
+  // Blocks are multiples of 16 rows/columns (whole AVX-512 vectors, and OpenBLAS's register tiles).
+  const int chunk = ((len + threads - 1) / threads + 15) / 16 * 16;
+#pragma omp parallel num_threads(threads)
+  {
+    const int i0 = omp_get_thread_num() * chunk;
+    const int i1 = i0 + chunk < len ? i0 + chunk : len;
+    if (i0 < i1) {
+      if (split_rows) {
+        const float* a = trans_a ? A + i0 : A + (size_t)i0 * lda;
+        cblas_sgemm(CblasRowMajor, ta, tb, i1 - i0, N, K, 1.0f, a, lda, B, ldb, beta, C + (size_t)i0 * ldc, ldc);
+      } else {
+        const float* b = trans_b ? B + (size_t)i0 * ldb : B + i0;
+        cblas_sgemm(CblasRowMajor, ta, tb, M, i1 - i0, K, 1.0f, A, lda, b, ldb, beta, C + i0, ldc);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC, int OC,
                     WeightLayout layout) {
   float beta = 0.0f;
   if (bias != nullptr) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((size_t)N * OC >= kParallelMin)
     for (int n = 0; n < N; n++) std::memcpy(out + (size_t)n * OC, bias, sizeof(float) * OC);
     beta = 1.0f;
   }
   if (layout == WeightLayout::IN_OUT) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, OC, IC, 1.0f, inp, IC, weight, OC, beta, out, OC);
+    gemm(false, false, N, OC, IC, inp, IC, weight, OC, beta, out, OC);
   } else {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1.0f, inp, IC, weight, IC, beta, out, OC);
+    gemm(false, true, N, OC, IC, inp, IC, weight, IC, beta, out, OC);
   }
 }
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int N, int IC, int OC, WeightLayout layout) {
   if (layout == WeightLayout::IN_OUT) {
-    if (dinp != nullptr)  // [N,IC] += [N,OC]·[IC,OC]ᵀ
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, IC, OC, 1.0f, dout, OC, weight, OC, 1.0f, dinp, IC);
-    // [IC,OC] += [N,IC]ᵀ·[N,OC]
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IC, OC, N, 1.0f, inp, IC, dout, OC, 1.0f, dweight, OC);
+    if (dinp != nullptr) gemm(false, true, N, IC, OC, dout, OC, weight, OC, 1.0f, dinp, IC);  // [N,IC] += [N,OC]·[IC,OC]ᵀ
+    gemm(true, false, IC, OC, N, inp, IC, dout, OC, 1.0f, dweight, OC);  // [IC,OC] += [N,IC]ᵀ·[N,OC]
   } else {
-    if (dinp != nullptr)  // [N,IC] += [N,OC]·[OC,IC]
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IC, OC, 1.0f, dout, OC, weight, IC, 1.0f, dinp, IC);
-    // [OC,IC] += [N,OC]ᵀ·[N,IC]
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dweight, IC);
+    if (dinp != nullptr) gemm(false, false, N, IC, OC, dout, OC, weight, IC, 1.0f, dinp, IC);  // [N,IC] += [N,OC]·[OC,IC]
+    gemm(true, false, OC, IC, N, dout, OC, inp, IC, 1.0f, dweight, IC);  // [OC,IC] += [N,OC]ᵀ·[N,IC]
   }
   if (dbias != nullptr) {
     // Column sums: threads own disjoint column blocks and walk all rows.
     const int block = 256;
     const int nblocks = (OC + block - 1) / block;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((size_t)N * OC >= kParallelMin)
     for (int k = 0; k < nblocks; k++) {
       int o0 = k * block, o1 = o0 + block < OC ? o0 + block : OC;
       float acc[block];
@@ -206,7 +246,7 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
   const float scale = 1.0f / std::sqrt((float)hs);
   const size_t C3 = (size_t)C * 3;
   // Rows t are independent; later rows cost more (t+1 keys), hence the small dynamic chunks.
-#pragma omp parallel for collapse(3) schedule(dynamic, 8)
+#pragma omp parallel for collapse(3) schedule(dynamic, 8) if ((size_t)B * T * T * C >= kParallelMin)
   for (int b = 0; b < B; b++) {
     for (int h = 0; h < NH; h++) {
       for (int t = 0; t < T; t++) {
@@ -247,7 +287,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   const float scale = 1.0f / std::sqrt((float)hs);
   const size_t C3 = (size_t)C * 3;
   // dk and dv of (b,h) gather contributions from every query row t, so one thread owns a whole (b,h).
-#pragma omp parallel
+#pragma omp parallel if ((size_t)B * T * T * C >= kParallelMin)
   {
     std::vector<float> dz(T);
 #pragma omp for collapse(2) schedule(dynamic, 1)
@@ -291,7 +331,7 @@ constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
 }
 
 void gelu_forward(float* out, const float* inp, size_t n) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
   for (size_t i = 0; i < n; i++) {
     const float x = inp[i];
     const float u = kGeluScale * (x + 0.044715f * x * x * x);
@@ -300,7 +340,7 @@ void gelu_forward(float* out, const float* inp, size_t n) {
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
   for (size_t i = 0; i < n; i++) {
     const float x = inp[i];
     const float u = kGeluScale * (x + 0.044715f * x * x * x);
@@ -313,12 +353,12 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
 // ---- residual ---------------------------------------------------------------------------------------------------
 
 void residual_forward(float* out, const float* a, const float* b, size_t n) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
   for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
 void residual_backward(float* da, float* db, const float* dout, size_t n) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
   for (size_t i = 0; i < n; i++) {
     da[i] += dout[i];
     db[i] += dout[i];
@@ -328,7 +368,7 @@ void residual_backward(float* da, float* db, const float* dout, size_t n) {
 // ---- softmax + cross-entropy ------------------------------------------------------------------------------------
 
 void crossentropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets, int N, int V) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((size_t)N * V >= kParallelMin)
   for (int n = 0; n < N; n++) {
     const float* l = logits + (size_t)n * V;
     float maxv = -INFINITY;
@@ -344,7 +384,7 @@ void crossentropy_forward(float* losses, float* lse, const float* logits, const 
 
 void crossentropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
                            float dloss, int N, int V) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((size_t)N * V >= kParallelMin)
   for (int n = 0; n < N; n++) {
     const float* l = logits + (size_t)n * V;
     float* d = dlogits + (size_t)n * V;

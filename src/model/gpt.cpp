@@ -38,7 +38,8 @@ void GPTConfig::validate() const {
 
 GPT::GPT(const GPTConfig& config, kernels::Backend& backend) : config_(config), backend_(backend) {
   config_.validate();
-  layout_params();
+  tensors_ = parameter_table(config_);
+  num_params_ = tensors_.back().offset + tensors_.back().numel;
   params_ = backend_.alloc(num_params_);
   grads_ = backend_.alloc(num_params_);
   backend_.fill_zero(params_, num_params_);
@@ -51,22 +52,25 @@ GPT::~GPT() {
   if (acts_memory_ != nullptr) backend_.free(acts_memory_);
 }
 
-void GPT::layout_params() {
-  const int64_t C = config_.hidden, Vp = config_.padded_vocab_size();
+std::vector<ParamTensor> GPT::parameter_table(const GPTConfig& config) {
+  config.validate();
+  const int64_t C = config.hidden, Vp = config.padded_vocab_size();
+  std::vector<ParamTensor> tensors;
+  size_t total = 0;
   auto add = [&](std::string name, std::vector<int64_t> shape, bool decay) {
     ParamTensor t;
     t.name = std::move(name);
     t.shape = std::move(shape);
     t.numel = 1;
     for (int64_t d : t.shape) t.numel *= (size_t)d;
-    t.offset = num_params_;
+    t.offset = total;
     t.weight_decay = decay;
-    num_params_ += t.numel;
-    tensors_.push_back(std::move(t));
+    total += t.numel;
+    tensors.push_back(std::move(t));
   };
   add("transformer.wte.weight", {Vp, C}, true);
-  add("transformer.wpe.weight", {(int64_t)config_.max_positions, C}, true);
-  for (int l = 0; l < config_.num_layers; l++) {
+  add("transformer.wpe.weight", {(int64_t)config.max_positions, C}, true);
+  for (int l = 0; l < config.num_layers; l++) {
     const std::string p = "transformer.h." + std::to_string(l) + ".";
     add(p + "ln_1.weight", {C}, false);
     add(p + "ln_1.bias", {C}, false);
@@ -83,6 +87,7 @@ void GPT::layout_params() {
   }
   add("transformer.ln_f.weight", {C}, false);
   add("transformer.ln_f.bias", {C}, false);
+  return tensors;
 }
 
 const ParamTensor& GPT::tensor(std::string_view name) const {
@@ -91,7 +96,7 @@ const ParamTensor& GPT::tensor(std::string_view name) const {
   throw Error("GPT model has no parameter named '" + std::string(name) + "'");
 }
 
-// Tensors 2 + 12·l ... 13 + 12·l of the table belong to layer l, in the order layout_params() adds them.
+// Tensors 2 + 12·l ... 13 + 12·l of the table belong to layer l, in the order parameter_table() adds them.
 GPT::Layer GPT::layer_params(float* base, int l) const {
   const ParamTensor* t = &tensors_[2 + (size_t)12 * l];
   auto at = [&](int i) { return base + t[i].offset; };

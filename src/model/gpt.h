@@ -71,6 +71,8 @@ class GPT {
   float* grads() { return grads_; }
   const float* grads() const { return grads_; }
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
+  // The table tensors() will hold for a config, without allocating a model (e.g. to check a checkpoint first).
+  static std::vector<ParamTensor> parameter_table(const GPTConfig& config);
   // Throws lmforge::Error for an unknown name.
   const ParamTensor& tensor(std::string_view name) const;
   float* param(std::string_view name) { return params_ + tensor(name).offset; }
@@ -111,7 +113,6 @@ class GPT {
     float *d_res, *d_ln, *d_atty, *d_qkv, *d_fch_gelu, *d_fch;
   };
 
-  void layout_params();
   Layer layer_params(float* base, int l) const;
   void ensure_activations(int B, int T);
   void check_ids(const int32_t* ids, size_t n, const char* what) const;

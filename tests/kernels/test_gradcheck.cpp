@@ -1,6 +1,7 @@
 // defines: finite-difference gradient checks of every CPU kernel in kernels/ops.h, plus value checks of the
 // approximated transcendental functions (GELU's tanh, softmax's exp) against double-precision formulas
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <functional>
@@ -290,6 +291,71 @@ TEST(KernelGradcheck, CrossEntropyWideRowsMatchDouble) {
     for (int v = 0; v < V; v++) s += std::exp(logits[(size_t)n * V + v] - mx);
     const double ref = mx + std::log(s);
     EXPECT_NEAR(lse[n], ref, 2e-6 * std::fabs(ref));
+  }
+}
+
+// The gradient checks use shapes small enough to run on one thread; this runs every op at shapes above the
+// parallel thresholds with 2 threads and with 1 and requires the same results (up to reduction order), which
+// catches races in the split loops (scatter-adds, column sums, per-(b,h) attention ownership, GEMM blocks).
+TEST(KernelParallel, TwoThreadsMatchOne) {
+  std::mt19937 rng(10);
+  const int B = 2, T = 64, C = 96, NH = 3, V = 1000, N = B * T;
+  std::vector<int32_t> tokens(N);
+  for (auto& t : tokens) t = (int32_t)(rng() % 50);  // many repeats
+  const Vec wte = random_vec((size_t)V * C, rng), wpe = random_vec((size_t)T * C, rng);
+  const Vec x = random_vec((size_t)N * C, rng), w = random_vec(C, rng), b = random_vec(C, rng);
+  const Vec W = random_vec((size_t)C * 3 * C, rng), bias = random_vec(3 * C, rng);
+  const Vec dC = random_vec((size_t)N * C, rng), d3C = random_vec((size_t)N * 3 * C, rng);
+  const Vec logits_in = random_vec((size_t)N * V, rng);
+  std::vector<int32_t> targets(N);
+  for (auto& t : targets) t = (int32_t)(rng() % V);
+  auto run_all = [&](int threads) {
+    omp_set_num_threads(threads);
+    std::vector<Vec> r;
+    Vec out((size_t)N * C), dwte((size_t)V * C, 0.0f), dwpe((size_t)T * C, 0.0f);
+    embedding_forward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
+    embedding_backward(dwte.data(), dwpe.data(), dC.data(), tokens.data(), B, T, C);
+    r.push_back(out), r.push_back(dwte), r.push_back(dwpe);
+    Vec mean(N), rstd(N), dx((size_t)N * C, 0.0f), dw(C, 0.0f), db(C, 0.0f);
+    layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    layernorm_backward(dx.data(), dw.data(), db.data(), dC.data(), x.data(), w.data(), mean.data(), rstd.data(), N,
+                       C);
+    r.push_back(out), r.push_back(dx), r.push_back(dw), r.push_back(db);
+    Vec qkv((size_t)N * 3 * C), dW(W.size(), 0.0f), dbias(3 * C, 0.0f);
+    for (WeightLayout layout : {WeightLayout::IN_OUT, WeightLayout::OUT_IN}) {
+      Vec dxl((size_t)N * C, 0.0f);
+      linear_forward(qkv.data(), x.data(), W.data(), bias.data(), N, C, 3 * C, layout);
+      linear_backward(dxl.data(), dW.data(), dbias.data(), d3C.data(), x.data(), W.data(), N, C, 3 * C, layout);
+      r.push_back(qkv), r.push_back(dxl);
+    }
+    r.push_back(dW), r.push_back(dbias);
+    Vec att((size_t)B * NH * T * T), y((size_t)N * C), dqkv((size_t)N * 3 * C, 0.0f);
+    attention_forward(y.data(), att.data(), qkv.data(), B, T, C, NH);
+    attention_backward(dqkv.data(), dC.data(), qkv.data(), att.data(), B, T, C, NH);
+    r.push_back(y), r.push_back(att), r.push_back(dqkv);
+    Vec g(qkv.size()), dg(qkv.size(), 0.0f), s(x.size()), da(x.size(), 0.0f), dbb(x.size(), 0.0f);
+    gelu_forward(g.data(), qkv.data(), qkv.size());
+    gelu_backward(dg.data(), qkv.data(), d3C.data(), qkv.size());
+    residual_forward(s.data(), x.data(), dC.data(), x.size());
+    residual_backward(da.data(), dbb.data(), dC.data(), x.size());
+    r.push_back(g), r.push_back(dg), r.push_back(s), r.push_back(da), r.push_back(dbb);
+    Vec losses(N), lse(N), dl((size_t)N * V);
+    crossentropy_forward(losses.data(), lse.data(), logits_in.data(), targets.data(), N, V);
+    crossentropy_backward(dl.data(), logits_in.data(), lse.data(), targets.data(), 1.0f / N, N, V);
+    r.push_back(losses), r.push_back(dl);
+    return r;
+  };
+  const int saved = omp_get_max_threads();
+  const std::vector<Vec> one = run_all(1), two = run_all(2);
+  omp_set_num_threads(saved);
+  ASSERT_EQ(one.size(), two.size());
+  for (size_t i = 0; i < one.size(); i++) {
+    double md = 0, mr = 0;
+    for (size_t j = 0; j < one[i].size(); j++) {
+      md = std::max(md, (double)std::fabs(one[i][j] - two[i][j]));
+      mr = std::max(mr, (double)std::fabs(one[i][j]));
+    }
+    EXPECT_LE(md, 1e-5 * mr) << "result " << i;
   }
 }
 
