@@ -146,8 +146,16 @@ std::vector<int32_t> build_sample_index(std::span<const int32_t> sizes, std::spa
 }
 
 std::vector<int64_t> build_shuffle_index(int64_t first, int64_t total, NumpyRandomState& rng) {
-  std::vector<int64_t> index{};
-  index.resize(size_t(total));
+  // The draws do not depend on the element type; shuffling 4-byte elements when they fit halves the memory traffic
+  // of the random swaps (Megatron's array is uint32 too below 2^32−2 samples).
+  if (total < int64_t(UINT32_MAX)) {
+    std::vector<uint32_t> narrow(static_cast<size_t>(total));
+    std::iota(narrow.begin(), narrow.end(), 0U);
+    rng.shuffle(std::span<uint32_t>(narrow.data(), size_t(first)));
+    if (first != total) rng.shuffle(std::span<uint32_t>(narrow.data() + first, size_t(total - first)));
+    return std::vector<int64_t>(narrow.begin(), narrow.end());
+  }
+  std::vector<int64_t> index(static_cast<size_t>(total));
   std::iota(index.begin(), index.end(), int64_t(0));
   rng.shuffle(std::span<int64_t>(index.data(), size_t(first)));
   if (first != total) rng.shuffle(std::span<int64_t>(index.data() + first, size_t(total - first)));

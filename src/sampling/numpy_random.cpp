@@ -21,10 +21,15 @@ NumpyRandomState::NumpyRandomState(uint32_t seed) {
 }
 
 void NumpyRandomState::twist() {
-  for (int i = 0; i < kN; ++i) {
-    const uint32_t y = (key_[i] & kUpper) | (key_[(i + 1) % kN] & kLower);
-    key_[i] = key_[(i + kM) % kN] ^ (y >> 1) ^ ((y & 1U) ? kMatrixA : 0U);
-  }
+  // The reference recurrence, split into three loops so no index needs a modulo.
+  auto mix = [](uint32_t upper, uint32_t lower, uint32_t far) {
+    const uint32_t y = (upper & kUpper) | (lower & kLower);
+    return far ^ (y >> 1) ^ ((y & 1U) ? kMatrixA : 0U);
+  };
+  int i = 0;
+  for (; i < kN - kM; ++i) key_[i] = mix(key_[i], key_[i + 1], key_[i + kM]);
+  for (; i < kN - 1; ++i) key_[i] = mix(key_[i], key_[i + 1], key_[i + kM - kN]);
+  key_[kN - 1] = mix(key_[kN - 1], key_[0], key_[kM - 1]);
   pos_ = 0;
 }
 
