@@ -112,13 +112,27 @@ void write_text_atomic(const std::string& path, const std::string& text) {
 
 }  // namespace
 
+std::shared_ptr<const std::vector<int32_t>> sequence_sizes(const data::IndexedDataset& dataset) {
+  const uint64_t count = dataset.sequence_count();
+  if (count > uint64_t(INT32_MAX))
+    throw Error(dataset.prefix() + ": " + std::to_string(count) + " sequences, more than Megatron's int32 indices hold");
+  auto sizes = std::make_shared<std::vector<int32_t>>(count);
+  for (uint64_t i = 0; i < count; ++i) (*sizes)[i] = dataset.sequence_length(i);
+  return sizes;
+}
+
 GptDataset::GptDataset(std::shared_ptr<const data::IndexedDataset> dataset, std::string path_prefix, Split index_split,
                        int64_t begin, int64_t end, int64_t num_samples, const GptConfig& config)
-    : dataset_(std::move(dataset)), seq_length_(config.seq_length) {
-  const uint64_t count = dataset_->sequence_count();
-  if (count > uint64_t(INT32_MAX)) throw Error(path_prefix + ": too many sequences for Megatron's int32 indices");
-  sizes_.resize(count);
-  for (uint64_t i = 0; i < count; ++i) sizes_[i] = dataset_->sequence_length(i);
+    : GptDataset(dataset, sequence_sizes(*dataset), std::move(path_prefix), index_split, begin, end, num_samples,
+                 config) {}
+
+GptDataset::GptDataset(std::shared_ptr<const data::IndexedDataset> dataset,
+                       std::shared_ptr<const std::vector<int32_t>> sizes, std::string path_prefix, Split index_split,
+                       int64_t begin, int64_t end, int64_t num_samples, const GptConfig& config)
+    : dataset_(std::move(dataset)), sizes_(std::move(sizes)), seq_length_(config.seq_length) {
+  if (sizes_->size() != dataset_->sequence_count())
+    throw Error(path_prefix + ": sizes do not match the dataset's " + std::to_string(dataset_->sequence_count()) +
+                " sequences");
 
   description_ = gpt_description(path_prefix, num_samples, index_split, config.split, config.seed, config.seq_length);
   md5_ = md5_hex(description_);
@@ -129,7 +143,7 @@ GptDataset::GptDataset(std::shared_ptr<const data::IndexedDataset> dataset, std:
     from_cache_ = true;
     return;
   }
-  indices_ = build_gpt_indices(sizes_, begin, end, num_samples, config.seq_length, config.seed);
+  indices_ = build_gpt_indices(*sizes_, begin, end, num_samples, config.seq_length, config.seed);
   write_cache();
 }
 
@@ -166,10 +180,11 @@ bool GptDataset::try_load_cache(int64_t begin, int64_t end, int64_t num_samples)
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (text != description_) throw Error(fd + ": does not hold the description its md5 name stands for; delete the cache");
   }
-  if (begin < 0 || end > int64_t(sizes_.size()) || begin >= end)
+  const std::vector<int32_t>& sizes = *sizes_;
+  if (begin < 0 || end > int64_t(sizes.size()) || begin >= end)
     throw Error("GPT split [" + std::to_string(begin) + ", " + std::to_string(end) + ") is empty or out of range");
   GptIndices g;
-  for (int64_t i = begin; i < end; ++i) g.tokens_per_epoch += sizes_[size_t(i)];
+  for (int64_t i = begin; i < end; ++i) g.tokens_per_epoch += sizes[size_t(i)];
   g.plan = plan_epochs(g.tokens_per_epoch, seq_length_, num_samples);
   const int64_t total = g.plan.total_samples;
   const int64_t docs = g.plan.epochs * (end - begin);
@@ -192,7 +207,7 @@ bool GptDataset::try_load_cache(int64_t begin, int64_t end, int64_t num_samples)
   std::memcpy(g.sample_index.data(), a.data.data(), a.data.size());
   for (int64_t r = 0; r <= total; ++r) {
     const int32_t p = g.sample_index[size_t(2 * r)], o = g.sample_index[size_t(2 * r + 1)];
-    if (p < 0 || p >= docs || o < 0 || (o > 0 && o >= sizes_[size_t(g.document_index[size_t(p)])]))
+    if (p < 0 || p >= docs || o < 0 || (o > 0 && o >= sizes[size_t(g.document_index[size_t(p)])]))
       throw bad(fs_, "row " + std::to_string(r) + " points outside the document index");
     if (r > 0 && (p < g.sample_index[size_t(2 * r - 2)]))
       throw bad(fs_, "row " + std::to_string(r) + " goes backwards");
@@ -221,7 +236,7 @@ bool GptDataset::try_load_cache(int64_t begin, int64_t end, int64_t num_samples)
 void GptDataset::sample(int64_t i, std::vector<int32_t>& tokens) const {
   thread_local std::vector<SamplePiece> pieces;
   thread_local std::vector<int32_t> part;
-  sample_pieces(sizes_, indices_.document_index, indices_.sample_index, indices_.shuffle_index, i, pieces);
+  sample_pieces(*sizes_, indices_.document_index, indices_.sample_index, indices_.shuffle_index, i, pieces);
   tokens.clear();
   for (const auto& p : pieces) {
     dataset_->read_sequence(uint64_t(p.sequence), part, p.offset, p.count);
@@ -255,8 +270,10 @@ GptSampleSource::GptSampleSource(const std::vector<std::string>& data_path, cons
   else asked = {samples_per_split};
 
   std::vector<std::array<int64_t, 4>> bounds;
+  std::vector<std::shared_ptr<const std::vector<int32_t>>> sizes;
   for (const auto& b : blend) {
     datasets_.push_back(std::shared_ptr<const data::IndexedDataset>(data::IndexedDataset::open(b.prefix)));
+    sizes.push_back(sequence_sizes(*datasets_.back()));
     bounds.push_back(split_bounds(weights, int64_t(datasets_.back()->sequence_count())));
   }
   splits_.resize(kNumSplits);
@@ -270,7 +287,7 @@ GptSampleSource::GptSampleSource(const std::vector<std::string>& data_path, cons
                   " split is empty in some blended datasets but not in others");
     auto sd = std::make_unique<SplitData>();
     for (size_t d = 0; d < blend.size(); ++d) {
-      auto ds = std::make_unique<GptDataset>(datasets_[d], blend[d].prefix, Split(s), bounds[d][size_t(s)],
+      auto ds = std::make_unique<GptDataset>(datasets_[d], sizes[d], blend[d].prefix, Split(s), bounds[d][size_t(s)],
                                              bounds[d][size_t(s) + 1], asked[d][size_t(s)], config);
       std::ostringstream note;
       note << split_name(Split(s)) << ": " << blend[d].prefix << " sequences [" << bounds[d][size_t(s)] << ", "

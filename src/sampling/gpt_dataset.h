@@ -15,6 +15,9 @@
 
 namespace lmforge::sampling {
 
+// All sequence lengths of a dataset, as Megatron's int32 sizes array (Error beyond 2^31−1 sequences).
+std::shared_ptr<const std::vector<int32_t>> sequence_sizes(const data::IndexedDataset& dataset);
+
 // Python json.dumps of a str (ensure_ascii): \" \\ \n \r \t \b \f, other bytes outside ' '..'~' as \uXXXX
 // (surrogate pairs above U+FFFF; bytes that are not UTF-8 as \udcXX, as Python's surrogateescape paths are).
 std::string python_json_string(const std::string& s);
@@ -36,6 +39,10 @@ class GptDataset {
  public:
   GptDataset(std::shared_ptr<const data::IndexedDataset> dataset, std::string path_prefix, Split index_split,
              int64_t begin, int64_t end, int64_t num_samples, const GptConfig& config);
+  // The same, with the dataset's sequence lengths already read (shared by the splits of one dataset).
+  GptDataset(std::shared_ptr<const data::IndexedDataset> dataset, std::shared_ptr<const std::vector<int32_t>> sizes,
+             std::string path_prefix, Split index_split, int64_t begin, int64_t end, int64_t num_samples,
+             const GptConfig& config);
 
   // Megatron's len(dataset): samples in whole epochs, ≥ the number requested.
   int64_t size() const { return int64_t(indices_.shuffle_index.size()); }
@@ -56,7 +63,7 @@ class GptDataset {
   void write_cache() const;
 
   std::shared_ptr<const data::IndexedDataset> dataset_;
-  std::vector<int32_t> sizes_;
+  std::shared_ptr<const std::vector<int32_t>> sizes_;
   int32_t seq_length_;
   GptIndices indices_;
   std::string description_, md5_, cache_dir_;
