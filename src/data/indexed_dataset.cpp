@@ -281,29 +281,29 @@ DType IndexedDatasetWriter::dtype() const { return impl_->dtype; }
 
 namespace {
 
-class MmapIndexedDataset final : public IndexedDataset {
+// What both index layouts share: the mapped files, the counts, bounds checks and the token reads. A layout supplies
+// the raw array reads and validates its own header.
+class MappedIndexedDataset : public IndexedDataset {
  public:
-  explicit MmapIndexedDataset(const std::string& prefix)
-      : prefix_(prefix), idx_(prefix + ".idx"), bin_(prefix + ".bin") {
-    validate();
-  }
+  explicit MappedIndexedDataset(const std::string& prefix)
+      : prefix_(prefix), idx_(prefix + ".idx"), bin_(prefix + ".bin") {}
 
   DType dtype() const override { return dtype_; }
   uint64_t sequence_count() const override { return S_; }
   uint64_t document_count() const override { return D_ - 1; }
   int32_t sequence_length(uint64_t i) const override {
     check_sequence(i);
-    return load<int32_t>(lengths_ + 4 * i);
+    return raw_length(i);
   }
   int64_t sequence_pointer(uint64_t i) const override {
     check_sequence(i);
-    return load<int64_t>(pointers_ + 8 * i);
+    return raw_pointer(i);
   }
   int64_t document_index(uint64_t j) const override {
     if (j >= D_)
       throw Error(idx_.path() + ": document index entry " + std::to_string(j) + " out of range (" +
                   std::to_string(D_) + " entries)");
-    return load<int64_t>(doc_idx_ + 8 * j);
+    return raw_doc(j);
   }
   uint64_t token_count() const override { return tokens_; }
   uint64_t bin_bytes() const override { return bin_.size(); }
@@ -320,14 +320,14 @@ class MmapIndexedDataset final : public IndexedDataset {
       throw Error(bin_.path() + ": tokens [" + std::to_string(offset) + ", " + std::to_string(offset + count) +
                   ") outside sequence " + std::to_string(i) + " of " + std::to_string(len) + " tokens");
     const size_t item = dtype_size(dtype_);
-    const uint8_t* src = bin_.data() + load<int64_t>(pointers_ + 8 * i) + offset * static_cast<int64_t>(item);
+    const uint8_t* src = bin_.data() + raw_pointer(i) + offset * static_cast<int64_t>(item);
     out.resize(static_cast<size_t>(count));
     int32_t* dst = out.data();
     switch (dtype_) {
       case DType::UInt16:
         for (int64_t k = 0; k < count; ++k) dst[k] = load<uint16_t>(src + 2 * k);
         break;
-      case DType::Int32: std::memcpy(dst, src, static_cast<size_t>(count) * 4); break;
+      case DType::Int32: if (count) std::memcpy(dst, src, static_cast<size_t>(count) * 4); break;
       case DType::UInt8:
         for (int64_t k = 0; k < count; ++k) dst[k] = src[k];
         break;
@@ -351,64 +351,26 @@ class MmapIndexedDataset final : public IndexedDataset {
     }
   }
 
- private:
+ protected:
+  virtual int32_t raw_length(uint64_t i) const = 0;
+  virtual int64_t raw_pointer(uint64_t i) const = 0;  // bytes
+  virtual int64_t raw_doc(uint64_t j) const = 0;
+
   void check_sequence(uint64_t i) const {
     if (i >= S_)
       throw Error(idx_.path() + ": sequence " + std::to_string(i) + " out of range (" + std::to_string(S_) +
                   " sequences)");
   }
-
   [[noreturn]] void fail(const std::string& what) const { throw Error(idx_.path() + ": " + what); }
 
-  void validate() {
-    const uint8_t* p = idx_.data();
-    const uint64_t size = idx_.size();
-    if (size < kHeaderBytes)
-      fail("size " + std::to_string(size) + " bytes, too small for the 34-byte MMIDIDX header (truncated?)");
-    if (std::memcmp(p, kMagic, 9) != 0) {
-      if (std::memcmp(p, "TNTIDX\0\0", 8) == 0)
-        fail("legacy fairseq \"TNTIDX\" (lazy/cached) index; only the mmap \"MMIDIDX\" format is supported");
-      fail("bad magic (expected \"MMIDIDX\\0\\0\"): not a Megatron mmap index");
-    }
-    const uint64_t version = load<uint64_t>(p + 9);
-    if (version != 1) fail("index version " + std::to_string(version) + ", expected 1");
-    const uint8_t code = p[17];
-    if (!valid_dtype_code(code)) fail("unknown dtype code " + std::to_string(code) + " at offset 17");
-    dtype_ = static_cast<DType>(code);
-    S_ = load<uint64_t>(p + 18);
-    D_ = load<uint64_t>(p + 26);
-    // Counts come from the file: absurd ones are refused before 34 + 12·S + 8·D can overflow.
-    if (S_ > (uint64_t{1} << 59) || D_ > (uint64_t{1} << 59))
-      fail("header claims " + std::to_string(S_) + " sequences and " + std::to_string(D_) +
-           " document-index entries, more than a " + std::to_string(size) + "-byte file can hold (corrupt header)");
-    const uint64_t expected = kHeaderBytes + 12 * S_ + 8 * D_;
-    if (size != expected) {
-      std::string msg = "size " + std::to_string(size) + " bytes, expected " + std::to_string(expected) + " for " +
-                        std::to_string(S_) + " sequences and " + std::to_string(D_) + " document-index entries";
-      if (size == expected + S_ && S_ > 0) msg += " (multimodal indices with per-sequence modes are not supported)";
-      fail(msg);
-    }
+  // The checks both layouts share, once S_, D_, dtype_ and the raw arrays are set: document index from 0,
+  // non-decreasing, ending at S; .bin exactly as long as the lengths say. `expect_ptr` is Σ len · itemsize.
+  void validate_documents_and_bin(uint64_t expect_ptr) {
     if (D_ == 0) fail("document index is empty (it must hold at least the leading 0)");
-    lengths_ = p + kHeaderBytes;
-    pointers_ = lengths_ + 4 * S_;
-    doc_idx_ = pointers_ + 8 * S_;
-
-    const uint64_t item = dtype_size(dtype_);
-    uint64_t expect_ptr = 0;
-    for (uint64_t i = 0; i < S_; ++i) {
-      const int32_t len = load<int32_t>(lengths_ + 4 * i);
-      if (len < 0) fail("sequence " + std::to_string(i) + " has negative length " + std::to_string(len));
-      const int64_t ptr = load<int64_t>(pointers_ + 8 * i);
-      if (ptr < 0 || static_cast<uint64_t>(ptr) != expect_ptr)
-        fail("pointer of sequence " + std::to_string(i) + " is " + std::to_string(ptr) + ", expected " +
-             std::to_string(expect_ptr) + " (pointers must follow from the lengths)");
-      expect_ptr += static_cast<uint64_t>(len) * item;
-      tokens_ += static_cast<uint64_t>(len);
-    }
-    int64_t prev = load<int64_t>(doc_idx_);
+    int64_t prev = raw_doc(0);
     if (prev != 0) fail("document index starts at " + std::to_string(prev) + ", expected 0");
     for (uint64_t j = 1; j < D_; ++j) {
-      const int64_t v = load<int64_t>(doc_idx_ + 8 * j);
+      const int64_t v = raw_doc(j);
       if (v < prev)
         fail("document index decreases at entry " + std::to_string(j) + " (" + std::to_string(prev) + " then " +
              std::to_string(v) + ")");
@@ -428,14 +390,150 @@ class MmapIndexedDataset final : public IndexedDataset {
   MappedFile bin_;
   DType dtype_ = DType::UInt16;
   uint64_t S_ = 0, D_ = 0, tokens_ = 0;
+};
+
+// Megatron's "MMIDIDX" version 1: int32 lengths[S], int64 byte pointers[S], int64 doc_idx[D] from offset 34.
+class MmapIndexedDataset final : public MappedIndexedDataset {
+ public:
+  explicit MmapIndexedDataset(const std::string& prefix) : MappedIndexedDataset(prefix) { validate(); }
+
+ protected:
+  int32_t raw_length(uint64_t i) const override { return load<int32_t>(lengths_ + 4 * i); }
+  int64_t raw_pointer(uint64_t i) const override { return load<int64_t>(pointers_ + 8 * i); }
+  int64_t raw_doc(uint64_t j) const override { return load<int64_t>(doc_idx_ + 8 * j); }
+
+ private:
+  void validate() {
+    const uint8_t* p = idx_.data();
+    const uint64_t size = idx_.size();
+    if (size < kHeaderBytes)
+      fail("size " + std::to_string(size) + " bytes, too small for the 34-byte MMIDIDX header (truncated?)");
+    if (std::memcmp(p, kMagic, 9) != 0) fail("bad magic (expected \"MMIDIDX\\0\\0\"): not a Megatron mmap index");
+    const uint64_t version = load<uint64_t>(p + 9);
+    if (version != 1) fail("index version " + std::to_string(version) + ", expected 1");
+    const uint8_t code = p[17];
+    if (!valid_dtype_code(code)) fail("unknown dtype code " + std::to_string(code) + " at offset 17");
+    dtype_ = static_cast<DType>(code);
+    S_ = load<uint64_t>(p + 18);
+    D_ = load<uint64_t>(p + 26);
+    // Counts come from the file: absurd ones are refused before 34 + 12·S + 8·D can overflow.
+    if (S_ > (uint64_t{1} << 59) || D_ > (uint64_t{1} << 59))
+      fail("header claims " + std::to_string(S_) + " sequences and " + std::to_string(D_) +
+           " document-index entries, more than a " + std::to_string(size) + "-byte file can hold (corrupt header)");
+    const uint64_t expected = kHeaderBytes + 12 * S_ + 8 * D_;
+    if (size != expected) {
+      std::string msg = "size " + std::to_string(size) + " bytes, expected " + std::to_string(expected) + " for " +
+                        std::to_string(S_) + " sequences and " + std::to_string(D_) + " document-index entries";
+      if (size == expected + S_ && S_ > 0) msg += " (multimodal indices with per-sequence modes are not supported)";
+      fail(msg);
+    }
+    lengths_ = p + kHeaderBytes;
+    pointers_ = lengths_ + 4 * S_;
+    doc_idx_ = pointers_ + 8 * S_;
+
+    const uint64_t item = dtype_size(dtype_);
+    uint64_t expect_ptr = 0;
+    for (uint64_t i = 0; i < S_; ++i) {
+      const int32_t len = raw_length(i);
+      if (len < 0) fail("sequence " + std::to_string(i) + " has negative length " + std::to_string(len));
+      const int64_t ptr = raw_pointer(i);
+      if (ptr < 0 || static_cast<uint64_t>(ptr) != expect_ptr)
+        fail("pointer of sequence " + std::to_string(i) + " is " + std::to_string(ptr) + ", expected " +
+             std::to_string(expect_ptr) + " (pointers must follow from the lengths)");
+      expect_ptr += static_cast<uint64_t>(len) * item;
+      tokens_ += static_cast<uint64_t>(len);
+    }
+    validate_documents_and_bin(expect_ptr);
+  }
+
   const uint8_t* lengths_ = nullptr;
   const uint8_t* pointers_ = nullptr;
+  const uint8_t* doc_idx_ = nullptr;
+};
+
+// The fairseq-style "TNTIDX" index of old Megatron and Megatron-DeepSpeed (--dataset-impl lazy/cached):
+// 56-byte header (magic, version, dtype code, element size, N, s, D as u64), then int64 dim_offsets[N+1],
+// int64 data_offsets[N+1] (in elements), int64 sizes[s], int64 doc_idx[D]. Token data is one-dimensional, so
+// s = N and sizes[i] is sequence i's length.
+class LegacyIndexedDataset final : public MappedIndexedDataset {
+ public:
+  explicit LegacyIndexedDataset(const std::string& prefix) : MappedIndexedDataset(prefix) { validate(); }
+
+ protected:
+  int32_t raw_length(uint64_t i) const override { return static_cast<int32_t>(load<int64_t>(sizes_ + 8 * i)); }
+  int64_t raw_pointer(uint64_t i) const override { return load<int64_t>(data_offsets_ + 8 * i) * item_; }
+  int64_t raw_doc(uint64_t j) const override { return load<int64_t>(doc_idx_ + 8 * j); }
+
+ private:
+  static constexpr uint64_t kLegacyHeader = 56;
+
+  void validate() {
+    const uint8_t* p = idx_.data();
+    const uint64_t size = idx_.size();
+    if (size < kLegacyHeader)
+      fail("size " + std::to_string(size) + " bytes, too small for the 56-byte TNTIDX header (truncated?)");
+    const uint64_t version = load<uint64_t>(p + 8);
+    if (version != 1) fail("TNTIDX index version " + std::to_string(version) + ", expected 1");
+    const uint64_t code = load<uint64_t>(p + 16);
+    // Legacy codes agree with Megatron's table for the integer types; 6 and 7 are floating point in either table.
+    if (code == 6 || code == 7) fail("TNTIDX dtype code " + std::to_string(code) + " is floating point, not token ids");
+    if (code < 1 || code > 8) fail("unknown TNTIDX dtype code " + std::to_string(code) + " at offset 16");
+    dtype_ = static_cast<DType>(code);
+    const uint64_t element_size = load<uint64_t>(p + 24);
+    if (element_size != dtype_size(dtype_))
+      fail("TNTIDX element size " + std::to_string(element_size) + " does not match dtype " + dtype_name(dtype_));
+    item_ = static_cast<int64_t>(element_size);
+    S_ = load<uint64_t>(p + 32);
+    const uint64_t s = load<uint64_t>(p + 40);
+    D_ = load<uint64_t>(p + 48);
+    if (S_ > (uint64_t{1} << 58) || s > (uint64_t{1} << 58) || D_ > (uint64_t{1} << 58))
+      fail("header claims " + std::to_string(S_) + " items, " + std::to_string(s) + " sizes and " +
+           std::to_string(D_) + " document-index entries, more than a " + std::to_string(size) +
+           "-byte file can hold (corrupt header)");
+    const uint64_t expected = kLegacyHeader + 16 * (S_ + 1) + 8 * s + 8 * D_;
+    if (size != expected)
+      fail("size " + std::to_string(size) + " bytes, expected " + std::to_string(expected) + " for a TNTIDX index of " +
+           std::to_string(S_) + " items, " + std::to_string(s) + " sizes and " + std::to_string(D_) +
+           " document-index entries");
+    if (s != S_)
+      fail("TNTIDX index has " + std::to_string(s) + " sizes for " + std::to_string(S_) +
+           " items: multi-dimensional items are not token sequences");
+    const uint8_t* dim_offsets = p + kLegacyHeader;
+    data_offsets_ = dim_offsets + 8 * (S_ + 1);
+    sizes_ = data_offsets_ + 8 * (S_ + 1);
+    doc_idx_ = sizes_ + 8 * s;
+    if (load<int64_t>(data_offsets_) != 0) fail("data offset of item 0 is not 0");
+    for (uint64_t i = 0; i < S_; ++i) {
+      if (load<int64_t>(dim_offsets + 8 * (i + 1)) != static_cast<int64_t>(i + 1))
+        fail("dim offset " + std::to_string(i + 1) + " is not " + std::to_string(i + 1) +
+             " (items must be one-dimensional)");
+      const int64_t len = load<int64_t>(sizes_ + 8 * i);
+      if (len < 0 || len > std::numeric_limits<int32_t>::max())
+        fail("item " + std::to_string(i) + " has length " + std::to_string(len));
+      const int64_t a = load<int64_t>(data_offsets_ + 8 * i), b = load<int64_t>(data_offsets_ + 8 * (i + 1));
+      if (b - a != len)
+        fail("data offsets of item " + std::to_string(i) + " span " + std::to_string(b - a) +
+             " elements but its size is " + std::to_string(len));
+      tokens_ += static_cast<uint64_t>(len);
+    }
+    validate_documents_and_bin(tokens_ * element_size);
+  }
+
+  int64_t item_ = 2;
+  const uint8_t* data_offsets_ = nullptr;
+  const uint8_t* sizes_ = nullptr;
   const uint8_t* doc_idx_ = nullptr;
 };
 
 }  // namespace
 
 std::unique_ptr<IndexedDataset> IndexedDataset::open(const std::string& prefix) {
+  // The magic picks the layout; everything else is validated by the layout's reader.
+  {
+    MappedFile idx(prefix + ".idx");
+    if (idx.size() >= 8 && std::memcmp(idx.data(), "TNTIDX\0\0", 8) == 0)
+      return std::make_unique<LegacyIndexedDataset>(prefix);
+  }
   return std::make_unique<MmapIndexedDataset>(prefix);
 }
 

@@ -53,6 +53,8 @@ class IndexedDatasetWriter {
 // Read-only view of a dataset through mmap. open() validates magic, version, dtype code, that the .idx size is
 // exactly 34 + 12·S + 8·D, that pointers follow from lengths, that the document index is non-decreasing from 0
 // to S, and that the .bin size equals itemsize·Σlen; any violation is an Error naming the file and the field.
+// An .idx starting with the legacy fairseq magic "TNTIDX\0\0" (old Megatron / Megatron-DeepSpeed lazy/cached) is
+// read too, validated the same way (format doc §2); append_dataset() of it converts it to MMIDIDX.
 class IndexedDataset {
  public:
   static std::unique_ptr<IndexedDataset> open(const std::string& prefix);

@@ -407,7 +407,91 @@ TEST_F(CorruptIndex, NegativeLength) {
   expect_open_error({"c.idx", "sequence 1 has negative length"});
 }
 
-TEST_F(CorruptIndex, LegacyFormatNamed) {
-  idx = std::string("TNTIDX\0\0", 8) + std::string(64, '\0');
-  expect_open_error({"c.idx", "TNTIDX"});
+// --- the legacy fairseq "TNTIDX" layout (old Megatron / Megatron-DeepSpeed --dataset-impl lazy|cached) ---
+
+namespace {
+
+// Writes <out>.bin/.idx in the TNTIDX layout from a MMIDIDX dataset with numpy, following Megatron-DeepSpeed's
+// IndexedDatasetBuilder (add_item per sequence, end_document per document, finalize) — an independent writer.
+void write_legacy_with_numpy(const std::string& src, const std::string& out, const char* np_dtype, int code) {
+  std::string script = out + ".py";
+  std::ofstream(script) <<
+      "import numpy as np, struct, sys\n"
+      "src, out, dt, code = sys.argv[1], sys.argv[2], np.dtype(sys.argv[3]), int(sys.argv[4])\n"
+      "b = open(src + '.idx', 'rb').read()\n"
+      "S = int.from_bytes(b[18:26], 'little'); D = int.from_bytes(b[26:34], 'little')\n"
+      "lens = np.frombuffer(b, np.int32, S, 34); ptrs = np.frombuffer(b, np.int64, S, 34 + 4 * S)\n"
+      "docs = np.frombuffer(b, np.int64, D, 34 + 12 * S)\n"
+      "data = np.fromfile(src + '.bin', np.uint16)\n"
+      "data_offsets, dim_offsets, sizes, doc_idx = [0], [0], [], [0]\n"
+      "with open(out + '.bin', 'wb') as f:\n"
+      "    for j in range(D - 1):\n"
+      "        for i in range(docs[j], docs[j + 1]):\n"
+      "            t = data[ptrs[i] // 2: ptrs[i] // 2 + lens[i]].astype(dt)\n"
+      "            n = f.write(t.tobytes())\n"
+      "            data_offsets.append(data_offsets[-1] + n / dt.itemsize)\n"
+      "            sizes.append(len(t)); dim_offsets.append(dim_offsets[-1] + 1)\n"
+      "        doc_idx.append(len(sizes))\n"
+      "with open(out + '.idx', 'wb') as f:\n"
+      "    f.write(b'TNTIDX\\x00\\x00'); f.write(struct.pack('<Q', 1))\n"
+      "    f.write(struct.pack('<QQ', code, dt.itemsize))\n"
+      "    f.write(struct.pack('<QQ', len(data_offsets) - 1, len(sizes))); f.write(struct.pack('<Q', len(doc_idx)))\n"
+      "    for a in (dim_offsets, data_offsets, sizes, doc_idx): f.write(np.array(a, dtype=np.int64).tobytes())\n";
+  std::string cmd = "/usr/bin/python3 '" + script + "' '" + src + "' '" + out + "' " + np_dtype + " " +
+                    std::to_string(code);
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
+}  // namespace
+
+TEST(LegacyIndexedDataset, ReadsTntidxAndConvertsToMegatronBytes) {
+  TempDir tmp;
+  const std::string src = kSample + "sample_gpt2_text_document";
+  write_legacy_with_numpy(src, tmp / "legacy16", "uint16", 8);
+  write_legacy_with_numpy(src, tmp / "legacy32", "int32", 4);
+  auto ref = IndexedDataset::open(src);
+  for (const char* name : {"legacy16", "legacy32"}) {
+    auto legacy = IndexedDataset::open(tmp / name);
+    EXPECT_EQ(legacy->dtype(), std::string(name) == "legacy16" ? DType::UInt16 : DType::Int32);
+    ASSERT_EQ(legacy->sequence_count(), ref->sequence_count());
+    ASSERT_EQ(legacy->document_count(), ref->document_count());
+    EXPECT_EQ(legacy->token_count(), ref->token_count());
+    std::vector<int32_t> a, b;
+    for (uint64_t i = 0; i < ref->sequence_count(); ++i) {
+      legacy->read_sequence(i, a);
+      ref->read_sequence(i, b);
+      ASSERT_EQ(a, b) << name << " sequence " << i;
+    }
+    for (uint64_t j = 0; j <= ref->document_count(); ++j) ASSERT_EQ(legacy->document_index(j), ref->document_index(j));
+  }
+  // Appending the uint16 legacy dataset to an empty writer gives Megatron's own MMIDIDX files.
+  {
+    IndexedDatasetWriter w(tmp / "converted", DType::UInt16);
+    w.append_dataset(tmp / "legacy16");
+    w.finish();
+  }
+  EXPECT_EQ(md5_of(tmp / "converted.bin"), "cce49b969dfcde63224ce4e70ad1e549");
+  EXPECT_EQ(md5_of(tmp / "converted.idx"), "a15fe6c73db68d8599c4073b5f16cac2");
+}
+
+TEST(LegacyIndexedDataset, CorruptTntidxIsAnError) {
+  TempDir tmp;
+  write_small(tmp / "s");
+  write_legacy_with_numpy(tmp / "s", tmp / "l", "int32", 4);
+  const std::string idx = read_file(tmp / "l.idx"), bin = read_file(tmp / "l.bin");
+  auto open_with = [&](const std::string& i, const std::string& b) {
+    write_file(tmp / "l.idx", i);
+    write_file(tmp / "l.bin", b);
+    return [&] { IndexedDataset::open(tmp / "l"); };
+  };
+  EXPECT_NO_THROW(open_with(idx, bin)());
+  expect_error(open_with(idx.substr(0, idx.size() - 8), bin), {"l.idx", "TNTIDX", "expected " + std::to_string(idx.size())});
+  expect_error(open_with(idx.substr(0, 40), bin), {"l.idx", "56-byte TNTIDX header"});
+  expect_error(open_with(idx, bin.substr(0, 8)), {"l.bin", "size 8 bytes, expected 24"});
+  std::string bad = idx;
+  bad[24] = 2;  // element size 2 for int32
+  expect_error(open_with(bad, bin), {"l.idx", "element size 2"});
+  bad = idx;
+  bad[16] = 7;  // float
+  expect_error(open_with(bad, bin), {"l.idx", "floating point"});
 }
