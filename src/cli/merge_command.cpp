@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "data/merge.h"
+#include "prep/shard_assembly.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -18,6 +19,7 @@ struct MergeOptions {
   std::string output_prefix;
   std::vector<std::string> input_prefixes;
   std::string input_dir;
+  std::string shards_prefix;  // --shards: assemble a sharded prep run (prep/shard_assembly.h)
 };
 
 void run_merge(const MergeOptions& o) {
@@ -52,8 +54,8 @@ void add_merge_command(CLI::App& app) {
       "is appended shifted, so the result is byte-identical to Megatron's. All inputs must share one dtype. Inputs "
       "are validated before anything is written; the output is written under temporary names and renamed only "
       "when complete. Memory is bounded by the inputs' .idx sizes, not their .bin sizes.");
-  cmd->add_option("--output-prefix", options->output_prefix, "Output path prefix; writes <prefix>.bin and .idx")
-      ->required();
+  auto* output = cmd->add_option("--output-prefix", options->output_prefix,
+                                 "Output path prefix; writes <prefix>.bin and .idx (required unless --shards)");
   auto* prefixes = cmd->add_option("--input-prefix", options->input_prefixes,
                                    "An input dataset's path prefix (without .bin/.idx); repeat the flag for each "
                                    "input. Merged in command-line order");
@@ -62,7 +64,18 @@ void add_merge_command(CLI::App& app) {
                               "merge_datasets.py); other files are ignored");
   prefixes->excludes(dir);
   dir->excludes(prefixes);
+  auto* shards = cmd->add_option("--shards", options->shards_prefix,
+                                 "Assemble a sharded `lmforge prep` run (static ranks or an array job) given its "
+                                 "--output-prefix: checks that every shard in <prefix>.shards/ is complete and for "
+                                 "this plan, then writes <prefix>_<key>_document.bin/.idx, byte-identical to a "
+                                 "single-process prep, streaming (memory independent of corpus size)");
+  shards->excludes(prefixes)->excludes(dir)->excludes(output);
   cmd->callback([options] {
+    if (!options->shards_prefix.empty()) {
+      prep::print_summary(prep::merge_shards(options->shards_prefix), std::cout);
+      return;
+    }
+    if (options->output_prefix.empty()) throw Error("--output-prefix is required");
     if (options->input_prefixes.empty() && options->input_dir.empty())
       throw Error("give the inputs with --input-prefix (repeatable) or --input-dir");
     run_merge(*options);

@@ -1,11 +1,38 @@
 // defines: add_prep_command(): `lmforge prep`, Megatron's tools/preprocess_data.py flags on lmforge's pipeline
 #include <iostream>
+#include <string>
 
 #include "cli/commands.h"
 #include "cli/tokenizer_flags.h"
+#include "prep/distributed.h"
 #include "prep/prep.h"
+#include "prep/shard_plan.h"
+#include "util/error.h"
 
 namespace lmforge::cli {
+namespace {
+
+// "268435456", "256M", "1G", "64k" (binary units) to bytes.
+uint64_t parse_size(const std::string& text) {
+  size_t used = 0;
+  unsigned long long n = 0;
+  try {
+    n = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0) throw Error("--shard-size " + text + ": not a size (bytes, or a number with K, M or G)");
+  std::string unit = text.substr(used);
+  uint64_t scale = 1;
+  if (unit == "K" || unit == "k" || unit == "KiB" || unit == "KB") scale = uint64_t(1) << 10;
+  else if (unit == "M" || unit == "m" || unit == "MiB" || unit == "MB") scale = uint64_t(1) << 20;
+  else if (unit == "G" || unit == "g" || unit == "GiB" || unit == "GB") scale = uint64_t(1) << 30;
+  else if (!unit.empty()) throw Error("--shard-size " + text + ": unknown unit '" + unit + "' (use K, M or G)");
+  if (n == 0) throw Error("--shard-size must be at least 1 byte");
+  return n * scale;
+}
+
+}  // namespace
 
 void add_prep_command(CLI::App& app) {
   auto options = std::make_shared<prep::PrepOptions>();
@@ -22,7 +49,23 @@ void add_prep_command(CLI::App& app) {
       "in the summary. A document whose text gives no tokens is written as an empty document (a repeated "
       "document-index entry, no EOD), as Megatron does.\n"
       "Output is in input order for any --workers; it is written under temporary names and renamed only when "
-      "complete, so an interrupted run never leaves a dataset under the final name.");
+      "complete, so an interrupted run never leaves a dataset under the final name.\n\n"
+      "Distributed and resumable (sharded) mode: inputs are split into numbered shards (a plain file into byte "
+      "ranges of --shard-size cut at line starts, a compressed file whole) by a plan derived from the inputs and "
+      "flags alone; each process prepares shards into <output-prefix>.shards/ (each shard renamed into place "
+      "and recorded by a manifest when complete), and the final <output-prefix>_<key>_document.bin/.idx is "
+      "assembled from them, byte-identical to a single-process run. Rerunning the same command after a crash "
+      "or preemption redoes only the missing shards (the log says how many were found complete); shards made "
+      "under other inputs or flags are an error, never reused. Sharded mode is on under mpirun, with --rank/"
+      "--world-size or --shard-size, or when a launcher's environment gives more than one process:\n"
+      "  mpirun -np N lmforge prep ...   MPI gives rank and size; rank 0 hands out shards on request (a slow "
+      "process takes fewer), prints progress for all, and assembles at the end. Any failure ends the job "
+      "non-zero with the rank and reason. Set --workers to the cores per process.\n"
+      "  Otherwise rank and world size come from, in this order: --rank/--world-size; SLURM_ARRAY_TASK_ID "
+      "(minus SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_COUNT; SLURM_PROCID / SLURM_NTASKS; JOB_COMPLETION_INDEX "
+      "(Kubernetes indexed job; give the count as --world-size); OMPI_COMM_WORLD_RANK/SIZE (with --no-mpi); "
+      "PMI_RANK / PMI_SIZE. Rank r prepares shards r, r+N, r+2N, ...; with more than one process, run "
+      "`lmforge merge --shards <output-prefix>` once all have finished (a world of one assembles itself).");
   cmd->add_option("--input", options->inputs,
                   "Input JSON-lines file(s), directories (their .jsonl/.json[.gz|.zst|.xz] files, sorted) or glob "
                   "patterns; repeat the flag or list several")
@@ -44,7 +87,25 @@ void add_prep_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--progress-seconds", options->progress_seconds,
                   "Seconds between progress lines on stderr (default: 1 on a terminal, 10 otherwise)");
-  cmd->callback([options] {
+  auto distributed = std::make_shared<prep::DistributedOptions>();
+  auto shard_size = std::make_shared<std::string>();
+  cmd->add_option("--shard-size", *shard_size,
+                  "Sharded mode: bytes of plain input per shard (K/M/G suffixes; default 256M when sharding). "
+                  "Giving it turns on sharded, resumable mode for a single process too");
+  cmd->add_option("--rank", distributed->rank.rank,
+                  "Sharded mode without MPI: this process's rank, 0 to world size - 1 (default: from the launcher "
+                  "environment)");
+  cmd->add_option("--world-size", distributed->rank.world_size,
+                  "Sharded mode without MPI: the number of processes (default: from the launcher environment)");
+  cmd->add_flag("--no-mpi", distributed->rank.no_mpi,
+                "Do not join MPI even when started by mpirun; take OMPI_COMM_WORLD_RANK/SIZE as a static split");
+  cmd->callback([options, distributed, shard_size] {
+    if (!shard_size->empty()) distributed->shard_bytes = parse_size(*shard_size);
+    if (auto rank = prep::sharded_mode(*distributed)) {
+      if (auto summary = prep::run_sharded_prep(*options, *distributed, *rank, std::cout))
+        prep::print_summary(*summary, std::cout);
+      return;
+    }
     const prep::PrepSummary summary = prep::run_prep(*options);
     prep::print_summary(summary, std::cout);
   });

@@ -24,6 +24,7 @@
 #include "data/indexed_dataset.h"
 #include "data/line_reader.h"
 #include "prep/json_document.h"
+#include "prep/range_reader.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -43,8 +44,8 @@ struct KeyTokens {
 };
 
 struct Block {
-  size_t file_index = 0;
-  uint64_t file_bytes_read = 0;  // position of the reader in its file after this block, for progress
+  size_t piece_index = 0;
+  uint64_t file_bytes_read = 0;  // position of the reader in its piece after this block, for progress
   data::LineBlock lines;
   std::vector<KeyTokens> keys;
   std::vector<InvalidLine> invalid;
@@ -130,86 +131,59 @@ std::string megabytes(uint64_t bytes) {
 
 }  // namespace
 
-PrepSummary run_prep(const PrepOptions& options) {
-  if (options.inputs.empty()) throw Error("no --input given");
-  if (options.output_prefix.empty()) throw Error("no --output-prefix given");
-  if (options.json_keys.empty()) throw Error("--json-keys needs at least one key");
-  if (options.workers < 0) throw Error("--workers must be at least 1 (or 0 for every core)");
-
-  const std::vector<std::string> files = data::expand_input_specs(options.inputs);
-  const auto tokenizer = text::make_tokenizer(options.tokenizer);
+void prepare_pieces(const PrepOptions& options, const text::Tokenizer& tokenizer,
+                    const std::vector<InputPiece>& pieces, const std::vector<data::IndexedDatasetWriter*>& writers,
+                    PrepSummary& summary, const std::function<void(uint64_t bytes_done)>& on_block,
+                    ProgressLine* progress) {
   std::optional<int32_t> eod;
-  if (options.append_eod) {
-    eod = tokenizer->eod_id();
-    if (!eod)
-      throw Error("--append-eod: tokenizer " + tokenizer->type_name() +
-                  " has no end-of-document token (Megatron's BERT tokenizers have none); drop --append-eod");
-  }
-  const data::DType dtype = data::dtype_for_vocab_size(tokenizer->vocab_size());
-
-  uint64_t total_bytes = 0;
-  std::vector<uint64_t> file_offsets;  // bytes of all files before file i, for progress
-  for (const auto& f : files) {
-    file_offsets.push_back(total_bytes);
-    total_bytes += file_size_or_zero(f);
-  }
-
-  const std::filesystem::path parent = std::filesystem::path(options.output_prefix).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent);
-
-  PrepSummary summary;
-  std::vector<std::unique_ptr<data::IndexedDatasetWriter>> writers;
-  for (const auto& key : options.json_keys) {
-    const std::string prefix = options.output_prefix + "_" + key + "_document";
-    remove_stale_temporaries(prefix);
-    writers.push_back(std::make_unique<data::IndexedDatasetWriter>(prefix, dtype));
-    summary.outputs.push_back(prefix);
+  if (options.append_eod) eod = tokenizer.eod_id();
+  std::vector<uint64_t> piece_offsets;  // bytes of all pieces before piece i, for progress
+  uint64_t total = 0;
+  for (const auto& p : pieces) {
+    piece_offsets.push_back(total);
+    total += p.size;
   }
 
   const int workers = options.workers > 0 ? options.workers : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(workers));
   tbb::enumerable_thread_specific<Worker> worker_state([&] {
-    return Worker{JsonDocumentParser(options.json_keys), tokenizer->make_encoder(), {}, {}};
+    return Worker{JsonDocumentParser(options.json_keys), tokenizer.make_encoder(), {}, {}};
   });
 
-  ProgressLine progress(options.progress_seconds);
-  size_t file_index = 0;
+  size_t piece_index = 0;
   std::unique_ptr<data::LineReader> reader;
-  uint64_t bytes_done = 0, reported_invalid = 0;
+  uint64_t reported_invalid = 0;
 
-  auto report_progress = [&](bool force) {
-    if (!force && !progress.due()) return;
-    const double t = std::max(progress.elapsed_seconds(), 1e-9);
-    std::string line = "prep: " + format_count(summary.documents) + " docs | " + megabytes(bytes_done);
-    if (total_bytes) line += " of " + megabytes(total_bytes) + " (" + std::to_string(100 * bytes_done / total_bytes) + "%)";
-    char rates[96];
-    std::snprintf(rates, sizeof rates, " | %.1f MB/s | %.2f M tokens/s", bytes_done / t / 1e6, summary.tokens / t / 1e6);
-    line += rates;
-    if (total_bytes && bytes_done > 0 && bytes_done < total_bytes)
-      line += " | ETA " + format_duration(t * double(total_bytes - bytes_done) / double(bytes_done));
-    if (summary.skipped_lines) line += " | skipped " + format_count(summary.skipped_lines);
-    progress.print(line);
+  // The line number within the file of a line numbered within its piece (a range starts mid-file).
+  auto location = [&](size_t piece, uint64_t line) {
+    const InputPiece& p = pieces[piece];
+    const uint64_t before = (!p.whole_file && p.begin > 0) ? count_lines_before(p.path, p.begin) : 0;
+    return input_location(p.path, line + before);
   };
 
   auto read_stage = [&](tbb::flow_control& control) -> Block* {
     auto block = std::make_unique<Block>();
     while (true) {
       if (!reader) {
-        if (file_index >= files.size()) {
+        if (piece_index >= pieces.size()) {
           control.stop();
           return nullptr;
         }
-        reader = data::LineReader::open(files[file_index]);
+        const InputPiece& p = pieces[piece_index];
+        if (p.whole_file)
+          reader = data::LineReader::open(p.path);
+        else
+          reader = std::make_unique<RangeLineReader>(p.path, p.begin, p.end);
       }
       if (reader->next_block(block->lines, options.block_bytes)) {
         // simdjson reads up to 64 bytes past a line; keep that much allocated after the block's last line.
         block->lines.bytes.reserve(block->lines.bytes.size() + simdjson::SIMDJSON_PADDING);
-        block->file_index = file_index;
+        block->piece_index = piece_index;
         block->file_bytes_read = reader->file_bytes_read();
         return block.release();
       }
       reader.reset();
-      ++file_index;
+      ++piece_index;
     }
   };
 
@@ -220,17 +194,17 @@ PrepSummary run_prep(const PrepOptions& options) {
 
   auto write_stage = [&](Block* raw) {
     std::unique_ptr<Block> block(raw);
-    const std::string& path = files[block->file_index];
     if (!block->invalid.empty()) {
       if (!options.skip_invalid) {
         const auto& bad = block->invalid.front();
-        throw Error(input_location(path, bad.line) + ": " + bad.reason +
+        throw Error(location(block->piece_index, bad.line) + ": " + bad.reason +
                     " (nothing was written; --skip-invalid skips such lines and reports them)");
       }
       for (const auto& bad : block->invalid) {
         if (reported_invalid++ < options.report_invalid) {
-          progress.finish();
-          std::fprintf(stderr, "prep: skipped %s: %s\n", input_location(path, bad.line).c_str(), bad.reason.c_str());
+          if (progress) progress->finish();
+          std::fprintf(stderr, "prep: skipped %s: %s\n", location(block->piece_index, bad.line).c_str(),
+                       bad.reason.c_str());
         }
       }
       summary.skipped_lines += block->invalid.size();
@@ -256,16 +230,75 @@ PrepSummary run_prep(const PrepOptions& options) {
     summary.invalid_utf8_replaced += block->invalid_utf8;
     summary.lone_surrogates_replaced += block->lone_surrogates;
     summary.text_bytes += block->lines.bytes.size();
-    bytes_done = file_offsets[block->file_index] + block->file_bytes_read;
-    report_progress(false);
+    if (on_block) on_block(piece_offsets[block->piece_index] + block->file_bytes_read);
+  };
+
+  tbb::parallel_pipeline(
+      static_cast<size_t>(workers) * 4,
+      tbb::make_filter<void, Block*>(tbb::filter_mode::serial_in_order, read_stage) &
+          tbb::make_filter<Block*, Block*>(tbb::filter_mode::parallel, encode_stage) &
+          tbb::make_filter<Block*, void>(tbb::filter_mode::serial_in_order, write_stage));
+  summary.input_bytes += total;
+}
+
+PrepSummary run_prep(const PrepOptions& options) {
+  if (options.inputs.empty()) throw Error("no --input given");
+  if (options.output_prefix.empty()) throw Error("no --output-prefix given");
+  if (options.json_keys.empty()) throw Error("--json-keys needs at least one key");
+  if (options.workers < 0) throw Error("--workers must be at least 1 (or 0 for every core)");
+
+  const std::vector<std::string> files = data::expand_input_specs(options.inputs);
+  const auto tokenizer = text::make_tokenizer(options.tokenizer);
+  check_eod(options, *tokenizer);
+  const data::DType dtype = data::dtype_for_vocab_size(tokenizer->vocab_size());
+
+  std::vector<InputPiece> pieces;
+  uint64_t total_bytes = 0;
+  for (const auto& f : files) {
+    InputPiece p;
+    p.path = f;
+    p.size = file_size_or_zero(f);
+    total_bytes += p.size;
+    pieces.push_back(std::move(p));
+  }
+
+  const std::filesystem::path parent = std::filesystem::path(options.output_prefix).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+
+  PrepSummary summary;
+  std::vector<std::unique_ptr<data::IndexedDatasetWriter>> writers;
+  std::vector<data::IndexedDatasetWriter*> writer_ptrs;
+  for (const auto& key : options.json_keys) {
+    const std::string prefix = options.output_prefix + "_" + key + "_document";
+    remove_stale_temporaries(prefix);
+    writers.push_back(std::make_unique<data::IndexedDatasetWriter>(prefix, dtype));
+    writer_ptrs.push_back(writers.back().get());
+    summary.outputs.push_back(prefix);
+  }
+
+  ProgressLine progress(options.progress_seconds);
+  uint64_t bytes_done = 0;
+  auto report_progress = [&](bool force) {
+    if (!force && !progress.due()) return;
+    const double t = std::max(progress.elapsed_seconds(), 1e-9);
+    std::string line = "prep: " + format_count(summary.documents) + " docs | " + megabytes(bytes_done);
+    if (total_bytes) line += " of " + megabytes(total_bytes) + " (" + std::to_string(100 * bytes_done / total_bytes) + "%)";
+    char rates[96];
+    std::snprintf(rates, sizeof rates, " | %.1f MB/s | %.2f M tokens/s", bytes_done / t / 1e6, summary.tokens / t / 1e6);
+    line += rates;
+    if (total_bytes && bytes_done > 0 && bytes_done < total_bytes)
+      line += " | ETA " + format_duration(t * double(total_bytes - bytes_done) / double(bytes_done));
+    if (summary.skipped_lines) line += " | skipped " + format_count(summary.skipped_lines);
+    progress.print(line);
   };
 
   try {
-    tbb::parallel_pipeline(
-        static_cast<size_t>(workers) * 4,
-        tbb::make_filter<void, Block*>(tbb::filter_mode::serial_in_order, read_stage) &
-            tbb::make_filter<Block*, Block*>(tbb::filter_mode::parallel, encode_stage) &
-            tbb::make_filter<Block*, void>(tbb::filter_mode::serial_in_order, write_stage));
+    prepare_pieces(options, *tokenizer, pieces, writer_ptrs, summary,
+                   [&](uint64_t done) {
+                     bytes_done = done;
+                     report_progress(false);
+                   },
+                   &progress);
   } catch (...) {
     progress.finish();
     throw;  // writers are destroyed unfinished: their temporaries are removed
@@ -275,9 +308,14 @@ PrepSummary run_prep(const PrepOptions& options) {
   progress.finish();
 
   for (auto& writer : writers) writer->finish();
-  summary.input_bytes = total_bytes;
   summary.seconds = progress.elapsed_seconds();
   return summary;
+}
+
+void check_eod(const PrepOptions& options, const text::Tokenizer& tokenizer) {
+  if (options.append_eod && !tokenizer.eod_id())
+    throw Error("--append-eod: tokenizer " + tokenizer.type_name() +
+                " has no end-of-document token (Megatron's BERT tokenizers have none); drop --append-eod");
 }
 
 void print_summary(const PrepSummary& s, std::ostream& out) {

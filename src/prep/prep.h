@@ -1,11 +1,20 @@
-// defines: PrepOptions, PrepSummary, run_prep(): loose-JSON corpora to Megatron indexed datasets, one per JSON key
+// defines: PrepOptions, PrepSummary, run_prep(): loose-JSON corpora to Megatron indexed datasets, one per JSON key;
+//          InputPiece, prepare_pieces(): the pipeline over an ordered list of files or byte ranges (used by shards)
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <vector>
 
 #include "text/tokenizer_factory.h"
+
+namespace lmforge {
+class ProgressLine;
+}
+namespace lmforge::data {
+class IndexedDatasetWriter;
+}
 
 namespace lmforge::prep {
 
@@ -39,6 +48,28 @@ struct PrepSummary {
 // Runs the whole job; progress goes to stderr. Any user-caused failure throws lmforge::Error naming the file,
 // line and reason, after removing partial outputs: a dataset never appears under its final name unless complete.
 PrepSummary run_prep(const PrepOptions& options);
+
+// One unit of input for prepare_pieces(): a whole file (any compression), or the byte range [begin, end) of a
+// plain file whose ends are line starts (see prep/range_reader.h).
+struct InputPiece {
+  std::string path;
+  bool whole_file = true;
+  uint64_t begin = 0, end = 0;  // only when !whole_file
+  uint64_t size = 0;            // bytes on disk this piece covers (for progress)
+};
+
+// The pipeline of run_prep() over `pieces` in order, appending documents to `writers` (one per JSON key, opened
+// and finished by the caller) and adding to `summary` (documents, tokens, bytes, skips; not seconds/outputs).
+// `on_block(bytes_done)` runs after each written block with the bytes of the pieces consumed so far. Errors name
+// the file and its line (for a range, counted from the start of the file). `progress`, if given, is ended
+// before skipped lines are named on stderr.
+void prepare_pieces(const PrepOptions& options, const text::Tokenizer& tokenizer,
+                    const std::vector<InputPiece>& pieces, const std::vector<data::IndexedDatasetWriter*>& writers,
+                    PrepSummary& summary, const std::function<void(uint64_t bytes_done)>& on_block,
+                    lmforge::ProgressLine* progress);
+
+// Error when --append-eod is asked of a tokenizer without an end-of-document id.
+void check_eod(const PrepOptions& options, const text::Tokenizer& tokenizer);
 
 // The summary as printed at the end of `lmforge prep`.
 void print_summary(const PrepSummary& summary, std::ostream& out);

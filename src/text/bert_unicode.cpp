@@ -22,6 +22,21 @@ utf8proc_category_t category(uint32_t cp, Flavor flavor) {
   if (cat == UTF8PROC_CATEGORY_CN || cat == UTF8PROC_CATEGORY_LO || cat == UTF8PROC_CATEGORY_LL ||
       cat == UTF8PROC_CATEGORY_LU)
     return cat;  // fast exit: none of these matters to the basic tokenizer, whatever the reference's version
+  if (flavor == Flavor::kHuggingFace) {
+    // Characters whose category changed after Unicode 8.0 (found by running HF over every code point).
+    switch (cp) {
+      case 0x166D:   // CANADIAN SYLLABICS CHI SIGN: Po until Unicode 12 (now So)
+      case 0x111C9:  // SHARADA SANDHI MARK: Po until Unicode 11 (now Mn)
+        return UTF8PROC_CATEGORY_PO;
+      case 0x1734:  // HANUNOO SIGN PAMUDPOD: Mn until Unicode 14 (now Mc)
+        return UTF8PROC_CATEGORY_MN;
+      case 0x1885:  // MONGOLIAN LETTER ALI GALI BALUDA, ...THREE BALUDA: Lo until Unicode 9 (now Mn)
+      case 0x1886:
+        return UTF8PROC_CATEGORY_LO;
+      case 0xA9BD:  // JAVANESE CONSONANT SIGN KERET: Mc until Unicode 12 (now Mn)
+        return UTF8PROC_CATEGORY_MC;
+    }
+  }
   const bool unassigned = flavor == Flavor::kGoogle ? in_ranges(kGoogleUnassigned, kGoogleUnassigned_size, cp)
                                                     : in_ranges(kHfUnassigned, kHfUnassigned_size, cp);
   return unassigned ? UTF8PROC_CATEGORY_CN : cat;

@@ -137,7 +137,6 @@ class PieceMap {
           break;
         }
       }
-      max_len_ = std::max(max_len_, t.size());
     }
   }
   int32_t find(const char* key, size_t n) const {
@@ -150,7 +149,6 @@ class PieceMap {
     }
   }
   size_t size() const { return size_; }
-  size_t max_len() const { return max_len_; }
 
  private:
   struct Slot {
@@ -163,7 +161,71 @@ class PieceMap {
   std::string pool_;
   size_t mask_ = 0;
   size_t size_ = 0;
-  size_t max_len_ = 0;
+};
+
+// Byte trie of the vocabulary for the greedy longest match: one walk from `start` finds the longest piece in
+// O(its length), where trying every shorter candidate with a hash lookup costs O(length^2). Transitions live in
+// one open-addressing table keyed by (node << 8 | byte); each node knows the id of the token ending there.
+class PieceTrie {
+ public:
+  void build(const std::vector<std::string>& tokens) {
+    std::unordered_map<uint32_t, uint32_t> edges;
+    ids_.assign(1, -1);
+    for (size_t id = 0; id < tokens.size(); ++id) {
+      uint32_t node = 0;
+      for (unsigned char c : tokens[id]) {
+        auto [it, added] = edges.try_emplace(node << 8 | c, static_cast<uint32_t>(ids_.size()));
+        if (added) ids_.push_back(-1);
+        node = it->second;
+      }
+      if (node != 0) ids_[node] = static_cast<int32_t>(id);  // a repeated token keeps its last id
+    }
+    if (ids_.size() >= (1u << 24) - 1) throw Error("WordPiece vocabulary too large for the trie");
+    size_t cap = 1024;
+    while (cap < edges.size() * 2) cap <<= 1;
+    shift_ = 64 - __builtin_ctzll(cap);
+    slots_.assign(cap, Edge{kEmpty, 0});
+    for (const auto& [key, child] : edges) {
+      size_t i = slot_of(key);
+      while (slots_[i].key != kEmpty) i = (i + 1) & (cap - 1);
+      slots_[i] = Edge{key, child};
+    }
+    cont_root_ = child(child(0, '#'), '#');
+  }
+  // Child of `node` by byte c, or kNone.
+  uint32_t child(uint32_t node, unsigned char c) const {
+    if (node == kNone) return kNone;
+    const uint32_t key = node << 8 | c;
+    for (size_t i = slot_of(key);; i = (i + 1) & (slots_.size() - 1)) {
+      if (slots_[i].key == key) return slots_[i].child;
+      if (slots_[i].key == kEmpty) return kNone;
+    }
+  }
+  // Longest vocabulary piece that is a prefix of w[0, n) (after "##" when `continuation`): its id and length.
+  int32_t longest(const char* w, size_t n, bool continuation, size_t& len) const {
+    uint32_t node = continuation ? cont_root_ : 0;
+    int32_t best = -1;
+    for (size_t i = 0; i < n && node != kNone; ++i) {
+      node = child(node, static_cast<unsigned char>(w[i]));
+      if (node != kNone && ids_[node] >= 0) {
+        best = ids_[node];
+        len = i + 1;  // vocabulary pieces are whole UTF-8 sequences, so this is a character boundary
+      }
+    }
+    return best;
+  }
+
+ private:
+  static constexpr uint32_t kEmpty = 0xFFFFFFFFu;
+  static constexpr uint32_t kNone = 0xFFFFFFFFu;  // the root (0) is never a child
+  struct Edge {
+    uint32_t key, child;
+  };
+  size_t slot_of(uint32_t key) const { return (key * 0x9E3779B97F4A7C15ull) >> shift_; }
+  std::vector<Edge> slots_;
+  std::vector<int32_t> ids_;
+  unsigned shift_ = 54;
+  uint32_t cont_root_ = kNone;
 };
 
 // What the encoder needs per BMP code point, precomputed: 8 bytes, so the whole table is 512 KB.
@@ -189,6 +251,7 @@ class BertWordPieceTokenizer final : public Tokenizer {
         throw Error(origin + ": token " + std::to_string(i) + " (line " + std::to_string(i + 1) +
                     ") is not valid UTF-8");
     pieces_.build(tokens_);
+    trie_.build(tokens_);
     unk_id_ = pieces_.find(options.unk_token.data(), options.unk_token.size());
     if (unk_id_ < 0) throw Error(origin + ": the vocabulary has no unknown-word token " + options.unk_token);
     inv_ = tokens_;
@@ -279,6 +342,7 @@ class BertWordPieceTokenizer final : public Tokenizer {
   CharKind kind_of(uint32_t cp) const { return cp < 0x10000 ? bmp_[cp].kind : lookup(cp).kind; }
 
   PieceMap pieces_;
+  PieceTrie trie_;
   std::vector<std::string> tokens_;
   std::vector<std::string> inv_;
   bert::Flavor flavor_;
@@ -295,7 +359,7 @@ class BertWordPieceTokenizer final : public Tokenizer {
 
 class BertEncoder final : public TextEncoder {
  public:
-  explicit BertEncoder(const BertWordPieceTokenizer& t) : t_(t) { word_.assign(kHead, '\0'); }
+  explicit BertEncoder(const BertWordPieceTokenizer& t) : t_(t) {}
 
   void encode(std::string_view text, std::vector<int32_t>& ids) override {
     const auto* begin = reinterpret_cast<const uint8_t*>(text.data());
@@ -370,8 +434,6 @@ class BertEncoder final : public TextEncoder {
   }
 
  private:
-  static constexpr size_t kHead = 2;  // room for "##" in front of a continuation (see wordpiece())
-
   void append(uint32_t cp) {
     char buf[4];
     word_.append(buf, static_cast<size_t>(encode_utf8(cp, buf)));
@@ -414,43 +476,36 @@ class BertEncoder final : public TextEncoder {
   }
 
   void flush(std::vector<int32_t>& ids) {
-    if (word_.size() > kHead) wordpiece(ids);
-    word_.resize(kHead);
+    if (!word_.empty()) wordpiece(ids);
+    word_.clear();
     chars_ = 0;
   }
 
-  // Greedy longest-match-first. Only substrings no longer than the longest vocabulary entry can match, so the
-  // search starts there. A continuation is looked up as "##" + rest by writing "##" over the two bytes before
-  // `start`, which belong to pieces already emitted (or to the kHead spare bytes).
+  // Greedy longest-match-first: the longest vocabulary piece at `start` ("##" + piece after the first), then go
+  // on after it; a word with a remainder no piece starts becomes one [UNK] as a whole.
   void wordpiece(std::vector<int32_t>& ids) {
     if (chars_ > t_.max_chars_) {
       ids.push_back(t_.unk_id_);
       return;
     }
-    char* w = word_.data() + kHead;
-    const size_t n = word_.size() - kHead;
-    const size_t max_len = t_.pieces_.max_len();
+    const char* w = word_.data();
+    const size_t n = word_.size();
+    // Most words are pieces themselves: one hash probe instead of a walk of the trie (a cache miss per byte).
+    if (const int32_t whole = t_.pieces_.find(w, n); whole >= 0) {
+      ids.push_back(whole);
+      return;
+    }
     const size_t mark = ids.size();
-    size_t start = 0;
-    while (start < n) {
-      const size_t prefix = start ? 2 : 0;
-      if (prefix) w[start - 2] = w[start - 1] = '#';
-      size_t stop = max_len > prefix ? std::min(n, start + (max_len - prefix)) : start;
-      while (stop > start && stop < n && (static_cast<uint8_t>(w[stop]) & 0xC0) == 0x80) --stop;
-      int32_t id = -1;
-      while (stop > start) {
-        id = t_.pieces_.find(w + start - prefix, stop - start + prefix);
-        if (id >= 0) break;
-        --stop;
-        while (stop > start && (static_cast<uint8_t>(w[stop]) & 0xC0) == 0x80) --stop;
-      }
+    for (size_t start = 0; start < n;) {
+      size_t len = 0;
+      const int32_t id = t_.trie_.longest(w + start, n - start, start > 0, len);
       if (id < 0) {
         ids.resize(mark);
         ids.push_back(t_.unk_id_);
         return;
       }
       ids.push_back(id);
-      start = stop;
+      start += len;
     }
   }
 

@@ -1,0 +1,24 @@
+// defines: assemble_shards() (complete shards to the final <prefix>_<key>_document.bin/.idx, streaming),
+//          merge_shards() (`lmforge merge --shards <prefix>`: check every shard, then assemble)
+#pragma once
+#include <string>
+#include <vector>
+
+#include "prep/prep.h"
+#include "prep/shard_plan.h"
+
+namespace lmforge::prep {
+
+// Concatenates the shards' datasets in plan order into <prefix>_<key>_document.{bin,idx} (temp names, renamed
+// when complete). The result is byte-identical to run_prep() over the same inputs: .bin is the shards' .bin files
+// back to back (copy_file_range), and the .idx is written in its three sections by streaming over the shards'
+// .idx files, so memory does not grow with the corpus. An exclusive lock in the shard directory keeps two
+// processes from assembling the same prefix at once. Returns the totals of the manifests, with outputs set.
+PrepSummary assemble_shards(const std::string& output_prefix, const ShardPlan& plan,
+                            const std::vector<ShardManifest>& manifests);
+
+// Reads <prefix>.shards/plan.json, checks that every shard is complete (Error listing the missing ones and how
+// to finish them) and assembles. Progress and the result go to stderr/`summary`.
+PrepSummary merge_shards(const std::string& output_prefix);
+
+}  // namespace lmforge::prep

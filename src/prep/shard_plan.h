@@ -1,0 +1,89 @@
+// defines: ShardPlan (a deterministic split of prep's inputs into numbered shards), make_shard_plan(),
+//          plan and manifest files under <prefix>.shards/, and the check of which shards are complete
+//
+// Layout of <prefix>.shards/:
+//   plan.json                             the plan: id, what it was derived from, every shard's input piece
+//   shard-000012_<key>_document.bin/.idx  shard 12's dataset for each JSON key
+//   shard-000012.json                     shard 12's manifest, written last (temp + rename): plan id, piece,
+//                                         counts. A shard is complete exactly when its manifest is present.
+//   tmp-<host>-<pid>/                     a running process's files before they are renamed into place
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "prep/prep.h"
+
+namespace lmforge::prep {
+
+constexpr uint64_t kDefaultShardBytes = uint64_t(256) << 20;
+
+struct Shard {
+  uint32_t index = 0;
+  uint32_t file = 0;   // index into ShardPlan::files
+  InputPiece piece;
+};
+
+struct ShardPlan {
+  std::string id;                        // 16 hex digits: FNV-1a 64 of `description`
+  std::vector<std::string> description;  // every fact the output bytes depend on, one per line
+  std::vector<std::string> json_keys;
+  std::vector<std::string> files;
+  std::vector<Shard> shards;
+  uint64_t total_bytes = 0;
+};
+
+// Expands the inputs and splits them: a compressed file (by magic bytes) is one shard; a plain file becomes byte
+// ranges of about `shard_bytes`, each boundary moved forward to the next line start. The plan depends only on the
+// inputs (paths, sizes, mtimes, bytes at the boundaries) and the flags that change output bytes (tokenizer and
+// its files' contents, JSON keys, --append-eod, --skip-invalid, shard size), so every process derives the same one.
+ShardPlan make_shard_plan(const PrepOptions& options, uint64_t shard_bytes);
+
+std::string shard_dir(const std::string& output_prefix);
+std::string shard_name(uint32_t index);  // "shard-000012"
+std::string shard_dataset_prefix(const std::string& output_prefix, uint32_t index, const std::string& key);
+std::string shard_manifest_path(const std::string& output_prefix, uint32_t index);
+
+// plan.json text and back (parse errors name `path`).
+std::string plan_to_json(const ShardPlan& plan);
+ShardPlan plan_from_json(const std::string& text, const std::string& path);
+
+// Creates the shard directory and writes plan.json, or, when one is there, checks that it is this plan. A
+// different plan is an Error that lists what changed (an input's size or mtime, a flag, the tokenizer files) and
+// how to proceed: shards made under other inputs or flags are never reused.
+void write_or_check_plan(const std::string& output_prefix, const ShardPlan& plan);
+// Reads <prefix>.shards/plan.json (Error if absent: the prep run never started there).
+ShardPlan read_plan(const std::string& output_prefix);
+
+struct ShardManifest {
+  std::string plan_id;
+  uint32_t index = 0;
+  std::string path;
+  uint64_t begin = 0, end = 0;
+  bool whole_file = false;
+  PrepSummary counts;   // documents, sequences, tokens, skipped, bytes, replacements, seconds
+  std::string host;     // who made it, for the record
+  int rank = 0;
+};
+
+std::string manifest_to_json(const ShardManifest& m);
+ShardManifest manifest_from_json(const std::string& text, const std::string& path);
+
+// The shard's manifest if the shard is complete: manifest present, for this plan and this shard's piece, and each
+// key's dataset present with the manifest's counts. A manifest for another plan is an Error (never reused);
+// a manifest whose datasets are missing or damaged is removed with a warning, so the shard is made again.
+std::optional<ShardManifest> complete_shard(const std::string& output_prefix, const ShardPlan& plan, uint32_t index);
+
+// Writes `m` as the shard's manifest (temp file in `tmp_dir`, fsync, rename): the shard becomes complete.
+void publish_manifest(const std::string& output_prefix, const std::string& tmp_dir, const ShardManifest& m);
+
+// "<shard dir>/tmp-<host>-<pid>" for this process, created; and the removal of such directories left by dead
+// processes of this host (all of them, any host, when `all_hosts`: only once every process is known finished).
+std::string make_process_tmp_dir(const std::string& output_prefix);
+void remove_stale_tmp_dirs(const std::string& output_prefix, bool all_hosts);
+
+std::string host_name();
+uint64_t fnv1a64(const void* data, size_t size, uint64_t h = 14695981039346656037ull);
+
+}  // namespace lmforge::prep
