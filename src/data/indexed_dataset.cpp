@@ -1,4 +1,5 @@
-// defines: IndexedDatasetWriter and the mmap IndexedDataset reader for Megatron's "MMIDIDX" version-1 format
+// defines: IndexedDatasetWriter and the mmap IndexedDataset readers for Megatron's "MMIDIDX" version-1 format (and the
+//          legacy fairseq "TNTIDX" index)
 // Layout (../shared/docs/megatron-data-format.md §2): 34-byte header, int32 lengths[S], int64 pointers[S],
 // int64 doc_idx[D]; the arrays start at offset 34, so every read goes through memcpy (unaligned).
 #include "data/indexed_dataset.h"

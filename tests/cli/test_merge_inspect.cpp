@@ -1,4 +1,4 @@
-// `lmforge merge` and `lmforge inspect` as a user runs them: results against numpy references, exit codes, messages
+// defines: tests of `lmforge merge` and `lmforge inspect` as a user runs them: results against numpy references, exit codes, messages
 #include <gtest/gtest.h>
 
 #include <filesystem>
