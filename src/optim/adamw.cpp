@@ -129,7 +129,7 @@ double global_grad_norm(std::span<const ParamSpan> params) {
     const float* g = p.grad;
     const int64_t n = static_cast<int64_t>(p.size);
     double sum = 0.0;
-#pragma omp parallel for reduction(+ : sum) schedule(static) if (n > 65536)
+#pragma omp parallel for simd reduction(+ : sum) schedule(static) if (n > 65536)
     for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(g[i]) * static_cast<double>(g[i]);
     total += sum;
   }
@@ -140,7 +140,7 @@ void scale_grads(std::span<const ParamSpan> params, float scale) {
   for (const ParamSpan& p : params) {
     float* g = p.grad;
     const int64_t n = static_cast<int64_t>(p.size);
-#pragma omp parallel for schedule(static) if (n > 65536)
+#pragma omp parallel for simd schedule(static) if (n > 65536)
     for (int64_t i = 0; i < n; ++i) g[i] *= scale;
   }
 }
