@@ -1,0 +1,109 @@
+// discover_rank(): precedence of flags, mpirun and each launcher's variables, and errors for inconsistent values.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "dist/launcher.h"
+#include "util/error.h"
+
+namespace {
+
+using lmforge::dist::discover_rank;
+using lmforge::dist::RankInfo;
+using lmforge::dist::RankRequest;
+using lmforge::dist::RankSource;
+
+RankInfo with_env(const std::map<std::string, std::string>& env, RankRequest request = {}) {
+  return discover_rank(request, [&](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+std::string error_of(const std::map<std::string, std::string>& env, RankRequest request = {}) {
+  try {
+    with_env(env, request);
+  } catch (const lmforge::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Launcher, NothingSetIsOneProcess) {
+  auto r = with_env({});
+  EXPECT_EQ(r.rank, 0);
+  EXPECT_EQ(r.world_size, 1);
+  EXPECT_EQ(r.source, RankSource::Single);
+  EXPECT_FALSE(r.use_mpi);
+}
+
+TEST(Launcher, FlagsWinOverEverything) {
+  RankRequest req;
+  req.rank = 2;
+  req.world_size = 3;
+  auto r = with_env({{"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_RANK", "5"}, {"SLURM_PROCID", "7"},
+                     {"SLURM_NTASKS", "9"}},
+                    req);
+  EXPECT_EQ(r.rank, 2);
+  EXPECT_EQ(r.world_size, 3);
+  EXPECT_EQ(r.source, RankSource::Flags);
+  EXPECT_FALSE(r.use_mpi);
+}
+
+TEST(Launcher, MpirunMeansMpiUnlessRefused) {
+  std::map<std::string, std::string> env{{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "3"},
+                                         {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}};
+  EXPECT_TRUE(with_env(env).use_mpi);
+  RankRequest no_mpi;
+  no_mpi.no_mpi = true;
+  // Refused: the Slurm variables come first in the static order, then Open MPI's.
+  auto r = with_env(env, no_mpi);
+  EXPECT_FALSE(r.use_mpi);
+  EXPECT_EQ(r.source, RankSource::SlurmTasks);
+  env.erase("SLURM_PROCID");
+  r = with_env(env, no_mpi);
+  EXPECT_EQ(r.source, RankSource::OpenMpiEnv);
+  EXPECT_EQ(r.rank, 3);
+  EXPECT_EQ(r.world_size, 4);
+}
+
+TEST(Launcher, SlurmArrayBeforeSlurmTasksAndOffsetByTheArrayMinimum) {
+  auto r = with_env({{"SLURM_ARRAY_TASK_ID", "12"}, {"SLURM_ARRAY_TASK_MIN", "10"}, {"SLURM_ARRAY_TASK_COUNT", "4"},
+                     {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
+  EXPECT_EQ(r.source, RankSource::SlurmArray);
+  EXPECT_EQ(r.rank, 2);
+  EXPECT_EQ(r.world_size, 4);
+  r = with_env({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}});
+  EXPECT_EQ(r.source, RankSource::SlurmTasks);
+  EXPECT_EQ(r.rank, 5);
+  EXPECT_EQ(r.world_size, 6);
+}
+
+TEST(Launcher, KubernetesIndexNeedsTheCountAsWorldSize) {
+  EXPECT_NE(error_of({{"JOB_COMPLETION_INDEX", "3"}}).find("--world-size"), std::string::npos);
+  RankRequest req;
+  req.world_size = 5;
+  auto r = with_env({{"JOB_COMPLETION_INDEX", "3"}}, req);
+  EXPECT_EQ(r.rank, 3);
+  EXPECT_EQ(r.world_size, 5);
+  EXPECT_EQ(r.source, RankSource::Flags);  // one flag given: static mode, rank from the environment
+}
+
+TEST(Launcher, PmiVariables) {
+  auto r = with_env({{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}});
+  EXPECT_EQ(r.source, RankSource::PmiEnv);
+  EXPECT_EQ(r.rank, 1);
+  EXPECT_EQ(r.world_size, 2);
+}
+
+TEST(Launcher, InconsistentValuesAreErrors) {
+  EXPECT_NE(error_of({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}}).find("not below the world size"), std::string::npos);
+  EXPECT_NE(error_of({{"PMI_RANK", "x"}, {"PMI_SIZE", "2"}}).find("PMI_RANK=x"), std::string::npos);
+  RankRequest req;
+  req.rank = 1;
+  EXPECT_NE(error_of({}, req).find("without --world-size"), std::string::npos);
+  req.world_size = 0;
+  EXPECT_NE(error_of({}, req).find("--world-size must be at least 1"), std::string::npos);
+}
+
+}  // namespace
