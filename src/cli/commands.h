@@ -8,5 +8,7 @@ namespace lmforge::cli {
 void add_prep_command(CLI::App& app);
 void add_merge_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
+void add_train_command(CLI::App& app);
+void add_generate_command(CLI::App& app);
 
 }  // namespace lmforge::cli

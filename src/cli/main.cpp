@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
   lmforge::cli::add_prep_command(app);
   lmforge::cli::add_merge_command(app);
   lmforge::cli::add_inspect_command(app);
+  lmforge::cli::add_train_command(app);
+  lmforge::cli::add_generate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

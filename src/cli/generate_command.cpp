@@ -1,0 +1,112 @@
+// defines: add_generate_command(): `lmforge generate`, text from a trained GPT checkpoint, streamed as produced
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/tokenizer_flags.h"
+#include "train/generate.h"
+#include "util/error.h"
+
+namespace lmforge::cli {
+namespace {
+
+struct GenerateCommandOptions {
+  std::string load;
+  std::string config;
+  text::TokenizerOptions tokenizer;
+  std::string prompt;
+  train::GenerateOptions generate;
+  bool ignore_eos = false;
+  int threads = 0;
+};
+
+// Length of the prefix of `text` that later tokens cannot change: byte-level BPE tokens may end inside a UTF-8
+// character, which decodes to U+FFFD until its remaining bytes arrive, so trailing U+FFFDs are held back.
+size_t stable_prefix(const std::string& text) {
+  static const std::string kReplacement = "\xEF\xBF\xBD";
+  size_t n = text.size();
+  while (n >= 3 && text.compare(n - 3, 3, kReplacement) == 0) n -= 3;
+  return n;
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto o = std::make_shared<GenerateCommandOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "generate",
+      "Continue a prompt with a trained GPT: greedy (--greedy or --temperature 0) or sampled (--temperature, "
+      "--top-k, --top-p, --seed). The prompt and then each new token's text are written to stdout as they are "
+      "produced; a summary goes to stderr. Generation stops after --max-new-tokens or at <|endoftext|> "
+      "(unless --ignore-eos). Inference keeps a key/value cache per layer (--no-kv-cache re-runs the whole "
+      "sequence each step; both give the same tokens).");
+  cmd->add_option("--load", o->load,
+                  "A --save directory (its latest checkpoint), an iteration directory, a Hugging Face GPT-2 model "
+                  "directory, or a model.safetensors file with config.json beside it")
+      ->required();
+  cmd->add_option("--config", o->config, "config.json to use instead of the one beside the weights");
+  add_tokenizer_flags(cmd, o->tokenizer);
+  cmd->add_option("--prompt", o->prompt, "Text to continue (empty: start from <|endoftext|>)");
+  cmd->add_option("--max-new-tokens", o->generate.max_new_tokens, "Tokens to generate")->capture_default_str();
+  cmd->add_flag("--greedy", o->generate.sampling.greedy, "Always take the most likely token");
+  cmd->add_option("--temperature", o->generate.sampling.temperature, "Softmax temperature (0: greedy)")
+      ->capture_default_str();
+  cmd->add_option("--top-k", o->generate.sampling.top_k, "Sample among the k most likely tokens (0: all)")
+      ->capture_default_str();
+  cmd->add_option("--top-p", o->generate.sampling.top_p, "Nucleus sampling: smallest set with this mass (1: all)")
+      ->capture_default_str();
+  cmd->add_option("--seed", o->generate.seed, "Sampling seed")->capture_default_str();
+  cmd->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at <|endoftext|>");
+  cmd->add_flag("--no-kv-cache", [o](int64_t) { o->generate.use_kv_cache = false; },
+                "Recompute the whole sequence at every step (slow; for checking the cache)");
+  cmd->add_option("--threads", o->threads, "Compute threads (0: OpenMP's default)")->capture_default_str();
+
+  cmd->callback([o] {
+    if (o->tokenizer.vocab_file.empty()) throw Error("--vocab-file is required (to encode the prompt)");
+    // Everything that can be wrong with the flags or files is checked before the model runs.
+    const auto tokenizer = text::make_tokenizer(o->tokenizer);
+    if (o->threads > 0) kernels::cpu_backend().set_num_threads(o->threads);
+    std::unique_ptr<model::GPT> model = train::load_model(o->load, o->config);
+    if ((size_t)model->config().vocab_size < tokenizer->vocab_size())
+      throw Error("the model's vocabulary (" + std::to_string(model->config().vocab_size) +
+                  ") is smaller than the tokenizer's (" + std::to_string(tokenizer->vocab_size()) + ")");
+    std::vector<int32_t> prompt;
+    tokenizer->make_encoder()->encode(o->prompt, prompt);
+    if (prompt.empty()) {
+      if (!tokenizer->eod_id()) throw Error("--prompt is empty and the tokenizer has no end-of-document token");
+      prompt.push_back(*tokenizer->eod_id());
+    }
+    train::GenerateOptions options = o->generate;
+    if (!o->ignore_eos) options.stop_id = tokenizer->eod_id();
+
+    std::fwrite(o->prompt.data(), 1, o->prompt.size(), stdout);
+    std::fflush(stdout);
+    std::vector<int32_t> produced;
+    size_t printed = 0;
+    auto emit = [&](bool final) {
+      const std::string text = tokenizer->decode(produced);
+      const size_t upto = final ? text.size() : stable_prefix(text);
+      if (upto > printed) {
+        std::fwrite(text.data() + printed, 1, upto - printed, stdout);
+        std::fflush(stdout);
+        printed = upto;
+      }
+    };
+    const auto t0 = std::chrono::steady_clock::now();
+    train::generate(*model, prompt, options, [&](int32_t id) {
+      produced.push_back(id);
+      emit(false);
+    });
+    emit(true);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "generated %zu tokens after a %zu-token prompt in %.2f s (%.1f tokens/s, %s)\n",
+                 produced.size(), prompt.size(), s, produced.size() / (s > 0 ? s : 1e-9),
+                 options.use_kv_cache ? "KV cache" : "no cache");
+  });
+}
+
+}  // namespace lmforge::cli

@@ -1,0 +1,135 @@
+// defines: add_train_command(): `lmforge train gpt`, Megatron's pretrain_gpt.py flags on lmforge's trainer
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/tokenizer_flags.h"
+#include "train/trainer.h"
+
+namespace lmforge::cli {
+namespace {
+
+// CLI11 fills plain values; flags Megatron leaves unset (None) are read into these and moved to std::optional.
+struct UnsetFlags {
+  int64_t train_iters = -1, train_samples = -1, lr_decay_iters = -1, lr_decay_samples = -1;
+  double lr_warmup_fraction = -1.0, start_weight_decay = -1.0, end_weight_decay = -1.0;
+  CLI::Option *train_iters_opt, *train_samples_opt, *lr_decay_iters_opt, *lr_decay_samples_opt,
+      *lr_warmup_fraction_opt, *start_weight_decay_opt, *end_weight_decay_opt;
+};
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  CLI::App* train = app.add_subcommand("train", "Pretrain a language model (Megatron-LM's pretrain_*.py)");
+  train->require_subcommand(1);
+  auto o = std::make_shared<train::TrainOptions>();
+  auto unset = std::make_shared<UnsetFlags>();
+  CLI::App* cmd = train->add_subcommand(
+      "gpt",
+      "Pretrain a GPT-2-style model on a Megatron indexed dataset, with Megatron's pretrain_gpt.py flags, sample "
+      "order (GPTDataset indices, shared .npy cache), learning-rate schedule and log lines.\n\n"
+      "Model: pre-LN GPT-2 (tanh GELU, tied embedding/LM head, no dropout), fp32 on the CPU. The vocabulary is "
+      "the tokenizer's padded to --make-vocab-size-divisible-by; as in Megatron the padded logits take part in "
+      "the softmax, and checkpoints hold the padded matrix (config.json vocab_size = padded size).\n"
+      "Step: --global-batch-size / --micro-batch-size micro-batches are accumulated (the gradient is their "
+      "mean), clipped to --clip-grad, and AdamW applies the learning rate of the schedule before its step (so "
+      "with warm-up the first step has lr 0, as Megatron). The log line's learning rate is the next step's, as "
+      "Megatron prints it.\n"
+      "Checkpoints (--save): <save>/iter_NNNNNNN/{model.safetensors (Hugging Face GPT-2 names), config.json, "
+      "optimizer.safetensors, trainer_state.json} and latest_checkpointed_iteration.txt. --load DIR resumes "
+      "model, optimizer, schedule and data position exactly (a resumed run logs the same losses as an "
+      "uninterrupted one); with no checkpoint in DIR the run starts from scratch. --finetune --load PATH takes "
+      "weights only (a save dir, an iteration dir, a Hugging Face model dir or a .safetensors file such as "
+      "GPT-2's model.safetensors; its 50257 vocabulary rows are padded with zero rows) and starts iteration, "
+      "optimizer and schedule afresh.\n"
+      "Every flag and the dataset's token ids (against the vocabulary) are checked before any index is built.");
+
+  cmd->add_option("--num-layers", o->num_layers, "Transformer layers")->required();
+  cmd->add_option("--hidden-size", o->hidden_size, "Model width")->required();
+  cmd->add_option("--num-attention-heads", o->num_attention_heads, "Attention heads (must divide --hidden-size)")
+      ->required();
+  cmd->add_option("--seq-length", o->seq_length, "Tokens per sample")->required();
+  cmd->add_option("--max-position-embeddings", o->max_position_embeddings,
+                  "Rows of the position table (default: --seq-length)");
+  cmd->add_option("--make-vocab-size-divisible-by", o->make_vocab_size_divisible_by,
+                  "Pad the vocabulary to a multiple of this")
+      ->capture_default_str();
+  cmd->add_option("--init-method-std", o->init_method_std, "Std of the normal initialisation")->capture_default_str();
+  add_tokenizer_flags(cmd, o->tokenizer);
+
+  cmd->add_option("--data-path", o->data_path,
+                  "Dataset prefix (<prefix>.bin/.idx), or weight/prefix pairs for a blend: 0.7 a 0.3 b");
+  cmd->add_option("--split", o->split, "Train, validation, test proportions of the documents")->capture_default_str();
+  cmd->add_option("--data-cache-path", o->data_cache_path,
+                  "Where the sample indices (.npy) are cached (default: <data dir>/cache/GPTDataset_indices)");
+
+  cmd->add_option("--micro-batch-size", o->micro_batch_size, "Samples per forward/backward")->required();
+  cmd->add_option("--global-batch-size", o->global_batch_size,
+                  "Samples per optimizer step (a multiple of --micro-batch-size; default: the micro batch)");
+  optim::LrScheduleArgs& s = o->schedule;
+  unset->train_iters_opt = cmd->add_option("--train-iters", unset->train_iters, "Optimizer steps to train (or --train-samples)");
+  unset->train_samples_opt = cmd->add_option("--train-samples", unset->train_samples, "Samples to train on (or --train-iters)");
+  cmd->add_option("--lr", s.lr, "Peak learning rate")->required();
+  cmd->add_option("--min-lr", s.min_lr, "Learning rate at the end of the decay")->capture_default_str();
+  cmd->add_option("--lr-decay-style", s.lr_decay_style, "Decay after warm-up")
+      ->check(CLI::IsMember({"constant", "linear", "cosine", "inverse-square-root"}))
+      ->capture_default_str();
+  unset->lr_decay_iters_opt = cmd->add_option("--lr-decay-iters", unset->lr_decay_iters, "Iterations of decay (default: --train-iters)");
+  unset->lr_decay_samples_opt = cmd->add_option("--lr-decay-samples", unset->lr_decay_samples, "Samples of decay (default: --train-samples)");
+  unset->lr_warmup_fraction_opt = cmd->add_option("--lr-warmup-fraction", unset->lr_warmup_fraction, "Warm-up as a fraction of the decay steps");
+  cmd->add_option("--lr-warmup-iters", s.lr_warmup_iters, "Warm-up iterations")->capture_default_str();
+  cmd->add_option("--lr-warmup-samples", s.lr_warmup_samples, "Warm-up samples")->capture_default_str();
+  cmd->add_option("--lr-warmup-init", s.lr_warmup_init, "Learning rate at the start of warm-up")
+      ->capture_default_str();
+  cmd->add_option("--weight-decay", s.weight_decay, "Decoupled weight decay of matrices (AdamW)")
+      ->capture_default_str();
+  unset->start_weight_decay_opt = cmd->add_option("--start-weight-decay", unset->start_weight_decay, "Weight decay at the start (incr. style)");
+  unset->end_weight_decay_opt = cmd->add_option("--end-weight-decay", unset->end_weight_decay, "Weight decay at the end (incr. style)");
+  cmd->add_option("--weight-decay-incr-style", s.weight_decay_incr_style, "constant, linear or cosine")
+      ->check(CLI::IsMember({"constant", "linear", "cosine"}))
+      ->capture_default_str();
+  cmd->add_option("--clip-grad", o->clip_grad, "Clip the global gradient norm to this (0: off)")
+      ->capture_default_str();
+  cmd->add_option("--adam-beta1", o->adam.beta1, "AdamW beta1")->capture_default_str();
+  cmd->add_option("--adam-beta2", o->adam.beta2, "AdamW beta2")->capture_default_str();
+  cmd->add_option("--adam-eps", o->adam.eps, "AdamW epsilon")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of the initial weights and of the data order")->capture_default_str();
+
+  cmd->add_option("--log-interval", o->log_interval, "Iterations per log line (losses averaged over them)")
+      ->capture_default_str();
+  cmd->add_option("--eval-interval", o->eval_interval, "Iterations between validation runs")->capture_default_str();
+  cmd->add_option("--eval-iters", o->eval_iters,
+                  "Global batches per validation run and per final test run (0: no evaluation)")
+      ->capture_default_str();
+  cmd->add_option("--tensorboard-dir", o->tensorboard_dir,
+                  "Write TensorBoard scalars here (lm loss, learning-rate, grad-norm, throughput, validation/test "
+                  "loss and ppl)");
+  cmd->add_option("--save", o->save, "Checkpoint directory to write");
+  cmd->add_option("--save-interval", o->save_interval, "Iterations between checkpoints (0: only at the end)")
+      ->capture_default_str();
+  cmd->add_option("--load", o->load, "Resume from the latest checkpoint in this directory (see --finetune)");
+  cmd->add_flag("--finetune", o->finetune,
+                "Load weights only from --load (also a Hugging Face GPT-2 .safetensors or model dir); iteration, "
+                "optimizer and schedule start from zero");
+  cmd->add_option("--exit-interval", o->exit_interval,
+                  "Stop when the iteration is a multiple of this, after saving (a later --load continues)")
+      ->capture_default_str();
+  cmd->add_option("--threads", o->threads, "Compute threads (0: OpenMP's default; not a Megatron flag)")
+      ->capture_default_str();
+
+  cmd->callback([o, unset] {
+    train::TrainOptions options = *o;
+    optim::LrScheduleArgs& s = options.schedule;
+    if (unset->train_iters_opt->count() > 0) s.train_iters = unset->train_iters;
+    if (unset->train_samples_opt->count() > 0) s.train_samples = unset->train_samples;
+    if (unset->lr_decay_iters_opt->count() > 0) s.lr_decay_iters = unset->lr_decay_iters;
+    if (unset->lr_decay_samples_opt->count() > 0) s.lr_decay_samples = unset->lr_decay_samples;
+    if (unset->lr_warmup_fraction_opt->count() > 0) s.lr_warmup_fraction = unset->lr_warmup_fraction;
+    if (unset->start_weight_decay_opt->count() > 0) s.start_weight_decay = unset->start_weight_decay;
+    if (unset->end_weight_decay_opt->count() > 0) s.end_weight_decay = unset->end_weight_decay;
+    train::Trainer trainer(std::move(options), std::cout);
+    trainer.run();
+  });
+}
+
+}  // namespace lmforge::cli

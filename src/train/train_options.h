@@ -1,0 +1,62 @@
+// defines: lmforge::train::TrainOptions (everything `lmforge train gpt` takes, under Megatron's flag names)
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "optim/adamw.h"
+#include "optim/lr_schedule.h"
+#include "text/tokenizer_factory.h"
+
+namespace lmforge::train {
+
+// Field names follow Megatron's pretrain_gpt.py arguments (--num-layers → num_layers); defaults are Megatron's
+// unless a comment says otherwise. validate_train_options() (trainer.h) checks them all before any work.
+struct TrainOptions {
+  // ---- model ----
+  int num_layers = 0;               // --num-layers (required)
+  int hidden_size = 0;              // --hidden-size (required)
+  int num_attention_heads = 0;      // --num-attention-heads (required; must divide hidden_size)
+  int seq_length = 0;               // --seq-length (required; tokens per sample)
+  int max_position_embeddings = 0;  // --max-position-embeddings (0: seq_length; must be >= seq_length)
+  int make_vocab_size_divisible_by = 128;  // --make-vocab-size-divisible-by (padded vocabulary; padded logits
+                                           // take part in the softmax, as Megatron)
+  double init_method_std = 0.02;    // --init-method-std
+
+  // ---- tokenizer (decides the model's vocabulary) ----
+  text::TokenizerOptions tokenizer;  // --tokenizer-type, --vocab-file, --merge-file
+
+  // ---- data ----
+  std::vector<std::string> data_path;  // --data-path: one prefix, or "weight prefix weight prefix ..." (a blend)
+  std::string split = "969, 30, 1";    // --split: train, validation, test weights
+  std::string data_cache_path;         // --data-cache-path (empty: <data dir>/cache/GPTDataset_indices)
+
+  // ---- batches, schedule, optimizer ----
+  int micro_batch_size = 0;            // --micro-batch-size (required)
+  int64_t global_batch_size = 0;       // --global-batch-size (0: micro_batch_size; multiple of it)
+  optim::LrScheduleArgs schedule;      // --lr, --min-lr, --lr-decay-style, --train-iters/--train-samples,
+                                       // --lr-decay-iters/-samples, --lr-warmup-fraction/-iters/-samples,
+                                       // --lr-warmup-init, --weight-decay, --start/end-weight-decay,
+                                       // --weight-decay-incr-style (global_batch_size is filled in)
+  double clip_grad = 1.0;              // --clip-grad (global L2 norm; 0 disables)
+  optim::AdamWConfig adam;             // --adam-beta1 (0.9), --adam-beta2 (0.999), --adam-eps (1e-8)
+  uint32_t seed = 1234;                // --seed: initial weights and the data order
+
+  // ---- logging and evaluation ----
+  int log_interval = 100;              // --log-interval (iterations per log line; losses averaged over them)
+  int eval_interval = 1000;            // --eval-interval (iterations between validation runs)
+  int eval_iters = 100;                // --eval-iters (global batches per validation/test run; 0: none)
+  std::string tensorboard_dir;         // --tensorboard-dir (empty: no event file)
+
+  // ---- checkpoints ----
+  std::string save;                    // --save: checkpoint directory (empty: never save)
+  int save_interval = 0;               // --save-interval (0: only at the end)
+  std::string load;                    // --load: resume from the latest checkpoint in this directory
+  bool finetune = false;               // --finetune: weights only from --load (a save dir, an iteration dir, a
+                                       // Hugging Face model dir or a .safetensors file); iteration, optimizer
+                                       // and schedule start afresh
+  int exit_interval = 0;               // --exit-interval: stop (after saving) when iteration % N == 0
+  int threads = 0;                     // --threads: compute threads (0: OpenMP's default); not a Megatron flag
+};
+
+}  // namespace lmforge::train

@@ -1,0 +1,545 @@
+// defines: validate_train_options(), max_token_id(), gpt_config_json()/gpt_config_from_json(), Trainer
+#include "train/trainer.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdarg>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ostream>
+#include <sstream>
+
+#include "checkpoint/checkpoint.h"
+#include "data/indexed_dataset.h"
+#include "optim/adamw.h"
+#include "optim/lr_schedule.h"
+#include "sampling/gpt_dataset.h"
+#include "train/tensorboard_writer.h"
+#include "util/error.h"
+
+namespace lmforge::train {
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string format(const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return buf;
+}
+
+// The dataset prefixes of --data-path: one prefix, or weight/prefix pairs (a blend).
+std::vector<std::string> data_prefixes(const std::vector<std::string>& data_path) {
+  if (data_path.size() == 1) return data_path;
+  if (data_path.size() % 2 != 0)
+    throw Error("--data-path: expected one dataset prefix or \"weight prefix\" pairs, got " +
+                str((int64_t)data_path.size()) + " values");
+  std::vector<std::string> prefixes;
+  for (size_t i = 1; i < data_path.size(); i += 2) prefixes.push_back(data_path[i]);
+  return prefixes;
+}
+
+model::GPTConfig model_config(const TrainOptions& o, int vocab_size) {
+  model::GPTConfig c;
+  c.num_layers = o.num_layers;
+  c.hidden = o.hidden_size;
+  c.heads = o.num_attention_heads;
+  c.seq_length = o.seq_length;
+  c.max_positions = o.max_position_embeddings;
+  c.vocab_size = vocab_size;
+  c.make_vocab_size_divisible_by = o.make_vocab_size_divisible_by;
+  c.init_std = (float)o.init_method_std;
+  return c;
+}
+
+std::vector<checkpoint::NamedTensor> named_tensors(model::GPT& model) {
+  std::vector<checkpoint::NamedTensor> out;
+  for (const model::ParamTensor& t : model.tensors()) out.push_back({t.name, t.shape, model.params() + t.offset});
+  return out;
+}
+
+std::vector<optim::ParamSpan> param_spans(model::GPT& model) {
+  std::vector<optim::ParamSpan> out;
+  for (const model::ParamTensor& t : model.tensors())
+    out.push_back({t.name, model.params() + t.offset, model.grads() + t.offset, t.numel, t.weight_decay});
+  return out;
+}
+
+int64_t get_int(const checkpoint::JsonObject& o, const std::string& key, const std::string& source) {
+  auto it = o.find(key);
+  if (it == o.end()) throw Error(source + ": missing \"" + key + "\"");
+  if (const int64_t* v = std::get_if<int64_t>(&it->second)) return *v;
+  throw Error(source + ": \"" + key + "\" must be an integer");
+}
+
+}  // namespace
+
+// ---- flags -------------------------------------------------------------------------------------------------------
+
+void validate_train_options(TrainOptions& o) {
+  auto need_positive = [](int64_t v, const char* flag) {
+    if (v < 1) throw Error(std::string(flag) + " must be a positive integer (got " + str(v) + ")");
+  };
+  need_positive(o.num_layers, "--num-layers");
+  need_positive(o.hidden_size, "--hidden-size");
+  need_positive(o.num_attention_heads, "--num-attention-heads");
+  if (o.hidden_size % o.num_attention_heads != 0)
+    throw Error("--num-attention-heads " + str(o.num_attention_heads) + " does not divide --hidden-size " +
+                str(o.hidden_size) + " (each head takes hidden-size / heads channels)");
+  need_positive(o.seq_length, "--seq-length");
+  if (o.max_position_embeddings == 0) o.max_position_embeddings = o.seq_length;
+  need_positive(o.max_position_embeddings, "--max-position-embeddings");
+  if (o.seq_length > o.max_position_embeddings)
+    throw Error("--seq-length " + str(o.seq_length) + " exceeds --max-position-embeddings " +
+                str(o.max_position_embeddings) + " (the model has no position embedding beyond it)");
+  need_positive(o.make_vocab_size_divisible_by, "--make-vocab-size-divisible-by");
+  if (!(o.init_method_std > 0.0) || !std::isfinite(o.init_method_std))
+    throw Error("--init-method-std must be a positive number");
+
+  if (o.data_path.empty()) throw Error("--data-path is required (a dataset prefix made by `lmforge prep`)");
+  data_prefixes(o.data_path);
+  if (o.tokenizer.vocab_file.empty())
+    throw Error("--vocab-file is required: the tokenizer decides the model's vocabulary size");
+
+  need_positive(o.micro_batch_size, "--micro-batch-size");
+  if (o.global_batch_size == 0) o.global_batch_size = o.micro_batch_size;
+  need_positive(o.global_batch_size, "--global-batch-size");
+  if (o.global_batch_size % o.micro_batch_size != 0)
+    throw Error("--global-batch-size " + str(o.global_batch_size) + " is not divisible by --micro-batch-size " +
+                str(o.micro_batch_size) + " (the global batch is a whole number of micro-batches)");
+  o.schedule.global_batch_size = o.global_batch_size;
+  if (o.schedule.train_iters.has_value() == o.schedule.train_samples.has_value())
+    throw Error("give exactly one of --train-iters and --train-samples");
+  if (o.schedule.train_iters) need_positive(*o.schedule.train_iters, "--train-iters");
+  if (o.schedule.train_samples) {
+    need_positive(*o.schedule.train_samples, "--train-samples");
+    if (*o.schedule.train_samples < o.global_batch_size)
+      throw Error("--train-samples " + str(*o.schedule.train_samples) + " is less than one global batch (" +
+                  str(o.global_batch_size) + ")");
+  }
+  if (!(o.schedule.lr >= 0.0) || !std::isfinite(o.schedule.lr)) throw Error("--lr must be >= 0");
+  optim::OptimizerParamScheduler check(o.schedule);  // Megatron's schedule flag rules (throws naming the flag)
+
+  if (!(o.clip_grad >= 0.0)) throw Error("--clip-grad must be >= 0 (0 disables clipping)");
+  if (!(o.adam.beta1 >= 0.0 && o.adam.beta1 < 1.0)) throw Error("--adam-beta1 must be in [0, 1)");
+  if (!(o.adam.beta2 >= 0.0 && o.adam.beta2 < 1.0)) throw Error("--adam-beta2 must be in [0, 1)");
+  if (!(o.adam.eps > 0.0)) throw Error("--adam-eps must be > 0");
+
+  need_positive(o.log_interval, "--log-interval");
+  need_positive(o.eval_interval, "--eval-interval");
+  if (o.eval_iters < 0) throw Error("--eval-iters must be >= 0 (0: no evaluation)");
+  if (o.save_interval < 0) throw Error("--save-interval must be >= 0");
+  if (o.save_interval > 0 && o.save.empty()) throw Error("--save-interval needs --save DIR");
+  if (o.exit_interval < 0) throw Error("--exit-interval must be >= 0");
+  if (o.finetune && o.load.empty()) throw Error("--finetune needs --load (the weights to start from)");
+  if (o.threads < 0) throw Error("--threads must be >= 0");
+}
+
+// ---- dataset vocabulary check ------------------------------------------------------------------------------------
+
+int64_t max_token_id(const std::string& prefix) {
+  const auto dataset = data::IndexedDataset::open(prefix);
+  const data::DType dtype = dataset->dtype();
+  const std::string path = prefix + ".bin";
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw Error(path + ": cannot open");
+  struct stat st {};
+  ::fstat(fd, &st);
+  const size_t bytes = (size_t)st.st_size;
+  if (bytes == 0) {
+    ::close(fd);
+    return -1;
+  }
+  void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) throw Error(path + ": cannot mmap");
+  ::madvise(map, bytes, MADV_SEQUENTIAL);
+  int64_t best = -1;
+  auto scan = [&](auto* p, size_t n) {
+    int64_t m = -1;
+#pragma omp parallel for reduction(max : m) schedule(static)
+    for (size_t i = 0; i < n; i++) m = std::max<int64_t>(m, (int64_t)p[i]);
+    return m;
+  };
+  switch (dtype) {
+    case data::DType::UInt16: best = scan((const uint16_t*)map, bytes / 2); break;
+    case data::DType::Int32: best = scan((const int32_t*)map, bytes / 4); break;
+    case data::DType::UInt8: best = scan((const uint8_t*)map, bytes); break;
+    case data::DType::Int16: best = scan((const int16_t*)map, bytes / 2); break;
+    case data::DType::Int64: best = scan((const int64_t*)map, bytes / 8); break;
+    default:
+      ::munmap(map, bytes);
+      throw Error(path + ": token dtype " + data::dtype_name(dtype) + " cannot hold token ids");
+  }
+  ::munmap(map, bytes);
+  return best;
+}
+
+// ---- config.json -------------------------------------------------------------------------------------------------
+
+std::string gpt_config_json(const model::GPTConfig& c) {
+  checkpoint::JsonObject o;
+  o["activation_function"] = std::string("gelu_new");
+  o["architectures"] = checkpoint::RawJson{"[\"GPT2LMHeadModel\"]"};
+  o["attn_pdrop"] = 0.0;
+  o["embd_pdrop"] = 0.0;
+  o["resid_pdrop"] = 0.0;
+  o["initializer_range"] = std::stod(format("%.7g", (double)c.init_std));  // 0.02, not 0.0199999996
+  o["layer_norm_epsilon"] = 1e-5;
+  o["model_type"] = std::string("gpt2");
+  o["n_ctx"] = (int64_t)c.max_positions;
+  o["n_embd"] = (int64_t)c.hidden;
+  o["n_head"] = (int64_t)c.heads;
+  o["n_layer"] = (int64_t)c.num_layers;
+  o["n_positions"] = (int64_t)c.max_positions;
+  o["tie_word_embeddings"] = true;
+  o["vocab_size"] = (int64_t)c.padded_vocab_size();
+  o["lmforge_vocab_size"] = (int64_t)c.vocab_size;
+  o["lmforge_make_vocab_size_divisible_by"] = (int64_t)c.make_vocab_size_divisible_by;
+  o["lmforge_seq_length"] = (int64_t)c.seq_length;
+  return checkpoint::to_json(o);
+}
+
+model::GPTConfig gpt_config_from_json(const std::string& text, const std::string& source) {
+  const checkpoint::JsonObject o = checkpoint::parse_json_object(text, source);
+  model::GPTConfig c;
+  c.num_layers = (int)get_int(o, "n_layer", source);
+  c.heads = (int)get_int(o, "n_head", source);
+  c.hidden = (int)get_int(o, "n_embd", source);
+  c.max_positions = (int)get_int(o, "n_positions", source);
+  const int64_t file_vocab = get_int(o, "vocab_size", source);
+  if (o.count("lmforge_vocab_size")) {
+    c.vocab_size = (int)get_int(o, "lmforge_vocab_size", source);
+    c.make_vocab_size_divisible_by = (int)get_int(o, "lmforge_make_vocab_size_divisible_by", source);
+    if (c.padded_vocab_size() != file_vocab)
+      throw Error(source + ": vocab_size " + str(file_vocab) + " is not lmforge_vocab_size " + str(c.vocab_size) +
+                  " padded to a multiple of " + str(c.make_vocab_size_divisible_by));
+  } else {
+    c.vocab_size = (int)file_vocab;
+    c.make_vocab_size_divisible_by = 1;
+  }
+  c.seq_length = o.count("lmforge_seq_length") ? (int)get_int(o, "lmforge_seq_length", source) : c.max_positions;
+  if (auto it = o.find("activation_function"); it != o.end()) {
+    const std::string* act = std::get_if<std::string>(&it->second);
+    if (act == nullptr || (*act != "gelu_new" && *act != "gelu_pytorch_tanh"))
+      throw Error(source + ": activation_function must be \"gelu_new\" (the tanh GELU this model implements)");
+  }
+  if (auto it = o.find("n_inner"); it != o.end() && !std::holds_alternative<checkpoint::RawJson>(it->second)) {
+    const int64_t* inner = std::get_if<int64_t>(&it->second);
+    if (inner == nullptr || *inner != 4 * (int64_t)c.hidden)
+      throw Error(source + ": n_inner must be null or 4·n_embd");
+  }
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    throw Error(source + ": " + e.what());
+  }
+  return c;
+}
+
+// ---- trainer -----------------------------------------------------------------------------------------------------
+
+struct Trainer::Impl {
+  TrainOptions o;
+  std::ostream& log;
+  std::unique_ptr<text::Tokenizer> tokenizer;
+  model::GPTConfig config;
+  std::unique_ptr<model::GPT> model;
+  std::vector<optim::ParamSpan> spans;
+  std::unique_ptr<optim::AdamW> adamw;
+  std::unique_ptr<optim::OptimizerParamScheduler> scheduler;
+  std::unique_ptr<sampling::GptSampleSource> source;
+  std::unique_ptr<TensorBoardWriter> tensorboard;
+  int64_t train_iters = 0;
+  int64_t iteration = 0;
+  int64_t consumed_train = 0;
+  int64_t consumed_valid = 0;
+  int64_t last_saved = -1;
+  std::vector<IterationRecord> history;
+  std::vector<EvalRecord> evals;
+  std::vector<int32_t> sample, tokens, targets;
+
+  Impl(TrainOptions options, std::ostream& out) : o(std::move(options)), log(out) {}
+
+  int64_t micro_batches() const { return o.global_batch_size / o.micro_batch_size; }
+
+  // Micro-batch rows [first, first + micro_batch) of a split into tokens/targets (inputs and inputs shifted by one).
+  void fill_batch(sampling::Split split, int64_t first) {
+    const int T = o.seq_length, B = o.micro_batch_size;
+    const int64_t available = source->size(split);
+    for (int b = 0; b < B; b++) {
+      const int64_t index = first + b;
+      if (index >= available)
+        throw Error(std::string("the ") + sampling::split_name(split) + " split has " + str(available) +
+                    " samples; sample " + str(index) + " was asked (the flags differ from the run that built it?)");
+      source->sample(split, index, sample);
+      std::copy(sample.begin(), sample.begin() + T, tokens.begin() + (size_t)b * T);
+      std::copy(sample.begin() + 1, sample.begin() + T + 1, targets.begin() + (size_t)b * T);
+    }
+  }
+
+  checkpoint::JsonObject args_json() const {
+    checkpoint::JsonObject a;
+    a["num_layers"] = (int64_t)o.num_layers;
+    a["hidden_size"] = (int64_t)o.hidden_size;
+    a["num_attention_heads"] = (int64_t)o.num_attention_heads;
+    a["seq_length"] = (int64_t)o.seq_length;
+    a["max_position_embeddings"] = (int64_t)o.max_position_embeddings;
+    a["micro_batch_size"] = (int64_t)o.micro_batch_size;
+    a["global_batch_size"] = o.global_batch_size;
+    a["lr"] = o.schedule.lr;
+    a["min_lr"] = o.schedule.min_lr;
+    a["lr_decay_style"] = o.schedule.lr_decay_style;
+    a["split"] = o.split;
+    a["seed"] = (int64_t)o.seed;
+    a["tokenizer_type"] = o.tokenizer.type;
+    std::string data;
+    for (const std::string& p : o.data_path) data += (data.empty() ? "" : " ") + p;
+    a["data_path"] = data;
+    return a;
+  }
+
+  void save() {
+    auto tensors = named_tensors(*model);
+    checkpoint::SaveRequest request;
+    request.model = tensors;
+    request.config_json = gpt_config_json(config);
+    request.optimizer = adamw.get();
+    request.state.iteration = iteration;
+    request.state.consumed_train_samples = consumed_train;
+    request.state.consumed_valid_samples = consumed_valid;
+    request.state.scheduler = scheduler->state();
+    // Training draws no random numbers after initialisation (no dropout): the data order is a function of the
+    // seed and the consumed-sample counters, so the seed is the whole RNG state.
+    request.state.rng["seed"] = std::to_string(o.seed);
+    request.state.args = args_json();
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string dir = checkpoint::save_checkpoint(o.save, request);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    log << format("saved checkpoint at iteration %7lld to %s (%.1f ms)\n", (long long)iteration, dir.c_str(), ms);
+    log.flush();
+    last_saved = iteration;
+  }
+
+  void load() {
+    auto tensors = named_tensors(*model);
+    if (o.finetune) {
+      checkpoint::WeightsOptions wo;
+      wo.row_padded.insert("transformer.wte.weight");  // HF files hold the unpadded 50257 rows
+      const std::string file = checkpoint::load_weights(o.load, tensors, wo);
+      log << "loaded weights for finetuning from " << file << " (iteration, optimizer and schedule start afresh)\n";
+      return;
+    }
+    const std::optional<std::string> dir = checkpoint::find_latest_checkpoint(o.load);
+    if (!dir) {
+      log << "no checkpoint found in " << o.load << " (no latest_checkpointed_iteration.txt): starting from scratch\n";
+      return;
+    }
+    checkpoint::LoadedCheckpoint loaded = checkpoint::load_checkpoint(*dir, tensors, adamw.get());
+    const checkpoint::TrainerState& s = loaded.state;
+    if (auto it = s.rng.find("seed"); it != s.rng.end() && it->second != std::to_string(o.seed))
+      throw Error(*dir + ": the checkpoint was trained with --seed " + it->second + ", not " + std::to_string(o.seed) +
+                  " (the data order depends on it); use the same seed, or --finetune to start a new run");
+    const model::GPTConfig saved = gpt_config_from_json(loaded.config_json, *dir + "/config.json");
+    if (saved.vocab_size != config.vocab_size)
+      throw Error(*dir + ": the checkpoint's vocabulary has " + str(saved.vocab_size) + " tokens, the tokenizer " +
+                  str(config.vocab_size));
+    try {
+      scheduler->load_state(s.scheduler);
+    } catch (const Error& e) {
+      throw Error(*dir + ": " + e.what() + " (the learning-rate flags differ from the checkpoint's)");
+    }
+    iteration = s.iteration;
+    consumed_train = s.consumed_train_samples;
+    consumed_valid = s.consumed_valid_samples;
+    last_saved = iteration;
+    log << "loaded checkpoint " << *dir << " at iteration " << iteration << " (consumed samples: train "
+        << consumed_train << ", validation " << consumed_valid << ")\n";
+  }
+
+  void print_eval(const std::string& where, double loss, double ppl) {
+    const std::string line = " validation loss at " + where + " | " + format("lm loss value: %.6E | ", loss) +
+                             format("lm loss PPL: %.6E | ", ppl);
+    const std::string rule(line.size() + 1, '-');
+    log << rule << "\n" << line << "\n" << rule << "\n";
+    log.flush();
+  }
+};
+
+Trainer::Trainer(TrainOptions options, std::ostream& log) : impl_(std::make_unique<Impl>(std::move(options), log)) {
+  Impl& m = *impl_;
+  TrainOptions& o = m.o;
+  // 1. Flags alone, then the files they name, then the work: every user error surfaces before indices are built.
+  validate_train_options(o);
+  m.tokenizer = text::make_tokenizer(o.tokenizer);
+  const int64_t vocab = (int64_t)m.tokenizer->vocab_size();
+  for (const std::string& prefix : data_prefixes(o.data_path)) {
+    const int64_t max_id = max_token_id(prefix);
+    if (max_id >= vocab)
+      throw Error(prefix + ".bin: holds token id " + str(max_id) + ", outside the vocabulary of " + str(vocab) +
+                  " tokens (" + m.tokenizer->type_name() + " from " + o.tokenizer.vocab_file +
+                  "); was the dataset made with another tokenizer?");
+  }
+  if (o.threads > 0) kernels::cpu_backend().set_num_threads(o.threads);
+  m.config = model_config(o, (int)vocab);
+  m.config.validate();
+  m.scheduler = std::make_unique<optim::OptimizerParamScheduler>(o.schedule);
+  m.train_iters = o.schedule.train_iters ? *o.schedule.train_iters : *o.schedule.train_samples / o.global_batch_size;
+
+  // 2. Model, optimizer, checkpoint.
+  m.model = std::make_unique<model::GPT>(m.config);
+  m.model->init_weights(o.seed);
+  m.spans = param_spans(*m.model);
+  m.adamw = std::make_unique<optim::AdamW>(m.spans, o.adam);
+  if (!o.load.empty()) m.load();
+
+  // 3. Data: Megatron's sample counts per split.
+  const int64_t train_samples =
+      o.schedule.train_samples ? *o.schedule.train_samples : m.train_iters * o.global_batch_size;
+  std::array<int64_t, 3> wanted = sampling::samples_per_split(m.train_iters, o.global_batch_size, o.eval_iters,
+                                                              o.eval_interval);
+  wanted[0] = train_samples;
+  sampling::GptConfig dc;
+  dc.split = o.split;
+  dc.seed = o.seed;
+  dc.seq_length = o.seq_length;
+  dc.cache_path = o.data_cache_path;
+  m.source = std::make_unique<sampling::GptSampleSource>(o.data_path, dc, wanted);
+  const size_t n = (size_t)o.micro_batch_size * o.seq_length;
+  m.tokens.resize(n);
+  m.targets.resize(n);
+  if (!o.tensorboard_dir.empty()) m.tensorboard = std::make_unique<TensorBoardWriter>(o.tensorboard_dir);
+
+  log << format("GPT: %d layers, hidden %d, %d heads, seq %d, vocab %d (padded %d), %zu parameters\n",
+                m.config.num_layers, m.config.hidden, m.config.heads, m.config.seq_length, m.config.vocab_size,
+                m.config.padded_vocab_size(), m.model->num_parameters());
+  log << "backend: " << m.model->backend().info() << "\n" << m.source->summary();
+  log << format("training: %lld iterations of %lld samples (%lld micro-batches of %d)\n", (long long)m.train_iters,
+                (long long)o.global_batch_size, (long long)m.micro_batches(), o.micro_batch_size);
+  log.flush();
+}
+
+Trainer::~Trainer() = default;
+
+model::GPT& Trainer::model() { return *impl_->model; }
+int64_t Trainer::iteration() const { return impl_->iteration; }
+const std::vector<IterationRecord>& Trainer::history() const { return impl_->history; }
+const std::vector<EvalRecord>& Trainer::evaluations() const { return impl_->evals; }
+
+double Trainer::evaluate(int split_number, int64_t first) {
+  Impl& m = *impl_;
+  const auto split = static_cast<sampling::Split>(split_number);
+  const int64_t M = m.micro_batches();
+  double sum = 0.0;
+  for (int it = 0; it < m.o.eval_iters; it++) {
+    for (int64_t mb = 0; mb < M; mb++) {
+      m.fill_batch(split, first + it * m.o.global_batch_size + mb * m.o.micro_batch_size);
+      sum += m.model->forward(m.tokens.data(), m.targets.data(), m.o.micro_batch_size, m.o.seq_length);
+    }
+  }
+  return sum / double(m.o.eval_iters * M);
+}
+
+void Trainer::run() {
+  Impl& m = *impl_;
+  const TrainOptions& o = m.o;
+  const int64_t M = m.micro_batches();
+  const int B = o.micro_batch_size, T = o.seq_length;
+  const bool do_valid = o.eval_iters > 0 && m.source->has_split(sampling::Split::Valid);
+  const bool do_test = o.eval_iters > 0 && m.source->has_split(sampling::Split::Test);
+
+  auto run_eval = [&](sampling::Split split, int64_t first, const std::string& where, const std::string& name) {
+    const double loss = evaluate((int)split, first);
+    const double ppl = std::exp(std::min(20.0, loss));
+    m.evals.push_back({name, m.iteration, loss, ppl});
+    m.print_eval(where, loss, ppl);
+    if (m.tensorboard) {
+      m.tensorboard->add_scalar("lm loss " + name, loss, m.iteration);
+      m.tensorboard->add_scalar("lm loss " + name + " ppl", ppl, m.iteration);
+      m.tensorboard->flush();
+    }
+    if (!std::isfinite(loss)) throw Error(name + " loss is not finite at iteration " + str(m.iteration));
+  };
+
+  double interval_loss = 0.0, interval_ms = 0.0;
+  int interval_count = 0;
+  while (m.iteration < m.train_iters) {
+    const auto t0 = std::chrono::steady_clock::now();
+    m.model->zero_grad();
+    double loss_sum = 0.0;
+    for (int64_t mb = 0; mb < M; mb++) {
+      m.fill_batch(sampling::Split::Train, m.consumed_train + mb * B);
+      loss_sum += m.model->forward(m.tokens.data(), m.targets.data(), B, T);
+      m.model->backward();  // accumulates d(micro-batch mean)/dθ
+    }
+    // The global-batch gradient is the mean over micro-batches (Megatron divides each loss by their number).
+    if (M > 1) optim::scale_grads(m.spans, 1.0f / (float)M);
+    const double norm = optim::clip_grad_norm(m.spans, o.clip_grad);
+    const float loss = (float)(loss_sum / (double)M);
+    if (!std::isfinite(loss) || !std::isfinite(norm))
+      throw Error("iteration " + str(m.iteration + 1) + ": loss " + std::to_string(loss) + ", grad norm " +
+                  std::to_string(norm) + " — training diverged (try a lower --lr or --clip-grad)");
+    // Megatron's convention: this step uses lr(num_steps) before the increment, so the first warm-up step has lr 0.
+    const double lr = m.scheduler->lr();
+    m.adamw->step(lr, m.scheduler->weight_decay());
+    m.scheduler->step(o.global_batch_size);
+    m.iteration++;
+    m.consumed_train += o.global_batch_size;
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    m.history.push_back({m.iteration, m.consumed_train, loss, lr, norm, ms});
+
+    interval_loss += loss;
+    interval_ms += ms;
+    interval_count++;
+    if (m.iteration % o.log_interval == 0 || m.iteration == m.train_iters) {
+      const double avg_loss = interval_loss / interval_count, avg_ms = interval_ms / interval_count;
+      const double tokens_per_s = (double)o.global_batch_size * T / (avg_ms / 1000.0);
+      // Megatron's line; like Megatron the learning rate shown is the one the next iteration will use.
+      m.log << format(" iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f | "
+                      "throughput (tokens/s): %.1f | learning rate: %.6E | global batch size: %5lld | "
+                      "lm loss: %.6E | grad norm: %.3f |\n",
+                      (long long)m.iteration, (long long)m.train_iters, (long long)m.consumed_train, avg_ms,
+                      tokens_per_s, m.scheduler->lr(), (long long)o.global_batch_size, avg_loss, norm);
+      m.log.flush();
+      if (m.tensorboard) {
+        m.tensorboard->add_scalar("lm loss", avg_loss, m.iteration);
+        m.tensorboard->add_scalar("lm loss vs samples", avg_loss, m.consumed_train);
+        m.tensorboard->add_scalar("learning-rate", m.scheduler->lr(), m.iteration);
+        m.tensorboard->add_scalar("grad-norm", norm, m.iteration);
+        m.tensorboard->add_scalar("throughput (tokens/s)", tokens_per_s, m.iteration);
+        m.tensorboard->add_scalar("iteration-time (ms)", avg_ms, m.iteration);
+        m.tensorboard->flush();
+      }
+      interval_loss = interval_ms = 0.0;
+      interval_count = 0;
+    }
+    if (do_valid && m.iteration % o.eval_interval == 0) {
+      run_eval(sampling::Split::Valid, m.consumed_valid, "iteration " + str(m.iteration), "validation");
+      m.consumed_valid += (int64_t)o.eval_iters * o.global_batch_size;
+    }
+    if (!o.save.empty() && o.save_interval > 0 && m.iteration % o.save_interval == 0) m.save();
+    if (o.exit_interval > 0 && m.iteration % o.exit_interval == 0 && m.iteration < m.train_iters) {
+      if (!o.save.empty() && m.last_saved != m.iteration) m.save();
+      m.log << "exiting at iteration " << m.iteration << " (--exit-interval " << o.exit_interval << ")\n";
+      return;
+    }
+  }
+  if (!o.save.empty() && m.last_saved != m.iteration) m.save();
+  if (do_valid) {
+    run_eval(sampling::Split::Valid, m.consumed_valid, "the end of training for val data", "validation");
+    m.consumed_valid += (int64_t)o.eval_iters * o.global_batch_size;
+  }
+  if (do_test) run_eval(sampling::Split::Test, 0, "the end of training for test data", "test");
+}
+
+}  // namespace lmforge::train
