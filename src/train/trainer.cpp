@@ -228,6 +228,9 @@ model::GPTConfig gpt_config_from_json(const std::string& text, const std::string
     c.vocab_size = (int)file_vocab;
     c.make_vocab_size_divisible_by = 1;
   }
+  if (auto it = o.find("initializer_range"); it != o.end()) {
+    if (const double* v = std::get_if<double>(&it->second)) c.init_std = (float)*v;
+  }
   c.seq_length = o.count("lmforge_seq_length") ? (int)get_int(o, "lmforge_seq_length", source) : c.max_positions;
   if (auto it = o.find("activation_function"); it != o.end()) {
     const std::string* act = std::get_if<std::string>(&it->second);

@@ -1,0 +1,169 @@
+// defines: tests of inference: the KV-cache decoder against the model's full forward (logits per step, greedy tokens),
+// sampling rules (greedy, top-k, top-p, temperature, seeds), length errors, load_model() from a checkpoint
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "checkpoint/checkpoint.h"
+#include "test_util.h"
+#include "train/generate.h"
+#include "train/trainer.h"
+#include "util/error.h"
+
+namespace {
+
+using lmforge::model::GPT;
+using lmforge::model::GPTConfig;
+using namespace lmforge::train;
+
+GPTConfig small_config() {
+  GPTConfig c;
+  c.num_layers = 2;
+  c.hidden = 48;
+  c.heads = 3;
+  c.seq_length = 64;
+  c.max_positions = 64;
+  c.vocab_size = 300;
+  c.make_vocab_size_divisible_by = 128;
+  // Larger weights than the default 0.02 make the logits far from uniform, so the greedy path is well defined.
+  c.init_std = 0.3f;
+  return c;
+}
+
+TEST(KVCache, LogitsMatchFullForwardAtEveryPosition) {
+  GPT model(small_config());
+  model.init_weights(5);
+  const int Vp = model.config().padded_vocab_size();
+  std::vector<int32_t> seq = {11, 250, 3, 97, 97, 4, 180, 2, 299, 0, 42, 17};
+  KVCacheDecoder dec(model);
+  // A 5-token prefill, then one position at a time.
+  std::vector<float> cached(Vp);
+  for (size_t n = 5; n <= seq.size(); n++) {
+    const float* l = n == 5 ? dec.feed(std::span<const int32_t>(seq.data(), 5))
+                            : dec.feed(std::span<const int32_t>(&seq[n - 1], 1));
+    cached.assign(l, l + Vp);
+    const float* full = model.forward_logits(seq.data(), 1, (int)n);
+    float max_abs = 0, max_ref = 0;
+    for (int v = 0; v < Vp; v++) {
+      max_abs = std::max(max_abs, std::fabs(cached[v] - full[v]));
+      max_ref = std::max(max_ref, std::fabs(full[v]));
+    }
+    EXPECT_LE(max_abs, 1e-5f * max_ref) << "position " << n;
+  }
+  EXPECT_EQ(dec.position(), (int)seq.size());
+  dec.reset();
+  EXPECT_EQ(dec.position(), 0);
+  EXPECT_THROW(dec.feed(std::vector<int32_t>(65, 1)), lmforge::Error);
+  EXPECT_THROW(dec.feed(std::vector<int32_t>{300}), lmforge::Error);  // id outside the (unpadded) vocabulary
+}
+
+TEST(KVCache, CachedAndUncachedGenerationGiveIdenticalTokens) {
+  GPT model(small_config());
+  model.init_weights(11);
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7};
+  for (int mode = 0; mode < 2; mode++) {
+    GenerateOptions o;
+    o.max_new_tokens = 50;
+    if (mode == 0) o.sampling.greedy = true;
+    else o.sampling.temperature = 0.9, o.sampling.top_k = 50, o.sampling.top_p = 0.95, o.seed = 3;
+    o.use_kv_cache = true;
+    std::vector<int32_t> streamed;
+    const auto cached = generate(model, prompt, o, [&](int32_t id) { streamed.push_back(id); });
+    o.use_kv_cache = false;
+    const auto uncached = generate(model, prompt, o);
+    ASSERT_EQ(cached.size(), 50u);
+    EXPECT_EQ(cached, uncached) << "mode " << mode;
+    EXPECT_EQ(streamed, cached);
+    std::map<int32_t, int> distinct;
+    for (int32_t id : cached) distinct[id]++;
+    EXPECT_GT(distinct.size(), 1u);  // not a degenerate constant stream
+  }
+  // Stopping at an id: the stop token is the last one reported.
+  GenerateOptions o;
+  o.sampling.greedy = true;
+  o.max_new_tokens = 50;
+  const auto all = generate(model, prompt, o);
+  o.stop_id = all[3];
+  const auto stopped = generate(model, prompt, o);
+  ASSERT_LE(stopped.size(), 4u);
+  EXPECT_EQ(stopped.back(), all[3]);
+}
+
+TEST(Sampling, RulesAndDeterminism) {
+  const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 3.0f, -1.0f};
+  std::mt19937_64 rng(1);
+  SamplingOptions greedy;
+  greedy.greedy = true;
+  EXPECT_EQ(sample_token(logits.data(), 5, greedy, rng), 1);  // lowest id among the tied maxima
+  SamplingOptions t0;
+  t0.temperature = 0.0;
+  EXPECT_EQ(sample_token(logits.data(), 5, t0, rng), 1);
+  // Only the first vocab_size entries are candidates (padded columns never are).
+  EXPECT_EQ(sample_token(logits.data(), 1, greedy, rng), 0);
+  SamplingOptions k2;
+  k2.top_k = 2;
+  SamplingOptions p_small;
+  p_small.top_p = 0.3;  // the top token alone (p ≈ 0.39 > 0.3)
+  std::map<int32_t, int> counts_k2, counts_all;
+  SamplingOptions all;
+  for (int i = 0; i < 20000; i++) {
+    const int32_t a = sample_token(logits.data(), 5, k2, rng);
+    EXPECT_TRUE(a == 1 || a == 3);
+    counts_k2[a]++;
+    EXPECT_EQ(sample_token(logits.data(), 5, p_small, rng), 1);
+    counts_all[sample_token(logits.data(), 5, all, rng)]++;
+  }
+  EXPECT_NEAR(counts_k2[1] / 20000.0, 0.5, 0.02);
+  // Temperature 1: frequencies follow softmax(logits).
+  double z = 0;
+  for (float l : logits) z += std::exp(l);
+  for (int v = 0; v < 5; v++) EXPECT_NEAR(counts_all[v] / 20000.0, std::exp(logits[v]) / z, 0.015) << v;
+  std::mt19937_64 a(42), b(42);
+  for (int i = 0; i < 100; i++) EXPECT_EQ(sample_token(logits.data(), 5, all, a), sample_token(logits.data(), 5, all, b));
+}
+
+TEST(Generate, TooLongOrEmptyPromptIsAnErrorBeforeWork) {
+  GPT model(small_config());
+  GenerateOptions o;
+  o.max_new_tokens = 60;
+  std::vector<int32_t> prompt(5, 1);
+  EXPECT_THROW(generate(model, prompt, o), lmforge::Error);  // 5 + 60 > 64
+  EXPECT_THROW(generate(model, std::vector<int32_t>{}, o), lmforge::Error);
+}
+
+TEST(Generate, LoadModelFromCheckpointDirectoryAndFile) {
+  lmforge::testing::TempDir tmp;
+  GPT model(small_config());
+  model.init_weights(21);
+  std::vector<lmforge::checkpoint::NamedTensor> tensors;
+  for (const auto& t : model.tensors()) tensors.push_back({t.name, t.shape, model.params() + t.offset});
+  lmforge::checkpoint::SaveRequest req;
+  req.model = tensors;
+  req.config_json = gpt_config_json(model.config());
+  req.state.iteration = 7;
+  lmforge::checkpoint::save_checkpoint(tmp.file("ckpt"), req);
+  for (const std::string& path : {tmp.file("ckpt"), tmp.file("ckpt/iter_0000007"),
+                                  tmp.file("ckpt/iter_0000007/model.safetensors")}) {
+    const auto loaded = load_model(path);
+    EXPECT_EQ(loaded->config().vocab_size, 300) << path;
+    EXPECT_EQ(loaded->config().padded_vocab_size(), 384) << path;
+    EXPECT_EQ(loaded->config().init_std, model.config().init_std);
+    ASSERT_EQ(loaded->num_parameters(), model.num_parameters());
+    EXPECT_EQ(std::memcmp(loaded->params(), model.params(), model.num_parameters() * 4), 0) << path;
+  }
+  EXPECT_THROW(load_model(tmp.file("nothing")), lmforge::Error);
+  // A plain Hugging Face config.json: vocab_size is the real vocabulary, no padding.
+  const auto hf = gpt_config_from_json(
+      R"({"n_layer": 12, "n_head": 12, "n_embd": 768, "n_positions": 1024, "vocab_size": 50257,
+          "activation_function": "gelu_new", "n_inner": null})",
+      "config.json");
+  EXPECT_EQ(hf.vocab_size, 50257);
+  EXPECT_EQ(hf.padded_vocab_size(), 50257);
+  EXPECT_THROW(gpt_config_from_json(R"({"n_layer": 2, "n_head": 2, "n_embd": 8, "n_positions": 8,
+                                        "vocab_size": 10, "activation_function": "relu"})", "c.json"),
+               lmforge::Error);
+}
+
+}  // namespace
