@@ -210,6 +210,69 @@ TEST(BertWordPiece, MegatronFlavourFollowsGooglesAlgorithm) {
   EXPECT_EQ(encode(*tok, "a\U00011F43b"), ids_of({"[UNK]"}));
 }
 
+// Every code point, in a probe text that puts it inside a word, before a final Σ, between a cased letter and Σ and
+// between Σ and a cased letter, for all four flavour/case combinations. The reference digests (one per block of
+// 4096 code points) come from scripts/bert_google_reference.py (Google's code under Python 3.11) and
+// scripts/bert_hf_codepoint_digests.js (HF tokenizers 0.23); the file says how to regenerate them.
+TEST(BertWordPiece, EveryCodePointMatchesTheReferences) {
+  std::map<std::string, std::map<uint32_t, std::string>> expected;
+  for (const std::string& line : lines_of(std::string(LMFORGE_SOURCE_DIR) + "/tests/text/bert_codepoint_digests.txt")) {
+    if (line[0] == '#') continue;
+    std::istringstream in(line);
+    std::string name, block, digest;
+    in >> name >> block >> digest;
+    expected[name][static_cast<uint32_t>(std::stoul(block, nullptr, 16))] = digest;
+  }
+  ASSERT_EQ(expected.size(), 4u);
+  const auto put = [](char* s, size_t& n, uint32_t cp) {
+    if (cp < 0x80) {
+      s[n++] = static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      s[n++] = static_cast<char>(0xC0 | (cp >> 6));
+      s[n++] = static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      s[n++] = static_cast<char>(0xE0 | (cp >> 12));
+      s[n++] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      s[n++] = static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      s[n++] = static_cast<char>(0xF0 | (cp >> 18));
+      s[n++] = static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      s[n++] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      s[n++] = static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  };
+  // "a" c "b " c "Σ A" c "Σ AΣ" c "B"
+  const std::vector<uint32_t> probe_cps = {'a', 0, 'b', ' ', 0, 0x3A3, ' ', 'A', 0, 0x3A3, ' ', 'A', 0x3A3, 0, 'B'};
+  for (const auto& [name, blocks] : expected) {
+    const WordPieceFlavor flavor = name.rfind("hf", 0) == 0 ? WordPieceFlavor::kHuggingFace : WordPieceFlavor::kMegatron;
+    auto tok = make_bert_wordpiece_tokenizer(kVocab, name.find("uncased") != std::string::npos, flavor);
+    auto enc = tok->make_encoder();
+    ASSERT_EQ(blocks.size(), 0x110u) << name;
+    std::vector<int32_t> ids;
+    size_t bad = 0;
+    for (const auto& [block, digest] : blocks) {
+      uint32_t h = 2166136261u;
+      const auto step = [&](uint32_t v) { h = (h ^ v) * 16777619u; };
+      for (uint32_t cp = block << 12; cp < (block + 1) << 12; ++cp) {
+        if (cp >= 0xD800 && cp < 0xE000) continue;
+        char probe[64];
+        size_t n = 0;
+        for (uint32_t c : probe_cps) put(probe, n, c ? c : cp);
+        ids.clear();
+        enc->encode(std::string_view(probe, n), ids);
+        for (int32_t id : ids) step(static_cast<uint32_t>(id));
+        step(0xFFFFFFFFu);
+      }
+      char hex[9];
+      std::snprintf(hex, sizeof hex, "%08x", h);
+      if (digest != hex && ++bad <= 5)
+        ADD_FAILURE() << name << ": code points " << std::hex << (block << 12) << ".." << ((block << 12) + 0xFFF)
+                      << " differ from the reference";
+    }
+    EXPECT_EQ(bad, 0u) << name;
+  }
+}
+
 TEST(BertWordPiece, CasedKeepsCaseAndAccents) {
   // 12: ΟΔΟΣ, 13: οδοσ (with σ), 14: ##ς, 15: οδο
   const std::vector<std::string> vocab = {"[PAD]", "[UNK]", "Hello", "hello", ",", "!", "café", "cafe", "CAF",
