@@ -395,7 +395,9 @@ std::string Gpt2BpeTokenizer::decode(std::span<const int32_t> ids) const {
 // Per-thread state: a bounded word cache (piece bytes -> ids) over two arenas, and BPE scratch buffers.
 class Gpt2BpeEncoder final : public TextEncoder {
  public:
-  explicit Gpt2BpeEncoder(const Gpt2BpeTokenizer& tok) : tok_(tok), max_entries_(tok.options_.cache_max_entries) {
+  // Capped at 2^24 entries so that arena offsets (at most 64 bytes per entry) fit in 32 bits.
+  explicit Gpt2BpeEncoder(const Gpt2BpeTokenizer& tok)
+      : tok_(tok), max_entries_(std::min<size_t>(tok.options_.cache_max_entries, size_t{1} << 24)) {
     reset_slots(1024);
   }
 
@@ -407,7 +409,7 @@ class Gpt2BpeEncoder final : public TextEncoder {
   // Pieces longer than this are not cached (they are rare, and would bloat the arena); the linear BPE below
   // handles up to kLinearMax symbols, longer words go to the heap-based one.
   static constexpr size_t kMaxCachedLen = 128;
-  static constexpr size_t kLinearMax = 256;
+  static constexpr size_t kLinearMax = 64;
 
   struct Node {
     int32_t id;  // -1 once merged into its left neighbour
@@ -485,7 +487,9 @@ class Gpt2BpeEncoder final : public TextEncoder {
   }
 
   void insert(const uint8_t* p, size_t n, uint64_t h, const int32_t* ids, size_t count) {
-    if (size_ >= max_entries_) {  // bounded memory: forget everything and start again
+    // Bounded memory: at max_entries_ pieces, or when long pieces have filled the arenas (64 bytes per entry
+    // on average), forget everything and start again.
+    if (size_ >= max_entries_ || key_arena_.size() + ids_arena_.size() * sizeof(int32_t) > max_entries_ * 64) {
       key_arena_.clear();
       ids_arena_.clear();
       std::fill(slots_.begin(), slots_.end(), Slot{0, 0, 0, 0, 0});
@@ -535,15 +539,12 @@ class Gpt2BpeEncoder final : public TextEncoder {
     };
     for (size_t k = 0; k + 1 < m; ++k) set_pair(k);
     while (m > 1) {
+      // Lowest rank, then its leftmost position: two branch-free passes the compiler vectorises.
       uint32_t best = Gpt2BpeTokenizer::kNoMerge;
-      size_t at = 0;
-      for (size_t k = 0; k + 1 < m; ++k) {
-        if (rank[k] < best) {
-          best = rank[k];
-          at = k;
-        }
-      }
+      for (size_t k = 0; k + 1 < m; ++k) best = std::min(best, rank[k]);
       if (best == Gpt2BpeTokenizer::kNoMerge) break;
+      size_t at = 0;
+      while (rank[at] != best) ++at;
       sym[at] = merged[at];
       // Drop symbol at+1 and pair at+1; pairs at-1 and at change.
       std::memmove(sym + at + 1, sym + at + 2, (m - at - 2) * sizeof(int32_t));

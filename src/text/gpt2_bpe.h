@@ -15,8 +15,9 @@
 namespace lmforge::text {
 
 struct Gpt2BpeOptions {
-  // Words each encoder remembers. The cache is emptied when it reaches this many entries, so a worker's
-  // memory stays bounded (~40 bytes per entry) however large and varied the corpus.
+  // Words each encoder remembers. The cache is emptied when it reaches this many entries (or 64 bytes of words
+  // and ids per entry), so a worker's memory stays bounded, at most ~100 bytes per entry (~26 MB by default),
+  // however large and varied the corpus.
   size_t cache_max_entries = 1 << 18;
 };
 

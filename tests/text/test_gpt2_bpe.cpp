@@ -230,7 +230,7 @@ std::vector<int32_t> reference_bpe(const std::string& word) {
 TEST(Gpt2Bpe, LongWordsMatchReferenceBpe) {
   std::mt19937 rng(7);
   const std::string letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
-  for (size_t len : {200u, 257u, 700u, 1500u}) {
+  for (size_t len : {40u, 64u, 65u, 200u, 257u, 700u, 1500u}) {  // both sides of the linear/heap switch
     std::string word;
     for (size_t i = 0; i < len; ++i) word.push_back(letters[rng() % (i % 3 == 0 ? 26 : letters.size())]);
     EXPECT_EQ(gpt2().encode(word), reference_bpe(word)) << "length " << len;
