@@ -33,24 +33,36 @@ void run(const BenchConfig& bc, int steps) {
   std::uniform_int_distribution<int> tok(0, bc.gpt.vocab_size - 1);
   const size_t N = (size_t)bc.B * bc.T;
   std::vector<int32_t> tokens(N + 1);
-  std::vector<double> times;
+  std::vector<double> times, fwd, bwd, opt;
   float loss = 0.0f;
   for (int s = 0; s < steps + 1; s++) {  // step 0 warms up (first-touch of activations, BLAS buffers)
     for (auto& x : tokens) x = tok(rng);
     const auto t0 = std::chrono::steady_clock::now();
     gpt.zero_grad();
     loss = gpt.forward(tokens.data(), tokens.data() + 1, bc.B, bc.T);
+    const auto tf = std::chrono::steady_clock::now();
     gpt.backward();
+    const auto tb = std::chrono::steady_clock::now();
     adam.step(1e-4, 0.1);
     const auto t1 = std::chrono::steady_clock::now();
-    if (s > 0) times.push_back(std::chrono::duration<double>(t1 - t0).count());
+    if (s > 0) {
+      times.push_back(std::chrono::duration<double>(t1 - t0).count());
+      fwd.push_back(std::chrono::duration<double>(tf - t0).count());
+      bwd.push_back(std::chrono::duration<double>(tb - tf).count());
+      opt.push_back(std::chrono::duration<double>(t1 - tb).count());
+    }
   }
-  std::sort(times.begin(), times.end());
-  const double med = times[times.size() / 2];
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double med = median(times);
   const double flops = gpt.training_flops(bc.B, bc.T);
   std::printf("lmforge %s: params %.2fM, %.1f GFLOP/step, median %.3f s/step over %d steps -> %.0f tok/s, %.1f "
               "GFLOP/s (loss %.3f)\n",
               bc.name, gpt.num_parameters() / 1e6, flops / 1e9, med, steps, N / med, flops / med / 1e9, loss);
+  std::printf("lmforge %s phases (median s): zero_grad+forward %.3f, backward %.3f, AdamW %.3f\n", bc.name,
+              median(fwd), median(bwd), median(opt));
 }
 
 }  // namespace

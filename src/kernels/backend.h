@@ -21,6 +21,7 @@ class Backend {
   virtual void free(float* p) = 0;
   virtual void copy_to_device(float* dst_device, const float* src_host, size_t n) = 0;
   virtual void copy_to_host(float* dst_host, const float* src_device, size_t n) = 0;
+  virtual void copy_on_device(float* dst_device, const float* src_device, size_t n) = 0;
   virtual void fill_zero(float* p, size_t n) = 0;
   // Waits for all queued work; the CPU backend runs every op synchronously, so this returns at once there.
   virtual void synchronize() = 0;

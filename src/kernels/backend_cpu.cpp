@@ -34,6 +34,7 @@ class CpuBackend final : public Backend {
   void free(float* p) override { std::free(p); }
   void copy_to_device(float* dst, const float* src, size_t n) override { std::memcpy(dst, src, n * sizeof(float)); }
   void copy_to_host(float* dst, const float* src, size_t n) override { std::memcpy(dst, src, n * sizeof(float)); }
+  void copy_on_device(float* dst, const float* src, size_t n) override { std::memcpy(dst, src, n * sizeof(float)); }
   void fill_zero(float* p, size_t n) override {
     // Large buffers are zeroed by all threads: one thread cannot saturate memory bandwidth.
 #pragma omp parallel for schedule(static) if (n > (1u << 20))

@@ -257,7 +257,7 @@ const float* GPT::forward_logits(const int32_t* tokens, int B, int T) {
   forward_body(tokens, B, T);
   const int C = config_.hidden, Vp = config_.padded_vocab_size();
   for (int b = 0; b < B; b++)
-    backend_.copy_to_device(acts_.last + (size_t)b * C, acts_.lnf + ((size_t)b * T + T - 1) * C, C);
+    backend_.copy_on_device(acts_.last + (size_t)b * C, acts_.lnf + ((size_t)b * T + T - 1) * C, C);
   kernels::linear_forward(acts_.last_logits, acts_.last, param("transformer.wte.weight"), nullptr, B, C, Vp,
                           WeightLayout::OUT_IN);
   return acts_.last_logits;

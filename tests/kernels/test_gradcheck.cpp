@@ -371,6 +371,11 @@ TEST(KernelBackend, CpuBackendAllocCopy) {
   be.copy_to_device(p, host.data(), n);
   be.copy_to_host(back.data(), p, n);
   EXPECT_EQ(host, back);
+  float* q = be.alloc(n);
+  be.copy_on_device(q, p, n);
+  be.copy_to_host(back.data(), q, n);
+  EXPECT_EQ(host, back);
+  be.free(q);
   be.fill_zero(p, n);
   be.synchronize();
   be.copy_to_host(back.data(), p, n);
