@@ -222,11 +222,9 @@ std::vector<int64_t> state_shape(const optim::ParamSpan& p, std::span<const Name
   return {static_cast<int64_t>(p.size)};
 }
 
-void require_whole(const optim::AdamW& opt, const std::string& what) {
-  if (opt.shard_begin() != 0 || opt.shard_end() != opt.numel())
-    throw Error(what + ": the optimizer holds a shard [" + std::to_string(opt.shard_begin()) + ", " +
-                std::to_string(opt.shard_end()) + ") of " + std::to_string(opt.numel()) +
-                " values; gather the whole state first");
+void require_whole(const optim::Optimizer& opt, const std::string& what) {
+  if (!opt.holds_all())
+    throw Error(what + ": the optimizer holds only a shard of the state; gather the whole state first");
 }
 
 }  // namespace
@@ -284,10 +282,10 @@ std::string save_checkpoint(const std::string& save_dir, const SaveRequest& req)
   write_safetensors(tmp_dir + "/" + kModelFile, std::move(weights), {{"format", "pt"}}, /*sync=*/true);
   write_text_synced(tmp_dir + "/" + kConfigFile, req.config_json);
   if (req.optimizer != nullptr) {
-    const optim::AdamW& opt = *req.optimizer;
+    const optim::Optimizer& opt = *req.optimizer;
     require_whole(opt, final_dir);
     // exp_avg_of() is non-const because restoring writes through it; saving only reads.
-    auto& mut = const_cast<optim::AdamW&>(opt);
+    auto& mut = const_cast<optim::Optimizer&>(opt);
     std::vector<TensorRef> state;
     for (size_t i = 0; i < opt.params().size(); ++i) {
       const optim::ParamSpan& p = opt.params()[i];
@@ -295,11 +293,9 @@ std::string save_checkpoint(const std::string& save_dir, const SaveRequest& req)
       state.push_back({"exp_avg." + p.name, DType::kF32, shape, mut.exp_avg_of(i).data()});
       state.push_back({"exp_avg_sq." + p.name, DType::kF32, shape, mut.exp_avg_sq_of(i).data()});
     }
-    const std::map<std::string, std::string> meta = {{"optimizer", "adamw"},
-                                                     {"step", std::to_string(opt.steps())},
-                                                     {"beta1", json_number(opt.config().beta1)},
-                                                     {"beta2", json_number(opt.config().beta2)},
-                                                     {"eps", json_number(opt.config().eps)}};
+    std::map<std::string, std::string> meta = opt.hyperparameters();
+    meta["optimizer"] = std::string(opt.name());
+    meta["step"] = std::to_string(opt.steps());
     write_safetensors(tmp_dir + "/" + kOptimizerFile, std::move(state), meta, /*sync=*/true);
   }
   write_text_synced(tmp_dir + "/" + kStateFile, trainer_state_json(req.state));
@@ -348,7 +344,7 @@ std::optional<std::string> find_latest_checkpoint(const std::string& load_dir) {
 }
 
 LoadedCheckpoint load_checkpoint(const std::string& dir, std::span<const NamedTensor> model,
-                                 optim::AdamW* optimizer) {
+                                 optim::Optimizer* optimizer) {
   if (!fs::is_directory(dir)) throw Error(dir + ": no such checkpoint directory");
   const auto require = [&](const char* file) {
     const std::string p = (fs::path(dir) / file).string();
@@ -386,9 +382,9 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, std::span<const NamedTe
     opt_file.emplace(opt_path);
     const auto& meta = opt_file->metadata();
     const auto kind = meta.find("optimizer");
-    if (kind == meta.end() || kind->second != "adamw")
-      throw Error(opt_path + ": not AdamW state (metadata 'optimizer' is " +
-                  (kind == meta.end() ? std::string("missing") : "'" + kind->second + "'") + ")");
+    if (kind == meta.end() || kind->second != optimizer->name())
+      throw Error(opt_path + ": holds " + (kind == meta.end() ? std::string("unlabelled") : "'" + kind->second + "'") +
+                  " optimizer state, but this run uses '" + std::string(optimizer->name()) + "'");
     const auto step = meta.find("step");
     const std::string step_text = step == meta.end() ? "" : step->second;
     const auto r = std::from_chars(step_text.data(), step_text.data() + step_text.size(), opt_step);

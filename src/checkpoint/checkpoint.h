@@ -9,7 +9,7 @@
 #include <variant>
 #include <vector>
 
-#include "optim/adamw.h"
+#include "optim/optimizer.h"
 #include "optim/lr_schedule.h"
 
 namespace lmforge::checkpoint {
@@ -51,7 +51,8 @@ struct TrainerState {
 //   <save>/iter_0000100/model.safetensors      the parameter table under its own (HF) names, F32
 //   <save>/iter_0000100/config.json            as given by the caller (HF GPT2Config for GPT-2)
 //   <save>/iter_0000100/optimizer.safetensors  exp_avg.<name>, exp_avg_sq.<name> per parameter (shaped as the
-//                                              parameter); metadata optimizer=adamw, step, beta1, beta2, eps
+//                                              parameter); metadata optimizer (adamw|lamb), step, its
+//                                              hyperparameters
 //   <save>/iter_0000100/trainer_state.json     TrainerState
 // A save writes <save>/iter_0000100.tmp-<pid>/, fsyncs every file and the directory, renames it into place
 // (replacing an older save of the same iteration) and then replaces the pointer file the same way, so a crash
@@ -59,7 +60,7 @@ struct TrainerState {
 struct SaveRequest {
   std::span<const NamedTensor> model;
   std::string config_json;                  // must be a JSON object
-  const optim::AdamW* optimizer = nullptr;  // nullptr: no optimizer.safetensors (--no-save-optim)
+  const optim::Optimizer* optimizer = nullptr;  // nullptr: no optimizer.safetensors (--no-save-optim)
   TrainerState state;                       // state.iteration names the directory
 };
 
@@ -79,13 +80,14 @@ struct LoadedCheckpoint {
 };
 
 // Loads a checkpoint directory (as returned by find_latest_checkpoint, or <load>/iter_NNNNNNN for a given
-// iteration) into the model table and, when optimizer is non-null, the optimizer's m, v and step count.
+// iteration) into the model table and, when optimizer is non-null, the optimizer's m, v and step count (the
+// checkpoint's optimizer kind must match).
 // Validates everything before writing into any caller buffer: missing files, truncated or corrupt
 // safetensors, missing/extra tensors and shape mismatches against the table are Errors naming the file and
 // tensor. A checkpoint without optimizer state loads when optimizer is null; with a non-null optimizer its
 // absence is an Error (use --no-load-optim). The optimizer must hold the whole index space (no shard).
 LoadedCheckpoint load_checkpoint(const std::string& dir, std::span<const NamedTensor> model,
-                                 optim::AdamW* optimizer = nullptr);
+                                 optim::Optimizer* optimizer = nullptr);
 
 // Weights only (--finetune, --load of a Hugging Face model). `path` is a .safetensors file, a directory with
 // model.safetensors (an HF model directory or one of our iteration directories), or a save directory with a

@@ -1,8 +1,9 @@
-// defines: AdamW (torch.optim.AdamW in fp32, over a sliceable flat index space) and global-norm gradient clipping
+// defines: AdamW (torch.optim.AdamW in fp32, over a sliceable flat index space)
 #include "optim/adamw.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "util/error.h"
 
@@ -120,38 +121,16 @@ std::span<float> AdamW::state_of(std::vector<float>& state, size_t i) {
   if (lo >= hi) return {};
   return std::span<float>(state.data() + (lo - shard_begin_), hi - lo);
 }
+std::map<std::string, std::string> AdamW::hyperparameters() const {
+  auto text = [](double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", x);
+    return std::string(buf);
+  };
+  return {{"beta1", text(config_.beta1)}, {"beta2", text(config_.beta2)}, {"eps", text(config_.eps)}};
+}
+
 std::span<float> AdamW::exp_avg_of(size_t i) { return state_of(m_, i); }
 std::span<float> AdamW::exp_avg_sq_of(size_t i) { return state_of(v_, i); }
-
-double global_grad_norm(std::span<const ParamSpan> params) {
-  double total = 0.0;
-  for (const ParamSpan& p : params) {
-    const float* g = p.grad;
-    const int64_t n = static_cast<int64_t>(p.size);
-    double sum = 0.0;
-#pragma omp parallel for simd reduction(+ : sum) schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(g[i]) * static_cast<double>(g[i]);
-    total += sum;
-  }
-  return std::sqrt(total);
-}
-
-void scale_grads(std::span<const ParamSpan> params, float scale) {
-  for (const ParamSpan& p : params) {
-    float* g = p.grad;
-    const int64_t n = static_cast<int64_t>(p.size);
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) g[i] *= scale;
-  }
-}
-
-double clip_grad_norm(std::span<const ParamSpan> params, double max_norm) {
-  const double norm = global_grad_norm(params);
-  if (max_norm <= 0.0) return norm;
-  // torch forms the coefficient from fp32 tensors: float(max_norm) / (float(norm) + 1e-6f).
-  const float coef = static_cast<float>(max_norm) / (static_cast<float>(norm) + 1e-6f);
-  if (coef < 1.0f) scale_grads(params, coef);
-  return norm;
-}
 
 }  // namespace lmforge::optim

@@ -1,4 +1,4 @@
-// defines: lmforge::optim::ParamSpan, AdamWConfig, AdamW, adamw_update(), global_grad_norm(), clip_grad_norm()
+// defines: lmforge::optim::AdamWConfig, AdamW, adamw_update()
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -6,18 +6,10 @@
 #include <string>
 #include <vector>
 
-namespace lmforge::optim {
+#include "optim/clip_grad.h"  // the clipping that goes with it (callers include adamw.h for both)
+#include "optim/optimizer.h"
 
-// One parameter tensor as the optimizer sees it: a flat fp32 range of the model's parameter buffer, the
-// matching range of its gradient buffer, and whether decoupled weight decay applies (Megatron and nanoGPT
-// decay matrices, including wte/wpe, but not biases or LayerNorm parameters).
-struct ParamSpan {
-  std::string name;  // the tensor's name (HF names for GPT-2); optimizer state is saved under it
-  float* param = nullptr;
-  float* grad = nullptr;
-  size_t size = 0;
-  bool weight_decay = true;
-};
+namespace lmforge::optim {
 
 struct AdamWConfig {
   double beta1 = 0.9;
@@ -37,7 +29,7 @@ void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
 // AdamW over a list of parameter spans that together form one flat index space (the spans in order).
 // The optimizer owns m and v for the slice [shard_begin, shard_end) of that space only, so a distributed
 // (ZeRO-1) optimizer can give each rank its own slice; the default slice is everything.
-class AdamW {
+class AdamW : public Optimizer {
  public:
   static constexpr size_t kAll = static_cast<size_t>(-1);
 
@@ -45,9 +37,12 @@ class AdamW {
 
   // Advances the step counter and updates this optimizer's slice with the given lr and weight decay
   // (spans with weight_decay == false use 0). OpenMP-parallel over elements.
-  void step(double lr, double weight_decay);
+  void step(double lr, double weight_decay) override;
 
-  const std::vector<ParamSpan>& params() const { return params_; }
+  std::string_view name() const override { return "adamw"; }
+  const std::vector<ParamSpan>& params() const override { return params_; }
+  bool holds_all() const override { return shard_begin_ == 0 && shard_end_ == numel_; }
+  std::map<std::string, std::string> hyperparameters() const override;
   const AdamWConfig& config() const { return config_; }
   size_t numel() const { return numel_; }            // size of the whole flat index space
   size_t shard_begin() const { return shard_begin_; }
@@ -56,15 +51,15 @@ class AdamW {
 
   // State for checkpoints: steps taken so far, and m/v over [shard_begin, shard_end) (exp_avg and
   // exp_avg_sq in torch's names). Writable so a checkpoint can restore them.
-  int64_t steps() const { return step_; }
-  void set_steps(int64_t step) { step_ = step; }
+  int64_t steps() const override { return step_; }
+  void set_steps(int64_t step) override { step_ = step; }
   std::span<float> exp_avg() { return m_; }
   std::span<float> exp_avg_sq() { return v_; }
   std::span<const float> exp_avg() const { return m_; }
   std::span<const float> exp_avg_sq() const { return v_; }
   // m or v of parameter i restricted to this shard: empty when the parameter lies outside the shard.
-  std::span<float> exp_avg_of(size_t i);
-  std::span<float> exp_avg_sq_of(size_t i);
+  std::span<float> exp_avg_of(size_t i) override;
+  std::span<float> exp_avg_sq_of(size_t i) override;
 
  private:
   std::span<float> state_of(std::vector<float>& state, size_t i);
@@ -79,16 +74,5 @@ class AdamW {
   std::vector<float> m_;
   std::vector<float> v_;
 };
-
-// Global L2 norm of all gradients, accumulated in double (torch accumulates per tensor then takes the
-// norm of the per-tensor norms; both agree to fp32 rounding).
-double global_grad_norm(std::span<const ParamSpan> params);
-
-// torch.nn.utils.clip_grad_norm_ / Megatron's clip_grad_norm_fp32: scales every gradient by
-// max_norm/(norm + 1e-6) when that is below 1. Returns the norm before clipping. max_norm <= 0 disables
-// clipping (only the norm is computed), as Megatron's --clip-grad 0 does.
-double clip_grad_norm(std::span<const ParamSpan> params, double max_norm);
-// The same for gradients the caller has already reduced to a norm (e.g. summed across ranks): scales only.
-void scale_grads(std::span<const ParamSpan> params, float scale);
 
 }  // namespace lmforge::optim

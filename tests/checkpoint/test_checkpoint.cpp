@@ -13,6 +13,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
 #include "optim/adamw.h"
+#include "optim/lamb.h"
 #include "optim/lr_schedule.h"
 #include "util/error.h"
 
@@ -286,6 +287,47 @@ TEST(Checkpoint, CorruptOrMismatchedCheckpointsGiveClearErrors) {
   optim::AdamW shard(b.model.spans, optim::AdamWConfig{}, 0, 10);
   EXPECT_THROW(load_checkpoint(dir, b.model.table, &shard), Error);
   EXPECT_THROW(save_checkpoint(save, a.request("[not an object]")), Error);
+}
+
+TEST(Checkpoint, LambStateRoundTripsAndKindMustMatch) {
+  const std::string save = test_dir("lamb");
+  TinyGpt a;
+  a.randomize(a.params, 5);
+  optim::Lamb lamb(a.spans, optim::LambConfig{});
+  for (unsigned s = 0; s < 3; ++s) {
+    a.randomize(a.grads, 200 + s);
+    lamb.step(1e-3, 0.01);
+  }
+  SaveRequest req;
+  req.model = a.table;
+  req.config_json = kConfig;
+  req.optimizer = &lamb;
+  req.state.iteration = 3;
+  req.state.scheduler = optim::OptimizerParamScheduler(schedule_args()).state();
+  const std::string dir = save_checkpoint(save, req);
+
+  TinyGpt b;
+  optim::Lamb restored(b.spans, optim::LambConfig{});
+  load_checkpoint(dir, b.table, &restored);
+  EXPECT_EQ(restored.steps(), 3);
+  EXPECT_TRUE(std::equal(lamb.exp_avg().begin(), lamb.exp_avg().end(), restored.exp_avg().begin()));
+  EXPECT_TRUE(std::equal(lamb.exp_avg_sq().begin(), lamb.exp_avg_sq().end(), restored.exp_avg_sq().begin()));
+  a.randomize(a.grads, 300);
+  b.grads = a.grads;
+  lamb.step(1e-3, 0.01);
+  restored.step(1e-3, 0.01);
+  EXPECT_EQ(a.params, b.params);
+
+  TinyGpt c;
+  optim::AdamW adam(c.spans, optim::AdamWConfig{});
+  try {
+    load_checkpoint(dir, c.table, &adam);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("holds 'lamb' optimizer state, but this run uses 'adamw'"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Checkpoint, ImportsHuggingFaceGpt2Weights) {

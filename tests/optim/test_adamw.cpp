@@ -83,7 +83,7 @@ Model make_model(const Reference& ref) {
   for (size_t i = 0; i < n; ++i) {
     m.params[i] = ref.at("param" + std::to_string(i) + ".init");
     m.grads[i].assign(m.params[i].size(), 0.0f);
-    m.spans.push_back(ParamSpan{"p" + std::to_string(i), m.params[i].data(), m.grads[i].data(),
+    m.spans.push_back(ParamSpan{std::string("p").append(std::to_string(i)), m.params[i].data(), m.grads[i].data(),
                                 m.params[i].size(), decay[i] != 0.0f});
   }
   return m;

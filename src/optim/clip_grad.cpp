@@ -1,0 +1,45 @@
+// defines: global-norm gradient clipping as torch.nn.utils.clip_grad_norm_ and Megatron's clip_grad_norm_fp32
+#include "optim/clip_grad.h"
+
+#include <cmath>
+
+namespace lmforge::optim {
+
+double grad_sum_of_squares(std::span<const ParamSpan> params) {
+  double total = 0.0;
+  for (const ParamSpan& p : params) {
+    const float* g = p.grad;
+    const int64_t n = static_cast<int64_t>(p.size);
+    double sum = 0.0;
+#pragma omp parallel for simd reduction(+ : sum) schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(g[i]) * static_cast<double>(g[i]);
+    total += sum;
+  }
+  return total;
+}
+
+double global_grad_norm(std::span<const ParamSpan> params) { return std::sqrt(grad_sum_of_squares(params)); }
+
+float clip_coefficient(double norm, double max_norm) {
+  if (max_norm <= 0.0) return 1.0f;
+  const float coef = static_cast<float>(max_norm) / (static_cast<float>(norm) + 1e-6f);
+  return coef < 1.0f ? coef : 1.0f;
+}
+
+void scale_grads(std::span<const ParamSpan> params, float scale) {
+  for (const ParamSpan& p : params) {
+    float* g = p.grad;
+    const int64_t n = static_cast<int64_t>(p.size);
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) g[i] *= scale;
+  }
+}
+
+double clip_grad_norm(std::span<const ParamSpan> params, double max_norm) {
+  const double norm = global_grad_norm(params);
+  const float coef = clip_coefficient(norm, max_norm);
+  if (coef < 1.0f) scale_grads(params, coef);
+  return norm;
+}
+
+}  // namespace lmforge::optim

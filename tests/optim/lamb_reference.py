@@ -1,0 +1,65 @@
+# defines: the reference for tests/optim/test_lamb.cpp — apex FusedLAMB's AdamW-mode arithmetic (multi_tensor_lamb
+# stage 1 and 2) transcribed in fp32 torch ops, after torch's clip_grad_norm_, on random data
+# Usage: lamb_reference.py OUT_DIR   (same file layout as adamw_reference.py)
+import os
+import sys
+
+import numpy as np
+import torch
+
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+rng = np.random.default_rng(99)
+
+shapes = [(37, 613), (613,), (120, 200), (1, 5), (3,), (40001,), (4, 4)]
+decay = [True, False, True, True, False, False, True]
+steps = 10
+beta1, beta2, eps, weight_decay, clip = 0.9, 0.999, 1e-6, 0.01, 1.0
+lrs = [1e-3, 2e-3, 5e-3, 1e-2, 3e-3, 1e-3, 4e-3, 2e-2, 5e-4, 1e-3]
+
+params = [torch.from_numpy(rng.normal(0.0, 0.5, s).astype(np.float32)) for s in shapes]
+params[6].zero_()  # a zero tensor: ‖p‖ = 0, so its trust ratio is 1
+arrays = {}
+for i, p in enumerate(params):
+    arrays[f"param{i}.init"] = p.numpy().copy()
+m = [torch.zeros_like(p) for p in params]
+v = [torch.zeros_like(p) for p in params]
+for step in range(steps):
+    scale = [0.002, 0.5, 0.003, 3.0][step % 4]
+    grads = []
+    for i, p in enumerate(params):
+        g = rng.normal(0.0, scale, shapes[i]).astype(np.float32)
+        arrays[f"grad{i}.step{step}"] = g
+        grads.append(torch.from_numpy(g.copy()))
+    wrapped = [torch.nn.Parameter(p) for p in params]
+    for w, g in zip(wrapped, grads):
+        w.grad = g
+    torch.nn.utils.clip_grad_norm_(wrapped, clip)
+    t = step + 1
+    bc1, bc2 = 1 - beta1 ** t, 1 - beta2 ** t
+    lr = lrs[step]
+    for i, p in enumerate(params):
+        g = grads[i]
+        wd = weight_decay if decay[i] else 0.0
+        m[i] = m[i] * beta1 + g * (1 - beta1)
+        v[i] = v[i] * beta2 + g * g * (1 - beta2)
+        u = (m[i] / bc1) / (torch.sqrt(v[i] / bc2) + eps) + p * wd
+        p_norm = float(torch.norm(p.double()))
+        u_norm = float(torch.norm(u.double()))
+        ratio = lr * (p_norm / u_norm) if wd != 0 and p_norm != 0 and u_norm != 0 else lr
+        params[i] = p - u * np.float32(ratio)
+    for i, p in enumerate(params):
+        arrays[f"param{i}.step{step}"] = p.numpy().copy()
+for i in range(len(params)):
+    arrays[f"exp_avg{i}"] = m[i].numpy().copy()
+    arrays[f"exp_avg_sq{i}"] = v[i].numpy().copy()
+arrays["lrs"] = np.array(lrs, dtype=np.float64)
+arrays["hyper"] = np.array([beta1, beta2, eps, weight_decay, clip, steps, len(shapes)], dtype=np.float64)
+arrays["decay"] = np.array(decay, dtype=np.float32)
+
+with open(os.path.join(out, "manifest.txt"), "w") as f:
+    for name, a in arrays.items():
+        a = np.ascontiguousarray(a)
+        ext = "f64" if a.dtype == np.float64 else "f32"
+        a.astype(a.dtype.newbyteorder("<")).tofile(os.path.join(out, f"{name}.{ext}"))
+        f.write(f"{name} {ext} {a.size}\n")
