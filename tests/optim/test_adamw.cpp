@@ -1,9 +1,11 @@
 // defines: tests of AdamW and global-norm clipping against torch.optim.AdamW + clip_grad_norm_ (adamw_reference.py)
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -39,7 +41,9 @@ std::vector<T> read_raw(const std::string& path, size_t count) {
 // Runs the PyTorch reference once per test binary and loads what it wrote.
 const Reference& reference() {
   static const Reference ref = [] {
-    const std::string dir = std::string(LMFORGE_BINARY_DIR) + "/test-data/optim_adamw";
+    // Per process: ctest runs each test case as its own process, possibly in parallel.
+    const std::string dir =
+        std::string(LMFORGE_BINARY_DIR) + "/test-data/optim_adamw." + std::to_string(::getpid());
     const std::string cmd = "/usr/bin/python3 " + std::string(LMFORGE_SOURCE_DIR) +
                             "/tests/optim/adamw_reference.py " + dir;
     if (std::system(cmd.c_str()) != 0) throw std::runtime_error("reference script failed: " + cmd);
@@ -53,6 +57,7 @@ const Reference& reference() {
       else r.f64[name] = read_raw<double>(path, count);
     }
     if (r.f32.empty()) throw std::runtime_error("empty reference manifest in " + dir);
+    std::filesystem::remove_all(dir);
     return r;
   }();
   return ref;

@@ -1,8 +1,10 @@
 // defines: tests of OptimizerParamScheduler against a Python transcription of Megatron's schedule (lr_schedule_reference.py)
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -52,8 +54,10 @@ LrScheduleArgs parse_args(const std::string& spec) {
 }
 
 std::vector<Case> reference_cases() {
-  const std::string path = std::string(LMFORGE_BINARY_DIR) + "/test-data/optim_lr_schedule.txt";
-  std::system(("mkdir -p " + std::string(LMFORGE_BINARY_DIR) + "/test-data").c_str());
+  // Per process: ctest runs each test case as its own process, possibly in parallel.
+  const std::string path =
+      std::string(LMFORGE_BINARY_DIR) + "/test-data/optim_lr_schedule." + std::to_string(::getpid()) + ".txt";
+  std::filesystem::create_directories(std::string(LMFORGE_BINARY_DIR) + "/test-data");
   const std::string cmd = "/usr/bin/python3 " + std::string(LMFORGE_SOURCE_DIR) +
                           "/tests/optim/lr_schedule_reference.py " + path;
   if (std::system(cmd.c_str()) != 0) throw std::runtime_error("reference script failed: " + cmd);
@@ -72,6 +76,7 @@ std::vector<Case> reference_cases() {
       cases.back().rows.push_back(r);
     }
   }
+  std::filesystem::remove(path);
   return cases;
 }
 
