@@ -97,7 +97,7 @@ int nfd_strip_marks(uint32_t cp, Flavor flavor, uint32_t* out, int room) {
 
 }  // namespace
 
-CharNorm normalize_char(uint32_t cp, Flavor flavor, bool lower_case) {
+CharNorm normalize_char(uint32_t cp, Flavor flavor, bool lower_case, bool strip_accents) {
   CharNorm r;
   // Clean text. Both delete NUL, U+FFFD and controls (Cc, Cf) but keep \t \n \r as whitespace; HF's is_control
   // also deletes private-use characters (Co), which Google's keeps (and WordPiece then turns into [UNK]).
@@ -116,23 +116,29 @@ CharNorm normalize_char(uint32_t cp, Flavor flavor, bool lower_case) {
     return r;
   }
   r.kind = is_cjk(cp, flavor) ? CharKind::kCjk : CharKind::kText;
-  if (!lower_case) {
-    r.out[0] = cp;
-    r.n = 1;
-  } else if (flavor == Flavor::kGoogle) {
-    if (cp == 0x3A3) {
+  if (flavor == Flavor::kGoogle) {
+    if (!lower_case) {  // Google's code strips accents exactly when it lower-cases
+      r.out[0] = cp;
+      r.n = 1;
+    } else if (cp == 0x3A3) {
       r.kind = CharKind::kSigma;
       return r;
+    } else {
+      // token.lower(), then NFD and drop Mn.
+      uint32_t low[2];
+      const int nl = lower_full(cp, flavor, low);
+      for (int i = 0; i < nl; ++i) r.n += nfd_strip_marks(low[i], flavor, r.out + r.n, CharNorm::kMaxOut - r.n);
     }
-    // token.lower(), then NFD and drop Mn.
-    uint32_t low[2];
-    const int nl = lower_full(cp, flavor, low);
-    for (int i = 0; i < nl; ++i) r.n += nfd_strip_marks(low[i], flavor, r.out + r.n, CharNorm::kMaxOut - r.n);
   } else {
     // HF strips accents first (NFD, drop Mn), then lower-cases each character, never with a final-sigma rule.
     uint32_t dec[CharNorm::kMaxOut];
-    const int nd = nfd_strip_marks(cp, flavor, dec, CharNorm::kMaxOut);
-    for (int i = 0; i < nd && r.n + 2 <= CharNorm::kMaxOut; ++i) r.n += lower_full(dec[i], flavor, r.out + r.n);
+    int nd = 1;
+    dec[0] = cp;
+    if (strip_accents) nd = nfd_strip_marks(cp, flavor, dec, CharNorm::kMaxOut);
+    for (int i = 0; i < nd && r.n + 2 <= CharNorm::kMaxOut; ++i) {
+      if (lower_case) r.n += lower_full(dec[i], flavor, r.out + r.n);
+      else r.out[r.n++] = dec[i];
+    }
   }
   for (int i = 0; i < r.n; ++i)
     if (is_punctuation(r.out[i], flavor)) r.punct_mask |= static_cast<uint8_t>(1u << i);

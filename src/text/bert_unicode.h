@@ -41,9 +41,14 @@ struct CharNorm {
   uint32_t out[kMaxOut] = {};
 };
 
-// The whole per-character pipeline of the flavour: clean text, CJK test, (uncased) lower-casing and accent
-// stripping in the flavour's order, punctuation test of each resulting code point. cp must be <= U+10FFFF.
-CharNorm normalize_char(uint32_t cp, Flavor flavor, bool lower_case);
+// The whole per-character pipeline of the flavour: clean text, CJK test, lower-casing and accent stripping in the
+// flavour's order, punctuation test of each resulting code point. cp must be <= U+10FFFF. kGoogle strips accents
+// exactly when it lower-cases (strip_accents is ignored); kHuggingFace takes the two separately.
+CharNorm normalize_char(uint32_t cp, Flavor flavor, bool lower_case, bool strip_accents);
+// Accents stripped exactly when lower-casing (both flavours' default). Also used by hf_components.cpp.
+inline CharNorm normalize_char(uint32_t cp, Flavor flavor, bool lower_case) {
+  return normalize_char(cp, flavor, lower_case, lower_case);
+}
 
 // Python 3.11's str.lower() final-sigma context: Σ is final after a cased character (skipping case-ignorable
 // ones) when no cased character follows (skipping case-ignorable ones).

@@ -244,7 +244,10 @@ class BertWordPieceTokenizer final : public Tokenizer {
       : tokens_(std::move(tokens)),
         flavor_(options.flavor == WordPieceFlavor::kMegatron ? bert::Flavor::kGoogle : bert::Flavor::kHuggingFace),
         lower_case_(options.lower_case),
+        strip_accents_(options.strip_accents.value_or(options.lower_case)),
         megatron_(options.flavor == WordPieceFlavor::kMegatron) {
+    if (megatron_ && strip_accents_ != lower_case_)
+      throw Error(origin + ": Megatron's BERT tokenizers strip accents exactly when they lower-case");
     max_chars_ = options.max_input_chars_per_word ? options.max_input_chars_per_word : (megatron_ ? 200 : 100);
     for (size_t i = 0; i < tokens_.size(); ++i)
       if (!valid_utf8(tokens_[i]))
@@ -265,7 +268,7 @@ class BertWordPieceTokenizer final : public Tokenizer {
       }
     }
     for (int c = 0; c < 128; ++c) {
-      const CharNorm r = bert::normalize_char(static_cast<uint32_t>(c), flavor_, lower_case_);
+      const CharNorm r = bert::normalize_char(static_cast<uint32_t>(c), flavor_, lower_case_, strip_accents_);
       ascii_map_[c] = static_cast<char>(r.n == 1 ? r.out[0] : c);
       ascii_kind_[c] = r.kind == CharKind::kSpace                         ? kAsciiSpace
                        : r.kind == CharKind::kDelete || r.n == 0          ? kAsciiDelete
@@ -279,7 +282,7 @@ class BertWordPieceTokenizer final : public Tokenizer {
         e = BmpEntry{CharKind::kDelete, 0, 0, 0};
         continue;
       }
-      const CharNorm r = bert::normalize_char(cp, flavor_, lower_case_);
+      const CharNorm r = bert::normalize_char(cp, flavor_, lower_case_, strip_accents_);
       e.kind = r.kind;
       e.n = r.n;
       e.punct_mask = r.punct_mask;
@@ -329,7 +332,7 @@ class BertWordPieceTokenizer final : public Tokenizer {
 
   // --- used by the encoder ---
   CharNorm lookup(uint32_t cp) const {
-    if (cp >= 0x10000) return bert::normalize_char(cp, flavor_, lower_case_);
+    if (cp >= 0x10000) return bert::normalize_char(cp, flavor_, lower_case_, strip_accents_);
     const BmpEntry& e = bmp_[cp];
     CharNorm r;
     r.kind = e.kind;
@@ -347,6 +350,7 @@ class BertWordPieceTokenizer final : public Tokenizer {
   std::vector<std::string> inv_;
   bert::Flavor flavor_;
   bool lower_case_;
+  bool strip_accents_;
   bool megatron_;
   size_t max_chars_ = 200;
   size_t vocab_size_ = 0;

@@ -25,6 +25,7 @@
 // Invalid UTF-8 (not expected: callers repair text first) is read as U+FFFD, which clean text deletes.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,9 @@ enum class WordPieceFlavor { kMegatron, kHuggingFace };
 
 struct WordPieceOptions {
   WordPieceFlavor flavor = WordPieceFlavor::kMegatron;
-  bool lower_case = true;                // uncased: lower-case and strip accents
+  bool lower_case = true;                // uncased: lower-case (and strip accents, unless strip_accents says)
+  std::optional<bool> strip_accents;     // HF's BertNormalizer strip_accents; unset: same as lower_case.
+                                         // kMegatron: must equal lower_case (Google's code ties them)
   size_t max_input_chars_per_word = 0;   // 0: the flavour's default (Megatron 200, HF 100)
   std::string unk_token = "[UNK]";
 };

@@ -301,6 +301,14 @@ TEST(BertWordPiece, CasedKeepsCaseAndAccents) {
   auto hf = make_bert_wordpiece_tokenizer(vocab, uncased);
   EXPECT_EQ(hf->vocab_size(), vocab.size());
   EXPECT_EQ(encode(*hf, "Hello, CAFÉ café! İstanbul ΟΔΟΣ"), (std::vector<int32_t>{3, 4, 7, 7, 5, 11, 13}));
+  // HF's strip_accents apart from lowercase (BertNormalizer's two options); Megatron ties them.
+  uncased.strip_accents = false;
+  EXPECT_EQ(encode(*make_bert_wordpiece_tokenizer(vocab, uncased), "Café CAFÉ"), (std::vector<int32_t>{6, 6}));
+  cased.flavor = WordPieceFlavor::kHuggingFace;
+  cased.strip_accents = true;
+  EXPECT_EQ(encode(*make_bert_wordpiece_tokenizer(vocab, cased), "café Hello"), (std::vector<int32_t>{7, 2}));
+  uncased.flavor = WordPieceFlavor::kMegatron;
+  EXPECT_THROW(make_bert_wordpiece_tokenizer(vocab, uncased), Error);
 }
 
 TEST(BertWordPiece, CleanTextAndSplitting) {
