@@ -78,17 +78,21 @@ echo
 awk '
   /^RESULT/ {
     for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
-    n++; side[n] = f["side"]; thr[n] = f["threads"]; mbps[n] = f["mbps"]; mtok[n] = f["mtokps"]
-    if (f["side"] == "hf") hf[f["threads"]] = f["mbps"]
-    if (f["side"] == "tiktoken") tt = f["mbps"]
+    n++; side[n] = f["side"]; thr[n] = f["threads"]; mbps[n] = f["mbps"]; cpu[n] = f["cpu_mbps"]; mtok[n] = f["mtokps"]
+    if (f["side"] == "hf") { hf[f["threads"]] = f["mbps"]; hfcpu[f["threads"]] = f["cpu_mbps"] }
+    if (f["side"] == "tiktoken") { tt = f["mbps"]; ttcpu = f["cpu_mbps"] }
   }
   END {
-    printf "%-10s %7s %9s %10s %10s %14s\n", "side", "threads", "MB/s", "Mtok/s", "vs HF", "vs tiktoken-1t"
+    printf "%-9s %7s %8s %8s %8s %13s %8s %13s\n", "side", "threads", "MB/s", "Mtok/s", "vs HF", "vs tiktoken", "MB/cpu-s", "(cpu) vs HF/tt"
     for (i = 1; i <= n; i++) {
       vh = (thr[i] in hf) ? sprintf("%.1fx", mbps[i] / hf[thr[i]]) : "-"
       vt = tt ? sprintf("%.1fx", mbps[i] / tt) : "-"
-      printf "%-10s %7s %9.2f %10.3f %10s %14s\n", side[i], thr[i], mbps[i], mtok[i], vh, vt
+      ch = (thr[i] in hfcpu) ? sprintf("%.1fx", cpu[i] / hfcpu[thr[i]]) : "-"
+      ct = ttcpu ? sprintf("%.1fx", cpu[i] / ttcpu) : "-"
+      printf "%-9s %7s %8.2f %8.3f %8s %13s %8.2f %13s\n", side[i], thr[i], mbps[i], mtok[i], vh, vt, cpu[i], ch "/" ct
     }
-    print "(vs HF: against HF at the same thread count; MB/s = UTF-8 bytes of text per second, texts in memory)"
+    print "MB/s: UTF-8 text bytes per wall-clock second, texts in memory. vs HF: HF at the same thread count;"
+    print "vs tiktoken: tiktoken on one thread. MB/cpu-s: per second of process CPU time (user+system, all threads),"
+    print "which a busy machine disturbs far less than wall time; for one thread it estimates the unloaded speed."
   }' "$results"
 exit $status

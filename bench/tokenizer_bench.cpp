@@ -4,6 +4,7 @@
 // Texts are read into memory first (JSON parsing is not timed); each run builds fresh encoders (empty word
 // caches) so every repeat pays the same cold-cache cost. Prints one "RESULT" line per thread count.
 #include <simdjson.h>
+#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -40,9 +41,16 @@ std::vector<std::string> read_texts(const std::string& path, const std::string& 
 
 struct RunResult {
   double seconds = 0;
+  double cpu_seconds = 0;  // user + system CPU of the whole process over the run: robust to a busy machine
   size_t tokens = 0;
   uint32_t digest = 0;
 };
+
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
 
 // FNV-1a over the ids with 0xFFFFFFFF after each document (the node peers compute the same).
 uint32_t fnv(uint32_t h, uint32_t v) { return (h ^ v) * 16777619u; }
@@ -62,6 +70,7 @@ RunResult run(const text::Tokenizer& tok, const std::vector<std::string>& texts,
   // Room for ~1 token per 2 bytes (GPT-2 on text: 2-4 bytes per token), so threads do not contend on the
   // kernel's memory map lock growing their output while timed.
   for (auto& ids : out) ids.reserve(bytes / 2 / threads + 1024);
+  const double cpu0 = process_cpu_seconds();
   const auto t0 = std::chrono::steady_clock::now();
   auto work = [&](unsigned w) {
     auto encoder = tok.make_encoder();
@@ -86,6 +95,7 @@ RunResult run(const text::Tokenizer& tok, const std::vector<std::string>& texts,
   const auto t1 = std::chrono::steady_clock::now();
   RunResult r;
   r.seconds = std::chrono::duration<double>(t1 - t0).count();
+  r.cpu_seconds = process_cpu_seconds() - cpu0;
   uint32_t h = 2166136261u;
   for (const Span& s : spans) {
     const int32_t* ids = out[s.worker].data() + s.offset;
@@ -140,9 +150,11 @@ int main(int argc, char** argv) {
           if (!f) throw Error(ids_out + ": cannot write");
         }
       }
-      std::printf("RESULT side=lmforge threads=%u bytes=%zu seconds=%.4f mbps=%.2f tokens=%zu mtokps=%.3f digest=%08x\n",
-                  threads, bytes, best.seconds, bytes / best.seconds / 1e6, best.tokens,
-                  best.tokens / best.seconds / 1e6, best.digest);
+      std::printf(
+          "RESULT side=lmforge threads=%u bytes=%zu seconds=%.4f mbps=%.2f cpu_seconds=%.4f cpu_mbps=%.2f tokens=%zu "
+          "mtokps=%.3f digest=%08x\n",
+          threads, bytes, best.seconds, bytes / best.seconds / 1e6, best.cpu_seconds, bytes / best.cpu_seconds / 1e6,
+          best.tokens, best.tokens / best.seconds / 1e6, best.digest);
       std::fflush(stdout);
     }
   } catch (const lmforge::Error& e) {

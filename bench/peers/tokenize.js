@@ -62,25 +62,32 @@ function writeIds(file, allIds) {
   fs.writeFileSync(file, Buffer.from(out.buffer));
 }
 
+// User + system CPU of the whole process (all threads), in seconds: robust to a busy machine.
+function cpuOf(usage) { return (usage.user + usage.system) / 1e6; }
+
 async function runHf(tokenizer, texts) {
   const batch = 2000;  // documents per encodeBatch call: enough work for the thread pool, bounded memory
-  let seconds = 0;
+  let seconds = 0, cpuSeconds = 0;
   const allIds = [];
   for (let i = 0; i < texts.length; i += batch) {
     const chunk = texts.slice(i, i + batch);
     const t0 = process.hrtime.bigint();
+    const cpu0 = process.cpuUsage();
     const encodings = await tokenizer.encodeBatch(chunk, { addSpecialTokens: false });
     seconds += Number(process.hrtime.bigint() - t0) / 1e9;
+    cpuSeconds += cpuOf(process.cpuUsage(cpu0));
     for (const e of encodings) allIds.push(e.getIds());
   }
-  return { seconds, allIds };
+  return { seconds, cpuSeconds, allIds };
 }
 
 function runTiktoken(enc, texts) {
   const allIds = new Array(texts.length);
   const t0 = process.hrtime.bigint();
+  const cpu0 = process.cpuUsage();
   for (let i = 0; i < texts.length; i++) allIds[i] = enc.encode_ordinary(texts[i]);
-  return { seconds: Number(process.hrtime.bigint() - t0) / 1e9, allIds };
+  const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  return { seconds, cpuSeconds: cpuOf(process.cpuUsage(cpu0)), allIds };
 }
 
 async function main() {
@@ -113,7 +120,8 @@ async function main() {
   let tokens = 0;
   for (const ids of best.allIds) tokens += ids.length;
   console.log(`RESULT side=${label} threads=${threads} bytes=${bytes} seconds=${best.seconds.toFixed(4)} ` +
-              `mbps=${(bytes / best.seconds / 1e6).toFixed(2)} tokens=${tokens} ` +
+              `mbps=${(bytes / best.seconds / 1e6).toFixed(2)} cpu_seconds=${best.cpuSeconds.toFixed(4)} ` +
+              `cpu_mbps=${(bytes / best.cpuSeconds / 1e6).toFixed(2)} tokens=${tokens} ` +
               `mtokps=${(tokens / best.seconds / 1e6).toFixed(3)} digest=${bestDigest}`);
 }
 
