@@ -99,7 +99,7 @@ struct BuiltTable {
 
 }  // namespace
 
-const ClassTable& class_table() {
+ClassTable build_class_table() {
   static const BuiltTable table;
   return table.view;
 }

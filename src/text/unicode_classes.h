@@ -18,7 +18,12 @@ struct ClassTable {
   const uint16_t* stage1;  // 0x1100 entries
   const uint8_t* stage2;
 };
-const ClassTable& class_table();
+ClassTable build_class_table();  // the tables live for the whole program
+// Inline so the hot loop pays a guard check, not a call, per non-ASCII character.
+inline const ClassTable& class_table() {
+  static const ClassTable table = build_class_table();
+  return table;
+}
 extern const uint8_t kAsciiClass[128];
 }  // namespace detail
 
