@@ -52,6 +52,13 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T, int C,
                         int NH);
 
+// Generation with a key/value cache: one new query per row against its first `len` cached positions.
+// qkv [B,3C] holds the new position's q | k | v (only q is read; the caller has already stored k and v at cache
+// position len-1); kcache, vcache [B,max_len,C] with heads as column blocks; scratch [B,NH,len]; out [B,C].
+// The same math as attention_forward's row t = len-1 (inference only, no backward).
+void attention_decode_forward(float* out, float* scratch, const float* qkv, const float* kcache,
+                              const float* vcache, int B, int len, int max_len, int C, int NH);
+
 // ---- GELU, tanh approximation (HF gelu_new) ---------------------------------------------------------------------
 // y = 0.5·x·(1 + tanh(u)), u = sqrt(2/pi)·(x + 0.044715·x^3)
 void gelu_forward(float* out, const float* inp, size_t n);

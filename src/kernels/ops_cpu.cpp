@@ -320,6 +320,43 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   }
 }
 
+void attention_decode_forward(float* out, float* scratch, const float* qkv, const float* kcache,
+                              const float* vcache, int B, int len, int max_len, int C, int NH) {
+  const int hs = C / NH;
+  const float scale = 1.0f / std::sqrt((float)hs);
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * len * C >= kParallelMin)
+  for (int b = 0; b < B; b++) {
+    for (int h = 0; h < NH; h++) {
+      const float* q = qkv + (size_t)b * 3 * C + (size_t)h * hs;
+      float* p = scratch + ((size_t)b * NH + h) * len;
+      float maxv = -INFINITY;
+      for (int s = 0; s < len; s++) {
+        const float* k = kcache + ((size_t)b * max_len + s) * C + (size_t)h * hs;
+        float d = 0.0f;
+#pragma omp simd reduction(+ : d)
+        for (int i = 0; i < hs; i++) d += q[i] * k[i];
+        p[s] = d * scale;
+        maxv = p[s] > maxv ? p[s] : maxv;
+      }
+      float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+      for (int s = 0; s < len; s++) {
+        p[s] = fast_exp(p[s] - maxv);
+        sum += p[s];
+      }
+      const float inv = 1.0f / sum;
+      float* o = out + (size_t)b * C + (size_t)h * hs;
+      for (int i = 0; i < hs; i++) o[i] = 0.0f;
+      for (int s = 0; s < len; s++) {
+        const float* v = vcache + ((size_t)b * max_len + s) * C + (size_t)h * hs;
+        const float ps = p[s] * inv;
+#pragma omp simd
+        for (int i = 0; i < hs; i++) o[i] += ps * v[i];
+      }
+    }
+  }
+}
+
 // ---- gelu -------------------------------------------------------------------------------------------------------
 
 namespace {

@@ -50,6 +50,7 @@ GPT::~GPT() {
   backend_.free(params_);
   backend_.free(grads_);
   if (acts_memory_ != nullptr) backend_.free(acts_memory_);
+  if (decode_memory_ != nullptr) backend_.free(decode_memory_);
 }
 
 std::vector<ParamTensor> GPT::parameter_table(const GPTConfig& config) {
@@ -261,6 +262,77 @@ const float* GPT::forward_logits(const int32_t* tokens, int B, int T) {
   kernels::linear_forward(acts_.last_logits, acts_.last, param("transformer.wte.weight"), nullptr, B, C, Vp,
                           WeightLayout::OUT_IN);
   return acts_.last_logits;
+}
+
+void GPT::decode_begin(int B) {
+  if (B < 1) throw Error("GPT decode: batch size must be >= 1");
+  const size_t L = config_.num_layers, C = config_.hidden, P = config_.max_positions, NH = config_.heads;
+  const size_t Vp = config_.padded_vocab_size();
+  const size_t total = 2 * L * B * P * C + (size_t)B * (C * 4 + 3 * C + 4 * C + 2) + (size_t)B * NH * P + B * Vp;
+  if (decode_memory_ == nullptr || total > decode_capacity_) {
+    if (decode_memory_ != nullptr) backend_.free(decode_memory_);
+    decode_memory_ = backend_.alloc(total);
+    decode_capacity_ = total;
+  }
+  float* p = decode_memory_;
+  auto take = [&](size_t n) {
+    float* r = p;
+    p += n;
+    return r;
+  };
+  kcache_ = take(L * B * P * C);
+  vcache_ = take(L * B * P * C);
+  dec_x_ = take(B * C);
+  dec_ln_ = take(B * C);
+  dec_atty_ = take(B * C);
+  dec_tmp_ = take(B * C);
+  dec_qkv_ = take(B * 3 * C);
+  dec_fch_ = take(B * 4 * C);
+  dec_mean_ = take(B);
+  dec_rstd_ = take(B);
+  dec_scores_ = take(B * NH * P);
+  dec_logits_ = take(B * Vp);
+  decode_B_ = B;
+  decode_pos_ = 0;
+}
+
+const float* GPT::decode_step(const int32_t* tokens) {
+  if (decode_B_ == 0) throw Error("GPT decode: decode_begin() must come first");
+  if (decode_pos_ >= config_.max_positions)
+    throw Error("GPT decode: the sequence is already max_positions = " + std::to_string(config_.max_positions) +
+                " long");
+  const int B = decode_B_, C = config_.hidden, NH = config_.heads, L = config_.num_layers;
+  const int P = config_.max_positions, Vp = config_.padded_vocab_size(), pos = decode_pos_;
+  check_ids(tokens, B, "token");
+  have_targets_ = false;
+  // Position pos of every row: the embedding with wpe shifted to row pos, then each block on B rows.
+  kernels::embedding_forward(dec_x_, tokens, param("transformer.wte.weight"),
+                             param("transformer.wpe.weight") + (size_t)pos * C, B, 1, C);
+  for (int l = 0; l < L; l++) {
+    const Layer w = layer_params(params_, l);
+    float* kc = kcache_ + (size_t)l * B * P * C;
+    float* vc = vcache_ + (size_t)l * B * P * C;
+    kernels::layernorm_forward(dec_ln_, dec_mean_, dec_rstd_, dec_x_, w.ln1_w, w.ln1_b, B, C);
+    kernels::linear_forward(dec_qkv_, dec_ln_, w.attn_w, w.attn_b, B, C, 3 * C, WeightLayout::IN_OUT);
+    for (int b = 0; b < B; b++) {
+      backend_.copy_on_device(kc + ((size_t)b * P + pos) * C, dec_qkv_ + (size_t)b * 3 * C + C, C);
+      backend_.copy_on_device(vc + ((size_t)b * P + pos) * C, dec_qkv_ + (size_t)b * 3 * C + 2 * C, C);
+    }
+    kernels::attention_decode_forward(dec_atty_, dec_scores_, dec_qkv_, kc, vc, B, pos + 1, P, C, NH);
+    kernels::linear_forward(dec_tmp_, dec_atty_, w.proj_w, w.proj_b, B, C, C, WeightLayout::IN_OUT);
+    kernels::residual_forward(dec_x_, dec_x_, dec_tmp_, (size_t)B * C);
+    kernels::layernorm_forward(dec_ln_, dec_mean_, dec_rstd_, dec_x_, w.ln2_w, w.ln2_b, B, C);
+    kernels::linear_forward(dec_fch_, dec_ln_, w.fc_w, w.fc_b, B, C, 4 * C, WeightLayout::IN_OUT);
+    kernels::gelu_forward(dec_fch_, dec_fch_, (size_t)B * 4 * C);
+    kernels::linear_forward(dec_tmp_, dec_fch_, w.fcproj_w, w.fcproj_b, B, 4 * C, C, WeightLayout::IN_OUT);
+    kernels::residual_forward(dec_x_, dec_x_, dec_tmp_, (size_t)B * C);
+  }
+  kernels::layernorm_forward(dec_ln_, dec_mean_, dec_rstd_, dec_x_, param("transformer.ln_f.weight"),
+                             param("transformer.ln_f.bias"), B, C);
+  kernels::linear_forward(dec_logits_, dec_ln_, param("transformer.wte.weight"), nullptr, B, C, Vp,
+                          WeightLayout::OUT_IN);
+  decode_pos_++;
+  return dec_logits_;
 }
 
 void GPT::backward() {

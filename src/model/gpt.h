@@ -91,6 +91,14 @@ class GPT {
   // Inference: logits [B, padded_vocab] of the last position of each row (no targets, no loss).
   const float* forward_logits(const int32_t* tokens, int B, int T);
 
+  // Generation with a key/value cache: decode_begin(B) empties the cache for B rows; each decode_step(tokens[B])
+  // appends one position per row and returns that position's logits [B, padded_vocab] — what forward_logits
+  // over the whole prefix returns, at O(prefix) instead of O(prefix²) cost per token. At most max_positions
+  // steps; the pointer is valid until the next call.
+  void decode_begin(int B);
+  const float* decode_step(const int32_t* tokens);
+  int decode_position() const { return decode_pos_; }
+
   // Model FLOPs of one training step (forward + backward) on B×T tokens, as PaLM/nanoGPT count them:
   // 6·(matrix parameters incl. the LM head) + 12·layers·hidden·T per token.
   double training_flops(int B, int T) const;
@@ -129,6 +137,13 @@ class GPT {
   float* acts_memory_ = nullptr;
   size_t acts_capacity_ = 0;      // floats in acts_memory_; a smaller (B,T) reuses it
   int B_ = 0, T_ = 0;
+  // key/value cache and per-step buffers of decode_step()
+  float* decode_memory_ = nullptr;
+  size_t decode_capacity_ = 0;
+  int decode_B_ = 0, decode_pos_ = 0;
+  float *kcache_ = nullptr, *vcache_ = nullptr;  // [L, B, max_positions, C]
+  float *dec_x_, *dec_ln_, *dec_qkv_, *dec_atty_, *dec_tmp_, *dec_fch_, *dec_scores_, *dec_mean_, *dec_rstd_,
+      *dec_logits_;
   bool have_targets_ = false;     // last forward() computed a loss and backward() may run
   std::vector<int32_t> tokens_, targets_;
 };

@@ -12,6 +12,7 @@
 
 #include "model/gpt.h"
 #include "optim/adamw.h"
+#include "util/error.h"
 
 namespace lmforge::model {
 namespace {
@@ -143,6 +144,41 @@ TEST_F(Gpt2Parity, InferenceLogitsAreTheLastPositionRows) {
     const double* ref = r.logits.data() + ((size_t)b * r.T + r.T - 1) * Vp;
     EXPECT_LT(rel_error(last + (size_t)b * Vp, ref, Vp), 1e-5) << "row " << b;
   }
+}
+
+TEST_F(Gpt2Parity, KeyValueCacheDecodingMatchesEveryPrefix) {
+  const Reference& r = *ref_;
+  GPT model(r.config), full(r.config);
+  load(model, r);
+  load(full, r);
+  const int Vp = model.config().padded_vocab_size();
+  model.decode_begin(r.B);
+  std::vector<int32_t> step(r.B), prefix;
+  for (int t = 0; t < r.T; t++) {
+    for (int b = 0; b < r.B; b++) step[b] = r.tokens[(size_t)b * r.T + t];
+    const float* got = model.decode_step(step.data());
+    // forward_logits over the prefix [0, t] of every row
+    prefix.clear();
+    for (int b = 0; b < r.B; b++)
+      for (int s = 0; s <= t; s++) prefix.push_back(r.tokens[(size_t)b * r.T + s]);
+    const float* want = full.forward_logits(prefix.data(), r.B, t + 1);
+    double md = 0, mr = 0;
+    for (size_t i = 0; i < (size_t)r.B * Vp; i++) {
+      md = std::max(md, (double)std::fabs(got[i] - want[i]));
+      mr = std::max(mr, (double)std::fabs(want[i]));
+    }
+    EXPECT_LT(md / mr, 1e-5) << "position " << t;
+    if (t == r.T - 1) {  // the full sequence's last position against PyTorch too
+      for (int b = 0; b < r.B; b++) {
+        const double* ref = r.logits.data() + ((size_t)b * r.T + r.T - 1) * Vp;
+        EXPECT_LT(rel_error(got + (size_t)b * Vp, ref, Vp), 1e-5) << "row " << b;
+      }
+    }
+  }
+  EXPECT_EQ(model.decode_position(), r.T);
+  // The cache runs up to max_positions and no further.
+  while (model.decode_position() < r.config.max_positions) model.decode_step(step.data());
+  EXPECT_THROW(model.decode_step(step.data()), Error);
 }
 
 TEST_F(Gpt2Parity, TenAdamWStepsMatchTorch) {
