@@ -403,6 +403,25 @@ class BertEncoder final : public TextEncoder {
       }
       const uint8_t* at = p;
       const uint32_t cp = decode_utf8(p, end);
+      if (cp < 0x10000) {
+        // Common case: a BMP character that stays one character (a letter continues the word).
+        const BmpEntry& e = t_.bmp_[cp];
+        if (e.kind == CharKind::kText && e.n == 1) {
+          if (e.punct_mask) {
+            flush(ids);
+            char buf[4];
+            single(buf, static_cast<size_t>(encode_utf8(e.data, buf)), ids);
+          } else {
+            append(e.data);
+          }
+          continue;
+        }
+        if (e.kind == CharKind::kDelete) continue;
+        if (e.kind == CharKind::kSpace) {
+          flush(ids);
+          continue;
+        }
+      }
       const CharNorm r = t_.lookup(cp);
       switch (r.kind) {
         case CharKind::kDelete:
