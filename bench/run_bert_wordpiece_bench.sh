@@ -60,14 +60,18 @@ else
 fi
 awk '
   /^RESULT/ {
+    delete f
     for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
-    n++; side[n] = f["side"]; mbps[n] = f["mbps"]; mtok[n] = f["mtokps"]
-    if (f["side"] == "hf") hf = f["mbps"]
+    n++; side[n] = f["side"]; mbps[n] = f["mbps"]; mtok[n] = f["mtokps"]; cpu[n] = f["cpu_mbps"]
+    if (f["side"] == "hf") { hf = f["mbps"]; hfcpu = f["cpu_mbps"] }
   }
   END {
-    printf "%-18s %9s %10s %8s\n", "side", "MB/s", "Mtok/s", "vs HF"
+    printf "%-18s %9s %10s %8s %10s %10s\n", "side", "MB/s", "Mtok/s", "vs HF", "CPU MB/s", "CPU vs HF"
     for (i = 1; i <= n; i++)
-      printf "%-18s %9.2f %10.3f %8s\n", side[i], mbps[i], mtok[i], hf ? sprintf("%.1fx", mbps[i] / hf) : "-"
-    print "(one thread; MB/s = UTF-8 bytes of text per second, texts in memory, JSON parsing not timed)"
+      printf "%-18s %9.2f %10.3f %8s %10s %10s\n", side[i], mbps[i], mtok[i],
+             hf ? sprintf("%.1fx", mbps[i] / hf) : "-", cpu[i] ? sprintf("%.2f", cpu[i]) : "-",
+             (hfcpu && cpu[i]) ? sprintf("%.1fx", cpu[i] / hfcpu) : "-"
+    print "(one thread; MB/s = UTF-8 bytes of text per second of wall time, CPU MB/s per second of the thread'"'"'s"
+    print " CPU time (steadier on a busy machine); texts in memory, JSON parsing not timed)"
   }' "$results"
 exit $status
