@@ -1,5 +1,5 @@
 // defines: lmforge::model::GPTConfig, ParamTensor, GPT (GPT-2: parameters in Hugging Face layout, forward with
-// mean cross-entropy, backward, last-position logits for inference)
+// mean cross-entropy, backward, last-position logits and key/value-cache decoding for inference)
 #pragma once
 #include <cstddef>
 #include <cstdint>
