@@ -7,6 +7,8 @@
 #include <cstring>
 #include <unistd.h>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -29,13 +31,23 @@ struct Reference {
   std::vector<double> adam_losses;
 };
 
-// Runs the Python reference (format documented in gpt2_reference.py) and reads its output back.
+// Runs the Python reference (format documented in gpt2_reference.py) and reads its output back. ctest runs each
+// test in its own process, so the output is cached in the build tree under a hash of the script's text and
+// arguments: an edited script or other arguments regenerate it.
 Reference make_reference(const std::string& args) {
-  const std::string out = std::string(LMFORGE_BINARY_DIR) + "/gpt2_reference_" + std::to_string(::getpid()) + ".bin";
-  const std::string cmd = "/usr/bin/python3 " + std::string(LMFORGE_SOURCE_DIR) +
-                          "/tests/model/gpt2_reference.py --out " + out + " " + args;
-  const int rc = std::system(cmd.c_str());
-  if (rc != 0) throw std::runtime_error("reference script failed (rc " + std::to_string(rc) + "): " + cmd);
+  const std::string script = std::string(LMFORGE_SOURCE_DIR) + "/tests/model/gpt2_reference.py";
+  std::ifstream src(script);
+  if (!src) throw std::runtime_error("missing " + script);
+  const std::string text((std::istreambuf_iterator<char>(src)), std::istreambuf_iterator<char>());
+  const std::string out = std::string(LMFORGE_BINARY_DIR) + "/gpt2_reference_" +
+                          std::to_string(std::hash<std::string>{}(text + "\n" + args)) + ".bin";
+  if (!std::ifstream(out)) {
+    const std::string tmp = out + "." + std::to_string(::getpid());
+    const std::string cmd = "/usr/bin/python3 " + script + " --out " + tmp + " " + args;
+    const int rc = std::system(cmd.c_str());
+    if (rc != 0) throw std::runtime_error("reference script failed (rc " + std::to_string(rc) + "): " + cmd);
+    std::rename(tmp.c_str(), out.c_str());
+  }
   std::ifstream f(out, std::ios::binary);
   if (!f) throw std::runtime_error("cannot open " + out);
   auto read = [&](void* dst, size_t bytes) {
@@ -82,7 +94,6 @@ Reference make_reference(const std::string& args) {
   char extra;
   f.read(&extra, 1);
   if (f.gcount() != 0) throw std::runtime_error("reference file longer than expected");
-  std::remove(out.c_str());
   return r;
 }
 
