@@ -121,7 +121,8 @@ TEST(Sampling, RulesAndDeterminism) {
   for (float l : logits) z += std::exp(l);
   for (int v = 0; v < 5; v++) EXPECT_NEAR(counts_all[v] / 20000.0, std::exp(logits[v]) / z, 0.015) << v;
   std::mt19937_64 a(42), b(42);
-  for (int i = 0; i < 100; i++) EXPECT_EQ(sample_token(logits.data(), 5, all, a), sample_token(logits.data(), 5, all, b));
+  for (int i = 0; i < 100; i++)
+    EXPECT_EQ(sample_token(logits.data(), 5, all, a), sample_token(logits.data(), 5, all, b));
 }
 
 TEST(Generate, TooLongOrEmptyPromptIsAnErrorBeforeWork) {
