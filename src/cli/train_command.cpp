@@ -4,11 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/tokenizer_flags.h"
-#include "dist/communicator.h"
-#include "dist/launcher.h"
-#include "dist/mpi_comm.h"
 #include "train/trainer.h"
-#include "util/error.h"
 
 namespace lmforge::cli {
 namespace {
@@ -17,40 +13,9 @@ namespace {
 struct UnsetFlags {
   int64_t train_iters = -1, train_samples = -1, lr_decay_iters = -1, lr_decay_samples = -1;
   double lr_warmup_fraction = -1.0, start_weight_decay = -1.0, end_weight_decay = -1.0;
-  CLI::Option *train_iters_opt, *train_samples_opt, *lr_decay_iters_opt, *lr_decay_samples_opt, *lr_warmup_fraction_opt,
-      *start_weight_decay_opt, *end_weight_decay_opt;
+  CLI::Option *train_iters_opt, *train_samples_opt, *lr_decay_iters_opt, *lr_decay_samples_opt,
+      *lr_warmup_fraction_opt, *start_weight_decay_opt, *end_weight_decay_opt;
 };
-
-// One process, or every rank of an MPI job (mpirun, or srun with Open MPI's PMI support). Under MPI any error on
-// any rank ends the whole job at once with that rank's reason (MPI_Abort), so no rank waits forever in a
-// collective for one that is gone; a rank that dies outright makes mpirun end the job the same way.
-void run_training(train::TrainOptions options) {
-  const dist::RankInfo info = dist::discover_rank({});
-  if (!info.use_mpi && info.world_size == 1) {
-    train::Trainer trainer(std::move(options), std::cout);
-    trainer.run();
-    return;
-  }
-  if (!info.use_mpi && info.source != dist::RankSource::SlurmTasks && info.source != dist::RankSource::PmiEnv)
-    throw Error("this process is rank " + std::to_string(info.rank) + " of " + std::to_string(info.world_size) +
-                " (" + info.origin + "), but distributed training needs MPI collectives: launch it with mpirun -np N "
-                "or srun");
-  dist::MpiSession mpi;
-  std::unique_ptr<dist::Communicator> comm = dist::make_mpi_communicator();
-  try {
-    if (comm->size() != info.world_size)
-      throw Error("the launcher reports " + std::to_string(info.world_size) + " ranks (" + info.origin +
-                  ") but MPI sees " + std::to_string(comm->size()) +
-                  " (an Open MPI without this launcher's PMI support?)");
-    std::ostream quiet(nullptr);  // only rank 0 logs
-    train::Trainer trainer(std::move(options), comm->rank() == 0 ? std::cout : quiet, *comm);
-    trainer.run();
-    std::cout.flush();
-    comm->barrier();
-  } catch (const std::exception& e) {
-    comm->abort("lmforge train", e.what(), 1);
-  }
-}
 
 }  // namespace
 
@@ -102,34 +67,29 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--global-batch-size", o->global_batch_size,
                   "Samples per optimizer step (a multiple of --micro-batch-size; default: the micro batch)");
   optim::LrScheduleArgs& s = o->schedule;
-  unset->train_iters_opt =
-      cmd->add_option("--train-iters", unset->train_iters, "Optimizer steps to train (or --train-samples)");
-  unset->train_samples_opt =
-      cmd->add_option("--train-samples", unset->train_samples, "Samples to train on (or --train-iters)");
+  unset->train_iters_opt = cmd->add_option("--train-iters", unset->train_iters, "Optimizer steps to train (or --train-samples)");
+  unset->train_samples_opt = cmd->add_option("--train-samples", unset->train_samples, "Samples to train on (or --train-iters)");
   cmd->add_option("--lr", s.lr, "Peak learning rate")->required();
   cmd->add_option("--min-lr", s.min_lr, "Learning rate at the end of the decay")->capture_default_str();
   cmd->add_option("--lr-decay-style", s.lr_decay_style, "Decay after warm-up")
       ->check(CLI::IsMember({"constant", "linear", "cosine", "inverse-square-root"}))
       ->capture_default_str();
-  unset->lr_decay_iters_opt =
-      cmd->add_option("--lr-decay-iters", unset->lr_decay_iters, "Iterations of decay (default: --train-iters)");
-  unset->lr_decay_samples_opt =
-      cmd->add_option("--lr-decay-samples", unset->lr_decay_samples, "Samples of decay (default: --train-samples)");
-  unset->lr_warmup_fraction_opt =
-      cmd->add_option("--lr-warmup-fraction", unset->lr_warmup_fraction, "Warm-up as a fraction of the decay steps");
+  unset->lr_decay_iters_opt = cmd->add_option("--lr-decay-iters", unset->lr_decay_iters, "Iterations of decay (default: --train-iters)");
+  unset->lr_decay_samples_opt = cmd->add_option("--lr-decay-samples", unset->lr_decay_samples, "Samples of decay (default: --train-samples)");
+  unset->lr_warmup_fraction_opt = cmd->add_option("--lr-warmup-fraction", unset->lr_warmup_fraction, "Warm-up as a fraction of the decay steps");
   cmd->add_option("--lr-warmup-iters", s.lr_warmup_iters, "Warm-up iterations")->capture_default_str();
   cmd->add_option("--lr-warmup-samples", s.lr_warmup_samples, "Warm-up samples")->capture_default_str();
-  cmd->add_option("--lr-warmup-init", s.lr_warmup_init, "Learning rate at the start of warm-up")->capture_default_str();
+  cmd->add_option("--lr-warmup-init", s.lr_warmup_init, "Learning rate at the start of warm-up")
+      ->capture_default_str();
   cmd->add_option("--weight-decay", s.weight_decay, "Decoupled weight decay of matrices (AdamW)")
       ->capture_default_str();
-  unset->start_weight_decay_opt =
-      cmd->add_option("--start-weight-decay", unset->start_weight_decay, "Weight decay at the start (incr. style)");
-  unset->end_weight_decay_opt =
-      cmd->add_option("--end-weight-decay", unset->end_weight_decay, "Weight decay at the end (incr. style)");
+  unset->start_weight_decay_opt = cmd->add_option("--start-weight-decay", unset->start_weight_decay, "Weight decay at the start (incr. style)");
+  unset->end_weight_decay_opt = cmd->add_option("--end-weight-decay", unset->end_weight_decay, "Weight decay at the end (incr. style)");
   cmd->add_option("--weight-decay-incr-style", s.weight_decay_incr_style, "constant, linear or cosine")
       ->check(CLI::IsMember({"constant", "linear", "cosine"}))
       ->capture_default_str();
-  cmd->add_option("--clip-grad", o->clip_grad, "Clip the global gradient norm to this (0: off)")->capture_default_str();
+  cmd->add_option("--clip-grad", o->clip_grad, "Clip the global gradient norm to this (0: off)")
+      ->capture_default_str();
   cmd->add_option("--adam-beta1", o->adam.beta1, "AdamW beta1")->capture_default_str();
   cmd->add_option("--adam-beta2", o->adam.beta2, "AdamW beta2")->capture_default_str();
   cmd->add_option("--adam-eps", o->adam.eps, "AdamW epsilon")->capture_default_str();
@@ -159,10 +119,6 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "Compute threads (0: OpenMP's default; not a Megatron flag)")
       ->capture_default_str();
-  cmd->add_flag("--use-distributed-optimizer", o->use_distributed_optimizer,
-                "Shard AdamW state and update across data-parallel ranks (ZeRO-1): gradients reduce-scattered, "
-                "parameters all-gathered; same results as replicated AdamW. Ranks: mpirun -np N lmforge train gpt "
-                "... (each rank runs global-batch / (micro-batch x N) micro-batches)");
 
   cmd->callback([o, unset] {
     train::TrainOptions options = *o;
@@ -174,7 +130,8 @@ void add_train_command(CLI::App& app) {
     if (unset->lr_warmup_fraction_opt->count() > 0) s.lr_warmup_fraction = unset->lr_warmup_fraction;
     if (unset->start_weight_decay_opt->count() > 0) s.start_weight_decay = unset->start_weight_decay;
     if (unset->end_weight_decay_opt->count() > 0) s.end_weight_decay = unset->end_weight_decay;
-    run_training(std::move(options));
+    train::Trainer trainer(std::move(options), std::cout);
+    trainer.run();
   });
 }
 
