@@ -19,10 +19,14 @@
 //   | order (uncased)               | lower-case, then strip accents     | strip accents, then lower-case      |
 //   | vocab_size()                  | vocab + [BOS] + [EOS] (Megatron    | vocab entries                       |
 //   |                               | adds them; decides the dtype)      |                                     |
+// The category tables are utf8proc's (Unicode 15) plus generated exception lists (bert_unicode_tables.cpp, made by
+// scripts/gen_bert_unicode_tables.py) and six hand-listed HF category changes since Unicode 8 (bert_unicode.cpp);
+// every code point is checked against Google's code and HF in tests/text (EveryCodePointMatchesTheReferences).
 // Not reproduced (documented limits): NFD is applied per code point, so canonical reordering of two adjacent
 // non-Mn combining marks (Mc/Me with nonzero combining class) across characters is skipped; HF's NFD and
 // lower-case tables beyond Unicode 16 and utf8proc's 15 (only characters that no BERT vocabulary contains).
 // Invalid UTF-8 (not expected: callers repair text first) is read as U+FFFD, which clean text deletes.
+// decode() is BERT's convert_tokens_to_string for both flavours: " ".join(tokens).replace(" ##", "").strip().
 #pragma once
 #include <memory>
 #include <optional>
