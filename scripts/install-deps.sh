@@ -4,7 +4,7 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 packages=(
   build-essential cmake pkg-config ccache git
-  libsimdjson-dev libutf8proc-dev libcli11-dev libtbb-dev
+  libsimdjson-dev libutf8proc-dev libcli11-dev libtbb-dev libpcre2-dev
   libzstd-dev liblzma-dev zlib1g-dev zstd xz-utils gzip
   libgtest-dev libgmock-dev
   libopenblas-dev libopenmpi-dev openmpi-bin

@@ -1,0 +1,53 @@
+// defines: load_hf_tokenizer(): any Hugging Face tokenizer.json (--tokenizer-type PretrainedFromHF), ids as HF's
+//
+// Runs the file's pipeline as Hugging Face tokenizers does for encode(text, add_special_tokens=False):
+//   added tokens (non-normalized ones matched on the raw text, leftmost-longest, with single_word/lstrip/rstrip)
+//   -> normalizer -> normalized added tokens -> pre-tokenizer -> model, per piece between added tokens.
+// No post-processor template is applied (no [CLS]/[SEP]/<s>), as for lmforge's other tokenizer types; an
+// --append-eod id comes from eod_id(). Supported components:
+//   normalizers:     NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, BertNormalizer (clean_text and
+//                    handle_chinese_chars on, strip_accents null or equal to lowercase), Replace (String or Regex),
+//                    Prepend, Strip, Sequence
+//   pre-tokenizers:  ByteLevel, BertPreTokenizer, Whitespace, WhitespaceSplit, Metaspace, Split (String or Regex,
+//                    all five behaviours, invert), Digits, Punctuation, Sequence
+//   models:          BPE (merges as "a b" or ["a","b"], continuing_subword_prefix, end_of_word_suffix, unk_token,
+//                    fuse_unk, byte_fallback, ignore_merges; dropout must be null or 0), WordPiece, Unigram
+//                    (unk_id, byte_fallback), WordLevel
+//   decoders:        ByteLevel, Metaspace, WordPiece, BPEDecoder, ByteFallback, Fuse, Strip, Replace, Sequence
+// Any other component type (e.g. the Precompiled normalizer of SentencePiece conversions, UnicodeScripts,
+// CTC) is an Error naming the type and its JSON path ("normalizer.normalizers[0]"); an unsupported decoder
+// is reported when decode() is called, so such a file can still be used to tokenize.
+// Limits: NFC/NFD/NFKC/NFKD and the category tests use utf8proc (Unicode 15); Split/Replace regexes PCRE2
+// (Unicode 14, see hf_regex.h); characters added since then may tokenize differently from HF.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "text/tokenizer.h"
+
+namespace lmforge::text {
+
+struct HfTokenizerOptions {
+  // Token whose id --append-eod appends. Empty: the file's own end-of-document token, searched in this order:
+  //   1. tokenizer_config.json's "eos_token" when a directory is given and that file exists;
+  //   2. the first of <|endoftext|>, </s>, <|end_of_text|>, <eos>, <|eos|>, [EOS] that is an added token or in
+  //      the model's vocabulary.
+  // Named but absent from the file: Error. Nothing found: eod_id() is empty (--append-eod then fails).
+  std::string eod_token;
+  // Run files that are exactly GPT-2's byte-level BPE or BERT's WordPiece pipeline on those tuned
+  // implementations (same ids). Off: always the generic pipeline (tests compare both).
+  bool fast_paths = true;
+};
+
+// `path`: a tokenizer.json file, or a directory holding one. Malformed JSON, missing fields, unsupported
+// components: Error naming the file and the JSON path.
+// vocab_size() is HF's get_vocab_size(with_added_tokens=True) (= len(tokenizer) in transformers, what Megatron's
+// PretrainedFromHF tokenizer reports): the distinct token strings of the model vocabulary and added tokens.
+std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& path, const HfTokenizerOptions& options = {});
+// The same from the file's contents; `origin` names it in errors.
+std::unique_ptr<Tokenizer> make_hf_tokenizer(std::string_view json, const std::string& origin,
+                                             const HfTokenizerOptions& options = {});
+
+}  // namespace lmforge::text

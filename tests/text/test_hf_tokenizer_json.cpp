@@ -1,0 +1,245 @@
+// defines: tests of load_hf_tokenizer(): ids identical to Hugging Face tokenizers on the shared GPT-2 and BERT
+// tokenizer.json files and on the committed fixture families (references made by HF itself, make_fixtures.js)
+#include <gtest/gtest.h>
+#include <simdjson.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "text/hf_tokenizer_json.h"
+#include "util/error.h"
+
+namespace lmforge::text {
+namespace {
+
+const std::string kShared = LMFORGE_SHARED_DIR;
+const std::string kFixtures = std::string(LMFORGE_SOURCE_DIR) + "/tests/text/hf_fixtures";
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("missing test input " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Row {
+  std::string id;
+  std::string text;
+  std::vector<int32_t> ids;
+  std::string decoded;
+  bool has_decoded = false;
+};
+
+// Reads a JSONL file; calls f(element) per line.
+template <class F>
+void for_each_jsonl(const std::string& path, F&& f) {
+  const std::string all = slurp(path);
+  simdjson::dom::parser parser;
+  std::istringstream lines(all);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty()) continue;
+    simdjson::dom::element e = parser.parse(line);
+    f(e);
+  }
+}
+
+std::vector<int32_t> ids_of(simdjson::dom::element e) {
+  std::vector<int32_t> ids;
+  for (int64_t v : simdjson::dom::array(e)) ids.push_back(int32_t(v));
+  return ids;
+}
+
+std::map<std::string, std::string> texts(const std::string& path) {
+  std::map<std::string, std::string> m;
+  for_each_jsonl(path, [&](simdjson::dom::element e) {
+    m[std::string(std::string_view(e["id"]))] = std::string(std::string_view(e["text"]));
+  });
+  return m;
+}
+
+// The sample corpus by line number (its "id" fields repeat across sources).
+const std::vector<std::string>& sample_lines() {
+  static const auto v = [] {
+    std::vector<std::string> v;
+    for_each_jsonl(kShared + "/data/sample/sample.jsonl",
+                   [&](simdjson::dom::element e) { v.emplace_back(std::string_view(e["text"])); });
+    return v;
+  }();
+  return v;
+}
+const std::map<std::string, std::string>& edge_texts() {
+  static const auto m = texts(kShared + "/data/edge/edge_cases.jsonl");
+  return m;
+}
+
+// Up to 30 ids from `from`.
+std::string show(const std::vector<int32_t>& v, size_t from) {
+  std::string s = "[" + std::to_string(from) + "..] ";
+  for (size_t i = from; i < v.size() && i < from + 30; ++i) s += std::to_string(v[i]) + " ";
+  return s;
+}
+
+size_t first_difference(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  return i > 5 ? i - 5 : 0;
+}
+
+// Encodes every row's text and counts rows whose ids differ, printing the first few.
+size_t mismatches(const Tokenizer& tok, const std::vector<Row>& rows, const std::string& what) {
+  auto enc = tok.make_encoder();
+  size_t bad = 0;
+  std::vector<int32_t> ids;
+  for (const Row& r : rows) {
+    ids.clear();
+    enc->encode(r.text, ids);
+    if (ids != r.ids) {
+      if (++bad <= 3)
+        ADD_FAILURE() << what << " row " << r.id << "\n  ours: " << show(ids, first_difference(ids, r.ids))
+                      << "\n  HF:   " << show(r.ids, first_difference(ids, r.ids));
+    }
+  }
+  return bad;
+}
+
+std::vector<Row> fixture_rows(const std::string& family) {
+  std::vector<Row> rows;
+  for_each_jsonl(kFixtures + "/" + family + ".ref.jsonl", [&](simdjson::dom::element e) {
+    Row r;
+    const std::string src{std::string_view(e["src"])};
+    r.id = src + ":" + std::string(std::string_view(e["id"]));
+    const std::string id{std::string_view(e["id"])};
+    r.text = src == "edge" ? edge_texts().at(id) : sample_lines().at(std::stoul(id));
+    r.ids = ids_of(e["ids"]);
+    std::string_view d;
+    if (e["decoded"].get(d) == simdjson::SUCCESS) {
+      r.decoded = d;
+      r.has_decoded = true;
+    }
+    rows.push_back(std::move(r));
+  });
+  return rows;
+}
+
+int64_t meta_vocab_size(const std::string& family) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element meta = parser.load(kFixtures + "/meta.json");
+  return int64_t(meta[family]["vocab_size"]);
+}
+
+class Family : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Family, IdsDecodeAndVocabSizeMatchHuggingFace) {
+  const std::string family = GetParam();
+  const auto rows = fixture_rows(family);
+  ASSERT_GT(rows.size(), 300u);
+  for (const bool fast : {true, false}) {
+    HfTokenizerOptions o;
+    o.fast_paths = fast;
+    auto tok = load_hf_tokenizer(kFixtures + "/" + family + ".tokenizer.json", o);
+    EXPECT_EQ(mismatches(*tok, rows, family + (fast ? " (fast paths)" : " (generic)")), 0u);
+    EXPECT_EQ(int64_t(tok->vocab_size()), meta_vocab_size(family));
+    size_t bad_decode = 0;
+    for (const Row& r : rows) {
+      if (!r.has_decoded) continue;
+      const std::string d = tok->decode(r.ids);
+      if (d != r.decoded && ++bad_decode <= 3)
+        ADD_FAILURE() << family << " decode " << r.id << "\n  ours: " << d << "\n  HF:   " << r.decoded;
+    }
+    EXPECT_EQ(bad_decode, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(HfFixtures, Family,
+                         ::testing::Values("roberta", "llama3", "llama2", "t5", "xlmr", "wordpiece"));
+
+// The shared GPT-2 and BERT tokenizer.json files against the shared HF ids: whole sample corpus + edge cases.
+void check_shared(const std::string& json, const std::string& sample_ids, const std::string& edge_key,
+                  size_t expect_vocab) {
+  std::vector<Row> rows;
+  for_each_jsonl(sample_ids, [&](simdjson::dom::element e) {
+    Row r;
+    r.id = std::string(std::string_view(e["id"]));
+    r.text = sample_lines().at(rows.size());
+    r.ids = ids_of(e["ids"]);
+    rows.push_back(std::move(r));
+  });
+  ASSERT_EQ(rows.size(), sample_lines().size());
+  for_each_jsonl(kShared + "/data/edge/edge_cases.ref.jsonl", [&](simdjson::dom::element e) {
+    Row r;
+    r.id = std::string(std::string_view(e["id"]));
+    r.text = edge_texts().at(r.id);
+    r.ids = ids_of(e[edge_key]);
+    rows.push_back(std::move(r));
+  });
+  for (const bool fast : {true, false}) {
+    HfTokenizerOptions o;
+    o.fast_paths = fast;
+    auto tok = load_hf_tokenizer(json, o);
+    EXPECT_EQ(mismatches(*tok, rows, json + (fast ? " (fast paths)" : " (generic)")), 0u);
+    EXPECT_EQ(tok->vocab_size(), expect_vocab);
+  }
+}
+
+TEST(HfTokenizerJson, SharedGpt2MatchesHuggingFace) {
+  check_shared(kShared + "/data/vocab/gpt2.tokenizer.json", kShared + "/data/sample/sample.gpt2.ids.jsonl", "gpt2",
+               50257);
+}
+
+TEST(HfTokenizerJson, SharedBertMatchesHuggingFace) {
+  check_shared(kShared + "/data/vocab/bert.tokenizer.json", kShared + "/data/sample/sample.hf-bert.ids.jsonl", "bert",
+               30522);
+}
+
+TEST(HfTokenizerJson, EodTokenFromFileOrFlag) {
+  auto gpt2 = load_hf_tokenizer(kShared + "/data/vocab/gpt2.tokenizer.json");
+  EXPECT_EQ(gpt2->eod_id(), 50256);  // <|endoftext|>
+  EXPECT_EQ(gpt2->type_name(), "PretrainedFromHF");
+  EXPECT_FALSE(load_hf_tokenizer(kShared + "/data/vocab/bert.tokenizer.json")->eod_id().has_value());
+  HfTokenizerOptions o;
+  o.eod_token = "[SEP]";
+  EXPECT_EQ(load_hf_tokenizer(kShared + "/data/vocab/bert.tokenizer.json", o)->eod_id(), 102);
+  o.eod_token = "<nope>";
+  EXPECT_THROW(load_hf_tokenizer(kShared + "/data/vocab/bert.tokenizer.json", o), Error);
+  EXPECT_EQ(load_hf_tokenizer(kFixtures + "/llama2.tokenizer.json")->eod_id(), 2);  // </s>
+  EXPECT_EQ(load_hf_tokenizer(kFixtures + "/llama3.tokenizer.json")->eod_id(), 2757);  // <|end_of_text|>
+}
+
+std::string error_of(const std::string& json) {
+  try {
+    make_hf_tokenizer(json, "t.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(HfTokenizerJson, UnsupportedComponentsAreErrorsNamingTypeAndPath) {
+  const std::string model = R"("model": {"type": "WordLevel", "vocab": {"a": 0, "<unk>": 1}, "unk_token": "<unk>"})";
+  std::string e = error_of(R"({"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFC"},
+      {"type": "Precompiled", "precompiled_charsmap": "AAAA"}]}, )" + model + "}");
+  EXPECT_NE(e.find("t.json: normalizer.normalizers[1]"), std::string::npos) << e;
+  EXPECT_NE(e.find("\"Precompiled\""), std::string::npos) << e;
+  e = error_of(R"({"pre_tokenizer": {"type": "UnicodeScripts"}, )" + model + "}");
+  EXPECT_NE(e.find("pre_tokenizer: pre-tokenizer type \"UnicodeScripts\""), std::string::npos) << e;
+  e = error_of(R"({"model": {"type": "BPE", "dropout": 0.1, "vocab": {"a": 0}, "merges": []}})");
+  EXPECT_NE(e.find("model.dropout"), std::string::npos) << e;
+  e = error_of(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})");
+  EXPECT_NE(e.find("model.merges[0]"), std::string::npos) << e;
+  e = error_of(R"({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "[a"}, "behavior": "Isolated"}, )" +
+               model + "}");
+  EXPECT_NE(e.find("pre_tokenizer.pattern.Regex"), std::string::npos) << e;
+  EXPECT_NE(error_of("{not json").find("not valid JSON"), std::string::npos);
+  // An unsupported decoder does not stop tokenization; decode() reports it.
+  auto tok = make_hf_tokenizer(R"({"decoder": {"type": "CTC"}, )" + model + "}", "t.json");
+  std::vector<int32_t> ids;
+  tok->make_encoder()->encode("a", ids);
+  EXPECT_EQ(ids, std::vector<int32_t>{0});
+  EXPECT_THROW(tok->decode(ids), Error);
+}
+
+}  // namespace
+}  // namespace lmforge::text
