@@ -17,6 +17,8 @@
 #include <cstring>
 #include <utility>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -61,7 +63,8 @@ struct ShardContext {
 
 // Prepares one shard into the process's temporary directory, renames its datasets into the shard directory and
 // publishes the manifest last. `bytes_done` follows the shard's progress (read by another thread).
-ShardManifest prepare_shard(const ShardContext& ctx, uint32_t index, std::atomic<uint64_t>& bytes_done) {
+ShardManifest prepare_shard(const ShardContext& ctx, uint32_t index, std::atomic<uint64_t>& bytes_done,
+                            PieceEncoders* encoders) {
   const Shard& shard = ctx.plan.shards.at(index);
   const std::string& prefix = ctx.options.output_prefix;
   const auto start = Clock::now();
@@ -82,7 +85,7 @@ ShardManifest prepare_shard(const ShardContext& ctx, uint32_t index, std::atomic
   m.host = ctx.host;
   m.rank = ctx.rank;
   prepare_pieces(ctx.options, ctx.tokenizer, {shard.piece}, ptrs, m.counts,
-                 [&](uint64_t done) { bytes_done.store(done, std::memory_order_relaxed); }, nullptr);
+                 [&](uint64_t done) { bytes_done.store(done, std::memory_order_relaxed); }, nullptr, encoders);
   for (auto& w : writers) w->finish();
   for (const auto& key : ctx.plan.json_keys) {
     const std::string from = ctx.tmp_dir + "/" + shard_name(index) + "_" + key + "_document";
@@ -98,31 +101,37 @@ ShardManifest prepare_shard(const ShardContext& ctx, uint32_t index, std::atomic
   return m;
 }
 
-// One shard at a time on a background thread, so the caller's thread stays free for messages.
+// One shard at a time on a long-lived background thread, so the caller's thread stays free for messages and the
+// thread's tokenizer caches (PieceEncoders) carry over from shard to shard.
 class ShardWorker {
  public:
-  explicit ShardWorker(const ShardContext& ctx) : ctx_(ctx) {}
+  explicit ShardWorker(const ShardContext& ctx) : ctx_(ctx), thread_([this] { loop(); }) {}
   ~ShardWorker() {
-    if (thread_.joinable()) thread_.join();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
   }
   bool busy() const { return busy_; }
   void start(uint32_t index) {
     busy_ = true;
-    done_.store(false);
     bytes_.store(0);
-    thread_ = std::thread([this, index] {
-      try {
-        result_ = prepare_shard(ctx_, index, bytes_);
-      } catch (...) {
-        error_ = std::current_exception();
-      }
-      done_.store(true, std::memory_order_release);
-    });
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_ = index;
+      done_ = false;
+    }
+    wake_.notify_all();
   }
-  // If the current shard finished: joins, rethrows its error, else returns true (the result is in result()).
+  // If the current shard finished: rethrows its error, else returns true (the result is in result()).
   bool finished() {
-    if (!busy_ || !done_.load(std::memory_order_acquire)) return false;
-    thread_.join();
+    if (!busy_) return false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!done_) return false;
+    }
     busy_ = false;
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
     return true;
@@ -131,13 +140,37 @@ class ShardWorker {
   uint64_t bytes_in_progress() const { return busy_ ? bytes_.load(std::memory_order_relaxed) : 0; }
 
  private:
+  void loop() {
+    std::unique_ptr<PieceEncoders> encoders;
+    for (;;) {
+      int64_t index;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [this] { return stop_ || job_ >= 0; });
+        if (stop_) return;
+        index = std::exchange(job_, -1);
+      }
+      try {
+        if (!encoders) encoders = std::make_unique<PieceEncoders>(ctx_.options, ctx_.tokenizer);
+        result_ = prepare_shard(ctx_, static_cast<uint32_t>(index), bytes_, encoders.get());
+      } catch (...) {
+        error_ = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+  }
+
   const ShardContext& ctx_;
-  std::thread thread_;
-  bool busy_ = false;
-  std::atomic<bool> done_{false};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  int64_t job_ = -1;
+  bool done_ = false, stop_ = false;
+  bool busy_ = false;  // caller's thread only
   std::atomic<uint64_t> bytes_{0};
   ShardManifest result_;
   std::exception_ptr error_;
+  std::thread thread_;  // last: starts once everything above is constructed
 };
 
 struct RankStats {

@@ -131,10 +131,21 @@ std::string megabytes(uint64_t bytes) {
 
 }  // namespace
 
+struct PieceEncoders::Impl {
+  tbb::enumerable_thread_specific<Worker> workers;
+};
+
+PieceEncoders::PieceEncoders(const PrepOptions& options, const text::Tokenizer& tokenizer)
+    : impl(std::make_unique<Impl>(Impl{tbb::enumerable_thread_specific<Worker>([&options, &tokenizer] {
+        return Worker{JsonDocumentParser(options.json_keys), tokenizer.make_encoder(), {}, {}};
+      })})) {}
+
+PieceEncoders::~PieceEncoders() = default;
+
 void prepare_pieces(const PrepOptions& options, const text::Tokenizer& tokenizer,
                     const std::vector<InputPiece>& pieces, const std::vector<data::IndexedDatasetWriter*>& writers,
                     PrepSummary& summary, const std::function<void(uint64_t bytes_done)>& on_block,
-                    ProgressLine* progress) {
+                    ProgressLine* progress, PieceEncoders* encoders) {
   std::optional<int32_t> eod;
   if (options.append_eod) eod = tokenizer.eod_id();
   std::vector<uint64_t> piece_offsets;  // bytes of all pieces before piece i, for progress
@@ -146,9 +157,12 @@ void prepare_pieces(const PrepOptions& options, const text::Tokenizer& tokenizer
 
   const int workers = options.workers > 0 ? options.workers : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(workers));
-  tbb::enumerable_thread_specific<Worker> worker_state([&] {
-    return Worker{JsonDocumentParser(options.json_keys), tokenizer.make_encoder(), {}, {}};
-  });
+  std::unique_ptr<PieceEncoders> own;
+  if (!encoders) {
+    own = std::make_unique<PieceEncoders>(options, tokenizer);
+    encoders = own.get();
+  }
+  tbb::enumerable_thread_specific<Worker>& worker_state = encoders->impl->workers;
 
   size_t piece_index = 0;
   std::unique_ptr<data::LineReader> reader;

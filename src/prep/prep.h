@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -63,10 +64,21 @@ struct InputPiece {
 // `on_block(bytes_done)` runs after each written block with the bytes of the pieces consumed so far. Errors name
 // the file and its line (for a range, counted from the start of the file). `progress`, if given, is ended
 // before skipped lines are named on stderr.
+// Per-thread JSON parsers and tokenizer encoders (with their word caches) kept across prepare_pieces() calls, so
+// that many small pieces (shards) do not each start with cold caches. Calls sharing one must come from one
+// long-lived thread (entries are per thread) and use the same options and tokenizer, which must outlive it.
+class PieceEncoders {
+ public:
+  PieceEncoders(const PrepOptions& options, const text::Tokenizer& tokenizer);
+  ~PieceEncoders();
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
+
 void prepare_pieces(const PrepOptions& options, const text::Tokenizer& tokenizer,
                     const std::vector<InputPiece>& pieces, const std::vector<data::IndexedDatasetWriter*>& writers,
                     PrepSummary& summary, const std::function<void(uint64_t bytes_done)>& on_block,
-                    lmforge::ProgressLine* progress);
+                    lmforge::ProgressLine* progress, PieceEncoders* encoders = nullptr);
 
 // Error when --append-eod is asked of a tokenizer without an end-of-document id.
 void check_eod(const PrepOptions& options, const text::Tokenizer& tokenizer);
