@@ -9,11 +9,21 @@ namespace lmforge::cli {
 inline void add_tokenizer_flags(CLI::App* command, text::TokenizerOptions& options) {
   command->add_option("--tokenizer-type", options.type,
                       "Tokenizer, by Megatron's name: GPT2BPETokenizer (byte-level BPE, needs --vocab-file and "
-                      "--merge-file), BertWordPieceLowerCase or BertWordPieceCase (needs --vocab-file)")
+                      "--merge-file), BertWordPieceLowerCase or BertWordPieceCase (needs --vocab-file), "
+                      "PretrainedFromHF (any tokenizer.json, needs --tokenizer-name-or-path)")
       ->capture_default_str();
   command->add_option("--vocab-file", options.vocab_file,
                       "Vocabulary: GPT-2's vocab.json (encoder.json) or BERT's vocab.txt");
   command->add_option("--merge-file", options.merge_file, "GPT-2 BPE merges (merges.txt / vocab.bpe)");
+  command->add_option("--tokenizer-name-or-path", options.name_or_path,
+                      "PretrainedFromHF: a Hugging Face tokenizer.json, or a local directory holding one (and "
+                      "optionally tokenizer_config.json, whose eos_token then names the end-of-document token). "
+                      "Ids equal HF's encode(text, add_special_tokens=False): added tokens written in the text are "
+                      "matched, but no post-processor tokens (<s>, [CLS], [SEP]) are added, as for the other types "
+                      "(Megatron's _AutoTokenizer calls tokenizer(text) and would add them)");
+  command->add_option("--eod-token", options.eod_token,
+                      "PretrainedFromHF: the token --append-eod appends (default: tokenizer_config.json's eos_token, "
+                      "else the first of <|endoftext|>, </s>, <|end_of_text|>, <eos>, <|eos|>, [EOS] in the file)");
 }
 
 }  // namespace lmforge::cli

@@ -3,6 +3,7 @@
 
 #include "text/bert_wordpiece.h"
 #include "text/gpt2_bpe.h"
+#include "text/hf_tokenizer_json.h"
 #include "util/error.h"
 
 namespace lmforge::text {
@@ -19,8 +20,18 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
     return make_bert_wordpiece_tokenizer(options.vocab_file, options.type == "BertWordPieceLowerCase",
                                          WordPieceFlavor::kMegatron);
   }
+  // Any Hugging Face tokenizer.json, ids as HF's encode(text, add_special_tokens=False).
+  if (options.type == "PretrainedFromHF") {
+    if (options.name_or_path.empty())
+      throw Error("--tokenizer-type PretrainedFromHF needs --tokenizer-name-or-path (a tokenizer.json file or a "
+                  "directory holding one; hub names cannot be downloaded)");
+    HfTokenizerOptions hf;
+    hf.eod_token = options.eod_token;
+    return load_hf_tokenizer(options.name_or_path, hf);
+  }
+  if (!options.eod_token.empty()) throw Error("--eod-token applies to --tokenizer-type PretrainedFromHF only");
   throw Error("--tokenizer-type: unknown tokenizer \"" + options.type +
-              "\"; valid types: GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase");
+              "\"; valid types: GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase, PretrainedFromHF");
 }
 
 }  // namespace lmforge::text

@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 
 #include "text/hf_tokenizer_json.h"
+#include "text/tokenizer_factory.h"
 #include "util/error.h"
 
 namespace lmforge::text {
@@ -112,7 +114,8 @@ std::vector<Row> fixture_rows(const std::string& family) {
     const std::string src{std::string_view(e["src"])};
     r.id = src + ":" + std::string(std::string_view(e["id"]));
     const std::string id{std::string_view(e["id"])};
-    r.text = src == "edge" ? edge_texts().at(id) : sample_lines().at(std::stoul(id));
+    if (src == "extra") r.text = std::string_view(e["text"]);
+    else r.text = src == "edge" ? edge_texts().at(id) : sample_lines().at(std::stoul(id));
     r.ids = ids_of(e["ids"]);
     std::string_view d;
     if (e["decoded"].get(d) == simdjson::SUCCESS) {
@@ -206,6 +209,30 @@ TEST(HfTokenizerJson, EodTokenFromFileOrFlag) {
   EXPECT_THROW(load_hf_tokenizer(kShared + "/data/vocab/bert.tokenizer.json", o), Error);
   EXPECT_EQ(load_hf_tokenizer(kFixtures + "/llama2.tokenizer.json")->eod_id(), 2);  // </s>
   EXPECT_EQ(load_hf_tokenizer(kFixtures + "/llama3.tokenizer.json")->eod_id(), 2757);  // <|end_of_text|>
+}
+
+TEST(HfTokenizerJson, FactoryAndDirectoryWithTokenizerConfig) {
+  TokenizerOptions o;
+  o.type = "PretrainedFromHF";
+  EXPECT_THROW(make_tokenizer(o), Error);  // no --tokenizer-name-or-path
+  o.name_or_path = kFixtures + "/llama3.tokenizer.json";
+  auto tok = make_tokenizer(o);
+  EXPECT_EQ(tok->type_name(), "PretrainedFromHF");
+  EXPECT_EQ(tok->vocab_size(), 2758u);
+  // A directory: tokenizer.json inside, and tokenizer_config.json's eos_token takes precedence over the list.
+  const std::filesystem::path dir = std::filesystem::path(LMFORGE_BINARY_DIR) / "hf_tokenizer_dir_test";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(o.name_or_path, dir / "tokenizer.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::ofstream(dir / "tokenizer_config.json") << R"({"eos_token": {"content": "<|begin_of_text|>"}})";
+  o.name_or_path = dir.string();
+  EXPECT_EQ(make_tokenizer(o)->eod_id(), 2756);
+  o.eod_token = "<|end_of_text|>";
+  EXPECT_EQ(make_tokenizer(o)->eod_id(), 2757);
+  std::filesystem::remove_all(dir);
+  TokenizerOptions g;
+  g.eod_token = "</s>";
+  EXPECT_THROW(make_tokenizer(g), Error);  // --eod-token is for PretrainedFromHF only
 }
 
 std::string error_of(const std::string& json) {

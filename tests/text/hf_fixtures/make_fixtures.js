@@ -30,6 +30,10 @@ const refs = [];
 // Sample rows are named by line number (the corpus's own ids repeat across its sources).
 sample.forEach((d, i) => { if (i % 40 === 1) refs.push({ src: 'sample', id: String(i), text: d.text }); });
 for (const e of edges) refs.push({ src: 'edge', id: e.id, text: e.text });
+// Added tokens written in the text (matched even without special tokens), lstrip, and piece-start effects.
+const extras = ['Hello <mask> world</s>', '<s>a</s>', '  <mask>  x', 'x<|end_of_text|>y <|begin_of_text|>', '<unk><unk>',
+  '[CLS] hi [SEP][MASK]', 'a</s> b', '<s> </s>', '<pad>', 'über<mask>', '<mask', '1234567 99.5%'];
+extras.forEach((text, i) => refs.push({ src: 'extra', id: `x${i}`, text }));
 
 function trained(model, setup) {
   const t = new tk.Tokenizer(model);
@@ -188,7 +192,8 @@ const uni = trained(tk.Unigram.empty(), (t) => {
       const enc = await t.encode(r.text, null, { addSpecialTokens: false });
       const ids = enc.getIds();
       const row = { src: r.src, id: r.id, ids };
-      if (r.src === 'edge') row.decoded = await t.decode(ids, false);
+      if (r.src !== 'sample') row.decoded = await t.decode(ids, false);
+      if (r.src === 'extra') row.text = r.text;
       lines.push(JSON.stringify(row));
     }
     fs.writeFileSync(path.join(outDir, `${name}.ref.jsonl`), lines.join('\n') + '\n');
