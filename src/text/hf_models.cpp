@@ -1,5 +1,6 @@
 // defines: tokenizer.json models (BPE, WordPiece, Unigram, WordLevel), each as Hugging Face tokenizers runs it
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -116,6 +117,7 @@ class BpeModel final : public HfModel {
       }
     size_t rank = 0;
     const std::string mpath = path + ".merges";
+    std::vector<std::pair<uint64_t, Merge>> pairs;
     for (element m : get_array(e, "merges", path, cx)) {
       std::string a, b;
       std::string_view s;
@@ -142,10 +144,22 @@ class BpeModel final : public HfModel {
       if (!ia || !ib || !im)
         cx.fail(mpath + "[" + std::to_string(rank) + "]",
                 "merge token \"" + (!ia ? a : !ib ? b : merged) + "\" is not in the vocabulary");
-      merges_[key(*ia, *ib)] = Merge{uint32_t(rank), *im};  // a repeated pair keeps its last rank
+      pairs.push_back({key(*ia, *ib), Merge{uint32_t(rank), *im}});
       ++rank;
     }
+    build_merge_table(pairs);
     if (unk_token_) unk_id_ = token_to_id(*unk_token_);
+    // Ids of single characters (with the continuing-subword prefix for the non-first ones): most lookups.
+    for (const auto& [tok, id] : vocab_) {
+      int len;
+      if (tok.empty()) continue;
+      uint32_t cp = next_char(tok, 0, len);
+      if (size_t(len) == tok.size()) set_char(first_char_, cp, id);
+      if (!prefix_.empty() && tok.size() > prefix_.size() && tok.compare(0, prefix_.size(), prefix_) == 0) {
+        cp = next_char(tok, prefix_.size(), len);
+        if (prefix_.size() + size_t(len) == tok.size()) set_char(next_char_, cp, id);
+      }
+    }
   }
 
   std::string type() const override { return "BPE"; }
@@ -164,8 +178,20 @@ class BpeModel final : public HfModel {
     std::string s;
     for (size_t i = 0; i < w.size();) {
       int len;
-      next_char(w, i, len);
+      const uint32_t cp = next_char(w, i, len);
       const bool first = i == 0, last = i + size_t(len) == w.size();
+      if (!last || suffix_.empty()) {  // fast: a single character (after the prefix) from the table
+        const int32_t id = get_char(first || prefix_.empty() ? first_char_ : next_char_, cp);
+        if (id >= 0) {
+          i += size_t(len);
+          if (unk) {
+            sym.push_back(*unk);
+            unk.reset();
+          }
+          sym.push_back(id);
+          continue;
+        }
+      }
       s.clear();
       if (!first) s += prefix_;
       s.append(w.substr(i, size_t(len)));
@@ -204,9 +230,42 @@ class BpeModel final : public HfModel {
     int32_t merged;
   };
   static uint64_t key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
+  // Open addressing, linear probing, load <= 1/2: the lookups of BPE on words the cache has not seen.
   const Merge* find(int32_t a, int32_t b) const {
-    auto it = merges_.find(key(a, b));
-    return it == merges_.end() ? nullptr : &it->second;
+    const uint64_t k = key(a, b);
+    for (size_t h = (k * 0x9E3779B97F4A7C15ull) >> shift_;; h = (h + 1) & mask_) {
+      if (keys_[h] == k) return &vals_[h];
+      if (keys_[h] == kEmpty) return nullptr;
+    }
+  }
+  static constexpr uint64_t kEmpty = ~uint64_t{0};
+  void build_merge_table(const std::vector<std::pair<uint64_t, Merge>>& pairs) {
+    size_t cap = 16;
+    while (cap < pairs.size() * 2) cap <<= 1;
+    mask_ = cap - 1;
+    shift_ = 64 - std::countr_zero(cap);
+    keys_.assign(cap, kEmpty);
+    vals_.assign(cap, Merge{});
+    for (const auto& [k, m] : pairs) {  // a repeated pair keeps its last rank
+      size_t h = (k * 0x9E3779B97F4A7C15ull) >> shift_;
+      while (keys_[h] != kEmpty && keys_[h] != k) h = (h + 1) & mask_;
+      keys_[h] = k;
+      vals_[h] = m;
+    }
+  }
+  // Character -> id: a direct table below U+0800, a hash map above.
+  struct CharIds {
+    std::vector<int32_t> low = std::vector<int32_t>(0x800, -1);
+    std::unordered_map<uint32_t, int32_t> high;
+  };
+  static void set_char(CharIds& t, uint32_t cp, int32_t id) {
+    if (cp < 0x800) t.low[cp] = id;
+    else t.high[cp] = id;
+  }
+  static int32_t get_char(const CharIds& t, uint32_t cp) {
+    if (cp < 0x800) return t.low[cp];
+    auto it = t.high.find(cp);
+    return it == t.high.end() ? -1 : it->second;
   }
 
   // Lowest rank first, leftmost among equal ranks (HF's Word::merge_all with its (rank, position) heap).
@@ -254,7 +313,11 @@ class BpeModel final : public HfModel {
   std::string prefix_, suffix_;
   bool fuse_unk_ = false, byte_fallback_ = false, ignore_merges_ = false;
   int32_t byte_ids_[256] = {};
-  std::unordered_map<uint64_t, Merge> merges_;
+  std::vector<uint64_t> keys_;
+  std::vector<Merge> vals_;
+  size_t mask_ = 0;
+  int shift_ = 60;
+  CharIds first_char_, next_char_;
 };
 
 // ---------------------------------------------------------------------------------------------------------

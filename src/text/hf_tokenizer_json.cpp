@@ -378,6 +378,7 @@ class HfTokenizer final : public Tokenizer {
 
 HfEncoder::HfEncoder(const HfTokenizer& tok) : tok_(tok) {
   if (tok.fast_tok_) fast_ = tok.fast_tok_->make_encoder();
+  else cache_.reserve(1 << 15);
 }
 
 void HfEncoder::encode(std::string_view text, std::vector<int32_t>& ids) {
