@@ -422,6 +422,7 @@ class UnigramModel final : public HfModel {
       ++i;
     }
     if (scores_.empty()) cx.fail(path + ".vocab", "the Unigram vocabulary is empty");
+    build_edge_table();
     index_vocab();
     if (auto u = opt_int(e, "unk_id", path, cx)) {
       if (*u < 0 || size_t(*u) >= scores_.size()) cx.fail(path + ".unk_id", "out of range");
@@ -515,10 +516,34 @@ class UnigramModel final : public HfModel {
   struct TrieNode {
     int32_t id = -1;
   };
+  // Trie edges in an open-addressing table (key = node << 8 | byte; 0 = empty, as no edge leads to the root).
   uint32_t child(uint32_t node, uint8_t byte) const {
-    auto it = edges_.find((uint64_t(node) << 8) | byte);
-    return it == edges_.end() ? 0 : it->second;
+    const uint64_t k = (uint64_t(node) << 8) | byte;
+    for (size_t h = (k * 0x9E3779B97F4A7C15ull) >> shift_;; h = (h + 1) & mask_) {
+      if (table_[h].key == k) return table_[h].child;
+      if (table_[h].child == 0) return 0;
+    }
   }
+  void build_edge_table() {
+    size_t cap = 16;
+    while (cap < edges_.size() * 2) cap <<= 1;
+    mask_ = cap - 1;
+    shift_ = 64 - std::countr_zero(cap);
+    table_.assign(cap, Edge{});
+    for (const auto& [k, c] : edges_) {
+      size_t h = (k * 0x9E3779B97F4A7C15ull) >> shift_;
+      while (table_[h].child != 0) h = (h + 1) & mask_;
+      table_[h] = Edge{k, c};
+    }
+    edges_.clear();
+  }
+  struct Edge {
+    uint64_t key = 0;
+    uint32_t child = 0;
+  };
+  std::vector<Edge> table_;
+  size_t mask_ = 0;
+  int shift_ = 60;
   void insert(std::string_view piece) {
     uint32_t node = 0;
     for (const char c : piece) {

@@ -147,6 +147,78 @@ std::string json_escape(std::string_view s) {
   return out;
 }
 
+// Per-thread word cache: word bytes -> ids, open addressing over arenas (a node-based map spends its time
+// chasing pointers). Emptied when it reaches kMaxEntries, so a worker's memory stays bounded.
+class WordCache {
+ public:
+  WordCache() { table_.assign(1 << 12, Entry{}); }
+  // The cached ids of `w`, or false.
+  bool find(std::string_view w, uint64_t h, std::vector<int32_t>& out) const {
+    for (size_t i = h & mask(); table_[i].len_plus1 != 0; i = (i + 1) & mask()) {
+      const Entry& e = table_[i];
+      if (e.hash == h && e.len_plus1 - 1 == w.size() && std::memcmp(keys_.data() + e.key_off, w.data(), w.size()) == 0) {
+        out.insert(out.end(), ids_.begin() + e.ids_off, ids_.begin() + e.ids_off + e.ids_len);
+        return true;
+      }
+    }
+    return false;
+  }
+  void insert(std::string_view w, uint64_t h, const int32_t* ids, size_t n) {
+    if (size_ >= kMaxEntries) {
+      std::fill(table_.begin(), table_.end(), Entry{});
+      keys_.clear();
+      ids_.clear();
+      size_ = 0;
+    }
+    if ((size_ + 1) * 2 > table_.size()) {
+      std::vector<Entry> old = std::move(table_);
+      table_.assign(old.size() * 2, Entry{});
+      for (const Entry& e : old)
+        if (e.len_plus1 != 0) table_[free_slot(e.hash)] = e;
+    }
+    table_[free_slot(h)] = Entry{h, uint32_t(keys_.size()), uint32_t(w.size() + 1), uint32_t(ids_.size()), uint32_t(n)};
+    keys_.append(w);
+    ids_.insert(ids_.end(), ids, ids + n);
+    ++size_;
+  }
+  static uint64_t hash(std::string_view w) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ w.size();
+    const char* p = w.data();
+    size_t n = w.size();
+    auto mix = [](uint64_t x) {
+      x ^= x >> 31;
+      x *= 0xBF58476D1CE4E5B9ull;
+      return x ^ (x >> 29);
+    };
+    for (; n >= 8; p += 8, n -= 8) {
+      uint64_t v;
+      std::memcpy(&v, p, 8);
+      h = mix(h ^ v) * 0x94D049BB133111EBull;
+    }
+    uint64_t tail = 0;
+    std::memcpy(&tail, p, n);
+    return mix(h ^ tail ^ (uint64_t(n) << 59));
+  }
+
+ private:
+  static constexpr size_t kMaxEntries = 1 << 18;
+  struct Entry {
+    uint64_t hash = 0;
+    uint32_t key_off = 0, len_plus1 = 0;  // 0: free
+    uint32_t ids_off = 0, ids_len = 0;
+  };
+  size_t mask() const { return table_.size() - 1; }
+  size_t free_slot(uint64_t h) const {
+    size_t i = h & mask();
+    while (table_[i].len_plus1 != 0) i = (i + 1) & mask();
+    return i;
+  }
+  std::vector<Entry> table_;
+  std::string keys_;
+  std::vector<int32_t> ids_;
+  size_t size_ = 0;
+};
+
 class HfTokenizer;
 
 class HfEncoder final : public TextEncoder {
@@ -161,7 +233,7 @@ class HfEncoder final : public TextEncoder {
 
   const HfTokenizer& tok_;
   std::unique_ptr<TextEncoder> fast_;
-  std::unordered_map<std::string, std::vector<int32_t>> cache_;
+  WordCache cache_;
   std::string scratch_;
   Pieces pieces_;
 };
@@ -378,7 +450,6 @@ class HfTokenizer final : public Tokenizer {
 
 HfEncoder::HfEncoder(const HfTokenizer& tok) : tok_(tok) {
   if (tok.fast_tok_) fast_ = tok.fast_tok_->make_encoder();
-  else cache_.reserve(1 << 15);
 }
 
 void HfEncoder::encode(std::string_view text, std::vector<int32_t>& ids) {
@@ -426,16 +497,15 @@ void HfEncoder::encode_normalized(std::string_view s, bool at_start, std::vector
 
 void HfEncoder::encode_word(const std::string& w, std::vector<int32_t>& ids) {
   if (w.empty()) return;
-  if (auto it = cache_.find(w); it != cache_.end()) {
-    ids.insert(ids.end(), it->second.begin(), it->second.end());
+  if (w.size() > 256) {  // rare; would bloat the cache
+    tok_.model_->tokenize(w, ids);
     return;
   }
+  const uint64_t h = WordCache::hash(w);
+  if (cache_.find(w, h, ids)) return;
   const size_t before = ids.size();
   tok_.model_->tokenize(w, ids);
-  if (w.size() <= 256) {
-    if (cache_.size() >= (1u << 17)) cache_.clear();  // bounded memory per worker
-    cache_.emplace(w, std::vector<int32_t>(ids.begin() + before, ids.end()));
-  }
+  cache_.insert(w, h, ids.data() + before, ids.size() - before);
 }
 
 }  // namespace
