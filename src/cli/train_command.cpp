@@ -4,7 +4,11 @@
 
 #include "cli/commands.h"
 #include "cli/tokenizer_flags.h"
+#include "dist/communicator.h"
+#include "dist/launcher.h"
+#include "dist/mpi_comm.h"
 #include "train/trainer.h"
+#include "util/error.h"
 
 namespace lmforge::cli {
 namespace {
@@ -16,6 +20,37 @@ struct UnsetFlags {
   CLI::Option *train_iters_opt, *train_samples_opt, *lr_decay_iters_opt, *lr_decay_samples_opt,
       *lr_warmup_fraction_opt, *start_weight_decay_opt, *end_weight_decay_opt;
 };
+
+// One process, or every rank of an MPI job (mpirun, or srun with Open MPI's PMI support). Under MPI any error on
+// any rank ends the whole job at once with that rank's reason (MPI_Abort), so no rank waits forever in a
+// collective for one that is gone; a rank that dies outright makes mpirun end the job the same way.
+void run_training(train::TrainOptions options) {
+  const dist::RankInfo info = dist::discover_rank({});
+  if (!info.use_mpi && info.world_size == 1) {
+    train::Trainer trainer(std::move(options), std::cout);
+    trainer.run();
+    return;
+  }
+  if (!info.use_mpi && info.source != dist::RankSource::SlurmTasks && info.source != dist::RankSource::PmiEnv)
+    throw Error("this process is rank " + std::to_string(info.rank) + " of " + std::to_string(info.world_size) +
+                " (" + info.origin + "), but distributed training needs MPI collectives: launch it with mpirun -np N "
+                "or srun");
+  dist::MpiSession mpi;
+  std::unique_ptr<dist::Communicator> comm = dist::make_mpi_communicator();
+  try {
+    if (!info.use_mpi && comm->size() != info.world_size)
+      throw Error("the launcher reports " + std::to_string(info.world_size) + " ranks (" + info.origin +
+                  ") but MPI sees " + std::to_string(comm->size()) +
+                  " (an Open MPI without this launcher's PMI support?)");
+    std::ostream quiet(nullptr);  // only rank 0 logs
+    train::Trainer trainer(std::move(options), comm->rank() == 0 ? std::cout : quiet, *comm);
+    trainer.run();
+    std::cout.flush();
+    comm->barrier();
+  } catch (const std::exception& e) {
+    comm->abort("lmforge train", e.what(), 1);
+  }
+}
 
 }  // namespace
 
@@ -119,6 +154,10 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "Compute threads (0: OpenMP's default; not a Megatron flag)")
       ->capture_default_str();
+  cmd->add_flag("--use-distributed-optimizer", o->use_distributed_optimizer,
+                "Shard AdamW state and update across data-parallel ranks (ZeRO-1): gradients reduce-scattered, "
+                "parameters all-gathered; same results as replicated AdamW. Ranks: mpirun -np N lmforge train gpt "
+                "... (each rank runs global-batch / (micro-batch x N) micro-batches)");
 
   cmd->callback([o, unset] {
     train::TrainOptions options = *o;
@@ -130,8 +169,7 @@ void add_train_command(CLI::App& app) {
     if (unset->lr_warmup_fraction_opt->count() > 0) s.lr_warmup_fraction = unset->lr_warmup_fraction;
     if (unset->start_weight_decay_opt->count() > 0) s.start_weight_decay = unset->start_weight_decay;
     if (unset->end_weight_decay_opt->count() > 0) s.end_weight_decay = unset->end_weight_decay;
-    train::Trainer trainer(std::move(options), std::cout);
-    trainer.run();
+    run_training(std::move(options));
   });
 }
 

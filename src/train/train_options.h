@@ -59,6 +59,10 @@ struct TrainOptions {
   double exit_duration_in_mins = 0.0;  // --exit-duration-in-mins: stop (after saving) once training has run this
                                        // long (0: no limit)
   int threads = 0;                     // --threads: compute threads (0: OpenMP's default); not a Megatron flag
+
+  // ---- parallelism (ranks come from the launcher: mpirun / srun) ----
+  bool use_distributed_optimizer = false;  // --use-distributed-optimizer: AdamW state and update sharded across
+                                           // data-parallel ranks (ZeRO-1), parameters all-gathered after the step
 };
 
 }  // namespace lmforge::train

@@ -20,6 +20,7 @@
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 #include "sampling/gpt_dataset.h"
+#include "train/parallel.h"
 #include "train/tensorboard_writer.h"
 #include "util/error.h"
 
@@ -253,6 +254,13 @@ model::GPTConfig gpt_config_from_json(const std::string& text, const std::string
 
 // ---- trainer -----------------------------------------------------------------------------------------------------
 
+namespace {
+dist::Communicator& single_process() {
+  static const std::unique_ptr<dist::Communicator> local = dist::make_local_communicator();
+  return *local;
+}
+}  // namespace
+
 struct Trainer::Impl {
   TrainOptions o;
   std::ostream& log;
@@ -260,7 +268,8 @@ struct Trainer::Impl {
   model::GPTConfig config;
   std::unique_ptr<model::GPT> model;
   std::vector<optim::ParamSpan> spans;
-  std::unique_ptr<optim::AdamW> adamw;
+  dist::Communicator* comm = nullptr;  // the data-parallel group (one process: a local communicator)
+  std::unique_ptr<DataParallel> dp;    // gradient reduction and the (replicated or sharded) AdamW
   std::unique_ptr<optim::OptimizerParamScheduler> scheduler;
   std::unique_ptr<sampling::GptSampleSource> source;
   std::unique_ptr<TensorBoardWriter> tensorboard;
@@ -318,7 +327,7 @@ struct Trainer::Impl {
     checkpoint::SaveRequest request;
     request.model = tensors;
     request.config_json = gpt_config_json(config);
-    request.optimizer = adamw.get();
+    request.optimizer = &dp->gathered_optimizer();  // collective: every rank takes part, rank 0 writes
     request.state.iteration = iteration;
     request.state.consumed_train_samples = consumed_train;
     request.state.consumed_valid_samples = consumed_valid;
@@ -328,7 +337,10 @@ struct Trainer::Impl {
     request.state.rng["seed"] = std::to_string(o.seed);
     request.state.args = args_json();
     const auto t0 = std::chrono::steady_clock::now();
-    const std::string dir = checkpoint::save_checkpoint(o.save, request);
+    const std::string dir =
+        comm->rank() == 0 ? checkpoint::save_checkpoint(o.save, request) : o.save + "/" + checkpoint::iteration_dir_name(iteration);
+    dp->release_gathered();
+    comm->barrier();  // no rank runs ahead (or exits) before the checkpoint is in place
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     log << format("saved checkpoint at iteration %7lld to %s (%.1f ms)\n", (long long)iteration, dir.c_str(), ms);
     log.flush();
@@ -349,7 +361,10 @@ struct Trainer::Impl {
       log << "no checkpoint found in " << o.load << " (no latest_checkpointed_iteration.txt): starting from scratch\n";
       return;
     }
-    checkpoint::LoadedCheckpoint loaded = checkpoint::load_checkpoint(*dir, tensors, adamw.get());
+    // Checkpoints hold whole tensors and whole optimizer state, so any data-parallel layout loads any other: every
+    // rank reads the (shared) files and keeps its own shard.
+    checkpoint::LoadedCheckpoint loaded = checkpoint::load_checkpoint(*dir, tensors, &dp->optimizer_to_load());
+    dp->scatter_loaded_optimizer();
     const checkpoint::TrainerState& s = loaded.state;
     if (auto it = s.rng.find("seed"); it != s.rng.end() && it->second != std::to_string(o.seed))
       throw Error(*dir + ": the checkpoint was trained with --seed " + it->second + ", not " + std::to_string(o.seed) +
@@ -380,11 +395,16 @@ struct Trainer::Impl {
   }
 };
 
-Trainer::Trainer(TrainOptions options, std::ostream& log) : impl_(std::make_unique<Impl>(std::move(options), log)) {
+Trainer::Trainer(TrainOptions options, std::ostream& log) : Trainer(std::move(options), log, single_process()) {}
+
+Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& comm)
+    : impl_(std::make_unique<Impl>(std::move(options), log)) {
   Impl& m = *impl_;
   TrainOptions& o = m.o;
+  m.comm = &comm;
   // 1. Flags alone, then the files they name, then the work: every user error surfaces before indices are built.
   validate_train_options(o);
+  check_parallel_layout(comm.size(), 1, o.global_batch_size, o.micro_batch_size);
   m.tokenizer = text::make_tokenizer(o.tokenizer);
   const int64_t vocab = (int64_t)m.tokenizer->vocab_size();
   for (const std::string& prefix : data_prefixes(o.data_path)) {
@@ -404,7 +424,8 @@ Trainer::Trainer(TrainOptions options, std::ostream& log) : impl_(std::make_uniq
   m.model = std::make_unique<model::GPT>(m.config);
   m.model->init_weights(o.seed);
   m.spans = param_spans(*m.model);
-  m.adamw = std::make_unique<optim::AdamW>(m.spans, o.adam);
+  m.dp = std::make_unique<DataParallel>(comm, m.spans, m.model->params(), m.model->grads(),
+                                        m.model->num_parameters(), o.adam, o.use_distributed_optimizer);
   if (!o.load.empty()) m.load();
 
   // 3. Data: Megatron's sample counts per split.
@@ -418,11 +439,14 @@ Trainer::Trainer(TrainOptions options, std::ostream& log) : impl_(std::make_uniq
   dc.seed = o.seed;
   dc.seq_length = o.seq_length;
   dc.cache_path = o.data_cache_path;
+  // Rank 0 builds the index cache first; the others then find it (no two processes write the same .npy).
+  if (comm.rank() != 0) comm.barrier();
   m.source = std::make_unique<sampling::GptSampleSource>(o.data_path, dc, wanted);
+  if (comm.rank() == 0) comm.barrier();
   const size_t n = (size_t)o.micro_batch_size * o.seq_length;
   m.tokens.resize(n);
   m.targets.resize(n);
-  if (!o.tensorboard_dir.empty()) m.tensorboard = std::make_unique<TensorBoardWriter>(o.tensorboard_dir);
+  if (!o.tensorboard_dir.empty() && comm.rank() == 0) m.tensorboard = std::make_unique<TensorBoardWriter>(o.tensorboard_dir);
 
   log << format("GPT: %d layers, hidden %d, %d heads, seq %d, vocab %d (padded %d), %zu parameters\n",
                 m.config.num_layers, m.config.hidden, m.config.heads, m.config.seq_length, m.config.vocab_size,
@@ -430,6 +454,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log) : impl_(std::make_uniq
   log << "backend: " << m.model->backend().info() << "\n" << m.source->summary();
   log << format("training: %lld iterations of %lld samples (%lld micro-batches of %d)\n", (long long)m.train_iters,
                 (long long)o.global_batch_size, (long long)m.micro_batches(), o.micro_batch_size);
+  if (comm.size() > 1 || o.use_distributed_optimizer) log << m.dp->describe();
   log.flush();
 }
 
@@ -446,11 +471,12 @@ double Trainer::evaluate(int split_number, int64_t first) {
   const int64_t M = m.micro_batches();
   double sum = 0.0;
   for (int it = 0; it < m.o.eval_iters; it++) {
-    for (int64_t mb = 0; mb < M; mb++) {
-      m.fill_batch(split, first + it * m.o.global_batch_size + mb * m.o.micro_batch_size);
+    for (int64_t mb = 0; mb < m.dp->local_micro_batches(M); mb++) {
+      m.fill_batch(split, m.dp->micro_batch_first_sample(first + it * m.o.global_batch_size, mb, m.o.micro_batch_size));
       sum += m.model->forward(m.tokens.data(), m.targets.data(), m.o.micro_batch_size, m.o.seq_length);
     }
   }
+  sum = m.dp->sum(sum);
   return sum / double(m.o.eval_iters * M);
 }
 
@@ -482,21 +508,23 @@ void Trainer::run() {
     const auto t0 = std::chrono::steady_clock::now();
     m.model->zero_grad();
     double loss_sum = 0.0;
-    for (int64_t mb = 0; mb < M; mb++) {
-      m.fill_batch(sampling::Split::Train, m.consumed_train + mb * B);
+    // This rank's share of the global batch (all of it in one process).
+    for (int64_t mb = 0; mb < m.dp->local_micro_batches(M); mb++) {
+      m.fill_batch(sampling::Split::Train, m.dp->micro_batch_first_sample(m.consumed_train, mb, B));
       loss_sum += m.model->forward(m.tokens.data(), m.targets.data(), B, T);
       m.model->backward();  // accumulates d(micro-batch mean)/dθ
     }
-    // The global-batch gradient is the mean over micro-batches (Megatron divides each loss by their number).
-    if (M > 1) optim::scale_grads(m.spans, 1.0f / (float)M);
-    const double norm = optim::clip_grad_norm(m.spans, o.clip_grad);
+    loss_sum = m.dp->sum(loss_sum);
+    // The global-batch gradient is the mean over micro-batches (Megatron divides each loss by their number),
+    // summed across data-parallel ranks first; the norm is global.
+    const double norm = m.dp->reduce_gradients(M, o.clip_grad);
     const float loss = (float)(loss_sum / (double)M);
     if (!std::isfinite(loss) || !std::isfinite(norm))
       throw Error("iteration " + str(m.iteration + 1) + ": loss " + std::to_string(loss) + ", grad norm " +
                   std::to_string(norm) + " — training diverged (try a lower --lr or --clip-grad)");
     // Megatron's convention: this step uses lr(num_steps) before the increment, so the first warm-up step has lr 0.
     const double lr = m.scheduler->lr();
-    m.adamw->step(lr, m.scheduler->weight_decay());
+    m.dp->step(lr, m.scheduler->weight_decay());
     m.scheduler->step(o.global_batch_size);
     m.iteration++;
     m.consumed_train += o.global_batch_size;

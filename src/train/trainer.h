@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/communicator.h"
 #include "model/gpt.h"
 #include "train/train_options.h"
 
@@ -53,6 +54,10 @@ struct EvalRecord {
 class Trainer {
  public:
   Trainer(TrainOptions options, std::ostream& log);
+  // Data parallel over `comm` (which must outlive the trainer): each rank runs its share of every global batch,
+  // gradients are summed across ranks (see train/parallel.h), rank 0 writes checkpoints and TensorBoard; pass a
+  // null-buffered stream as `log` on the other ranks. Every rank must construct and run() alike.
+  Trainer(TrainOptions options, std::ostream& log, dist::Communicator& comm);
   ~Trainer();
 
   // Trains until --train-iters (or --train-samples / global batch) or --exit-interval, evaluating, logging and

@@ -1,0 +1,70 @@
+// defines: lmforge::dist::Communicator (the collectives training needs: all-reduce, reduce-scatter, all-gather,
+//          broadcast, barrier, abort), CommStats, even_split(), make_local_communicator(), make_mpi_communicator()
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace lmforge::dist {
+
+// Bytes this rank handed to the transport, per kind of collective (what a step costs on the wire: a rank's own
+// piece, which stays local, is not counted).
+struct CommStats {
+  uint64_t reduce_scatter_bytes = 0;
+  uint64_t all_gather_bytes = 0;
+  uint64_t all_reduce_bytes = 0;  // small double all-reduces (losses, norms)
+  uint64_t broadcast_bytes = 0;
+  uint64_t total() const { return reduce_scatter_bytes + all_gather_bytes + all_reduce_bytes + broadcast_bytes; }
+};
+
+// A group of ranks and the collectives between them. Every collective must be called by every rank of the group
+// in the same order. Sums are DETERMINISTIC: each element is summed in rank order ((x0 + x1) + x2) + ... on the
+// rank that owns it and then copied, so every rank holds bitwise the same result and a run is reproducible
+// (MPI_Allreduce may associate differently per element, per rank count or per message size).
+//
+// Pieces: a buffer of n elements is cut into size() consecutive pieces, counts[r] elements for rank r
+// (even_split() gives the usual cut); reduce_scatter/all_gather work in place on the whole buffer.
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string name() const = 0;  // "local", "mpi"
+
+  // Afterwards piece rank() of data holds the rank-ordered sum of every rank's piece rank(); the other pieces are
+  // left as they were.
+  virtual void reduce_scatter_sum(float* data, std::span<const size_t> counts) = 0;
+  // Afterwards every piece r holds rank r's piece r.
+  virtual void all_gather(float* data, std::span<const size_t> counts) = 0;
+  // reduce_scatter_sum + all_gather over an even split: every rank holds the same rank-ordered sums.
+  void all_reduce_sum(float* data, size_t n);
+  // Small reductions (loss sums, squared norms): rank-ordered sums, identical on every rank.
+  virtual void all_reduce_sum(double* data, size_t n) = 0;
+  virtual void broadcast(void* data, size_t bytes, int root) = 0;
+  virtual void barrier() = 0;
+  // The ranks with the same color form a new group, ordered by key (then by rank). Collective over this group.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+  // Prints "<prefix>: error: rank r of n (host): reason" to stderr and ends the whole job with `code` (mpirun then
+  // exits non-zero at once, other ranks stuck in a collective included). Never returns.
+  [[noreturn]] virtual void abort(const std::string& prefix, const std::string& reason, int code) = 0;
+
+  const CommStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = {}; }
+
+ protected:
+  CommStats stats_;
+};
+
+// n elements cut into `parts` consecutive pieces whose sizes differ by at most one (the first n % parts get one
+// more).
+std::vector<size_t> even_split(size_t n, int parts);
+
+// One process: every collective is the identity (a sum over one rank).
+std::unique_ptr<Communicator> make_local_communicator();
+// MPI_COMM_WORLD (MPI must already be initialised, e.g. by an MpiSession, on this thread; MPI_THREAD_FUNNELED).
+std::unique_ptr<Communicator> make_mpi_communicator();
+
+}  // namespace lmforge::dist

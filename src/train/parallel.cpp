@@ -1,0 +1,169 @@
+// defines: check_parallel_layout(), DataParallel (bucketed rank-ordered gradient reduction, plain or sharded AdamW)
+#include "train/parallel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "util/error.h"
+
+namespace lmforge::train {
+
+void check_parallel_layout(int world_size, int tensor_parallel, int64_t global_batch, int micro_batch) {
+  if (tensor_parallel < 1) throw Error("--tensor-model-parallel-size must be >= 1");
+  if (world_size % tensor_parallel != 0)
+    throw Error("the world size " + std::to_string(world_size) + " is not divisible by --tensor-model-parallel-size " +
+                std::to_string(tensor_parallel) + " (ranks = tensor-parallel size × data-parallel size)");
+  const int64_t dp = world_size / tensor_parallel;
+  if (micro_batch > 0 && global_batch % ((int64_t)micro_batch * dp) != 0)
+    throw Error("--global-batch-size " + std::to_string(global_batch) + " is not divisible by --micro-batch-size " +
+                std::to_string(micro_batch) + " × data-parallel size " + std::to_string(dp) + " (world size " +
+                std::to_string(world_size) + "): every data-parallel rank must run the same number of micro-batches");
+}
+
+DataParallel::DataParallel(dist::Communicator& comm, std::vector<optim::ParamSpan> spans, float* params, float* grads,
+                           size_t n, const optim::AdamWConfig& adam, bool distributed_optimizer,
+                           size_t bucket_elements)
+    : comm_(comm), spans_(std::move(spans)), params_(params), grads_(grads), n_(n), adam_(adam),
+      distributed_(distributed_optimizer) {
+  size_t total = 0;
+  for (const optim::ParamSpan& s : spans_) {
+    if (s.param != params_ + total || s.grad != grads_ + total)
+      throw std::logic_error("DataParallel: parameter spans must tile the flat buffers in order");
+    total += s.size;
+  }
+  if (total != n_) throw std::logic_error("DataParallel: spans do not cover the buffer");
+  if (bucket_elements == 0) bucket_elements = kDefaultBucketElements;
+  const int D = comm_.size(), r = comm_.rank();
+  for (size_t b = 0; b < n_; b += bucket_elements) {
+    Bucket k;
+    k.begin = b;
+    k.end = std::min(n_, b + bucket_elements);
+    k.counts = dist::even_split(k.end - k.begin, D);
+    k.mine_begin = k.begin;
+    for (int q = 0; q < r; q++) k.mine_begin += k.counts[(size_t)q];
+    k.mine_end = k.mine_begin + k.counts[(size_t)r];
+    buckets_.push_back(std::move(k));
+  }
+  if (distributed_) {
+    for (const Bucket& k : buckets_)
+      shards_.push_back(std::make_unique<optim::AdamW>(spans_, adam_, k.mine_begin, k.mine_end));
+  } else {
+    full_ = std::make_unique<optim::AdamW>(spans_, adam_);
+  }
+}
+
+DataParallel::~DataParallel() = default;
+
+double DataParallel::sum(double local) {
+  comm_.all_reduce_sum(&local, 1);
+  return local;
+}
+
+double DataParallel::reduce_gradients(int64_t global_micro_batches, double max_norm) {
+  const float scale = 1.0f / (float)global_micro_batches;
+  if (comm_.size() == 1 && !distributed_) {
+    // One process: exactly the single-process trainer's arithmetic.
+    if (global_micro_batches > 1) optim::scale_grads(spans_, scale);
+    return optim::clip_grad_norm(spans_, max_norm);
+  }
+  for (const Bucket& k : buckets_) comm_.reduce_scatter_sum(grads_ + k.begin, k.counts);
+  // Own pieces: scale, then their Σg² (double, in index order) summed across ranks in rank order.
+  double sq = 0.0;
+  for (const Bucket& k : buckets_) {
+    float* g = grads_ + k.mine_begin;
+    const int64_t len = (int64_t)(k.mine_end - k.mine_begin);
+    double s = 0.0;
+    if (global_micro_batches > 1) {
+#pragma omp parallel for simd schedule(static) if (len > 65536)
+      for (int64_t i = 0; i < len; i++) g[i] *= scale;
+    }
+#pragma omp parallel for simd reduction(+ : s) schedule(static) if (len > 65536)
+    for (int64_t i = 0; i < len; i++) s += (double)g[i] * (double)g[i];
+    sq += s;
+  }
+  comm_.all_reduce_sum(&sq, 1);
+  const double norm = std::sqrt(sq);
+  const float coef = optim::clip_coefficient(norm, max_norm);
+  for (const Bucket& k : buckets_) {
+    if (coef < 1.0f) {
+      float* g = grads_ + k.mine_begin;
+      const int64_t len = (int64_t)(k.mine_end - k.mine_begin);
+#pragma omp parallel for simd schedule(static) if (len > 65536)
+      for (int64_t i = 0; i < len; i++) g[i] *= coef;
+    }
+    // Plain data parallel: every rank needs the whole (scaled, clipped) gradient for its whole update.
+    if (!distributed_) comm_.all_gather(grads_ + k.begin, k.counts);
+  }
+  return norm;
+}
+
+void DataParallel::step(double lr, double weight_decay) {
+  if (!distributed_) {
+    full_->step(lr, weight_decay);
+    return;
+  }
+  for (size_t i = 0; i < buckets_.size(); i++) {
+    shards_[i]->step(lr, weight_decay);
+    comm_.all_gather(params_ + buckets_[i].begin, buckets_[i].counts);
+  }
+}
+
+const optim::Optimizer& DataParallel::gathered_optimizer() {
+  if (!distributed_) return *full_;
+  full_ = std::make_unique<optim::AdamW>(spans_, adam_);
+  full_->set_steps(shards_.front()->steps());
+  std::span<float> m = full_->exp_avg(), v = full_->exp_avg_sq();
+  for (size_t i = 0; i < buckets_.size(); i++) {
+    const Bucket& k = buckets_[i];
+    std::copy(shards_[i]->exp_avg().begin(), shards_[i]->exp_avg().end(), m.begin() + (ptrdiff_t)k.mine_begin);
+    std::copy(shards_[i]->exp_avg_sq().begin(), shards_[i]->exp_avg_sq().end(), v.begin() + (ptrdiff_t)k.mine_begin);
+    comm_.all_gather(m.data() + k.begin, k.counts);
+    comm_.all_gather(v.data() + k.begin, k.counts);
+  }
+  return *full_;
+}
+
+void DataParallel::release_gathered() {
+  if (distributed_) full_.reset();
+}
+
+optim::Optimizer& DataParallel::optimizer_to_load() {
+  if (!distributed_) return *full_;
+  full_ = std::make_unique<optim::AdamW>(spans_, adam_);
+  return *full_;
+}
+
+void DataParallel::scatter_loaded_optimizer() {
+  if (!distributed_) return;
+  std::span<const float> m = full_->exp_avg(), v = full_->exp_avg_sq();
+  for (size_t i = 0; i < buckets_.size(); i++) {
+    const Bucket& k = buckets_[i];
+    std::copy(m.begin() + (ptrdiff_t)k.mine_begin, m.begin() + (ptrdiff_t)k.mine_end, shards_[i]->exp_avg().begin());
+    std::copy(v.begin() + (ptrdiff_t)k.mine_begin, v.begin() + (ptrdiff_t)k.mine_end,
+              shards_[i]->exp_avg_sq().begin());
+    shards_[i]->set_steps(full_->steps());
+  }
+  full_.reset();  // the whole copy was only a staging area
+}
+
+size_t DataParallel::optimizer_state_bytes() const {
+  size_t floats = 0;
+  if (distributed_) {
+    for (const auto& s : shards_) floats += s->exp_avg().size() + s->exp_avg_sq().size();
+  } else {
+    floats = full_->exp_avg().size() + full_->exp_avg_sq().size();
+  }
+  return floats * sizeof(float);
+}
+
+std::string DataParallel::describe() const {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "data parallel: %d ranks (%s), %zu gradient buckets; %s optimizer: state %.3f MB on this rank\n",
+                comm_.size(), comm_.name().c_str(), buckets_.size(), distributed_ ? "distributed" : "replicated",
+                (double)optimizer_state_bytes() / 1e6);
+  return buf;
+}
+
+}  // namespace lmforge::train

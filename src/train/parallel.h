@@ -1,0 +1,92 @@
+// defines: lmforge::train::check_parallel_layout(), DataParallel (data-parallel gradient reduction in buckets and the
+//          optimizer, whole on every rank or sharded across ranks as Megatron's distributed optimizer / ZeRO-1)
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "optim/adamw.h"
+
+namespace lmforge::train {
+
+// Megatron's batch rules for D data-parallel ranks: the global batch is a whole number of (micro batch × D)
+// rounds. Throws lmforge::Error naming the flags and the world size.
+void check_parallel_layout(int world_size, int tensor_parallel, int64_t global_batch, int micro_batch);
+
+// Data parallelism over a communicator of D ranks for one model whose parameters and gradients are two flat
+// buffers of n floats (the spans cover them in order, as model::GPT lays them out).
+//
+// Samples: the global batch is M = global/micro micro-batches; rank r runs M/D of them, local step k being the
+// global micro-batch k·D + r (Megatron's MegatronPretrainingSampler order), so the union over ranks is exactly
+// the single-process batch.
+//
+// Gradients: the buffer is cut into buckets; within a bucket, rank r owns piece r (even_split). A bucket is
+// reduce-scattered (rank-ordered sums, see dist::Communicator), so each rank holds the summed gradient of its
+// pieces. Plain data parallel then all-gathers the sums and every rank updates everything; the distributed
+// optimizer (ZeRO-1) keeps AdamW state only for its pieces, updates them and all-gathers the parameters. Both
+// scale by 1/M, compute the global norm from the owned pieces (Σg² all-reduced in rank order) and clip the same
+// way, so the two give bitwise the same parameters; against one process only the order of the gradient sum
+// differs (fp32 rounding).
+class DataParallel {
+ public:
+  DataParallel(dist::Communicator& comm, std::vector<optim::ParamSpan> spans, float* params, float* grads, size_t n,
+               const optim::AdamWConfig& adam, bool distributed_optimizer,
+               size_t bucket_elements = kDefaultBucketElements);
+  ~DataParallel();
+
+  static constexpr size_t kDefaultBucketElements = size_t(1) << 22;  // 16 MB of fp32 gradients per bucket
+
+  int rank() const { return comm_.rank(); }
+  int size() const { return comm_.size(); }
+  bool distributed_optimizer() const { return distributed_; }
+  size_t num_buckets() const { return buckets_.size(); }
+
+  // Micro-batches this rank runs per global batch of `global_micro_batches`, and the first sample of local step k.
+  int64_t local_micro_batches(int64_t global_micro_batches) const { return global_micro_batches / size(); }
+  int64_t micro_batch_first_sample(int64_t consumed, int64_t k, int micro_batch) const {
+    return consumed + (k * size() + rank()) * (int64_t)micro_batch;
+  }
+  // Σ over ranks, identical everywhere (losses).
+  double sum(double local);
+
+  // After this rank's micro-batches have accumulated into the gradient buffer: sums across ranks, scales by
+  // 1/global_micro_batches and clips to max_norm (<= 0: no clipping). Returns the global norm before clipping.
+  double reduce_gradients(int64_t global_micro_batches, double max_norm);
+  // The optimizer step with this lr and weight decay; the distributed optimizer then all-gathers the parameters.
+  void step(double lr, double weight_decay);
+
+  // An optimizer holding the whole state, for checkpoints (collective: the distributed optimizer gathers its
+  // shards into a temporary whole copy; plain data parallel returns its own).
+  const optim::Optimizer& gathered_optimizer();
+  void release_gathered();  // frees the distributed optimizer's temporary whole copy
+  // Whole-state optimizer to load a checkpoint into; then call scatter_loaded_optimizer() (every rank).
+  optim::Optimizer& optimizer_to_load();
+  void scatter_loaded_optimizer();
+
+  // Bytes of optimizer state (m and v) this rank holds.
+  size_t optimizer_state_bytes() const;
+  std::string describe() const;  // one log line
+
+ private:
+  struct Bucket {
+    size_t begin = 0, end = 0;
+    std::vector<size_t> counts;  // even_split(end - begin, D)
+    size_t mine_begin = 0, mine_end = 0;  // this rank's piece, absolute
+  };
+
+  dist::Communicator& comm_;
+  std::vector<optim::ParamSpan> spans_;
+  float* params_;
+  float* grads_;
+  size_t n_;
+  optim::AdamWConfig adam_;
+  bool distributed_;
+  std::vector<Bucket> buckets_;
+  std::unique_ptr<optim::AdamW> full_;                 // plain DP; or a temporary whole copy (checkpoints)
+  std::vector<std::unique_ptr<optim::AdamW>> shards_;  // distributed optimizer: one per bucket
+};
+
+}  // namespace lmforge::train
