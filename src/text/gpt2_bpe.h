@@ -27,6 +27,11 @@ uint32_t gpt2_byte_to_unicode(uint8_t byte);
 
 class Gpt2BpeEncoder;
 
+// Ids are Hugging Face's for every valid UTF-8 text (pre-tokenizer: gpt2_pretokenizer.h; letters and numbers by
+// Unicode 16, as HF). "<|endoftext|>" inside a text is plain text; the EOD id is only appended by callers.
+// Invalid UTF-8, which HF cannot receive, is still tokenized losslessly: each byte that does not start a
+// well-formed sequence is a one-byte punctuation-like character, and the tokens' bytes are exactly the input.
+// Thread safety: the tokenizer is immutable; each thread encodes through its own make_encoder().
 class Gpt2BpeTokenizer final : public Tokenizer {
  public:
   // Reads GPT-2's vocab.json (encoder.json) and merges.txt (vocab.bpe; a first line "#version..." is a
