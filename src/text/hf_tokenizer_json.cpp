@@ -268,14 +268,7 @@ class HfTokenizer final : public Tokenizer {
     // get_vocab_size(with_added_tokens=true): distinct strings of the model vocabulary and added tokens.
     vocab_size_ = model_->vocab().size();
     for (const auto& t : added_)
-      if (!model_->token_to_id(t.raw)) ++vocab_size_;
-    {
-      std::unordered_set<std::string> seen;
-      size_t dup = 0;
-      for (const auto& t : added_)
-        if (!model_->token_to_id(t.raw) && !seen.insert(t.raw).second) ++dup;
-      vocab_size_ -= dup;
-    }
+      if (!model_->token_to_id(t.raw)) ++vocab_size_;  // contents are distinct (repeats were dropped)
 
     auto find_token = [&](const std::string& s) -> std::optional<int32_t> {
       for (const auto& t : added_)
@@ -343,14 +336,29 @@ class HfTokenizer final : public Tokenizer {
     if (!list) return;
     simdjson::dom::array arr;
     if (list->get(arr) != simdjson::SUCCESS) cx_.fail("added_tokens", "expected an array");
+    // Ids as HF's AddedVocabulary::add_tokens assigns them when it loads the file (the "id" fields are only
+    // compared, with a warning): a content already in the model's vocabulary keeps that id; a new one gets the
+    // model's vocabulary size, or one more than the largest added id once that reaches it. A repeated content is
+    // ignored.
+    std::unordered_map<std::string, int32_t> by_content;
+    const int64_t model_size = int64_t(model_->vocab().size());
+    int64_t max_id = -1;
     size_t i = 0;
     for (element t : arr) {
       const std::string path = "added_tokens[" + std::to_string(i++) + "]";
-      auto id = opt_int(t, "id", path, cx_);
-      if (!id || *id < 0 || *id > INT32_MAX) cx_.fail(path + ".id", "expected a token id");
+      auto file_id = opt_int(t, "id", path, cx_);
+      if (!file_id || *file_id < 0 || *file_id > INT32_MAX) cx_.fail(path + ".id", "expected a token id");
       Added a;
       a.raw = get_string(t, "content", path, cx_);
-      a.tok = AddedToken{int32_t(*id), a.raw, get_bool(t, "single_word", false, path, cx_),
+      if (a.raw.empty() || by_content.count(a.raw)) continue;
+      int64_t id;
+      if (auto m = model_->token_to_id(a.raw)) id = *m;
+      else if (max_id < 0) id = model_size;
+      else id = (max_id >= model_size || model_size == 0) ? max_id + 1 : model_size;
+      if (id > INT32_MAX) cx_.fail(path, "token id out of range");
+      by_content[a.raw] = int32_t(id);
+      max_id = std::max(max_id, id);
+      a.tok = AddedToken{int32_t(id), a.raw, get_bool(t, "single_word", false, path, cx_),
                          get_bool(t, "lstrip", false, path, cx_), get_bool(t, "rstrip", false, path, cx_),
                          get_bool(t, "normalized", true, path, cx_), get_bool(t, "special", false, path, cx_)};
       // Normalized tokens are matched in normalized text, so their patterns are normalized too.
@@ -359,7 +367,7 @@ class HfTokenizer final : public Tokenizer {
     }
     for (const Added& a : added_) {
       (a.tok.normalized ? normalized_ : raw_).add(&a.tok);
-      added_by_id_[a.tok.id] = a.raw;
+      added_by_id_[a.tok.id] = a.tok.content;  // HF decodes a normalized token to its normalized content
     }
   }
 

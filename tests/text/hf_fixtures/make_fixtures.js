@@ -32,7 +32,8 @@ sample.forEach((d, i) => { if (i % 40 === 1) refs.push({ src: 'sample', id: Stri
 for (const e of edges) refs.push({ src: 'edge', id: e.id, text: e.text });
 // Added tokens written in the text (matched even without special tokens), lstrip, and piece-start effects.
 const extras = ['Hello <mask> world</s>', '<s>a</s>', '  <mask>  x', 'x<|end_of_text|>y <|begin_of_text|>', '<unk><unk>',
-  '[CLS] hi [SEP][MASK]', 'a</s> b', '<s> </s>', '<pad>', 'über<mask>', '<mask', '1234567 99.5%'];
+  '[CLS] hi [SEP][MASK]', 'a</s> b', '<s> </s>', '<pad>', 'über<mask>', '<mask', '1234567 99.5%',
+  'foo foobar barfoo foo. _foo', 'zz   next zz', 'a <extra_0> b<extra_0>', '<extra_0>', 'A NEW THING, new thing!'];
 extras.forEach((text, i) => refs.push({ src: 'extra', id: `x${i}`, text }));
 
 function trained(model, setup) {
@@ -81,7 +82,8 @@ const byteBpe = trained(tk.BPE.empty(), (t) => t.setPreTokenizer(tk.byteLevelPre
   p.vocab['<mask>'] = n;
   families.roberta = base({
     added_tokens: [added(0, '<s>'), added(1, '<pad>'), added(2, '</s>'), added(3, '<unk>'),
-      added(n, '<mask>', { lstrip: true })],
+      added(n, '<mask>', { lstrip: true }), added(n + 1, 'foo', { single_word: true, special: false }),
+      added(n + 2, 'zz', { rstrip: true, special: false })],
     pre_tokenizer: { type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true },
     decoder: { type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true },
     model: bpeModel(p),
@@ -119,7 +121,8 @@ const byteBpe = trained(tk.BPE.empty(), (t) => t.setPreTokenizer(tk.byteLevelPre
   p.vocab = {};
   toks.forEach((t, i) => { p.vocab[t] = i; });
   families.llama2 = base({
-    added_tokens: [added(0, '<unk>'), added(1, '<s>'), added(2, '</s>')],
+    added_tokens: [added(0, '<unk>'), added(1, '<s>'), added(2, '</s>'),
+      added(Object.keys(p.vocab).length, '<extra_0>', { normalized: true, special: false })],
     normalizer: { type: 'Sequence', normalizers: [{ type: 'Prepend', prepend: '▁' },
       { type: 'Replace', pattern: { String: ' ' }, content: '▁' }] },
     decoder: { type: 'Sequence', decoders: [{ type: 'Replace', pattern: { String: '▁' }, content: ' ' },
@@ -169,7 +172,8 @@ const uni = trained(tk.Unigram.empty(), (t) => {
   const vocab = { '[PAD]': 0, '[UNK]': 1, '[CLS]': 2, '[SEP]': 3, '[MASK]': 4 };
   for (const t of toks) if (!(t in vocab)) vocab[t] = Object.keys(vocab).length;
   families.wordpiece = base({
-    added_tokens: [added(0, '[PAD]'), added(1, '[UNK]'), added(2, '[CLS]'), added(3, '[SEP]'), added(4, '[MASK]')],
+    added_tokens: [added(0, '[PAD]'), added(1, '[UNK]'), added(2, '[CLS]'), added(3, '[SEP]'), added(4, '[MASK]'),
+      added(Object.keys(vocab).length, 'New Thing', { normalized: true, special: false })],
     normalizer: { type: 'Sequence', normalizers: [{ type: 'NFD' }, { type: 'Lowercase' }, { type: 'StripAccents' }] },
     pre_tokenizer: { type: 'Sequence', pretokenizers: [{ type: 'Whitespace' },
       { type: 'Digits', individual_digits: true }, { type: 'Punctuation', behavior: 'Isolated' }] },
