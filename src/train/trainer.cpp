@@ -563,7 +563,9 @@ void Trainer::run() {
     if (!o.save.empty() && o.save_interval > 0 && m.iteration % o.save_interval == 0) m.save();
     const double minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60.0;
     const bool by_interval = o.exit_interval > 0 && m.iteration % o.exit_interval == 0;
-    const bool by_time = o.exit_duration_in_mins > 0.0 && minutes >= o.exit_duration_in_mins;
+    bool by_time = o.exit_duration_in_mins > 0.0 && minutes >= o.exit_duration_in_mins;
+    // Clocks differ between ranks: they stop together when any one of them has run out of time.
+    if (o.exit_duration_in_mins > 0.0 && m.comm->size() > 1) by_time = m.dp->sum(by_time ? 1.0 : 0.0) > 0.0;
     if ((by_interval || by_time) && m.iteration < m.train_iters) {
       if (!o.save.empty() && m.last_saved != m.iteration) m.save();
       m.log << "exiting at iteration " << m.iteration
