@@ -1,4 +1,5 @@
 // defines: add_train_command(): `lmforge train gpt`, Megatron's pretrain_gpt.py flags on lmforge's trainer
+#include <cstdio>
 #include <iostream>
 #include <memory>
 
@@ -17,8 +18,8 @@ namespace {
 struct UnsetFlags {
   int64_t train_iters = -1, train_samples = -1, lr_decay_iters = -1, lr_decay_samples = -1;
   double lr_warmup_fraction = -1.0, start_weight_decay = -1.0, end_weight_decay = -1.0;
-  CLI::Option *train_iters_opt, *train_samples_opt, *lr_decay_iters_opt, *lr_decay_samples_opt,
-      *lr_warmup_fraction_opt, *start_weight_decay_opt, *end_weight_decay_opt;
+  CLI::Option *train_iters_opt, *train_samples_opt, *lr_decay_iters_opt, *lr_decay_samples_opt, *lr_warmup_fraction_opt,
+      *start_weight_decay_opt, *end_weight_decay_opt;
 };
 
 // One process, or every rank of an MPI job (mpirun, or srun with Open MPI's PMI support). Under MPI any error on
@@ -45,6 +46,22 @@ void run_training(train::TrainOptions options) {
     std::ostream quiet(nullptr);  // only rank 0 logs
     train::Trainer trainer(std::move(options), comm->rank() == 0 ? std::cout : quiet, *comm);
     trainer.run();
+    // What each step put on the wire, against a bandwidth-optimal all-reduce of the fp32 gradients
+    // (reduce-scatter + all-gather, 2·(N−1)/N·4·P bytes per rank; the distributed optimizer moves the same
+    // volume: gradients reduce-scattered, parameters all-gathered).
+    const size_t steps = trainer.history().size();
+    if (comm->rank() == 0 && steps > 0) {
+      const dist::CommStats& s = comm->stats();
+      const double n = comm->size(), params = (double)trainer.model().num_parameters();
+      const double per_step = double(s.reduce_scatter_bytes + s.all_gather_bytes) / (double)steps;
+      const double theory = 2.0 * (n - 1.0) / n * 4.0 * params;
+      std::printf("communication per iteration on rank 0: %.0f bytes (reduce-scatter %.0f, all-gather %.0f; "
+                  "theory 2(N-1)/N x 4 x %.0f parameters = %.0f, ratio %.4f); small all-reduces %llu bytes in "
+                  "all, broadcasts %llu\n",
+                  per_step, (double)s.reduce_scatter_bytes / (double)steps, (double)s.all_gather_bytes / (double)steps,
+                  params, theory, per_step / theory, (unsigned long long)s.all_reduce_bytes,
+                  (unsigned long long)s.broadcast_bytes);
+    }
     std::cout.flush();
     comm->barrier();
   } catch (const std::exception& e) {
@@ -102,29 +119,34 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--global-batch-size", o->global_batch_size,
                   "Samples per optimizer step (a multiple of --micro-batch-size; default: the micro batch)");
   optim::LrScheduleArgs& s = o->schedule;
-  unset->train_iters_opt = cmd->add_option("--train-iters", unset->train_iters, "Optimizer steps to train (or --train-samples)");
-  unset->train_samples_opt = cmd->add_option("--train-samples", unset->train_samples, "Samples to train on (or --train-iters)");
+  unset->train_iters_opt =
+      cmd->add_option("--train-iters", unset->train_iters, "Optimizer steps to train (or --train-samples)");
+  unset->train_samples_opt =
+      cmd->add_option("--train-samples", unset->train_samples, "Samples to train on (or --train-iters)");
   cmd->add_option("--lr", s.lr, "Peak learning rate")->required();
   cmd->add_option("--min-lr", s.min_lr, "Learning rate at the end of the decay")->capture_default_str();
   cmd->add_option("--lr-decay-style", s.lr_decay_style, "Decay after warm-up")
       ->check(CLI::IsMember({"constant", "linear", "cosine", "inverse-square-root"}))
       ->capture_default_str();
-  unset->lr_decay_iters_opt = cmd->add_option("--lr-decay-iters", unset->lr_decay_iters, "Iterations of decay (default: --train-iters)");
-  unset->lr_decay_samples_opt = cmd->add_option("--lr-decay-samples", unset->lr_decay_samples, "Samples of decay (default: --train-samples)");
-  unset->lr_warmup_fraction_opt = cmd->add_option("--lr-warmup-fraction", unset->lr_warmup_fraction, "Warm-up as a fraction of the decay steps");
+  unset->lr_decay_iters_opt =
+      cmd->add_option("--lr-decay-iters", unset->lr_decay_iters, "Iterations of decay (default: --train-iters)");
+  unset->lr_decay_samples_opt =
+      cmd->add_option("--lr-decay-samples", unset->lr_decay_samples, "Samples of decay (default: --train-samples)");
+  unset->lr_warmup_fraction_opt =
+      cmd->add_option("--lr-warmup-fraction", unset->lr_warmup_fraction, "Warm-up as a fraction of the decay steps");
   cmd->add_option("--lr-warmup-iters", s.lr_warmup_iters, "Warm-up iterations")->capture_default_str();
   cmd->add_option("--lr-warmup-samples", s.lr_warmup_samples, "Warm-up samples")->capture_default_str();
-  cmd->add_option("--lr-warmup-init", s.lr_warmup_init, "Learning rate at the start of warm-up")
-      ->capture_default_str();
+  cmd->add_option("--lr-warmup-init", s.lr_warmup_init, "Learning rate at the start of warm-up")->capture_default_str();
   cmd->add_option("--weight-decay", s.weight_decay, "Decoupled weight decay of matrices (AdamW)")
       ->capture_default_str();
-  unset->start_weight_decay_opt = cmd->add_option("--start-weight-decay", unset->start_weight_decay, "Weight decay at the start (incr. style)");
-  unset->end_weight_decay_opt = cmd->add_option("--end-weight-decay", unset->end_weight_decay, "Weight decay at the end (incr. style)");
+  unset->start_weight_decay_opt =
+      cmd->add_option("--start-weight-decay", unset->start_weight_decay, "Weight decay at the start (incr. style)");
+  unset->end_weight_decay_opt =
+      cmd->add_option("--end-weight-decay", unset->end_weight_decay, "Weight decay at the end (incr. style)");
   cmd->add_option("--weight-decay-incr-style", s.weight_decay_incr_style, "constant, linear or cosine")
       ->check(CLI::IsMember({"constant", "linear", "cosine"}))
       ->capture_default_str();
-  cmd->add_option("--clip-grad", o->clip_grad, "Clip the global gradient norm to this (0: off)")
-      ->capture_default_str();
+  cmd->add_option("--clip-grad", o->clip_grad, "Clip the global gradient norm to this (0: off)")->capture_default_str();
   cmd->add_option("--adam-beta1", o->adam.beta1, "AdamW beta1")->capture_default_str();
   cmd->add_option("--adam-beta2", o->adam.beta2, "AdamW beta2")->capture_default_str();
   cmd->add_option("--adam-eps", o->adam.eps, "AdamW epsilon")->capture_default_str();
