@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <utility>
@@ -351,6 +352,11 @@ std::optional<PrepSummary> run_mpi(const PrepOptions& options, uint64_t shard_by
           pending.push_back(s.index);
       }
       plan_text = plan_to_json(plan);
+      // Largest first (longest-processing-time order): a big compressed file handed out last would leave every
+      // other rank idle while one works through it. Output order is the plan's, whatever the hand-out order.
+      std::stable_sort(pending.begin(), pending.end(), [&](uint32_t a, uint32_t b) {
+        return plan.shards[a].piece.size > plan.shards[b].piece.size;
+      });
     }
     mpi.broadcast(plan_text);
     if (me != 0) plan = plan_from_json(plan_text, "plan from rank 0");

@@ -65,8 +65,11 @@ long found_complete(const std::string& log) {
 TEST(DistributedPrepCli, MpirunWithFourRanksEqualsMegatron) {
   TempDir dir;
   auto r = run_command(mpirun(4) + prep_args(shared_path("data/sample/sample.jsonl"), dir.file("s")) +
-                       " --shard-size 128K --progress-seconds 0.05");
+                       " --shard-size 128K --progress-seconds 0.02");
   ASSERT_EQ(r.status, 0) << r.output;
+  // Rank 0 prints progress aggregated over all ranks.
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("prep: shards [0-9]+/22 \\| [0-9.]+ MB of 2\\.9 MB \\([0-9]+%\\) \\| [0-9.]+ MB/s")))
+      << r.output;
   expect_same_bytes(dir.file("s_text_document"), shared_path(kRef));
   EXPECT_NE(r.output.find("on 4 ranks; found 0 of 22 shards complete, 22 to prepare"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("per-rank report"), std::string::npos) << r.output;
