@@ -1,36 +1,49 @@
 #!/usr/bin/env bash
-# GPT-2 training throughput (forward + backward + AdamW, fp32, 2 threads, median of N steps): lmforge's bench_train
-# and the PyTorch peer (bench/train_bench_torch.py) on the same configurations in one run, with the ratio.
-#   usage: bench/run_train_bench.sh [CONFIGS (A, B or AB; default AB)] [STEPS (default 8)]
+# GPT-2 training throughput (forward + backward + AdamW, fp32, 2 threads, median of STEPS steps): lmforge's
+# bench_train and the PyTorch peer (bench/train_bench_torch.py) on the same configurations in one run, with
+# the ratio.
+#   usage: bench/run_train_bench.sh [CONFIGS (A, B or AB; default AB)] [STEPS (default 8)] [ROUNDS (default 1)]
 # Configurations (docs/gpt2-reference-notes.md): A = vocab 50257 (padded 50304), 4 layers, hidden 256, 4 heads,
 # seq 256, batch 4; B = GPT-2 124M, seq 256, batch 2.
-# Each side runs twice: with the OpenBLAS core this environment picks (OPENBLAS_CORETYPE as set, which may cap
-# it at AVX2), and with OPENBLAS_CORETYPE=SkylakeX (AVX-512). The PyTorch rows use Debian's torch, whose BLAS is
-# whatever libblas.so.3 points at (OpenBLAS here when update-alternatives selects it), with glibc malloc told
-# to keep freed memory (MALLOC_MMAP_MAX_=0, MALLOC_TRIM_THRESHOLD_ huge) — the strongest peer row of the notes.
+# Each side runs with the OpenBLAS core this environment picks (OPENBLAS_CORETYPE as set, which may cap it at
+# AVX2) and with OPENBLAS_CORETYPE=SkylakeX (AVX-512). The PyTorch rows use Debian's torch, whose BLAS is
+# whatever libblas.so.3 points at (printed first), with glibc malloc told to keep freed memory
+# (MALLOC_MMAP_MAX_=0, MALLOC_TRIM_THRESHOLD_ huge): the strongest peer setup of the notes.
+# On a shared machine give ROUNDS > 1: the two sides alternate ROUNDS times and each keeps its best round, so
+# a burst of someone else's load does not decide the ratio.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 configs=${1:-AB}
 steps=${2:-8}
+rounds=${3:-1}
 build=${BUILD_DIR:-$root/build}
 bin=$build/bench/bench_train
 [ -x "$bin" ] || { cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null; cmake --build "$build" --target bench_train -j2 >/dev/null; }
-echo "libblas.so.3 -> $(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)"
+echo "libblas.so.3 -> $(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3); load $(cut -d' ' -f1-3 /proc/loadavg)"
 export OMP_NUM_THREADS=2
 tuned_malloc=(MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=100000000000)
+toks() { echo "$1" | grep "^$2 $3:" | sed -E 's/.* ([0-9]+) tok\/s.*/\1/'; }
 for core in "${OPENBLAS_CORETYPE:-default}" SkylakeX; do
   if [ "$core" = default ]; then coreenv=(); else coreenv=(OPENBLAS_CORETYPE=$core); fi
   echo "== OPENBLAS_CORETYPE=$core"
-  ours=$(env "${coreenv[@]}" "$bin" --config "$configs" --steps "$steps")
-  echo "$ours"
-  theirs=$(env "${coreenv[@]}" "${tuned_malloc[@]}" /usr/bin/python3 "$root/bench/train_bench_torch.py" \
-    --config "$configs" --steps "$steps" --threads 2)
-  echo "$theirs"
-  for c in $(echo "$configs" | grep -o .); do
-    a=$(echo "$ours" | grep "^lmforge $c:" | sed -E 's/.* ([0-9]+) tok\/s.*/\1/')
-    b=$(echo "$theirs" | grep "^torch $c:" | sed -E 's/.* ([0-9]+) tok\/s.*/\1/')
-    awk -v c="$c" -v a="$a" -v b="$b" -v core="$core" \
-      'BEGIN { printf "ratio %s (%s): lmforge %d tok/s / torch %d tok/s = %.2fx\n", c, core, a, b, a / b }'
+  declare -A best_ours=() best_theirs=()
+  for r in $(seq 1 "$rounds"); do
+    ours=$(env "${coreenv[@]}" "$bin" --config "$configs" --steps "$steps")
+    echo "$ours" | sed "s/^/[round $r] /"
+    theirs=$(env "${coreenv[@]}" "${tuned_malloc[@]}" /usr/bin/python3 "$root/bench/train_bench_torch.py" \
+      --config "$configs" --steps "$steps" --threads 2)
+    echo "$theirs" | sed "s/^/[round $r] /"
+    for c in $(echo "$configs" | grep -o .); do
+      a=$(toks "$ours" lmforge "$c"); b=$(toks "$theirs" torch "$c")
+      [ "${best_ours[$c]:-0}" -ge "$a" ] || best_ours[$c]=$a
+      [ "${best_theirs[$c]:-0}" -ge "$b" ] || best_theirs[$c]=$b
+    done
   done
+  for c in $(echo "$configs" | grep -o .); do
+    awk -v c="$c" -v a="${best_ours[$c]}" -v b="${best_theirs[$c]}" -v core="$core" -v r="$rounds" \
+      'BEGIN { printf "ratio %s (%s, best of %d): lmforge %d tok/s / torch %d tok/s = %.2fx\n", c, core, r, a, b, a / b }'
+  done
+  unset best_ours best_theirs
 done
+echo "load at the end $(cut -d' ' -f1-3 /proc/loadavg)"
