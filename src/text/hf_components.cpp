@@ -340,6 +340,113 @@ class StripNormalizer final : public HfNormalizer {
   }
 };
 
+// Precompiled: SentencePiece's normalization rules (e.g. nmt_nfkc) as HF's spm_precompiled runs them. The charsmap
+// is a darts-clone double-array trie over UTF-8 byte strings whose values index NUL-terminated replacements. Each
+// extended grapheme cluster shorter than 6 bytes is looked up whole; otherwise (or when it has no entry) each of
+// its characters is. As in spm_precompiled, a lookup takes the shortest entry that is a prefix of the chunk.
+class PrecompiledNormalizer final : public HfNormalizer {
+ public:
+  PrecompiledNormalizer(const std::string& charsmap, const std::string& path, const Context& cx) {
+    if (charsmap.size() < 4) cx.fail(path, "precompiled_charsmap is too short");
+    uint32_t trie_size;
+    std::memcpy(&trie_size, charsmap.data(), 4);
+    if (trie_size % 4 != 0 || trie_size == 0 || 4 + size_t(trie_size) > charsmap.size())
+      cx.fail(path, "precompiled_charsmap: bad trie size " + std::to_string(trie_size));
+    array_.resize(trie_size / 4);
+    std::memcpy(array_.data(), charsmap.data() + 4, trie_size);
+    normalized_ = charsmap.substr(4 + trie_size);
+  }
+  void normalize(std::string& s) const override {
+    std::string out;
+    out.reserve(s.size() + 8);
+    size_t g = 0;  // start of the current grapheme
+    utf8proc_int32_t state = 0;
+    int len0;
+    uint32_t prev = s.empty() ? 0 : next_char(s, 0, len0);
+    for (size_t i = s.empty() ? 0 : size_t(len0);; ) {
+      bool boundary = i >= s.size();
+      int len = 0;
+      uint32_t cp = 0;
+      if (!boundary) {
+        cp = next_char(s, i, len);
+        boundary = utf8proc_grapheme_break_stateful(utf8proc_int32_t(prev), utf8proc_int32_t(cp), &state);
+      }
+      if (boundary && i > g) {
+        emit_grapheme(std::string_view(s).substr(g, i - g), out);
+        g = i;
+      }
+      if (i >= s.size()) break;
+      prev = cp;
+      i += size_t(len);
+    }
+    s.swap(out);
+  }
+
+ private:
+  void emit_grapheme(std::string_view grapheme, std::string& out) const {
+    if (grapheme.size() < 6 && transform(grapheme, out)) return;
+    for (size_t k = 0; k < grapheme.size();) {
+      int len;
+      next_char(grapheme, k, len);
+      const std::string_view part = grapheme.substr(k, size_t(len));
+      if (!transform(part, out)) out.append(part);
+      k += size_t(len);
+    }
+  }
+  // Appends the replacement of the shortest entry that prefixes `chunk`; false when none does.
+  bool transform(std::string_view chunk, std::string& out) const {
+    auto offset = [](uint32_t u) { return size_t(u >> 10) << ((u & (1u << 9)) >> 6); };
+    size_t node = offset(array_[0]);
+    for (const char ch : chunk) {
+      const auto c = static_cast<uint8_t>(ch);
+      if (c == 0) return false;
+      node ^= c;
+      if (node >= array_.size()) return false;
+      const uint32_t unit = array_[node];
+      if ((unit & ((1u << 31) | 0xFF)) != c) return false;
+      node ^= offset(unit);
+      if (node >= array_.size()) return false;
+      if ((unit >> 8) & 1) {
+        const size_t at = array_[node] & ((1u << 31) - 1);
+        if (at > normalized_.size()) return false;
+        const size_t end = normalized_.find('\0', at);
+        out.append(normalized_, at, (end == std::string::npos ? normalized_.size() : end) - at);
+        return true;
+      }
+    }
+    return false;
+  }
+  std::vector<uint32_t> array_;
+  std::string normalized_;
+};
+
+std::string base64_decode(std::string_view in, const std::string& path, const Context& cx) {
+  auto val = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  std::string out;
+  out.reserve(in.size() / 4 * 3);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (const char c : in) {
+    if (c == '=') break;
+    const int v = val(c);
+    if (v < 0) cx.fail(path, "precompiled_charsmap is not base64");
+    acc = (acc << 6) | uint32_t(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(char((acc >> bits) & 0xFF));
+    }
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Pre-tokenizers
 
@@ -870,9 +977,13 @@ std::unique_ptr<HfNormalizer> make_normalizer(const element& e, const std::strin
     s->right = get_bool(e, "strip_right", true, path, cx);
     return s;
   }
+  if (type == "Precompiled") {
+    const std::string b64 = get_string(e, "precompiled_charsmap", path, cx);
+    return std::make_unique<PrecompiledNormalizer>(base64_decode(b64, path + ".precompiled_charsmap", cx), path, cx);
+  }
   cx.fail(path, "normalizer type \"" + type +
                     "\" is not supported (supported: NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, "
-                    "BertNormalizer, Replace, Prepend, Strip, Sequence)");
+                    "BertNormalizer, Replace, Prepend, Strip, Precompiled, Sequence)");
 }
 
 std::unique_ptr<HfPreTokenizer> make_pre_tokenizer(const element& e, const std::string& path, const Context& cx) {

@@ -3,7 +3,8 @@
 // shared sample corpus plus every edge case. The C++ tests compare lmforge with these ids; nothing here is ours.
 //
 //   node tests/text/hf_fixtures/make_fixtures.js [shared-dir]
-// Needs the npm package: bench/peers/node_modules/tokenizers (npm ci in bench/peers) or tokenizers on NODE_PATH.
+// Needs the npm package: bench/peers/node_modules/tokenizers (npm ci in bench/peers) or tokenizers on NODE_PATH,
+// and Debian's python3-sentencepiece for the nmt_nfkc charsmap (gen_charsmap.py).
 'use strict';
 const fs = require('fs');
 const os = require('os');
@@ -33,7 +34,8 @@ for (const e of edges) refs.push({ src: 'edge', id: e.id, text: e.text });
 // Added tokens written in the text (matched even without special tokens), lstrip, and piece-start effects.
 const extras = ['Hello <mask> world</s>', '<s>a</s>', '  <mask>  x', 'x<|end_of_text|>y <|begin_of_text|>', '<unk><unk>',
   '[CLS] hi [SEP][MASK]', 'a</s> b', '<s> </s>', '<pad>', 'über<mask>', '<mask', '1234567 99.5%',
-  'foo foobar barfoo foo. _foo', 'zz   next zz', 'a <extra_0> b<extra_0>', '<extra_0>', 'A NEW THING, new thing!'];
+  'foo foobar barfoo foo. _foo', 'zz   next zz', 'a <extra_0> b<extra_0>', '<extra_0>', 'A NEW THING, new thing!',
+  'Ｆｕｌｌｗｉｄｔｈ １２３ ﬁ ① ™ … ＡＢＣ ｶﾀｶﾅ', 'tab\there\u0000nul\u200bzw\u00adsoft \u3000ideo', 'e\u0301\u0323 \u1100\u1161\u11a8 🇩🇪👍🏽'];
 extras.forEach((text, i) => refs.push({ src: 'extra', id: `x${i}`, text }));
 
 function trained(model, setup) {
@@ -147,6 +149,12 @@ const uni = trained(tk.Unigram.empty(), (t) => {
     decoder: { type: 'Metaspace', replacement: '▁', prepend_scheme: 'always', split: true },
     model: { type: 'Unigram', unk_id: 2, vocab, byte_fallback: false },
   });
+  // The same with SentencePiece's real nmt_nfkc charsmap (Precompiled), as HF's T5 conversion writes it.
+  const charsmap = require('child_process').execFileSync(process.env.PYTHON || '/usr/bin/python3',
+    [path.join(__dirname, 'gen_charsmap.py')], { maxBuffer: 1 << 26 }).toString().trim();
+  families.t5spm = base({ ...families.t5,
+    normalizer: { type: 'Sequence', normalizers: [{ type: 'Precompiled', precompiled_charsmap: charsmap },
+      { type: 'Replace', pattern: { Regex: ' {2,}' }, content: ' ' }] } });
   // XLM-R-like variant: WhitespaceSplit then Metaspace "first", byte fallback for characters without a piece.
   const bytes = [];
   for (let b = 0; b < 256; b++) bytes.push([`<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`, 0]);
