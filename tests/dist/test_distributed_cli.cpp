@@ -62,6 +62,17 @@ long found_complete(const std::string& log) {
   return std::stol(m[1]);
 }
 
+TEST(DistributedPrepCli, HelpExplainsShardingFlagsAndLaunchers) {
+  auto r = run_command(std::string(LMFORGE_EXE) + " prep --help");
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* text : {"--shard-size", "--rank", "--world-size", "--no-mpi", "mpirun -np N", "SLURM_ARRAY_TASK_ID",
+                           "SLURM_PROCID", "JOB_COMPLETION_INDEX", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                           "lmforge merge --shards", "found complete"})
+    EXPECT_NE(r.output.find(text), std::string::npos) << text;
+  r = run_command(std::string(LMFORGE_EXE) + " merge --help");
+  EXPECT_NE(r.output.find("--shards"), std::string::npos) << r.output;
+}
+
 TEST(DistributedPrepCli, MpirunWithFourRanksEqualsMegatron) {
   TempDir dir;
   auto r = run_command(mpirun(4) + prep_args(shared_path("data/sample/sample.jsonl"), dir.file("s")) +
