@@ -277,6 +277,36 @@ TEST(Gpt2Bpe, InvalidUtf8IsTokenizedAndDecodesLikePython) {
   EXPECT_THROW(gpt2().decode(std::vector<int32_t>{-1}), Error);
 }
 
+// Random byte strings (mostly malformed UTF-8) and random code point strings: no crash, and the tokens' bytes
+// always spell the input exactly.
+TEST(Gpt2Bpe, RandomInputsRoundTripBytes) {
+  std::mt19937 rng(3);
+  auto encoder = gpt2().make_encoder();
+  const uint32_t interesting[] = {' ', '\n', '\'', 's', 'a', '1', 0xA0, 0x85, 0x301, 0x4E2D, 0x10D4A, 0x1F600, 0x3000};
+  for (int round = 0; round < 3000; ++round) {
+    std::string text;
+    const size_t len = rng() % 40;
+    for (size_t i = 0; i < len; ++i) {
+      if (round % 2 == 0) {
+        text.push_back(char(rng() & 0xFF));
+      } else {
+        uint32_t cp = interesting[rng() % std::size(interesting)];
+        if (rng() % 4 == 0) cp = rng() % 0x110000;
+        if (cp >= 0xD800 && cp <= 0xDFFF) cp = 'x';
+        if (cp < 0x80) text.push_back(char(cp));
+        else if (cp < 0x800) text += {char(0xC0 | (cp >> 6)), char(0x80 | (cp & 0x3F))};
+        else if (cp < 0x10000) text += {char(0xE0 | (cp >> 12)), char(0x80 | ((cp >> 6) & 0x3F)), char(0x80 | (cp & 0x3F))};
+        else text += {char(0xF0 | (cp >> 18)), char(0x80 | ((cp >> 12) & 0x3F)), char(0x80 | ((cp >> 6) & 0x3F)), char(0x80 | (cp & 0x3F))};
+      }
+    }
+    std::vector<int32_t> ids;
+    encoder->encode(text, ids);
+    std::string raw;
+    for (int32_t id : ids) raw += gpt2().token_bytes(id);
+    ASSERT_EQ(raw, text) << "round " << round;
+  }
+}
+
 TEST(Gpt2Bpe, FactoryMakesGpt2AndRejectsUnknownTypes) {
   TokenizerOptions options;
   options.type = "GPT2BPETokenizer";
