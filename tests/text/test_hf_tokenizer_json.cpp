@@ -157,7 +157,8 @@ TEST_P(Family, IdsDecodeAndVocabSizeMatchHuggingFace) {
 }
 
 INSTANTIATE_TEST_SUITE_P(HfFixtures, Family,
-                         ::testing::Values("roberta", "llama3", "llama2", "t5", "t5spm", "xlmr", "wordpiece"));
+                         ::testing::Values("roberta", "llama3", "llama2", "t5", "t5spm", "xlmr", "wordpiece",
+                                           "subword"));
 
 // The shared GPT-2 and BERT tokenizer.json files against the shared HF ids: whole sample corpus + edge cases.
 void check_shared(const std::string& json, const std::string& sample_ids, const std::string& edge_key,

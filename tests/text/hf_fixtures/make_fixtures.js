@@ -191,6 +191,62 @@ const uni = trained(tk.Unigram.empty(), (t) => {
   });
 }
 
+// 6. Word-internal BPE with continuing_subword_prefix "##" and end_of_word_suffix "</w>" (the trainer here is a
+// plain pair-counting loop: HF's own trainer is not reachable with these options from Node; validity is all that
+// matters, the reference ids come from HF), unk without byte fallback, and a Split/Punctuation/Digits pipeline.
+{
+  const P = '##', S = '</w>';
+  const counts = new Map();
+  for (const line of fs.readFileSync(trainFile, 'utf8').split('\n').slice(0, 1500)) {
+    for (const w of line.normalize('NFKC').toLowerCase().split(/\s+/)) {
+      if (w && [...w].length <= 20) counts.set(w, (counts.get(w) || 0) + 1);
+    }
+  }
+  const words = [...counts.entries()].map(([w, n]) => {
+    const cs = [...w];
+    return { n, sym: cs.map((c, i) => (i > 0 ? P : '') + c + (i === cs.length - 1 ? S : '')) };
+  });
+  const vocab = { '<unk>': 0 };
+  const addTok = (t) => { if (!(t in vocab)) vocab[t] = Object.keys(vocab).length; };
+  for (const w of words) for (const t of w.sym) addTok(t);
+  const merges = [];
+  for (let m = 0; m < 1200; m++) {
+    const pairs = new Map();
+    for (const w of words) {
+      for (let i = 0; i + 1 < w.sym.length; i++) {
+        const k = w.sym[i] + ' ' + w.sym[i + 1];
+        pairs.set(k, (pairs.get(k) || 0) + w.n);
+      }
+    }
+    let best = null, bestN = 0;
+    for (const [k, n] of pairs) if (n > bestN) { best = k; bestN = n; }
+    if (!best) break;
+    const [a, b] = best.split(' ');
+    const merged = a + b.slice(P.length);
+    merges.push([a, b]);
+    addTok(merged);
+    for (const w of words) {
+      const out = [];
+      for (let i = 0; i < w.sym.length; i++) {
+        if (i + 1 < w.sym.length && w.sym[i] === a && w.sym[i + 1] === b) { out.push(merged); i++; } else out.push(w.sym[i]);
+      }
+      w.sym = out;
+    }
+  }
+  families.subword = base({
+    added_tokens: [added(0, '<unk>')],
+    normalizer: { type: 'Sequence', normalizers: [{ type: 'NFKC' }, { type: 'Lowercase' },
+      { type: 'Strip', strip_left: true, strip_right: true }] },
+    pre_tokenizer: { type: 'Sequence', pretokenizers: [{ type: 'WhitespaceSplit' },
+      { type: 'Split', pattern: { String: '-' }, behavior: 'MergedWithNext', invert: false },
+      { type: 'Punctuation', behavior: 'Contiguous' }, { type: 'Digits', individual_digits: false },
+      { type: 'Split', pattern: { Regex: '[aeiou]{2,}' }, behavior: 'MergedWithPrevious', invert: false }] },
+    decoder: { type: 'BPEDecoder', suffix: S },
+    model: { type: 'BPE', dropout: null, unk_token: '<unk>', continuing_subword_prefix: P, end_of_word_suffix: S,
+      fuse_unk: false, byte_fallback: false, ignore_merges: false, vocab, merges },
+  });
+}
+
 // Reference ids (encode without special tokens: added tokens in the text are still matched), the vocabulary size
 // with added tokens, and decoded text of the edge cases.
 (async () => {
