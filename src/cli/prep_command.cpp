@@ -60,7 +60,7 @@ void add_prep_command(CLI::App& app) {
       "--world-size or --shard-size, or when a launcher's environment gives more than one process:\n"
       "  mpirun -np N lmforge prep ...   MPI gives rank and size; rank 0 hands out shards on request (a slow "
       "process takes fewer), prints progress for all, and assembles at the end. Any failure ends the job "
-      "non-zero with the rank and reason. Set --workers to the cores per process.\n"
+      "non-zero with the rank and reason. Without --workers each rank takes its share of its node's cores.\n"
       "  Otherwise rank and world size come from, in this order: --rank/--world-size; SLURM_ARRAY_TASK_ID "
       "(minus SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_COUNT; SLURM_PROCID / SLURM_NTASKS; JOB_COMPLETION_INDEX "
       "(Kubernetes indexed job; give the count as --world-size); OMPI_COMM_WORLD_RANK/SIZE (with --no-mpi); "

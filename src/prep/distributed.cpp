@@ -21,6 +21,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <memory>
@@ -326,7 +327,20 @@ std::optional<PrepSummary> run_static(const PrepOptions& options, uint64_t shard
 // ------------------------------------------------------------------------------------------------------------
 // MPI: dynamic hand-out by rank 0
 
-std::optional<PrepSummary> run_mpi(const PrepOptions& options, uint64_t shard_bytes, std::ostream& out) {
+// --workers 0 means every core; with several ranks on one node that would oversubscribe it, so under mpirun each
+// rank takes its share of the node's cores (Open MPI says how many ranks share this node).
+PrepOptions with_node_share_of_cores(const PrepOptions& options) {
+  PrepOptions o = options;
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (o.workers == 0 && local) {
+    const long ranks_here = std::max(1L, std::strtol(local, nullptr, 10));
+    o.workers = static_cast<int>(std::max(1L, static_cast<long>(std::thread::hardware_concurrency()) / ranks_here));
+  }
+  return o;
+}
+
+std::optional<PrepSummary> run_mpi(const PrepOptions& options_in, uint64_t shard_bytes, std::ostream& out) {
+  const PrepOptions options = with_node_share_of_cores(options_in);
   dist::MpiSession mpi;
   const int me = mpi.rank(), world = mpi.size();
   const std::string host = mpi.processor_name();
