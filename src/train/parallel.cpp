@@ -55,6 +55,20 @@ DataParallel::DataParallel(dist::Communicator& comm, std::vector<optim::ParamSpa
 
 DataParallel::~DataParallel() = default;
 
+void DataParallel::set_model_parallel(dist::Communicator* model_parallel, std::vector<bool> counted_in_norm) {
+  if (counted_in_norm.size() != spans_.size()) throw std::logic_error("set_model_parallel: one flag per span");
+  model_parallel_ = model_parallel;
+  counted_.clear();
+  size_t at = 0;
+  for (size_t i = 0; i < spans_.size(); i++) {
+    if (counted_in_norm[i]) {
+      if (!counted_.empty() && counted_.back().second == at) counted_.back().second = at + spans_[i].size;
+      else counted_.push_back({at, at + spans_[i].size});
+    }
+    at += spans_[i].size;
+  }
+}
+
 double DataParallel::sum(double local) {
   comm_.all_reduce_sum(&local, 1);
   return local;
@@ -62,7 +76,7 @@ double DataParallel::sum(double local) {
 
 double DataParallel::reduce_gradients(int64_t global_micro_batches, double max_norm) {
   const float scale = 1.0f / (float)global_micro_batches;
-  if (comm_.size() == 1 && !distributed_) {
+  if (comm_.size() == 1 && !distributed_ && model_parallel_ == nullptr) {
     // One process: exactly the single-process trainer's arithmetic.
     if (global_micro_batches > 1) optim::scale_grads(spans_, scale);
     return optim::clip_grad_norm(spans_, max_norm);
@@ -78,11 +92,19 @@ double DataParallel::reduce_gradients(int64_t global_micro_batches, double max_n
 #pragma omp parallel for simd schedule(static) if (len > 65536)
       for (int64_t i = 0; i < len; i++) g[i] *= scale;
     }
+    if (model_parallel_ == nullptr) {
 #pragma omp parallel for simd reduction(+ : s) schedule(static) if (len > 65536)
-    for (int64_t i = 0; i < len; i++) s += (double)g[i] * (double)g[i];
+      for (int64_t i = 0; i < len; i++) s += (double)g[i] * (double)g[i];
+    } else {
+      for (const auto& [lo, hi] : counted_) {
+        const size_t a = std::max(lo, k.mine_begin), b = std::min(hi, k.mine_end);
+        for (size_t i = a; i < b; i++) s += (double)grads_[i] * (double)grads_[i];
+      }
+    }
     sq += s;
   }
   comm_.all_reduce_sum(&sq, 1);
+  if (model_parallel_ != nullptr) model_parallel_->all_reduce_sum(&sq, 1);
   const double norm = std::sqrt(sq);
   const float coef = optim::clip_coefficient(norm, max_norm);
   for (const Bucket& k : buckets_) {

@@ -39,6 +39,10 @@ class DataParallel {
 
   static constexpr size_t kDefaultBucketElements = size_t(1) << 22;  // 16 MB of fp32 gradients per bucket
 
+  // With tensor parallelism: the global norm also sums over `model_parallel` (the tensor-parallel group), and
+  // spans replicated across it (counted_in_norm[i] false on all but one of its ranks) are counted once.
+  void set_model_parallel(dist::Communicator* model_parallel, std::vector<bool> counted_in_norm);
+
   int rank() const { return comm_.rank(); }
   int size() const { return comm_.size(); }
   bool distributed_optimizer() const { return distributed_; }
@@ -85,6 +89,8 @@ class DataParallel {
   optim::AdamWConfig adam_;
   bool distributed_;
   std::vector<Bucket> buckets_;
+  dist::Communicator* model_parallel_ = nullptr;
+  std::vector<std::pair<size_t, size_t>> counted_;  // flat ranges counted in the norm (model parallel only)
   std::unique_ptr<optim::AdamW> full_;                 // plain DP; or a temporary whole copy (checkpoints)
   std::vector<std::unique_ptr<optim::AdamW>> shards_;  // distributed optimizer: one per bucket
 };
