@@ -5,11 +5,14 @@
 // Each section is one pass over the shards' mapped .idx files, so only one shard's index is touched at a time.
 #include "prep/shard_assembly.h"
 
+#include <glob.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "data/file_util.h"
@@ -109,6 +112,19 @@ void assemble_key(const std::string& output_prefix, const ShardPlan& plan, const
                   data::dtype_name(dtype));
     S += ds->sequence_count();
     D += ds->document_count();
+  }
+  // An assembly killed earlier on this host left its temporaries (as large as the dataset): remove them.
+  for (const char* ext : {".bin", ".idx"}) {
+    const std::string pattern = final_prefix + ext + ".tmp-" + host_name() + "-*";
+    glob_t matches{};
+    if (::glob(pattern.c_str(), 0, nullptr, &matches) == 0) {
+      for (size_t i = 0; i < matches.gl_pathc; ++i) {
+        const std::string path = matches.gl_pathv[i];
+        const long pid = std::strtol(path.c_str() + path.rfind('-') + 1, nullptr, 10);
+        if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) ::unlink(path.c_str());
+      }
+    }
+    ::globfree(&matches);
   }
   const std::string suffix = ".tmp-" + host_name() + "-" + std::to_string(::getpid());
   const std::string bin_final = final_prefix + ".bin", idx_final = final_prefix + ".idx";
