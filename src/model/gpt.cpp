@@ -335,7 +335,7 @@ const float* GPT::decode_step(const int32_t* tokens) {
   return dec_logits_;
 }
 
-void GPT::backward() {
+void GPT::backward(float loss_scale) {
   if (!have_targets_) throw Error("GPT backward: no forward() with targets precedes it (or backward already ran)");
   have_targets_ = false;
   const int B = B_, T = T_, C = config_.hidden, NH = config_.heads, L = config_.num_layers;
@@ -346,8 +346,8 @@ void GPT::backward() {
   float* wte = param("transformer.wte.weight");
   float* dwte = grad("transformer.wte.weight");
 
-  // Mean over N positions: each row's loss has weight 1/N. dlogits overwrite the logits in place.
-  kernels::crossentropy_backward(a.logits, a.logits, a.lse, targets_.data(), 1.0f / N, N, Vp);
+  // Mean over N positions: each row's loss has weight loss_scale/N. dlogits overwrite the logits in place.
+  kernels::crossentropy_backward(a.logits, a.logits, a.lse, targets_.data(), loss_scale / N, N, Vp);
   be.fill_zero(a.d_ln, NC);
   kernels::linear_backward(a.d_ln, dwte, nullptr, a.logits, a.lnf, wte, N, C, Vp, WeightLayout::OUT_IN);
   // d_res carries the gradient of the residual stream down through the blocks; each block's two layernorm

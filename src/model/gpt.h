@@ -83,9 +83,9 @@ class GPT {
   float forward(const int32_t* tokens, const int32_t* targets, int B, int T);
   // Logits [B,T,padded_vocab] of the last forward(); valid until backward(), which reuses them for dlogits.
   const float* logits() const { return acts_.logits; }
-  // Adds (+=) d(mean loss)/d(params) of the last forward() into grads(), so micro-batches accumulate; scale the
-  // sum (e.g. by 1/micro_batches) in the optimizer for an average.
-  void backward();
+  // Adds (+=) loss_scale · d(mean loss)/d(params) of the last forward() into grads(), so micro-batches
+  // accumulate; loss_scale = 1/micro_batches makes the sum Megatron's average at no extra pass over the grads.
+  void backward(float loss_scale = 1.0f);
   void zero_grad();
 
   // Inference: logits [B, padded_vocab] of the last position of each row (no targets, no loss).

@@ -166,6 +166,15 @@ TEST(GptModel, BackwardAccumulatesAndBuffersAreReusedAcrossShapes) {
   }
   EXPECT_GT(max_g, 0.0);
   EXPECT_LE(max_err, 1e-6 * max_g);
+  // backward(s) adds s times the gradient: two half-weighted micro-batches average to one full one.
+  model.zero_grad();
+  for (int k = 0; k < 2; k++) {
+    model.forward(tok.data(), tgt.data(), B, T);
+    model.backward(0.5f);
+  }
+  max_err = 0;
+  for (size_t i = 0; i < once.size(); i++) max_err = std::max(max_err, (double)std::fabs(model.grads()[i] - once[i]));
+  EXPECT_LE(max_err, 1e-6 * max_g);
   model.zero_grad();
   for (size_t i = 0; i < model.num_parameters(); i++) ASSERT_EQ(model.grads()[i], 0.0f);
 }
