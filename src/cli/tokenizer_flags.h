@@ -10,7 +10,8 @@ inline void add_tokenizer_flags(CLI::App* command, text::TokenizerOptions& optio
   command->add_option("--tokenizer-type", options.type,
                       "Tokenizer, by Megatron's name: GPT2BPETokenizer (byte-level BPE, needs --vocab-file and "
                       "--merge-file), BertWordPieceLowerCase or BertWordPieceCase (needs --vocab-file), "
-                      "PretrainedFromHF (any tokenizer.json, needs --tokenizer-name-or-path)")
+                      "PretrainedFromHF (any tokenizer.json, needs --tokenizer-name-or-path), SentencePieceTokenizer, "
+                      "GPTSentencePieceTokenizer or Llama2Tokenizer (a SentencePiece .model, needs --tokenizer-model)")
       ->capture_default_str();
   command->add_option("--vocab-file", options.vocab_file,
                       "Vocabulary: GPT-2's vocab.json (encoder.json) or BERT's vocab.txt");
@@ -21,6 +22,15 @@ inline void add_tokenizer_flags(CLI::App* command, text::TokenizerOptions& optio
                       "Ids equal HF's encode(text, add_special_tokens=False): added tokens written in the text are "
                       "matched, but no post-processor tokens (<s>, [CLS], [SEP]) are added, as for the other types "
                       "(Megatron's _AutoTokenizer calls tokenizer(text) and would add them)");
+  command->add_option("--tokenizer-model", options.model_file,
+                      "SentencePiece .model for SentencePieceTokenizer (Megatron's: <CLS> <SEP> <EOD> <MASK> and the "
+                      "model's pad/bos/eos pieces written in the text are matched as special tokens, added after the "
+                      "pieces when missing; end of document <EOD>), GPTSentencePieceTokenizer (plain spm encoding; "
+                      "end of document the model's eos, </s>) or Llama2Tokenizer (as GPT, with bos before every "
+                      "sentence). No bos/eos is added otherwise, as Megatron's preprocess");
+  command->add_option("--vocab-extra-ids", options.vocab_extra_ids,
+                      "SentencePieceTokenizer: number of T5 sentinel tokens <extra_id_0>.. added to the vocabulary")
+      ->check(CLI::NonNegativeNumber);
   command->add_option("--eod-token", options.eod_token,
                       "PretrainedFromHF: the token --append-eod appends (default: tokenizer_config.json's eos_token, "
                       "else the first of <|endoftext|>, </s>, <|end_of_text|>, <eos>, <|eos|>, [EOS] in the file)");

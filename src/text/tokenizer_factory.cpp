@@ -4,6 +4,7 @@
 #include "text/bert_wordpiece.h"
 #include "text/gpt2_bpe.h"
 #include "text/hf_tokenizer_json.h"
+#include "text/sentencepiece_tokenizer.h"
 #include "util/error.h"
 
 namespace lmforge::text {
@@ -29,9 +30,21 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
     hf.eod_token = options.eod_token;
     return load_hf_tokenizer(options.name_or_path, hf);
   }
+  // SentencePiece .model types, as Megatron's three wrappers of it (sentencepiece_tokenizer.h).
+  if (options.type == "SentencePieceTokenizer" || options.type == "GPTSentencePieceTokenizer" ||
+      options.type == "Llama2Tokenizer") {
+    if (options.model_file.empty())
+      throw Error("--tokenizer-type " + options.type + " needs --tokenizer-model (a SentencePiece .model file)");
+    if (!options.eod_token.empty()) throw Error("--eod-token applies to --tokenizer-type PretrainedFromHF only");
+    SentencePieceFlavor flavor = options.type == "SentencePieceTokenizer"      ? SentencePieceFlavor::kMegatron
+                                 : options.type == "GPTSentencePieceTokenizer" ? SentencePieceFlavor::kGpt
+                                                                               : SentencePieceFlavor::kLlama2;
+    return make_sentencepiece_tokenizer(options.model_file, flavor, options.vocab_extra_ids);
+  }
   if (!options.eod_token.empty()) throw Error("--eod-token applies to --tokenizer-type PretrainedFromHF only");
   throw Error("--tokenizer-type: unknown tokenizer \"" + options.type +
-              "\"; valid types: GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase, PretrainedFromHF");
+              "\"; valid types: GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase, PretrainedFromHF, "
+              "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer");
 }
 
 }  // namespace lmforge::text

@@ -9,13 +9,18 @@ namespace lmforge::text {
 
 struct TokenizerOptions {
   std::string type = "GPT2BPETokenizer";  // GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase,
-                                          // PretrainedFromHF
+                                          // PretrainedFromHF, SentencePieceTokenizer,
+                                          // GPTSentencePieceTokenizer, Llama2Tokenizer
   std::string vocab_file;                 // vocab.json (GPT-2) or vocab.txt (WordPiece)
   std::string merge_file;                 // merges.txt (GPT-2 only)
   // PretrainedFromHF: a tokenizer.json file or a directory holding one (hf_tokenizer_json.h).
   std::string name_or_path;
   // PretrainedFromHF: the token --append-eod appends; empty: the file's own (see HfTokenizerOptions).
   std::string eod_token;
+  // SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer: the SentencePiece .model
+  // (--tokenizer-model); see sentencepiece_tokenizer.h.
+  std::string model_file;
+  int vocab_extra_ids = 0;  // SentencePieceTokenizer: T5's <extra_id_N> sentinels (--vocab-extra-ids)
 };
 
 // Unknown type, missing or unreadable files, malformed vocabularies: Error naming the flag, file and line.
