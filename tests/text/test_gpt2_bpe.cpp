@@ -318,7 +318,7 @@ TEST(Gpt2Bpe, FactoryMakesGpt2AndRejectsUnknownTypes) {
   tok->make_encoder()->encode("Hello world", ids);
   EXPECT_EQ(ids, (std::vector<int32_t>{15496, 995}));
 
-  options.type = "SentencePieceTokenizer";
+  options.type = "NoSuchTokenizer";
   try {
     make_tokenizer(options);
     FAIL() << "no error";
