@@ -114,7 +114,9 @@ void print_document(const data::IndexedDataset& ds, uint64_t k, const text::Toke
 void run_inspect(const InspectOptions& o, std::ostream& out) {
   auto ds = data::IndexedDataset::open(o.prefix);  // validates; corruption is an Error naming file and field
   std::unique_ptr<text::Tokenizer> tok;
-  if (!o.documents.empty() && !o.tokenizer.vocab_file.empty()) tok = text::make_tokenizer(o.tokenizer);
+  const bool tokenizer_given = !o.tokenizer.vocab_file.empty() || !o.tokenizer.model_file.empty() ||
+                               !o.tokenizer.name_or_path.empty();
+  if (!o.documents.empty() && tokenizer_given) tok = text::make_tokenizer(o.tokenizer);
   const data::DatasetStats stats = data::compute_dataset_stats(*ds);
   if (o.json) {
     out << data::format_dataset_stats_json(stats) << "\n";
