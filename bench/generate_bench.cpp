@@ -1,5 +1,5 @@
-// defines: bench_generate — greedy decoding throughput of lmforge's KV-cache decoder (and of the uncached full
-// forward) on GPT-2 shapes with random weights; bench/run_generate_bench.sh runs it beside a PyTorch peer
+// defines: bench_generate — greedy decoding throughput of lmforge generate over the model's KV cache (and over the
+// uncached full forward) on GPT-2 shapes with random weights; bench/run_generate_bench.sh runs it beside a PyTorch peer
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

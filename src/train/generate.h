@@ -1,5 +1,5 @@
-// defines: lmforge::train::KVCacheDecoder (incremental GPT-2 inference over a per-layer K/V cache),
-//   SamplingOptions, sample_token(), GenerateOptions, generate() (prompt → streamed new tokens), load_model()
+// defines: lmforge::train::SamplingOptions, sample_token(), GenerateOptions, generate() (prompt → streamed new
+//   tokens over the model's key/value cache), load_model()
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -13,38 +13,6 @@
 #include "model/gpt.h"
 
 namespace lmforge::train {
-
-// Runs a GPT one chunk of new positions at a time, keeping every layer's keys and values so that position t costs
-// O(t·C) attention instead of re-running the whole prefix. The arithmetic per position is the model's forward
-// (same ops, same weights, same order of the attention sums), so the logits agree with GPT::forward_logits over
-// the whole sequence up to GEMM blocking (greedy tokens are identical; tests/train/test_generate.cpp checks both).
-// The attention over the cache is host code: this runs on the CPU backend (where device memory is host memory).
-class KVCacheDecoder {
- public:
-  explicit KVCacheDecoder(model::GPT& model);
-  ~KVCacheDecoder();
-  KVCacheDecoder(const KVCacheDecoder&) = delete;
-  KVCacheDecoder& operator=(const KVCacheDecoder&) = delete;
-
-  // Forgets the cached positions (the next feed() starts at position 0).
-  void reset() { position_ = 0; }
-  int position() const { return position_; }
-  // Appends ids at positions [position(), position()+n) and returns the logits [padded_vocab] of the last one,
-  // valid until the next call. Error when the positions would pass max_positions or an id is out of range.
-  const float* feed(std::span<const int32_t> ids);
-
- private:
-  void ensure_chunk(int n);
-
-  model::GPT& model_;
-  int position_ = 0;
-  std::vector<float> k_cache_, v_cache_;  // [layers, max_positions, C] each
-  // Scratch for a chunk of n positions.
-  int chunk_capacity_ = 0;
-  float* memory_ = nullptr;
-  float *x_, *ln_, *mean_, *rstd_, *qkv_, *atty_, *proj_, *fch_, *fch_gelu_, *logits_;
-  std::vector<float> scores_;
-};
 
 // How the next token is chosen from logits over the real vocabulary (padded columns are never candidates).
 struct SamplingOptions {
@@ -63,7 +31,8 @@ struct GenerateOptions {
   int max_new_tokens = 64;
   uint64_t seed = 1234;
   std::optional<int32_t> stop_id;  // stop after producing this id (e.g. <|endoftext|>); it is still reported
-  bool use_kv_cache = true;        // false: re-run the full forward over the whole sequence at every step
+  bool use_kv_cache = true;        // model::GPT::decode_step; false: the full forward over the whole sequence at
+                                   // every step (O(n²); both give the same tokens)
 };
 
 // Generates up to max_new_tokens after the prompt (≥ 1 token), calling on_token for each as it is produced.
