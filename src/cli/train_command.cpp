@@ -44,13 +44,14 @@ void run_training(train::TrainOptions options) {
                   ") but MPI sees " + std::to_string(comm->size()) +
                   " (an Open MPI without this launcher's PMI support?)");
     std::ostream quiet(nullptr);  // only rank 0 logs
+    const int tensor_parallel = options.tensor_model_parallel_size;
     train::Trainer trainer(std::move(options), comm->rank() == 0 ? std::cout : quiet, *comm);
     trainer.run();
     // What each step put on the wire, against a bandwidth-optimal all-reduce of the fp32 gradients
     // (reduce-scatter + all-gather, 2·(N−1)/N·4·P bytes per rank; the distributed optimizer moves the same
     // volume: gradients reduce-scattered, parameters all-gathered).
     const size_t steps = trainer.history().size();
-    if (comm->rank() == 0 && steps > 0) {
+    if (comm->rank() == 0 && steps > 0 && tensor_parallel == 1) {  // (with T > 1 the traffic is in sub-groups)
       const dist::CommStats& s = comm->stats();
       const double n = comm->size(), params = (double)trainer.model().num_parameters();
       const double per_step = double(s.reduce_scatter_bytes + s.all_gather_bytes) / (double)steps;
@@ -175,6 +176,11 @@ void add_train_command(CLI::App& app) {
                   "Stop after training this many minutes, after saving (0: no limit)")
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "Compute threads (0: OpenMP's default; not a Megatron flag)")
+      ->capture_default_str();
+  cmd->add_option("--tensor-model-parallel-size", o->tensor_model_parallel_size,
+                  "Tensor-parallel ranks per model (Megatron: column/row-parallel attention and MLP, "
+                  "vocabulary-parallel embedding and cross-entropy); world size = this x data-parallel size; "
+                  "checkpoints stay whole Hugging Face models, so any layout loads any other")
       ->capture_default_str();
   cmd->add_flag("--use-distributed-optimizer", o->use_distributed_optimizer,
                 "Shard AdamW state and update across data-parallel ranks (ZeRO-1): gradients reduce-scattered, "

@@ -131,7 +131,7 @@ void DataParallel::step(double lr, double weight_decay) {
   }
 }
 
-const optim::Optimizer& DataParallel::gathered_optimizer() {
+const optim::AdamW& DataParallel::gathered_optimizer() {
   if (!distributed_) return *full_;
   full_ = std::make_unique<optim::AdamW>(spans_, adam_);
   full_->set_steps(shards_.front()->steps());
@@ -150,7 +150,7 @@ void DataParallel::release_gathered() {
   if (distributed_) full_.reset();
 }
 
-optim::Optimizer& DataParallel::optimizer_to_load() {
+optim::AdamW& DataParallel::optimizer_to_load() {
   if (!distributed_) return *full_;
   full_ = std::make_unique<optim::AdamW>(spans_, adam_);
   return *full_;

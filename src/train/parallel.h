@@ -64,10 +64,10 @@ class DataParallel {
 
   // An optimizer holding the whole state, for checkpoints (collective: the distributed optimizer gathers its
   // shards into a temporary whole copy; plain data parallel returns its own).
-  const optim::Optimizer& gathered_optimizer();
+  const optim::AdamW& gathered_optimizer();
   void release_gathered();  // frees the distributed optimizer's temporary whole copy
   // Whole-state optimizer to load a checkpoint into; then call scatter_loaded_optimizer() (every rank).
-  optim::Optimizer& optimizer_to_load();
+  optim::AdamW& optimizer_to_load();
   void scatter_loaded_optimizer();
 
   // Bytes of optimizer state (m and v) this rank holds.

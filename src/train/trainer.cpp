@@ -21,6 +21,7 @@
 #include "optim/lr_schedule.h"
 #include "sampling/gpt_dataset.h"
 #include "train/parallel.h"
+#include "train/parallel_gpt.h"
 #include "train/tensorboard_writer.h"
 #include "util/error.h"
 
@@ -145,6 +146,14 @@ void validate_train_options(TrainOptions& o) {
   if (!(o.exit_duration_in_mins >= 0.0)) throw Error("--exit-duration-in-mins must be >= 0");
   if (o.finetune && o.load.empty()) throw Error("--finetune needs --load (the weights to start from)");
   if (o.threads < 0) throw Error("--threads must be >= 0");
+  need_positive(o.tensor_model_parallel_size, "--tensor-model-parallel-size");
+  if (o.num_attention_heads % o.tensor_model_parallel_size != 0)
+    throw Error("--tensor-model-parallel-size " + str(o.tensor_model_parallel_size) + " does not divide " +
+                "--num-attention-heads " + str(o.num_attention_heads) + " (each rank takes whole heads)");
+  if (o.make_vocab_size_divisible_by % o.tensor_model_parallel_size != 0)
+    throw Error("--tensor-model-parallel-size " + str(o.tensor_model_parallel_size) + " does not divide " +
+                "--make-vocab-size-divisible-by " + str(o.make_vocab_size_divisible_by) +
+                " (each rank takes an equal slice of the padded vocabulary)");
 }
 
 // ---- dataset vocabulary check ------------------------------------------------------------------------------------
@@ -270,6 +279,22 @@ struct Trainer::Impl {
   std::vector<optim::ParamSpan> spans;
   dist::Communicator* comm = nullptr;  // the data-parallel group (one process: a local communicator)
   std::unique_ptr<DataParallel> dp;    // gradient reduction and the (replicated or sharded) AdamW
+  dist::Communicator* world = nullptr;  // every rank of the job (rank 0 logs and writes)
+  // --tensor-model-parallel-size > 1: this rank's shard computes; `model` then only stages the whole weights
+  // (initialisation, checkpoints in Hugging Face layout whatever the layout, any T loading any other).
+  std::unique_ptr<dist::Communicator> tp_group, dp_group;
+  std::unique_ptr<TensorParallelGPT> tp_model;
+
+  float forward(int B, int T) {
+    return tp_model ? tp_model->forward(tokens.data(), targets.data(), B, T)
+                    : model->forward(tokens.data(), targets.data(), B, T);
+  }
+  void backward() { tp_model ? tp_model->backward() : model->backward(); }
+  void zero_grad() { tp_model ? tp_model->zero_grad() : model->zero_grad(); }
+  // The whole weights into `model` from the tensor-parallel pieces (collective over the tensor-parallel group).
+  void gather_whole_model() {
+    if (tp_model) tp_model->gather_whole(tp_model->params(), model->params());
+  }
   std::unique_ptr<optim::OptimizerParamScheduler> scheduler;
   std::unique_ptr<sampling::GptSampleSource> source;
   std::unique_ptr<TensorBoardWriter> tensorboard;
@@ -327,7 +352,16 @@ struct Trainer::Impl {
     checkpoint::SaveRequest request;
     request.model = tensors;
     request.config_json = gpt_config_json(config);
-    request.optimizer = &dp->gathered_optimizer();  // collective: every rank takes part, rank 0 writes
+    const optim::AdamW& local = dp->gathered_optimizer();  // collective: every rank takes part, rank 0 writes
+    std::unique_ptr<optim::AdamW> whole_state;
+    if (tp_model) {  // whole tensors and whole optimizer state from the tensor-parallel pieces
+      gather_whole_model();
+      whole_state = std::make_unique<optim::AdamW>(param_spans(*model), o.adam);
+      tp_model->gather_whole(local.exp_avg().data(), whole_state->exp_avg().data());
+      tp_model->gather_whole(local.exp_avg_sq().data(), whole_state->exp_avg_sq().data());
+      whole_state->set_steps(local.steps());
+    }
+    request.optimizer = whole_state ? whole_state.get() : &local;
     request.state.iteration = iteration;
     request.state.consumed_train_samples = consumed_train;
     request.state.consumed_valid_samples = consumed_valid;
@@ -338,9 +372,10 @@ struct Trainer::Impl {
     request.state.args = args_json();
     const auto t0 = std::chrono::steady_clock::now();
     const std::string dir =
-        comm->rank() == 0 ? checkpoint::save_checkpoint(o.save, request) : o.save + "/" + checkpoint::iteration_dir_name(iteration);
+        world->rank() == 0 ? checkpoint::save_checkpoint(o.save, request)
+                           : o.save + "/" + checkpoint::iteration_dir_name(iteration);
     dp->release_gathered();
-    comm->barrier();  // no rank runs ahead (or exits) before the checkpoint is in place
+    world->barrier();  // no rank runs ahead (or exits) before the checkpoint is in place
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     log << format("saved checkpoint at iteration %7lld to %s (%.1f ms)\n", (long long)iteration, dir.c_str(), ms);
     log.flush();
@@ -363,7 +398,16 @@ struct Trainer::Impl {
     }
     // Checkpoints hold whole tensors and whole optimizer state, so any data-parallel layout loads any other: every
     // rank reads the (shared) files and keeps its own shard.
-    checkpoint::LoadedCheckpoint loaded = checkpoint::load_checkpoint(*dir, tensors, &dp->optimizer_to_load());
+    optim::AdamW& target = dp->optimizer_to_load();
+    std::unique_ptr<optim::AdamW> whole_state;
+    if (tp_model) whole_state = std::make_unique<optim::AdamW>(param_spans(*model), o.adam);
+    checkpoint::LoadedCheckpoint loaded =
+        checkpoint::load_checkpoint(*dir, tensors, whole_state ? whole_state.get() : &target);
+    if (whole_state) {  // this rank's tensor-parallel pieces of the whole state (weights: see the constructor)
+      tp_model->slice_whole(whole_state->exp_avg().data(), target.exp_avg().data());
+      tp_model->slice_whole(whole_state->exp_avg_sq().data(), target.exp_avg_sq().data());
+      target.set_steps(whole_state->steps());
+    }
     dp->scatter_loaded_optimizer();
     const checkpoint::TrainerState& s = loaded.state;
     if (auto it = s.rng.find("seed"); it != s.rng.end() && it->second != std::to_string(o.seed))
@@ -401,10 +445,18 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
     : impl_(std::make_unique<Impl>(std::move(options), log)) {
   Impl& m = *impl_;
   TrainOptions& o = m.o;
-  m.comm = &comm;
+  m.world = m.comm = &comm;
   // 1. Flags alone, then the files they name, then the work: every user error surfaces before indices are built.
   validate_train_options(o);
-  check_parallel_layout(comm.size(), 1, o.global_batch_size, o.micro_batch_size);
+  const int TP = o.tensor_model_parallel_size;
+  check_parallel_layout(comm.size(), TP, o.global_batch_size, o.micro_batch_size);
+  if (TP > 1) {
+    // Megatron's rank order: the T ranks of a tensor-parallel group are adjacent, data-parallel groups strided.
+    const int tp_rank = comm.rank() % TP, dp_rank = comm.rank() / TP;
+    m.tp_group = comm.split(dp_rank, tp_rank);
+    m.dp_group = comm.split(tp_rank, dp_rank);
+    m.comm = m.dp_group.get();
+  }
   m.tokenizer = text::make_tokenizer(o.tokenizer);
   const int64_t vocab = (int64_t)m.tokenizer->vocab_size();
   for (const std::string& prefix : data_prefixes(o.data_path)) {
@@ -423,10 +475,22 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   // 2. Model, optimizer, checkpoint.
   m.model = std::make_unique<model::GPT>(m.config);
   m.model->init_weights(o.seed);
-  m.spans = param_spans(*m.model);
-  m.dp = std::make_unique<DataParallel>(comm, m.spans, m.model->params(), m.model->grads(),
-                                        m.model->num_parameters(), o.adam, o.use_distributed_optimizer);
+  if (TP > 1) {
+    m.tp_model = std::make_unique<TensorParallelGPT>(m.config, *m.tp_group);
+    m.spans = m.tp_model->spans();
+    m.dp = std::make_unique<DataParallel>(*m.comm, m.spans, m.tp_model->params(), m.tp_model->grads(),
+                                          m.tp_model->num_parameters(), o.adam, o.use_distributed_optimizer);
+    std::vector<bool> counted;  // replicated tensors count once in the global norm
+    for (const TensorParallelGPT::Tensor& t : m.tp_model->tensors())
+      counted.push_back(!t.replicated || m.tp_group->rank() == 0);
+    m.dp->set_model_parallel(m.tp_group.get(), counted);
+  } else {
+    m.spans = param_spans(*m.model);
+    m.dp = std::make_unique<DataParallel>(*m.comm, m.spans, m.model->params(), m.model->grads(),
+                                          m.model->num_parameters(), o.adam, o.use_distributed_optimizer);
+  }
   if (!o.load.empty()) m.load();
+  if (m.tp_model) m.tp_model->slice_whole(m.model->params(), m.tp_model->params());
 
   // 3. Data: Megatron's sample counts per split.
   const int64_t train_samples =
@@ -454,6 +518,9 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   log << "backend: " << m.model->backend().info() << "\n" << m.source->summary();
   log << format("training: %lld iterations of %lld samples (%lld micro-batches of %d)\n", (long long)m.train_iters,
                 (long long)o.global_batch_size, (long long)m.micro_batches(), o.micro_batch_size);
+  if (TP > 1)
+    log << format("tensor parallel: %d ranks per group (%zu of %zu parameters on each), %d data-parallel groups\n", TP,
+                  m.tp_model->num_parameters(), m.model->num_parameters(), comm.size() / TP);
   if (comm.size() > 1 || o.use_distributed_optimizer) log << m.dp->describe();
   log.flush();
 }
@@ -473,7 +540,7 @@ double Trainer::evaluate(int split_number, int64_t first) {
   for (int it = 0; it < m.o.eval_iters; it++) {
     for (int64_t mb = 0; mb < m.dp->local_micro_batches(M); mb++) {
       m.fill_batch(split, m.dp->micro_batch_first_sample(first + it * m.o.global_batch_size, mb, m.o.micro_batch_size));
-      sum += m.model->forward(m.tokens.data(), m.targets.data(), m.o.micro_batch_size, m.o.seq_length);
+      sum += m.forward(m.o.micro_batch_size, m.o.seq_length);
     }
   }
   sum = m.dp->sum(sum);
@@ -506,13 +573,13 @@ void Trainer::run() {
   const auto start = std::chrono::steady_clock::now();
   while (m.iteration < m.train_iters) {
     const auto t0 = std::chrono::steady_clock::now();
-    m.model->zero_grad();
+    m.zero_grad();
     double loss_sum = 0.0;
     // This rank's share of the global batch (all of it in one process).
     for (int64_t mb = 0; mb < m.dp->local_micro_batches(M); mb++) {
       m.fill_batch(sampling::Split::Train, m.dp->micro_batch_first_sample(m.consumed_train, mb, B));
-      loss_sum += m.model->forward(m.tokens.data(), m.targets.data(), B, T);
-      m.model->backward();  // accumulates d(micro-batch mean)/dθ
+      loss_sum += m.forward(B, T);
+      m.backward();  // accumulates d(micro-batch mean)/dθ
     }
     loss_sum = m.dp->sum(loss_sum);
     // The global-batch gradient is the mean over micro-batches (Megatron divides each loss by their number),
@@ -565,7 +632,11 @@ void Trainer::run() {
     const bool by_interval = o.exit_interval > 0 && m.iteration % o.exit_interval == 0;
     bool by_time = o.exit_duration_in_mins > 0.0 && minutes >= o.exit_duration_in_mins;
     // Clocks differ between ranks: they stop together when any one of them has run out of time.
-    if (o.exit_duration_in_mins > 0.0 && m.comm->size() > 1) by_time = m.dp->sum(by_time ? 1.0 : 0.0) > 0.0;
+    if (o.exit_duration_in_mins > 0.0 && m.world->size() > 1) {
+      double any = by_time ? 1.0 : 0.0;
+      m.world->all_reduce_sum(&any, 1);
+      by_time = any > 0.0;
+    }
     if ((by_interval || by_time) && m.iteration < m.train_iters) {
       if (!o.save.empty() && m.last_saved != m.iteration) m.save();
       m.log << "exiting at iteration " << m.iteration
@@ -573,9 +644,11 @@ void Trainer::run() {
                             : format(" (--exit-duration-in-mins %g: %.2f minutes)\n", o.exit_duration_in_mins,
                                      minutes));
       m.log.flush();
+      m.gather_whole_model();
       return;
     }
   }
+  m.gather_whole_model();  // model() holds the trained whole weights (tensor parallel: from the pieces)
   if (!o.save.empty() && m.last_saved != m.iteration) m.save();
   if (do_valid) {
     run_eval(sampling::Split::Valid, m.consumed_valid, "the end of training for val data", "validation");

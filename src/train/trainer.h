@@ -64,6 +64,8 @@ class Trainer {
   // saving as the options ask; at the end evaluates the validation and test splits and saves.
   void run();
 
+  // The whole model. With --tensor-model-parallel-size > 1 the shards compute and this holds the whole weights
+  // as of the last checkpoint or the end of run().
   model::GPT& model();
   int64_t iteration() const;
   const std::vector<IterationRecord>& history() const;  // every iteration run by this process

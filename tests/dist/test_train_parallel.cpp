@@ -235,19 +235,45 @@ TEST_F(TrainParallel, DistributedOptimizerEqualsDataParallelWithAQuarterOfTheSta
   expect_parity(zero1, *single_, 1e-6, "1 rank distributed optimizer");
 }
 
+TEST_F(TrainParallel, TensorParallelTwoAndTwoByTwoReproduceOneProcess) {
+  const TrainRun tp2 = train(*dir_, "tp2", 2, {{"--tensor-model-parallel-size", "2"}});
+  expect_parity(tp2, *single_, 1e-5, "TP=2");
+  EXPECT_NE(tp2.output.find("tensor parallel: 2 ranks per group (818848 of 1636224 parameters on each)"),
+            std::string::npos)
+      << tp2.output;
+  const TrainRun tp2dp2 = train(*dir_, "tp2dp2", 4, {{"--tensor-model-parallel-size", "2"}});
+  expect_parity(tp2dp2, *single_, 1e-5, "TP=2 x DP=2");
+  const TrainRun tp2dp2z = train(*dir_, "tp2dp2z", 4,
+                                 {{"--tensor-model-parallel-size", "2"}, {"--use-distributed-optimizer", ""}});
+  expect_parity(tp2dp2z, *single_, 1e-5, "TP=2 x DP=2, distributed optimizer");
+}
+
+TEST(TrainParallelLayout, TensorParallelSizeThatDoesNotFitFailsAtOnce) {
+  TempDir dir;
+  auto r = run_command("timeout 60 " + mpirun_prefix(3) + train_args(dir, {{"--tensor-model-parallel-size", "2"}}));
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("the world size 3 is not divisible by --tensor-model-parallel-size 2"), std::string::npos)
+      << r.output;
+  r = run_command("timeout 60 " + mpirun_prefix(3) + train_args(dir, {{"--tensor-model-parallel-size", "3"}}));
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--tensor-model-parallel-size 3 does not divide --num-attention-heads 2"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(dir.file("cache"))) << "work started before the layout was checked";
+}
+
 TEST_F(TrainParallel, CheckpointFromOneLayoutResumesUnderAnother) {
   const std::string ckpt = dir_->file("ckpt");
-  // 4 ranks with a sharded optimizer stop at iteration 10; 2 replicated ranks resume; then one process resumes
-  // the 2-rank run's checkpoint of iteration 15 with the distributed optimizer. Losses continue the
-  // uninterrupted single-process run.
+  // TP = 2 × DP = 2 with a sharded optimizer stops at iteration 10; 2 replicated data-parallel ranks (TP = 1)
+  // resume to 15; then TP = 2 alone resumes to 20. Losses continue the uninterrupted single-process run.
   const TrainRun first = train(*dir_, "first", 4,
-                          {{"--use-distributed-optimizer", ""}, {"--save", ckpt}, {"--exit-interval", "10"}});
+                          {{"--use-distributed-optimizer", ""}, {"--tensor-model-parallel-size", "2"},
+                           {"--save", ckpt}, {"--exit-interval", "10"}});
   ASSERT_EQ(first.status, 0) << first.output;
   ASSERT_EQ(first.loss.size(), 10u) << first.output;
   const TrainRun second = train(*dir_, "second", 2, {{"--save", ckpt}, {"--load", ckpt}, {"--exit-interval", "15"}});
   ASSERT_EQ(second.status, 0) << second.output;
   EXPECT_NE(second.output.find("loaded checkpoint"), std::string::npos) << second.output;
-  const TrainRun third = train(*dir_, "third", 0, {{"--save", ckpt}, {"--load", ckpt}, {"--use-distributed-optimizer", ""}});
+  const TrainRun third = train(*dir_, "third", 2, {{"--save", ckpt}, {"--load", ckpt}, {"--tensor-model-parallel-size", "2"}});
   ASSERT_EQ(third.status, 0) << third.output;
   TrainRun resumed = first;
   resumed.loss.insert(resumed.loss.end(), second.loss.begin(), second.loss.end());
@@ -256,10 +282,16 @@ TEST_F(TrainParallel, CheckpointFromOneLayoutResumesUnderAnother) {
   resumed.grad_norm.insert(resumed.grad_norm.end(), third.grad_norm.begin(), third.grad_norm.end());
   resumed.valid.insert(resumed.valid.end(), second.valid.begin(), second.valid.end());
   resumed.valid.insert(resumed.valid.end(), third.valid.begin(), third.valid.end());
-  expect_parity(resumed, *single_, 1e-6, "DP=4 ZeRO -> DP=2 -> 1 process, resumed");
-  // The saved model is one whole Hugging Face model, whatever the layout that wrote it.
-  const std::string model = read_file(ckpt + "/iter_0000020/model.safetensors");
-  EXPECT_NE(model.find("\"transformer.h.1.mlp.c_proj.weight\""), std::string::npos);
+  expect_parity(resumed, *single_, 1e-5, "TP=2 x DP=2 ZeRO -> DP=2 -> TP=2, resumed");
+  // Every saved model is one whole Hugging Face model, whatever the layout that wrote it.
+  for (const char* iter : {"iter_0000010", "iter_0000015", "iter_0000020"}) {
+    const std::string model = read_file(ckpt + "/" + iter + "/model.safetensors");
+    EXPECT_NE(model.find("\"transformer.wte.weight\":{\"dtype\":\"F32\",\"shape\":[50304,32]"), std::string::npos)
+        << iter << ": " << model.substr(0, 300);
+    EXPECT_NE(model.find("\"transformer.h.1.attn.c_attn.weight\":{\"dtype\":\"F32\",\"shape\":[32,96]"),
+              std::string::npos)
+        << iter;
+  }
 }
 
 TEST(TrainParallelLayout, WorldSizeThatDoesNotFitTheBatchFailsAtOnce) {
