@@ -134,6 +134,13 @@ ShardPlan make_shard_plan(const PrepOptions& options, uint64_t shard_bytes) {
   d.push_back("tokenizer-type: " + options.tokenizer.type);
   d.push_back("vocab-file: " + (options.tokenizer.vocab_file.empty() ? "-" : file_fingerprint(options.tokenizer.vocab_file)));
   d.push_back("merge-file: " + (options.tokenizer.merge_file.empty() ? "-" : file_fingerprint(options.tokenizer.merge_file)));
+  // Every TokenizerOptions field that can change ids belongs here (a new field must be added too).
+  std::string hf = options.tokenizer.name_or_path;
+  if (!hf.empty() && std::filesystem::is_directory(hf)) hf += "/tokenizer.json";
+  d.push_back("tokenizer-name-or-path: " + (hf.empty() ? "-" : std::filesystem::is_regular_file(hf) ? file_fingerprint(hf) : hf));
+  d.push_back("eod-token: " + (options.tokenizer.eod_token.empty() ? "-" : options.tokenizer.eod_token));
+  d.push_back("tokenizer-model: " + (options.tokenizer.model_file.empty() ? "-" : file_fingerprint(options.tokenizer.model_file)));
+  d.push_back("vocab-extra-ids: " + std::to_string(options.tokenizer.vocab_extra_ids));
   std::string keys;
   for (const auto& k : options.json_keys) keys += (keys.empty() ? "" : " ") + k;
   d.push_back("json-keys: " + keys);

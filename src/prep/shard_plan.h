@@ -38,6 +38,7 @@ struct ShardPlan {
 // ranges of about `shard_bytes`, each boundary moved forward to the next line start. The plan depends only on the
 // inputs (paths, sizes, mtimes, bytes at the boundaries) and the flags that change output bytes (tokenizer and
 // its files' contents, JSON keys, --append-eod, --skip-invalid, shard size), so every process derives the same one.
+// A new PrepOptions or TokenizerOptions field that changes output bytes must be added to the description.
 ShardPlan make_shard_plan(const PrepOptions& options, uint64_t shard_bytes);
 
 std::string shard_dir(const std::string& output_prefix);

@@ -100,6 +100,12 @@ TEST(ShardPlan, DeterministicContiguousAndCutAtLineStarts) {
   auto no_eod = o;
   no_eod.append_eod = false;
   EXPECT_NE(prep::make_shard_plan(no_eod, 100000).id, a.id);
+  auto eod_token = o;
+  eod_token.tokenizer.eod_token = "</s>";
+  EXPECT_NE(prep::make_shard_plan(eod_token, 100000).id, a.id);
+  auto other_merges = o;  // same path semantics, other content: the id follows the tokenizer files' contents
+  other_merges.tokenizer.merge_file = shared_path("data/vocab/gpt2-vocab.json");
+  EXPECT_NE(prep::make_shard_plan(other_merges, 100000).id, a.id);
   auto workers = o;
   workers.workers = 7;
   EXPECT_EQ(prep::make_shard_plan(workers, 100000).id, a.id);
