@@ -472,8 +472,8 @@ struct Span {
 void split_piece(const Piece& piece, std::vector<Span>& spans, Behavior behavior, bool invert, Pieces& out) {
   if (invert)
     for (Span& s : spans) s.is_match = !s.is_match;
-  std::vector<Span> acc;
-  acc.reserve(spans.size());
+  thread_local std::vector<Span> acc;  // scratch kept per thread: no allocation per piece
+  acc.clear();
   bool prev = false;
   switch (behavior) {
     case Behavior::kIsolated:
@@ -538,9 +538,10 @@ void match_spans(std::string_view s, const std::vector<std::pair<size_t, size_t>
 
 template <class Pred>
 void split_by_char(Pieces& pieces, Pred&& pred, Behavior behavior) {
-  Pieces out;
+  thread_local Pieces out;  // per-thread scratch, swapped with `pieces`
+  out.clear();
   out.reserve(pieces.size() * 2);
-  std::vector<Span> spans;
+  thread_local std::vector<Span> spans;
   for (const Piece& p : pieces) {
     char_spans(p.text, pred, spans);
     split_piece(p, spans, behavior, false, out);
@@ -563,7 +564,8 @@ class ByteLevelPreTokenizer final : public HfPreTokenizer {
     for (int b = 0; b < 256; ++b) append_utf8(gpt2_byte_to_unicode(uint8_t(b)), byte_chars_[b]);
   }
   void pre_tokenize(Pieces& pieces) const override {
-    Pieces out;
+    thread_local Pieces out;  // per-thread scratch, swapped with `pieces`
+    out.clear();
     out.reserve(pieces.size() * 4);
     for (Piece& p : pieces) {
       if (p.text.empty()) continue;
@@ -608,7 +610,8 @@ class WhitespaceSplitPreTokenizer final : public HfPreTokenizer {
 class WhitespacePreTokenizer final : public HfPreTokenizer {
  public:
   void pre_tokenize(Pieces& pieces) const override {
-    Pieces out;
+    thread_local Pieces out;  // per-thread scratch, swapped with `pieces`
+    out.clear();
     for (const Piece& p : pieces) {
       const std::string& s = p.text;
       size_t i = 0;
@@ -642,8 +645,9 @@ class MetaspacePreTokenizer final : public HfPreTokenizer {
   Prepend prepend = Prepend::kAlways;
   bool split = true;
   void pre_tokenize(Pieces& pieces) const override {
-    Pieces out;
-    std::vector<Span> spans;
+    thread_local Pieces out;  // per-thread scratch, swapped with `pieces`
+    out.clear();
+    thread_local std::vector<Span> spans;
     for (Piece& p : pieces) {
       std::string t;
       t.reserve(p.text.size() + 8);
@@ -673,9 +677,10 @@ class SplitPreTokenizer final : public HfPreTokenizer {
   Behavior behavior = Behavior::kIsolated;
   bool invert = false;
   void pre_tokenize(Pieces& pieces) const override {
-    Pieces out;
-    std::vector<std::pair<size_t, size_t>> m;
-    std::vector<Span> spans;
+    thread_local Pieces out;  // per-thread scratch, swapped with `pieces`
+    out.clear();
+    thread_local std::vector<std::pair<size_t, size_t>> m;
+    thread_local std::vector<Span> spans;
     for (const Piece& p : pieces) {
       if (p.text.empty()) continue;
       pattern.find_all(p.text, m);
@@ -692,9 +697,10 @@ class Gpt2SplitPreTokenizer final : public HfPreTokenizer {
   Behavior behavior = Behavior::kIsolated;
   bool invert = false;
   void pre_tokenize(Pieces& pieces) const override {
-    Pieces out;
-    std::vector<std::pair<size_t, size_t>> m;
-    std::vector<Span> spans;
+    thread_local Pieces out;  // per-thread scratch, swapped with `pieces`
+    out.clear();
+    thread_local std::vector<std::pair<size_t, size_t>> m;
+    thread_local std::vector<Span> spans;
     for (const Piece& p : pieces) {
       if (p.text.empty()) continue;
       m.clear();

@@ -172,8 +172,8 @@ class BpeModel final : public HfModel {
         return;
       }
     }
-    std::vector<int32_t> sym;
-    sym.reserve(w.size());
+    thread_local std::vector<int32_t> sym;
+    sym.clear();
     std::optional<int32_t> unk;  // pending unknown, fused or not
     std::string s;
     for (size_t i = 0; i < w.size();) {
@@ -275,12 +275,15 @@ class BpeModel final : public HfModel {
       out.insert(out.end(), sym.begin(), sym.end());
       return;
     }
-    std::vector<int32_t> next(n), prev(n);
+    thread_local std::vector<int32_t> next, prev;  // per-thread scratch: no allocation per word
+    thread_local std::vector<uint64_t> heap;
+    next.resize(n);
+    prev.resize(n);
+    heap.clear();
     for (size_t k = 0; k < n; ++k) {
       next[k] = k + 1 < n ? int32_t(k + 1) : -1;
       prev[k] = int32_t(k) - 1;
     }
-    std::vector<uint64_t> heap;
     auto push = [&](int32_t left) {
       if (left < 0 || next[left] < 0) return;
       if (const Merge* m = find(sym[left], sym[next[left]])) {
@@ -443,7 +446,8 @@ class UnigramModel final : public HfModel {
       double score = 0;
       int64_t starts_at = -1;
     };
-    std::vector<Best> best(n + 1);
+    thread_local std::vector<Best> best;
+    best.assign(n + 1, Best{});
     best[0].score = 0;
     for (size_t at = 0; at < n;) {
       const double here = best[at].score;
