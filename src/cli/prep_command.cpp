@@ -38,7 +38,8 @@ void add_prep_command(CLI::App& app) {
   auto options = std::make_shared<prep::PrepOptions>();
   CLI::App* cmd = app.add_subcommand(
       "prep",
-      "Tokenize loose-JSON corpora into Megatron indexed datasets (<output-prefix>_<key>_document.bin/.idx), "
+      "Tokenize loose-JSON corpora into Megatron indexed datasets (<output-prefix>_<key>_document.bin/.idx, "
+      "or _sentence with --split-sentences), "
       "byte-identical to Megatron's tools/preprocess_data.py for the same input and flags.\n\n"
       "Input: one JSON object per line; plain, .gz, .zst or .xz (detected from the content). Each --json-keys "
       "value must be a string (one sequence) or a list of strings (pre-split sentences, one sequence each, as "
@@ -73,13 +74,30 @@ void add_prep_command(CLI::App& app) {
                   "patterns; repeat the flag or list several")
       ->required();
   cmd->add_option("--output-prefix", options->output_prefix,
-                  "Output path prefix; writes <prefix>_<key>_document.bin and .idx")
+                  "Output path prefix; writes <prefix>_<key>_document.bin and .idx (_sentence with --split-sentences)")
       ->required();
   cmd->add_option("--json-keys", options->json_keys, "JSON keys to tokenize; one dataset per key")
       ->capture_default_str();
   add_tokenizer_flags(cmd, options->tokenizer);
   cmd->add_flag("--append-eod", options->append_eod,
                 "Append the end-of-document token (GPT-2: <|endoftext|> = 50256) to every non-empty document");
+  cmd->add_flag("--split-sentences", options->split_sentences,
+                "Sentence-level datasets, as BERT pretraining reads them: <prefix>_<key>_sentence.bin/.idx, each "
+                "string value split into sentences, one sequence per sentence that has tokens (the document index "
+                "marks where each document's sentences end; --append-eod extends the last). A list value stays "
+                "as its pre-split items (Megatron would fail on it). Megatron splits with NLTK's punkt model, "
+                "which cannot be downloaded here; lmforge uses ICU's sentence rules (UAX #29 with CLDR's "
+                "abbreviation list for --lang) framed as punkt: line breaks are not sentence ends, the whitespace "
+                "between sentences is dropped, text is split in 1,000,000-character pieces. Boundaries can differ "
+                "from punkt's where punkt relies on learned statistics (unlisted abbreviations, initials, "
+                "\"U.S. Army\"); see src/text/sentence_splitter.h");
+  cmd->add_flag("--keep-newlines", options->keep_newlines,
+                "With --split-sentences: keep the whitespace (newlines included) after each sentence in that "
+                "sentence, as Megatron's punkt CustomLanguageVars; only the text's trailing whitespace is dropped");
+  cmd->add_option("--lang", options->lang,
+                  "With --split-sentences: language of the sentence rules, by punkt's name (english, german, "
+                  "french, spanish, ...; mapped to ICU locales) or an ICU locale id (en, de_CH)")
+      ->capture_default_str();
   cmd->add_option("--workers", options->workers, "Tokenizing threads (0: one per core)")->capture_default_str();
   cmd->add_flag("--skip-invalid", options->skip_invalid,
                 "Skip invalid lines (not JSON, missing key, wrong type) instead of stopping; the first few are "

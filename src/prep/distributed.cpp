@@ -232,6 +232,7 @@ void check_common(const PrepOptions& options) {
   if (options.output_prefix.empty()) throw Error("no --output-prefix given");
   if (options.json_keys.empty()) throw Error("--json-keys needs at least one key");
   if (options.workers < 0) throw Error("--workers must be at least 1 (or 0 for every core)");
+  check_sentence_options(options);
 }
 
 // Every shard complete: the manifests, in plan order (Error naming the first one missing).

@@ -62,6 +62,7 @@ std::string JsonDocumentParser::extract(const simdjson::dom::element& root, Pars
   simdjson::dom::object object;
   if (root.get_object().get(object)) return std::string("expected a JSON object, found ") + type_name(root.type());
   doc.texts.resize(keys_.size());
+  doc.is_list.assign(keys_.size(), 0);
   for (size_t k = 0; k < keys_.size(); ++k) {
     auto& sentences = doc.texts[k];
     sentences.clear();
@@ -75,6 +76,7 @@ std::string JsonDocumentParser::extract(const simdjson::dom::element& root, Pars
     simdjson::dom::array list;
     if (value.get_array().get(list))
       return "value of \"" + keys_[k] + "\" is " + type_name(value.type()) + ", not a string or a list of strings";
+    doc.is_list[k] = 1;
     for (simdjson::dom::element item : list) {  // Megatron: a list holds pre-split sentences
       if (item.get_string().get(text))
         return "list \"" + keys_[k] + "\" holds " + type_name(item.type()) + ", not only strings";

@@ -15,6 +15,7 @@ struct ParsedDocument {
   // texts[k] holds the sentences of json key k (one entry for a plain string). Views stay valid until the next
   // parse() on the same parser.
   std::vector<std::vector<std::string_view>> texts;
+  std::vector<uint8_t> is_list;          // per key: the value was a list (pre-split sentences), not a string
   size_t invalid_utf8_replaced = 0;      // ill-formed UTF-8 subsequences replaced by U+FFFD
   size_t lone_surrogates_replaced = 0;   // \uD800-\uDFFF escapes without a partner replaced by U+FFFD
 };

@@ -25,6 +25,7 @@
 #include "data/line_reader.h"
 #include "prep/json_document.h"
 #include "prep/range_reader.h"
+#include "text/sentence_splitter.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -57,6 +58,8 @@ struct Worker {
   std::unique_ptr<text::TextEncoder> encoder;
   ParsedDocument doc;
   std::vector<int32_t> scratch;
+  std::optional<text::SentenceSplitter> splitter;  // with --split-sentences (ICU iterators are per thread)
+  std::vector<std::string_view> sentences;
 };
 
 // Parse and tokenize every line of a block (runs on any worker thread).
@@ -84,7 +87,13 @@ void encode_block(Block& block, Worker& worker, const PrepOptions& options, std:
       KeyTokens& out = block.keys[k];
       uint32_t sequences = 0;
       // Megatron: each sentence that yields tokens is one sequence; empty ones are dropped; EOD joins the last.
-      for (std::string_view sentence : worker.doc.texts[k]) {
+      const std::vector<std::string_view>* sentences = &worker.doc.texts[k];
+      if (worker.splitter && !worker.doc.is_list[k]) {  // a list value is already split
+        worker.sentences.clear();
+        for (std::string_view text : worker.doc.texts[k]) worker.splitter->split(text, worker.sentences);
+        sentences = &worker.sentences;
+      }
+      for (std::string_view sentence : *sentences) {
         const size_t before = out.ids.size();
         worker.encoder->encode(sentence, out.ids);
         const size_t count = out.ids.size() - before;
@@ -137,7 +146,9 @@ struct PieceEncoders::Impl {
 
 PieceEncoders::PieceEncoders(const PrepOptions& options, const text::Tokenizer& tokenizer)
     : impl(std::make_unique<Impl>(Impl{tbb::enumerable_thread_specific<Worker>([&options, &tokenizer] {
-        return Worker{JsonDocumentParser(options.json_keys), tokenizer.make_encoder(), {}, {}};
+        Worker w{JsonDocumentParser(options.json_keys), tokenizer.make_encoder(), {}, {}, {}, {}};
+        if (options.split_sentences) w.splitter.emplace(text::SentenceSplitOptions{options.lang, options.keep_newlines});
+        return w;
       })})) {}
 
 PieceEncoders::~PieceEncoders() = default;
@@ -260,6 +271,7 @@ PrepSummary run_prep(const PrepOptions& options) {
   if (options.output_prefix.empty()) throw Error("no --output-prefix given");
   if (options.json_keys.empty()) throw Error("--json-keys needs at least one key");
   if (options.workers < 0) throw Error("--workers must be at least 1 (or 0 for every core)");
+  check_sentence_options(options);
 
   const std::vector<std::string> files = data::expand_input_specs(options.inputs);
   const auto tokenizer = text::make_tokenizer(options.tokenizer);
@@ -283,7 +295,7 @@ PrepSummary run_prep(const PrepOptions& options) {
   std::vector<std::unique_ptr<data::IndexedDatasetWriter>> writers;
   std::vector<data::IndexedDatasetWriter*> writer_ptrs;
   for (const auto& key : options.json_keys) {
-    const std::string prefix = options.output_prefix + "_" + key + "_document";
+    const std::string prefix = options.output_prefix + "_" + key + "_" + dataset_level(options);
     remove_stale_temporaries(prefix);
     writers.push_back(std::make_unique<data::IndexedDatasetWriter>(prefix, dtype));
     writer_ptrs.push_back(writers.back().get());
@@ -324,6 +336,17 @@ PrepSummary run_prep(const PrepOptions& options) {
   for (auto& writer : writers) writer->finish();
   summary.seconds = progress.elapsed_seconds();
   return summary;
+}
+
+std::string dataset_level(const PrepOptions& options) { return options.split_sentences ? "sentence" : "document"; }
+
+void check_sentence_options(const PrepOptions& options) {
+  if (options.split_sentences) {
+    text::SentenceSplitter check({options.lang, options.keep_newlines});  // an unknown --lang is an Error here
+    return;
+  }
+  if (options.keep_newlines) throw Error("--keep-newlines applies with --split-sentences only");
+  if (options.lang != "english") throw Error("--lang applies with --split-sentences only");
 }
 
 void check_eod(const PrepOptions& options, const text::Tokenizer& tokenizer) {

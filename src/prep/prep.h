@@ -21,7 +21,7 @@ namespace lmforge::prep {
 
 struct PrepOptions {
   std::vector<std::string> inputs;                 // files, directories or glob patterns, in order
-  std::string output_prefix;                       // writes <prefix>_<key>_document.{bin,idx}
+  std::string output_prefix;                       // writes <prefix>_<key>_<level>.{bin,idx} (dataset_level())
   std::vector<std::string> json_keys{"text"};      // one dataset per key
   text::TokenizerOptions tokenizer;
   bool append_eod = false;                         // EOD id after each non-empty document
@@ -30,7 +30,19 @@ struct PrepOptions {
   size_t report_invalid = 10;                      // with skip_invalid: how many bad lines to name
   double progress_seconds = -1;                    // progress interval; <0 = 1 s on a terminal, else 10 s
   size_t block_bytes = size_t(1) << 20;            // lines are handed to workers in blocks of about this size
+  // Megatron's --split-sentences: each string value is split into sentences (text/sentence_splitter.h: ICU's
+  // sentence rules where Megatron uses NLTK punkt), one sequence per sentence that has tokens, EOD after the last;
+  // a list value stays as its pre-split items. Output level "sentence".
+  bool split_sentences = false;
+  bool keep_newlines = false;                      // --keep-newlines: whitespace after a sentence stays in it
+  std::string lang = "english";                    // --lang: punkt language name (or ICU locale) for splitting
 };
+
+// "sentence" with split_sentences, else "document": the <level> of the dataset names.
+std::string dataset_level(const PrepOptions& options);
+// Errors for the sentence flags before any work: --keep-newlines or --lang without --split-sentences, an
+// unknown --lang.
+void check_sentence_options(const PrepOptions& options);
 
 struct PrepSummary {
   uint64_t documents = 0;          // documents written (lines accepted)

@@ -100,7 +100,7 @@ class AssemblyLock {
 };
 
 void assemble_key(const std::string& output_prefix, const ShardPlan& plan, const std::string& key) {
-  const std::string final_prefix = output_prefix + "_" + key + "_document";
+  const std::string final_prefix = output_prefix + "_" + key + "_" + plan.level;
   // Pass 0: validate every shard (IndexedDataset::open checks sizes, pointers and the document index) and total.
   uint64_t S = 0, D = 1;
   data::DType dtype = data::DType::UInt16;
@@ -216,7 +216,7 @@ PrepSummary assemble_shards(const std::string& output_prefix, const ShardPlan& p
   }
   for (const auto& key : plan.json_keys) {
     assemble_key(output_prefix, plan, key);
-    total.outputs.push_back(output_prefix + "_" + key + "_document");
+    total.outputs.push_back(output_prefix + "_" + key + "_" + plan.level);
   }
   return total;
 }

@@ -13,6 +13,7 @@
 #include <set>
 
 #include <simdjson.h>
+#include <unicode/uvernum.h>
 
 #include "data/file_util.h"
 #include "data/indexed_dataset.h"
@@ -127,6 +128,7 @@ ShardPlan make_shard_plan(const PrepOptions& options, uint64_t shard_bytes) {
   if (shard_bytes == 0) throw Error("--shard-size must be at least 1 byte");
   ShardPlan plan;
   plan.json_keys = options.json_keys;
+  plan.level = dataset_level(options);
   plan.files = data::expand_input_specs(options.inputs);
 
   auto& d = plan.description;
@@ -147,6 +149,11 @@ ShardPlan make_shard_plan(const PrepOptions& options, uint64_t shard_bytes) {
   d.push_back(std::string("append-eod: ") + (options.append_eod ? "yes" : "no"));
   d.push_back(std::string("skip-invalid: ") + (options.skip_invalid ? "yes" : "no"));
   d.push_back("shard-size: " + std::to_string(shard_bytes));
+  // Only when on, so plans without it keep their ids. The ICU version is part of it: its sentence rules and
+  // locale data decide the boundaries, so hosts with another ICU would cut sentences differently.
+  if (options.split_sentences)
+    d.push_back(std::string("split-sentences: ICU ") + U_ICU_VERSION + ", lang " + options.lang + ", keep-newlines " +
+                (options.keep_newlines ? "yes" : "no"));
 
   for (uint32_t f = 0; f < plan.files.size(); ++f) {
     const std::string& path = plan.files[f];
@@ -214,7 +221,7 @@ std::string plan_to_json(const ShardPlan& plan) {
     j += (i ? ",\n    " : "\n    ") + json_quote(plan.description[i]);
   j += "\n  ],\n  \"json_keys\": [";
   for (size_t i = 0; i < plan.json_keys.size(); ++i) j += (i ? ", " : "") + json_quote(plan.json_keys[i]);
-  j += "],\n  \"files\": [";
+  j += "],\n  \"level\": " + json_quote(plan.level) + ",\n  \"files\": [";
   for (size_t i = 0; i < plan.files.size(); ++i) j += (i ? ",\n    " : "\n    ") + json_quote(plan.files[i]);
   j += "\n  ],\n  \"total_bytes\": " + std::to_string(plan.total_bytes) + ",\n";
   j += "  \"shard_fields\": [\"file\", \"whole_file\", \"begin\", \"end\"],\n  \"shards\": [\n";
@@ -243,6 +250,10 @@ ShardPlan plan_from_json(const std::string& text, const std::string& path) {
     if (e.get(v)) throw Error(path + ": json_keys holds a non-string; the file is damaged: remove it");
     plan.json_keys.emplace_back(v);
   }
+  std::string_view level;
+  if (!root["level"].get(level)) plan.level = std::string(level);  // absent in plans written before sentences
+  if (plan.level != "document" && plan.level != "sentence")
+    throw Error(path + ": level \"" + plan.level + "\" is neither document nor sentence; the file is damaged: remove it");
   for (auto e : field<simdjson::dom::array>(root, "files", path)) {
     std::string_view v;
     if (e.get(v)) throw Error(path + ": files holds a non-string; the file is damaged: remove it");

@@ -29,6 +29,7 @@ struct ShardPlan {
   std::string id;                        // 16 hex digits: FNV-1a 64 of `description`
   std::vector<std::string> description;  // every fact the output bytes depend on, one per line
   std::vector<std::string> json_keys;
+  std::string level = "document";        // dataset_level(): "sentence" with --split-sentences
   std::vector<std::string> files;
   std::vector<Shard> shards;
   uint64_t total_bytes = 0;
