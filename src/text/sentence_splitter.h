@@ -13,8 +13,9 @@
 // - As Megatron, text is split in chunks of 1,000,000 code points (a sentence spanning a chunk edge is cut there);
 //   empty sentences (e.g. a text of only whitespace) are not returned.
 // Differences to punkt (documented limits; punkt decides with statistics learned per language):
-// - ICU ends a sentence after ? and ! always, and after "." unless followed by a lower-case word, a digit or
-//   more punctuation, or preceded by a listed abbreviation; punkt also uses learned abbreviations (initials,
+// - ICU ends a sentence after ? and ! always, and after "." unless followed by a lower-case word, a digit,
+//   a continuation mark (, - : ; so "family.\n\t-- Dave Barry" stays one sentence, where punkt breaks), or
+//   preceded by a listed abbreviation; punkt also uses learned abbreviations (initials,
 //   "i.e"), collocations and orthographic evidence, so texts with unlisted abbreviations or "U.S. Army" split
 //   differently. ICU also ends sentences at CJK/other-script terminators (。, ।) punkt's models do not know.
 // Whitespace is Unicode White_Space plus U+001C..U+001F (Python's str.isspace()). Offsets are byte offsets into the
