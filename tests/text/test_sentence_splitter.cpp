@@ -67,6 +67,14 @@ TEST(SentenceSplitter, Utf8OffsetsAndOtherScripts) {
             (V{"one\xC2\x85two\xE2\x80\xA8three.", "Four."}));
 }
 
+TEST(SentenceSplitter, DocumentedDifferencesToPunkt) {
+  // A continuation mark after the period keeps the sentence going (UAX #29 SB8a); punkt would break here.
+  EXPECT_EQ(split("than the lichen family.\n\t\t-- Dave Barry, \"Kids\""),
+            V{"than the lichen family.\n\t\t-- Dave Barry, \"Kids\""});
+  // Invalid UTF-8 (callers repair it first) is read as U+FFFD; the offsets stay byte offsets.
+  EXPECT_EQ(split("Bad \xFF byte. Next \xC3 one."), (V{"Bad \xFF byte.", "Next \xC3 one."}));
+}
+
 TEST(SentenceSplitter, LangNamesAndCopies) {
   EXPECT_EQ(icu_locale_for_lang("english"), "en");
   EXPECT_EQ(icu_locale_for_lang("german"), "de");
