@@ -309,6 +309,25 @@ class ReplaceNormalizer final : public HfNormalizer {
   }
 };
 
+// Nmt: SentencePiece's NMT clean-up: drops C0 controls other than \t \n \f \r, DEL and two C1 controls; turns
+// \t \n \f \r, U+1680, U+200B..U+200F, U+2028/2029, U+2581, U+FEFF and U+FFFD into a space.
+class NmtNormalizer final : public HfNormalizer {
+ public:
+  void normalize(std::string& s) const override {
+    std::string out;
+    out.reserve(s.size());
+    for_each_char(s, [&](uint32_t c, size_t i, int len) {
+      if ((c >= 0x1 && c <= 0x8) || c == 0xB || (c >= 0xE && c <= 0x1F) || c == 0x7F || c == 0x8F || c == 0x9F) return;
+      if (c == 0x9 || c == 0xA || c == 0xC || c == 0xD || c == 0x1680 || (c >= 0x200B && c <= 0x200F) || c == 0x2028 ||
+          c == 0x2029 || c == 0x2581 || c == 0xFEFF || c == 0xFFFD)
+        out.push_back(' ');
+      else
+        out.append(s, i, size_t(len));
+    });
+    s.swap(out);
+  }
+};
+
 class PrependNormalizer final : public HfNormalizer {
  public:
   std::string prepend;
@@ -713,6 +732,15 @@ class Gpt2SplitPreTokenizer final : public HfPreTokenizer {
   }
 };
 
+class CharDelimiterPreTokenizer final : public HfPreTokenizer {
+ public:
+  uint32_t delimiter = ' ';
+  void pre_tokenize(Pieces& pieces) const override {
+    const uint32_t d = delimiter;
+    split_by_char(pieces, [d](uint32_t cp) { return cp == d; }, Behavior::kRemoved);
+  }
+};
+
 class DigitsPreTokenizer final : public HfPreTokenizer {
  public:
   bool individual = false;
@@ -972,6 +1000,7 @@ std::unique_ptr<HfNormalizer> make_normalizer(const element& e, const std::strin
     r->content = get_string(e, "content", path, cx);
     return r;
   }
+  if (type == "Nmt") return std::make_unique<NmtNormalizer>();
   if (type == "Prepend") {
     auto p = std::make_unique<PrependNormalizer>();
     p->prepend = get_string(e, "prepend", path, cx);
@@ -989,7 +1018,7 @@ std::unique_ptr<HfNormalizer> make_normalizer(const element& e, const std::strin
   }
   cx.fail(path, "normalizer type \"" + type +
                     "\" is not supported (supported: NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, "
-                    "BertNormalizer, Replace, Prepend, Strip, Precompiled, Sequence)");
+                    "BertNormalizer, Replace, Prepend, Strip, Precompiled, Nmt, Sequence)");
 }
 
 std::unique_ptr<HfPreTokenizer> make_pre_tokenizer(const element& e, const std::string& path, const Context& cx) {
@@ -1045,6 +1074,11 @@ std::unique_ptr<HfPreTokenizer> make_pre_tokenizer(const element& e, const std::
     s->invert = invert;
     return s;
   }
+  if (type == "CharDelimiterSplit") {
+    auto d = std::make_unique<CharDelimiterPreTokenizer>();
+    single_char(e, "delimiter", path, cx, d->delimiter);
+    return d;
+  }
   if (type == "Digits") {
     auto d = std::make_unique<DigitsPreTokenizer>();
     d->individual = get_bool(e, "individual_digits", false, path, cx);
@@ -1057,7 +1091,7 @@ std::unique_ptr<HfPreTokenizer> make_pre_tokenizer(const element& e, const std::
   }
   cx.fail(path, "pre-tokenizer type \"" + type +
                     "\" is not supported (supported: ByteLevel, BertPreTokenizer, Whitespace, WhitespaceSplit, "
-                    "Metaspace, Split, Digits, Punctuation, Sequence)");
+                    "Metaspace, Split, CharDelimiterSplit, Digits, Punctuation, Sequence)");
 }
 
 std::unique_ptr<HfDecoder> make_decoder(const element& e, const std::string& path, const Context& cx) {

@@ -7,21 +7,23 @@
 // --append-eod id comes from eod_id(). Supported components:
 //   normalizers:     NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, BertNormalizer (clean_text and
 //                    handle_chinese_chars on, strip_accents null or equal to lowercase), Replace (String or Regex),
-//                    Prepend, Strip, Precompiled (SentencePiece charsmaps, e.g. T5/ALBERT's nmt_nfkc), Sequence
+//                    Prepend, Strip, Precompiled (SentencePiece charsmaps, e.g. T5/ALBERT's nmt_nfkc), Nmt, Sequence
 //   pre-tokenizers:  ByteLevel, BertPreTokenizer, Whitespace, WhitespaceSplit, Metaspace, Split (String or Regex,
-//                    all five behaviours, invert), Digits, Punctuation, Sequence
+//                    all five behaviours, invert), CharDelimiterSplit, Digits, Punctuation, Sequence
 //   models:          BPE (merges as "a b" or ["a","b"], continuing_subword_prefix, end_of_word_suffix, unk_token,
 //                    fuse_unk, byte_fallback, ignore_merges; dropout must be null or 0), WordPiece, Unigram
 //                    (unk_id, byte_fallback), WordLevel
 //   decoders:        ByteLevel, Metaspace, WordPiece, BPEDecoder, ByteFallback, Fuse, Strip, Replace, Sequence
-// Any other component type (e.g. Nmt, UnicodeScripts, CharDelimiterSplit, CTC) or option (BPE dropout) is an
+// Any other component type (e.g. the ByteLevel normalizer, UnicodeScripts, CTC) or option (BPE dropout) is an
 // Error naming the type and its JSON path ("normalizer.normalizers[0]"); an unsupported decoder is reported when
 // decode() is called, so such a file can still be used to tokenize.
 // HF details reproduced: added-token ids as AddedVocabulary assigns them on load (the file's "id" fields are not
 // authoritative); Unigram scores rounded as serde_json parses them (ties between segmentations depend on it);
 // StripAccents' older mark tables; Unicode 16 letters/numbers in Split regexes (hf_regex.h).
 // Limits: NFC/NFD/NFKC/NFKD use utf8proc (Unicode 15), other regex properties PCRE2's Unicode 14; characters
-// added since may tokenize differently from HF. Invalid UTF-8 is not expected (callers repair text first).
+// added since may tokenize differently from HF. Metaspace's prepend_scheme "first" tests whether a piece starts
+// the normalized text, where HF tests its original offset: they differ only when the normalizer deleted the
+// text's first characters and a pre-tokenizer then split. Invalid UTF-8 is not expected (callers repair text).
 #pragma once
 #include <memory>
 #include <optional>

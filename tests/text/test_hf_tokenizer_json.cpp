@@ -158,7 +158,7 @@ TEST_P(Family, IdsDecodeAndVocabSizeMatchHuggingFace) {
 
 INSTANTIATE_TEST_SUITE_P(HfFixtures, Family,
                          ::testing::Values("roberta", "llama3", "llama2", "t5", "t5spm", "xlmr", "wordpiece",
-                                           "subword"));
+                                           "subword", "wordlevel"));
 
 // The shared GPT-2 and BERT tokenizer.json files against the shared HF ids: whole sample corpus + edge cases.
 void check_shared(const std::string& json, const std::string& sample_ids, const std::string& edge_key,
@@ -248,9 +248,9 @@ std::string error_of(const std::string& json) {
 TEST(HfTokenizerJson, UnsupportedComponentsAreErrorsNamingTypeAndPath) {
   const std::string model = R"("model": {"type": "WordLevel", "vocab": {"a": 0, "<unk>": 1}, "unk_token": "<unk>"})";
   std::string e = error_of(R"({"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFC"},
-      {"type": "Nmt"}]}, )" + model + "}");
+      {"type": "ByteLevel"}]}, )" + model + "}");
   EXPECT_NE(e.find("t.json: normalizer.normalizers[1]"), std::string::npos) << e;
-  EXPECT_NE(e.find("\"Nmt\""), std::string::npos) << e;
+  EXPECT_NE(e.find("normalizer type \"ByteLevel\""), std::string::npos) << e;
   e = error_of(R"({"normalizer": {"type": "Precompiled", "precompiled_charsmap": "AAAA"}, )" + model + "}");
   EXPECT_NE(e.find("normalizer: precompiled_charsmap"), std::string::npos) << e;
   e = error_of(R"({"pre_tokenizer": {"type": "UnicodeScripts"}, )" + model + "}");

@@ -247,6 +247,23 @@ const uni = trained(tk.Unigram.empty(), (t) => {
   });
 }
 
+// 7. WordLevel with the Nmt normalizer and CharDelimiterSplit: the 2,000 most frequent words of the training text.
+{
+  const counts = new Map();
+  for (const line of fs.readFileSync(trainFile, 'utf8').split('\n').slice(0, 1500)) {
+    for (const w of line.normalize('NFKD').toLowerCase().split(' ')) if (w) counts.set(w, (counts.get(w) || 0) + 1);
+  }
+  const vocab = { '<unk>': 0 };
+  [...counts.entries()].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, 2000)
+    .forEach(([w]) => { if (!(w in vocab)) vocab[w] = Object.keys(vocab).length; });
+  families.wordlevel = base({
+    added_tokens: [added(0, '<unk>')],
+    normalizer: { type: 'Sequence', normalizers: [{ type: 'Nmt' }, { type: 'NFKD' }, { type: 'Lowercase' }] },
+    pre_tokenizer: { type: 'CharDelimiterSplit', delimiter: ' ' },
+    model: { type: 'WordLevel', vocab, unk_token: '<unk>' },
+  });
+}
+
 // Reference ids (encode without special tokens: added tokens in the text are still matched), the vocabulary size
 // with added tokens, and decoded text of the edge cases.
 (async () => {
