@@ -67,8 +67,8 @@ void add_merge_command(CLI::App& app) {
   auto* shards = cmd->add_option("--shards", options->shards_prefix,
                                  "Assemble a sharded `lmforge prep` run (static ranks or an array job) given its "
                                  "--output-prefix: checks that every shard in <prefix>.shards/ is complete and for "
-                                 "this plan, then writes <prefix>_<key>_document.bin/.idx, byte-identical to a "
-                                 "single-process prep, streaming (memory independent of corpus size)");
+                                 "this plan, then writes <prefix>_<key>_document.bin/.idx (_sentence after "
+                                 "--split-sentences), byte-identical to a single-process prep, streaming (memory independent of corpus size)");
   shards->excludes(prefixes)->excludes(dir)->excludes(output);
   cmd->callback([options] {
     if (!options->shards_prefix.empty()) {

@@ -23,9 +23,10 @@ std::optional<dist::RankInfo> sharded_mode(const DistributedOptions& options);
 // This process's part of a sharded run. Every process derives (or, under MPI, receives from rank 0) the same
 // plan, skips shards already complete and prepares the rest into <prefix>.shards/. Under MPI rank 0 hands out
 // shards on request (a slow process takes fewer), prints aggregated progress and, once every rank is done,
-// assembles <prefix>_<key>_document.bin/.idx and a per-rank report; any error on any rank is printed with the
-// rank and aborts the whole job (non-zero exit). Statically, rank r prepares shards r, r+N, r+2N, …; a world
-// of one assembles at the end, a larger one prints the `lmforge merge --shards` command to run afterwards.
+// assembles <prefix>_<key>_<level>.bin/.idx (level document, or sentence) and a per-rank report; any error on
+// any rank is printed with the rank and aborts the whole job (non-zero exit). Statically, rank r prepares shards
+// r, r+N, r+2N, …; a world of one assembles at the end, a larger one prints the `lmforge merge --shards` command
+// to run afterwards.
 // Returns the summary on the process that assembled; std::nullopt on the others.
 std::optional<PrepSummary> run_sharded_prep(const PrepOptions& options, const DistributedOptions& distributed,
                                             const dist::RankInfo& rank, std::ostream& out);

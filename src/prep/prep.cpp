@@ -147,7 +147,8 @@ struct PieceEncoders::Impl {
 PieceEncoders::PieceEncoders(const PrepOptions& options, const text::Tokenizer& tokenizer)
     : impl(std::make_unique<Impl>(Impl{tbb::enumerable_thread_specific<Worker>([&options, &tokenizer] {
         Worker w{JsonDocumentParser(options.json_keys), tokenizer.make_encoder(), {}, {}, {}, {}};
-        if (options.split_sentences) w.splitter.emplace(text::SentenceSplitOptions{options.lang, options.keep_newlines});
+        if (options.split_sentences)
+          w.splitter.emplace(text::SentenceSplitOptions{options.lang, options.keep_newlines});
         return w;
       })})) {}
 

@@ -1,4 +1,4 @@
-// defines: assemble_shards() (complete shards to the final <prefix>_<key>_document.bin/.idx, streaming),
+// defines: assemble_shards() (complete shards to the final <prefix>_<key>_<level>.bin/.idx, streaming),
 //          merge_shards() (`lmforge merge --shards <prefix>`: check every shard, then assemble)
 #pragma once
 #include <string>
@@ -9,7 +9,7 @@
 
 namespace lmforge::prep {
 
-// Concatenates the shards' datasets in plan order into <prefix>_<key>_document.{bin,idx} (temp names, renamed
+// Concatenates the shards' datasets in plan order into <prefix>_<key>_<plan.level>.{bin,idx} (temp names, renamed
 // when complete). The result is byte-identical to run_prep() over the same inputs: .bin is the shards' .bin files
 // back to back (copy_file_range), and the .idx is written in its three sections by streaming over the shards'
 // .idx files, so memory does not grow with the corpus. An exclusive lock in the shard directory keeps two
