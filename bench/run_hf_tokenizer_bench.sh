@@ -6,7 +6,7 @@
 #   bench/run_hf_tokenizer_bench.sh [corpus.jsonl]
 #     default input: the shared sample corpus repeated 4 times (~10 MB, bench/out/hf_tokenizer/sample_x4.jsonl)
 #   env: BUILD_DIR (default ./build), REPEAT (lmforge runs, best kept; default 3), PEER_REPEAT (default 1),
-#        FAMILIES (default "gpt2 bert roberta llama3 llama2 t5 t5spm xlmr wordpiece subword"), LMFORGE_SHARED_DIR (../shared)
+#        FAMILIES (default: all 11 files), LMFORGE_SHARED_DIR (../shared)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -14,7 +14,7 @@ build=${BUILD_DIR:-$root/build}
 shared=${LMFORGE_SHARED_DIR:-$root/../shared}
 repeat=${REPEAT:-3}
 peer_repeat=${PEER_REPEAT:-1}
-families=${FAMILIES:-gpt2 bert roberta llama3 llama2 t5 t5spm xlmr wordpiece subword}
+families=${FAMILIES:-gpt2 bert roberta llama3 llama2 t5 t5spm xlmr wordpiece subword wordlevel}
 out=$root/bench/out/hf_tokenizer
 mkdir -p "$out"
 
