@@ -1,0 +1,201 @@
+// defines: helpers for tests that run `lmforge train gpt` under mpirun: TensorBoard scalars read back at float
+//          precision (TFRecord framing and protobuf wire format, independent of the writer), a tiny GPT's flags on
+//          Megatron's sample dataset, train() runs and expect_parity(), and a fixture holding the one-process run
+#pragma once
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <thread>
+#include <vector>
+
+#include "mpi_test_util.h"
+#include "test_util.h"
+
+// One executable includes this once: plain (non-inline) definitions are fine.
+namespace train_runs {
+
+namespace fs = std::filesystem;
+using lmforge::testing::mpirun_prefix;
+using lmforge::testing::NetnsPair;
+using lmforge::testing::read_file;
+using lmforge::testing::run_command;
+using lmforge::testing::shared_path;
+using lmforge::testing::TempDir;
+
+// ---- TensorBoard event file → scalars (independent of the writer: TFRecord framing and protobuf wire format) ----
+
+uint64_t varint(const std::string& s, size_t& pos) {
+  uint64_t v = 0;
+  for (int shift = 0; pos < s.size(); shift += 7) {
+    const uint8_t b = (uint8_t)s[pos++];
+    v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) break;
+  }
+  return v;
+}
+
+// Calls f(field, wire_type, payload / varint) for each field of a protobuf message.
+template <class F>
+void fields(const std::string& msg, F f) {
+  size_t pos = 0;
+  while (pos < msg.size()) {
+    const uint64_t key = varint(msg, pos);
+    const int field = (int)(key >> 3), wire = (int)(key & 7);
+    if (wire == 0) {
+      f(field, wire, std::string(), varint(msg, pos));
+    } else if (wire == 1) {
+      f(field, wire, msg.substr(pos, 8), 0);
+      pos += 8;
+    } else if (wire == 2) {
+      const uint64_t len = varint(msg, pos);
+      f(field, wire, msg.substr(pos, len), 0);
+      pos += len;
+    } else if (wire == 5) {
+      f(field, wire, msg.substr(pos, 4), 0);
+      pos += 4;
+    } else {
+      throw std::runtime_error("unexpected protobuf wire type");
+    }
+  }
+}
+
+// tag → values in file order, from every events.out.tfevents.* file in dir.
+std::map<std::string, std::vector<float>> read_scalars(const std::string& dir) {
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().filename().string().rfind("events.out.tfevents.", 0) != 0) continue;
+    const std::string raw = read_file(entry.path().string());
+    for (size_t pos = 0; pos + 12 <= raw.size();) {
+      uint64_t length;
+      std::memcpy(&length, raw.data() + pos, 8);
+      const std::string event = raw.substr(pos + 12, length);
+      pos += 12 + length + 4;
+      int64_t step = 0;
+      std::vector<std::pair<std::string, float>> values;
+      fields(event, [&](int field, int, const std::string& payload, uint64_t v) {
+        if (field == 2) step = (int64_t)v;
+        if (field != 5) return;
+        fields(payload, [&](int f2, int, const std::string& value, uint64_t) {
+          if (f2 != 1) return;
+          std::string tag;
+          float x = NAN;
+          fields(value, [&](int f3, int wire, const std::string& p, uint64_t) {
+            if (f3 == 1) tag = p;
+            if (f3 == 2 && wire == 5) std::memcpy(&x, p.data(), 4);
+          });
+          values.emplace_back(tag, x);
+        });
+      });
+      for (const auto& [tag, x] : values) out[tag].push_back(x);
+      (void)step;
+    }
+  }
+  return out;
+}
+
+// ---- runs ---------------------------------------------------------------------------------------------------------
+
+using Flags = std::map<std::string, std::string>;
+
+// A tiny GPT on Megatron's sample dataset; 20 iterations of a global batch of 4 one-sample micro-batches.
+Flags tiny_flags(const TempDir& dir) {
+  return {{"--num-layers", "2"}, {"--hidden-size", "32"}, {"--num-attention-heads", "2"}, {"--seq-length", "32"},
+          {"--max-position-embeddings", "32"}, {"--micro-batch-size", "1"}, {"--global-batch-size", "4"},
+          {"--lr", "0.003"}, {"--min-lr", "0.0003"}, {"--lr-decay-style", "cosine"}, {"--lr-warmup-iters", "2"},
+          {"--weight-decay", "0.1"}, {"--clip-grad", "1.0"},
+          {"--split", "949,50,1"}, {"--log-interval", "1"}, {"--eval-interval", "10"}, {"--eval-iters", "2"},
+          {"--data-cache-path", dir.file("cache")}, {"--train-iters", "20"}, {"--threads", "1"},
+          {"--vocab-file", shared_path("data/vocab/gpt2-vocab.json")},
+          {"--merge-file", shared_path("data/vocab/gpt2-merges.txt")},
+          {"--data-path", shared_path("data/sample/sample_gpt2_text_document")}};
+}
+
+std::string train_args(const TempDir& dir, const Flags& overrides) {
+  Flags flags = tiny_flags(dir);
+  for (const auto& [k, v] : overrides) flags[k] = v;
+  std::string cmd = std::string(LMFORGE_EXE) + " train gpt";
+  for (const auto& [k, v] : flags)
+    if (v != "-") cmd += " " + k + (v.empty() ? "" : " '" + v + "'");
+  return cmd;
+}
+
+struct TrainRun {
+  int status = -1;
+  std::string output;
+  std::vector<float> loss;       // "lm loss" per iteration (log interval 1)
+  std::vector<float> grad_norm;  // per iteration
+  std::vector<float> valid;      // "lm loss validation" per evaluation, then "lm loss test"
+};
+
+// Runs with np ranks (0: a plain single process, no mpirun) and collects the TensorBoard scalars.
+TrainRun train(const TempDir& dir, const std::string& name, int np, const Flags& overrides = {},
+          const std::string& launcher = "") {
+  Flags flags = overrides;
+  const std::string tb = dir.file("tb-" + name);
+  fs::remove_all(tb);
+  flags["--tensorboard-dir"] = tb;
+  const std::string prefix = !launcher.empty() ? launcher : np > 0 ? mpirun_prefix(np) : "";
+  TrainRun run;
+  auto r = run_command("timeout 120 env OMP_NUM_THREADS=1 " + prefix + train_args(dir, flags));
+  run.status = r.status;
+  run.output = r.output;
+  if (r.status != 0 || !fs::exists(tb)) return run;
+  const auto scalars = read_scalars(tb);
+  for (const char* tag : {"lm loss", "grad-norm", "lm loss validation", "lm loss test"}) {
+    auto it = scalars.find(tag);
+    if (it == scalars.end()) continue;
+    std::vector<float>& into = std::string(tag) == "lm loss" ? run.loss
+                               : std::string(tag) == "grad-norm" ? run.grad_norm : run.valid;
+    into.insert(into.end(), it->second.begin(), it->second.end());
+  }
+  return run;
+}
+
+double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0.0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); i++)
+    worst = std::max(worst, std::fabs((double)a[i] - (double)b[i]) / std::fabs((double)b[i]));
+  return worst;
+}
+
+// Same number of iterations, every loss within 1e-6 relative, and the validation losses too.
+void expect_parity(const TrainRun& got, const TrainRun& want, double tolerance, const std::string& what) {
+  ASSERT_EQ(got.status, 0) << what << ":\n" << got.output;
+  ASSERT_EQ(want.status, 0) << want.output;
+  ASSERT_EQ(got.loss.size(), want.loss.size()) << what << ":\n" << got.output;
+  ASSERT_GE(want.loss.size(), 10u);
+  const double d = max_relative_difference(got.loss, want.loss);
+  std::printf("[ parity ] %s: max relative loss difference over %zu steps %.3g\n", what.c_str(), got.loss.size(), d);
+  EXPECT_LT(d, tolerance) << what;
+  EXPECT_LT(max_relative_difference(got.grad_norm, want.grad_norm), 1e-5) << what;
+  ASSERT_EQ(got.valid.size(), want.valid.size()) << what;
+  EXPECT_LT(max_relative_difference(got.valid, want.valid), tolerance) << what;
+  // Training did something: the loss fell.
+  EXPECT_LT(want.loss.back(), want.loss.front() - 0.1f);
+}
+
+// The single-process reference runs are shared by the tests of one executable.
+class TrainParallel : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir;
+    single_ = new TrainRun(train(*dir_, "single", 0));
+  }
+  static void TearDownTestSuite() {
+    delete single_;
+    delete dir_;
+  }
+  static inline TempDir* dir_ = nullptr;
+  static inline TrainRun* single_ = nullptr;
+};
+
+}  // namespace train_runs
