@@ -352,8 +352,10 @@ void check_sentence_options(const PrepOptions& options) {
 
 void check_eod(const PrepOptions& options, const text::Tokenizer& tokenizer) {
   if (options.append_eod && !tokenizer.eod_id())
-    throw Error("--append-eod: tokenizer " + tokenizer.type_name() +
-                " has no end-of-document token (Megatron's BERT tokenizers have none); drop --append-eod");
+    throw Error("--append-eod: tokenizer " + tokenizer.type_name() + " has no end-of-document token" +
+                (options.tokenizer.type == "PretrainedFromHF"
+                     ? "; name one of its tokens with --eod-token, or drop --append-eod"
+                     : " (Megatron's BERT tokenizers have none); drop --append-eod"));
 }
 
 void print_summary(const PrepSummary& s, std::ostream& out) {
