@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 
 #include "dist/communicator.h"
@@ -30,8 +31,8 @@ namespace optim = lmforge::optim;
 const char* kWorkerEnv = "LMFORGE_TP_WORKER";
 
 std::string worker_command(int np, int tp, bool distributed) {
-  // The current executable (LMFORGE_BINARY_DIR/tests/...), its worker test only.
-  const std::string self = std::string(LMFORGE_BINARY_DIR) + "/tests/dist_test_train_tensor_parallel";
+  // This executable, its worker test only.
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   return "timeout 120 env " + std::string(kWorkerEnv) + "=" + std::to_string(tp) + (distributed ? ",zero" : "") +
          " OMP_NUM_THREADS=1 " + mpirun_prefix(np) + "-x " + kWorkerEnv + " -x OMP_NUM_THREADS " + self +
          " --gtest_filter=TensorParallelWorker.* --gtest_brief=1";
