@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "data/indexed_dataset.h"
+#include "mpi_test_util.h"
 #include "test_util.h"
 
 namespace {
@@ -27,12 +28,8 @@ using lmforge::testing::write_file;
 
 const std::string kRef = "data/sample/sample_gpt2_text_document";
 
-// Open MPI refuses root unless told; the tests run as root in CI. Shared memory is avoided (btl self,tcp) so
-// the same flags work across namespaces; no binding, since ranks outnumber cores here.
-std::string mpirun(int np) {
-  return "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe --bind-to none "
-         "--mca btl self,tcp -np " + std::to_string(np) + " ";
-}
+// mpirun as root with more ranks than cores, and two hosts as network namespaces: tests/dist/mpi_test_util.h.
+std::string mpirun(int np) { return lmforge::testing::mpirun_prefix(np); }
 
 std::string prep_args(const std::string& input, const std::string& prefix) {
   return std::string(LMFORGE_EXE) + " prep --input " + input + " --output-prefix " + prefix +
@@ -217,42 +214,7 @@ TEST(DistributedPrepCli, SigkilledRankThenRerunSkipsCompleteShardsAndEqualsMegat
   expect_same_bytes(dir.file("s_text_document"), dir.file("ref"));
 }
 
-// Two network namespaces joined by a veth pair stand for two hosts; mpirun in the first starts ranks in both
-// through an rsh agent that runs the command in the namespace owning the address, and ranks talk over TCP.
-class NetnsPair {
- public:
-  explicit NetnsPair(const TempDir& dir) {
-    const std::string id = std::to_string(::getpid());
-    a_ = "lmfA" + id;
-    b_ = "lmfB" + id;
-    const std::string va = "lmfa" + id, vb = "lmfb" + id;
-    auto r = run_command("set -e; ip netns add " + a_ + "; ip netns add " + b_ + "; ip link add " + va +
-                         " type veth peer name " + vb + "; ip link set " + va + " netns " + a_ + "; ip link set " +
-                         vb + " netns " + b_ + "; ip -n " + a_ + " addr add 10.231.0.1/24 dev " + va + "; ip -n " +
-                         b_ + " addr add 10.231.0.2/24 dev " + vb + "; for n in " + a_ + " " + b_ +
-                         "; do ip -n $n link set lo up; done; ip -n " + a_ + " link set " + va + " up; ip -n " + b_ +
-                         " link set " + vb + " up");
-    error_ = r.status == 0 ? "" : r.output;
-    agent_ = dir.file("netns-agent.sh");
-    write_file(agent_, "#!/bin/sh\n# Open MPI runs: <agent> <host> <command...>\nhost=\"$1\"; shift\n"
-                       "case \"$host\" in\n  10.231.0.1) ns=" + a_ + " ;;\n  10.231.0.2) ns=" + b_ + " ;;\n"
-                       "  *) echo \"netns agent: unknown host $host\" >&2; exit 1 ;;\nesac\n"
-                       "exec ip netns exec \"$ns\" /bin/sh -c \"$*\"\n");
-    ::chmod(agent_.c_str(), 0755);
-  }
-  ~NetnsPair() { run_command("ip netns del " + a_ + "; ip netns del " + b_); }
-  const std::string& error() const { return error_; }
-  std::string mpirun(int np_per_host) const {
-    const std::string n = std::to_string(np_per_host);
-    return "ip netns exec " + a_ + " env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun "
-           "--oversubscribe --bind-to none -np " + std::to_string(2 * np_per_host) + " --host 10.231.0.1:" + n +
-           ",10.231.0.2:" + n + " --mca plm_rsh_agent " + agent_ +
-           " --mca btl self,tcp --mca btl_tcp_if_include 10.231.0.0/24 --mca oob_tcp_if_include 10.231.0.0/24 ";
-  }
-
- private:
-  std::string a_, b_, agent_, error_;
-};
+using lmforge::testing::NetnsPair;
 
 TEST(DistributedPrepCli, TwoHostsAsNetworkNamespacesOverTcpEqualsMegatron) {
   TempDir dir;
