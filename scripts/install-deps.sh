@@ -6,7 +6,7 @@ packages=(
   build-essential cmake pkg-config ccache git
   libsimdjson-dev libutf8proc-dev libcli11-dev libtbb-dev libpcre2-dev
   libzstd-dev liblzma-dev zlib1g-dev zstd xz-utils gzip
-  libsentencepiece-dev sentencepiece libicu-dev python3-sentencepiece
+  libsentencepiece-dev sentencepiece libicu-dev python3-sentencepiece python3-nltk
   libgtest-dev libgmock-dev
   libopenblas-dev libopenmpi-dev openmpi-bin
   python3 python3-numpy python3-torch python3-regex python3-protobuf

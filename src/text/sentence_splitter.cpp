@@ -111,11 +111,21 @@ void SentenceSplitter::split(std::string_view text, std::vector<std::string_view
       unsigned char c = static_cast<unsigned char>(s[i]);
       if (c == '\n' || c == '\r') {
         s[i] = ' ';
+      } else if (c == '-') {
+        // A dash after a sentence end starts a new sentence for punkt ("forest.\n\t-- Mark Twain"), while UAX #29
+        // (SB8a) lets dashes continue it. '#' is in no rule's class that '-' is not, except SB8a's SContinue.
+        s[i] = '#';
+      } else if (c == 0xE2 && i + 2 < s.size() && static_cast<unsigned char>(s[i + 1]) == 0x80 &&
+                 (static_cast<unsigned char>(s[i + 2]) == 0x93 || static_cast<unsigned char>(s[i + 2]) == 0x94)) {
+        s[i] = s[i + 1] = s[i + 2] = '#';  // EN DASH, EM DASH: as '-'
+        i += 2;
       } else if (c == 0xC2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) == 0x85) {  // NEL
         s[i] = s[i + 1] = ' ';
+        i += 1;
       } else if (c == 0xE2 && i + 2 < s.size() && static_cast<unsigned char>(s[i + 1]) == 0x80 &&
                  (static_cast<unsigned char>(s[i + 2]) == 0xA8 || static_cast<unsigned char>(s[i + 2]) == 0xA9)) {
         s[i] = s[i + 1] = s[i + 2] = ' ';  // LS, PS
+        i += 2;
       }
     }
     UErrorCode status = U_ZERO_ERROR;
@@ -134,7 +144,15 @@ void SentenceSplitter::split(std::string_view text, std::vector<std::string_view
       size_t begin = bounds[k], end = bounds[k + 1];
       bool last = k + 2 == bounds.size();
       if (k > 0) begin = skip_space_forward(chunk, begin, end);
-      if (!impl_->keep_newlines || last) end = skip_space_backward(chunk, begin, end);
+      if (!impl_->keep_newlines || last) {
+        end = skip_space_backward(chunk, begin, end);
+      } else {
+        // punkt's realign_boundaries: a sentence ending in closing ASCII quotes/brackets after its terminator
+        // ("Hello?" his ...) loses the whitespace after them even with Megatron's CustomLanguageVars.
+        const size_t content = skip_space_backward(chunk, begin, end);
+        if (content > begin && std::string_view("\"')]}").find(chunk[content - 1]) != std::string_view::npos)
+          end = content;
+      }
       if (end > begin) sentences.push_back(chunk.substr(begin, end - begin));
     }
     chunk_begin = chunk_end;

@@ -68,9 +68,15 @@ TEST(SentenceSplitter, Utf8OffsetsAndOtherScripts) {
 }
 
 TEST(SentenceSplitter, DocumentedDifferencesToPunkt) {
-  // A continuation mark after the period keeps the sentence going (UAX #29 SB8a); punkt would break here.
+  // A dash after the period starts a new sentence, as in punkt (UAX #29 SB8a alone would continue it); commas,
+  // colons and semicolons continue it (punkt: "," is no sentence-end context either).
   EXPECT_EQ(split("than the lichen family.\n\t\t-- Dave Barry, \"Kids\""),
-            V{"than the lichen family.\n\t\t-- Dave Barry, \"Kids\""});
+            (V{"than the lichen family.", "-- Dave Barry, \"Kids\""}));
+  EXPECT_EQ(split("Love \xE2\x80\x94 and war. \xE2\x80\x94 Anon"), (V{"Love \xE2\x80\x94 and war.", "\xE2\x80\x94 Anon"}));
+  EXPECT_EQ(split("Bring paper, pens, etc., and ink."), V{"Bring paper, pens, etc., and ink."});
+  // With --keep-newlines, punkt's realignment drops the whitespace after closing ASCII quotes and brackets.
+  EXPECT_EQ(split("A \"Hello?\" his friend asks. (Yes.)\nNo.", true),
+            (V{"A \"Hello?\"", "his friend asks. ", "(Yes.)", "No."}));
   // Invalid UTF-8 (callers repair it first) is read as U+FFFD; the offsets stay byte offsets.
   EXPECT_EQ(split("Bad \xFF byte. Next \xC3 one."), (V{"Bad \xFF byte.", "Next \xC3 one."}));
 }
