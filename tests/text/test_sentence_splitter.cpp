@@ -1,9 +1,12 @@
 // defines: tests of SentenceSplitter (ICU boundaries, punkt-style whitespace framing, --keep-newlines, --lang)
 #include <gtest/gtest.h>
+#include <simdjson.h>
 
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "test_util.h"
 #include "text/sentence_splitter.h"
 #include "util/error.h"
 
@@ -79,6 +82,59 @@ TEST(SentenceSplitter, DocumentedDifferencesToPunkt) {
             (V{"A \"Hello?\"", "his friend asks. ", "(Yes.)", "No."}));
   // Invalid UTF-8 (callers repair it first) is read as U+FFFD; the offsets stay byte offsets.
   EXPECT_EQ(split("Bad \xFF byte. Next \xC3 one."), (V{"Bad \xFF byte.", "Next \xC3 one."}));
+}
+
+// The framing (which whitespace goes where, quotes and brackets, dashes, line breaks, both modes) against NLTK punkt
+// itself, run through tests/text/punkt_reference.py on texts whose boundaries need no learned statistics.
+TEST(SentenceSplitter, FramingEqualsNltkPunkt) {
+  const std::vector<std::string> texts = {
+      "Hello there. How are you?  Fine!\n",
+      "  Leading space. Second.",
+      "The Bionic Dog drinks too much\n\tand kicks over the forest.\n\nNext one.",
+      "He said \"Stop.\" Then he left. (It was late.) Done.",
+      "A \"Hello?\" his friend asks. (Yes.)\nNo.",
+      "First line.\nSecond line.\n\nThird!  Four?\n",
+      "It was\nreplaced by disco.\n\t\t-- Dave Barry, \"Kids Today\"",
+      "Love \xE2\x80\x94 and war. \xE2\x80\x94 Anon",
+      "Bring paper, pens, and ink. Then write!\tThen read?\n\n\n",
+      "Why? Because. 'Quoted.' [Bracketed.] {Braced!} End",
+      "\n\n  Only one sentence here  \n",
+      "Wait... what? Really?! Yes.",
+      "Numbers like 3.14 stay. So do words.",
+      " ",
+      "",
+  };
+  lmforge::testing::TempDir dir;
+  std::string jsonl;
+  for (const auto& t : texts) {
+    std::string q;
+    for (unsigned char c : t) {
+      if (c == '"' || c == '\\') q += '\\', q += static_cast<char>(c);
+      else if (c == '\n') q += "\\n";
+      else if (c == '\t') q += "\\t";
+      else q += static_cast<char>(c);
+    }
+    jsonl += "{\"text\": \"" + q + "\"}\n";
+  }
+  lmforge::testing::write_file(dir.file("in.jsonl"), jsonl);
+  const auto r = lmforge::testing::run_command("/usr/bin/python3 " + std::string(LMFORGE_SOURCE_DIR) +
+                                               "/tests/text/punkt_reference.py " + dir.file("in.jsonl"));
+  ASSERT_EQ(r.status, 0) << r.output << " (python3-nltk is installed by scripts/install-deps.sh)";
+  std::istringstream lines(r.output);
+  simdjson::dom::parser parser;
+  size_t i = 0;
+  for (std::string line; std::getline(lines, line); ++i) {
+    ASSERT_LT(i, texts.size());
+    simdjson::dom::array modes = parser.parse(line).get_array();
+    int mode = 0;
+    for (simdjson::dom::element sentences : modes) {
+      V want;
+      for (simdjson::dom::element s : sentences.get_array()) want.emplace_back(std::string_view(s.get_string()));
+      EXPECT_EQ(split(texts[i], mode == 1), want) << "text " << i << (mode ? " (keep newlines)" : "");
+      ++mode;
+    }
+  }
+  EXPECT_EQ(i, texts.size());
 }
 
 TEST(SentenceSplitter, LangNamesAndCopies) {
