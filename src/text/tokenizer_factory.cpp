@@ -10,6 +10,12 @@
 namespace lmforge::text {
 
 std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
+  if (!options.add_special_tokens && options.type != "PretrainedFromHF")
+    throw Error("--no-special-tokens applies to --tokenizer-type PretrainedFromHF only");
+  // Megatron also appends <extra_id_N> to its BERT vocabularies (GPT-2 ignores the flag); only SentencePiece's are
+  // implemented, so elsewhere the flag is refused rather than silently changing nothing.
+  if (options.vocab_extra_ids != 0 && options.type != "SentencePieceTokenizer")
+    throw Error("--vocab-extra-ids applies to --tokenizer-type SentencePieceTokenizer only");
   if (options.type == "GPT2BPETokenizer") {
     if (options.vocab_file.empty()) throw Error("--tokenizer-type GPT2BPETokenizer needs --vocab-file (vocab.json)");
     if (options.merge_file.empty()) throw Error("--tokenizer-type GPT2BPETokenizer needs --merge-file (merges.txt)");
@@ -21,13 +27,14 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
     return make_bert_wordpiece_tokenizer(options.vocab_file, options.type == "BertWordPieceLowerCase",
                                          WordPieceFlavor::kMegatron);
   }
-  // Any Hugging Face tokenizer.json, ids as HF's encode(text, add_special_tokens=False).
+  // Any Hugging Face tokenizer.json, ids as HF's encode(text, add_special_tokens) (Megatron: True).
   if (options.type == "PretrainedFromHF") {
     if (options.name_or_path.empty())
       throw Error("--tokenizer-type PretrainedFromHF needs --tokenizer-name-or-path (a tokenizer.json file or a "
                   "directory holding one; hub names cannot be downloaded)");
     HfTokenizerOptions hf;
     hf.eod_token = options.eod_token;
+    hf.add_special_tokens = options.add_special_tokens;
     return load_hf_tokenizer(options.name_or_path, hf);
   }
   // SentencePiece .model types, as Megatron's three wrappers of it (sentencepiece_tokenizer.h).

@@ -141,6 +141,9 @@ TEST(SentencePiece, ClearErrors) {
   o.model_file = kModel;
   o.vocab_extra_ids = 3;
   EXPECT_THROW(make_tokenizer(o), Error);
+  o.type = "BertWordPieceLowerCase";
+  o.vocab_file = "unused.txt";
+  EXPECT_THROW(make_tokenizer(o), Error);  // --vocab-extra-ids only where implemented
   auto t = make_sentencepiece_tokenizer(kModel, SentencePieceFlavor::kGpt);
   EXPECT_THROW(t->decode(std::vector<int32_t>{1000}), Error);
 }
