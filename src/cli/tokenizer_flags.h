@@ -19,9 +19,13 @@ inline void add_tokenizer_flags(CLI::App* command, text::TokenizerOptions& optio
   command->add_option("--tokenizer-name-or-path", options.name_or_path,
                       "PretrainedFromHF: a Hugging Face tokenizer.json, or a local directory holding one (and "
                       "optionally tokenizer_config.json, whose eos_token then names the end-of-document token). "
-                      "Ids equal HF's encode(text, add_special_tokens=False): added tokens written in the text are "
-                      "matched, but no post-processor tokens (<s>, [CLS], [SEP]) are added, as for the other types "
-                      "(Megatron's _AutoTokenizer calls tokenizer(text) and would add them)");
+                      "Ids equal HF's tokenizer(text).input_ids, as Megatron's PretrainedFromHF tokenizer: added "
+                      "tokens written in the text are matched, and the file's post_processor adds its special tokens "
+                      "to every text (BERT [CLS] .. [SEP], RoBERTa <s> .. </s>, Llama <s> .., T5 .. </s>; even to an "
+                      "empty text); --append-eod's token follows them. See --no-special-tokens");
+  command->add_flag("--no-special-tokens{false}", options.add_special_tokens,
+                    "PretrainedFromHF: do not apply the tokenizer.json post_processor (HF's "
+                    "encode(text, add_special_tokens=False)): no [CLS]/[SEP]/<s>/</s> around each text");
   command->add_option("--tokenizer-model", options.model_file,
                       "SentencePiece .model for SentencePieceTokenizer (Megatron's: <CLS> <SEP> <EOD> <MASK> and the "
                       "model's pad/bos/eos pieces written in the text are matched as special tokens, added after the "

@@ -141,6 +141,9 @@ ShardPlan make_shard_plan(const PrepOptions& options, uint64_t shard_bytes) {
   if (!hf.empty() && std::filesystem::is_directory(hf)) hf += "/tokenizer.json";
   d.push_back("tokenizer-name-or-path: " + (hf.empty() ? "-" : std::filesystem::is_regular_file(hf) ? file_fingerprint(hf) : hf));
   d.push_back("eod-token: " + (options.tokenizer.eod_token.empty() ? "-" : options.tokenizer.eod_token));
+  // Only for PretrainedFromHF (the others reject the option), so other plans keep their ids.
+  if (options.tokenizer.type == "PretrainedFromHF")
+    d.push_back(std::string("special-tokens: ") + (options.tokenizer.add_special_tokens ? "yes" : "no"));
   d.push_back("tokenizer-model: " + (options.tokenizer.model_file.empty() ? "-" : file_fingerprint(options.tokenizer.model_file)));
   d.push_back("vocab-extra-ids: " + std::to_string(options.tokenizer.vocab_extra_ids));
   std::string keys;

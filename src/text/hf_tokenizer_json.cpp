@@ -14,6 +14,7 @@
 #include "text/bert_wordpiece.h"
 #include "text/gpt2_bpe.h"
 #include "text/hf_components.h"
+#include "text/hf_post_processor.h"
 #include "text/unicode_classes.h"
 #include "util/error.h"
 
@@ -227,6 +228,7 @@ class HfEncoder final : public TextEncoder {
   void encode(std::string_view text, std::vector<int32_t>& ids) override;
 
  private:
+  void encode_plain(std::string_view text, std::vector<int32_t>& ids);
   void encode_text(std::string_view s, bool at_start, std::vector<int32_t>& ids);
   void encode_normalized(std::string_view s, bool at_start, std::vector<int32_t>& ids);
   void encode_word(const std::string& w, std::vector<int32_t>& ids);
@@ -235,6 +237,7 @@ class HfEncoder final : public TextEncoder {
   std::unique_ptr<TextEncoder> fast_;
   WordCache cache_;
   std::string scratch_;
+  std::vector<int32_t> text_ids_;
   Pieces pieces_;
 };
 
@@ -263,6 +266,11 @@ class HfTokenizer final : public Tokenizer {
       }
     }
     read_added_tokens(root);
+    // The post-processor's ids around each text (none when the file has none, or the layout leaves ids as they are).
+    if (auto p = opt_field(root, "post_processor")) {
+      HfSpecialTokens special = make_post_processor(*p, "post_processor", cx_, options.add_special_tokens);
+      if (!special.identity()) special_ = std::move(special);
+    }
     if (options.fast_paths) choose_fast_path(root, *model);
 
     // get_vocab_size(with_added_tokens=true): distinct strings of the model vocabulary and added tokens.
@@ -445,6 +453,7 @@ class HfTokenizer final : public Tokenizer {
   std::unique_ptr<HfNormalizer> normalizer_;
   std::unique_ptr<HfPreTokenizer> pre_tokenizer_;
   std::unique_ptr<HfDecoder> decoder_;
+  std::optional<HfSpecialTokens> special_;
   std::string decoder_error_;
   std::vector<Added> added_;
   AddedMatcher raw_, normalized_;
@@ -461,6 +470,15 @@ HfEncoder::HfEncoder(const HfTokenizer& tok) : tok_(tok) {
 }
 
 void HfEncoder::encode(std::string_view text, std::vector<int32_t>& ids) {
+  // HF adds the special tokens even around an empty text, so every text gives ids.
+  if (tok_.special_) {
+    tok_.special_->apply([&](std::vector<int32_t>& out) { encode_plain(text, out); }, ids, text_ids_);
+    return;
+  }
+  encode_plain(text, ids);
+}
+
+void HfEncoder::encode_plain(std::string_view text, std::vector<int32_t>& ids) {
   split_added(
       text, tok_.raw_, [&](size_t b, size_t e) { encode_text(text.substr(b, e - b), b == 0, ids); },
       [&](int32_t id) { ids.push_back(id); });

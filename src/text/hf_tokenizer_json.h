@@ -1,10 +1,11 @@
 // defines: load_hf_tokenizer(): any Hugging Face tokenizer.json (--tokenizer-type PretrainedFromHF), ids as HF's
 //
-// Runs the file's pipeline as Hugging Face tokenizers does for encode(text, add_special_tokens=False):
+// Runs the file's pipeline as Hugging Face tokenizers does for encode(text, add_special_tokens):
 //   added tokens (non-normalized ones matched on the raw text, leftmost-longest, with single_word/lstrip/rstrip)
-//   -> normalizer -> normalized added tokens -> pre-tokenizer -> model, per piece between added tokens.
-// No post-processor template is applied (no [CLS]/[SEP]/<s>), as for lmforge's other tokenizer types; an
-// --append-eod id comes from eod_id(). Supported components:
+//   -> normalizer -> normalized added tokens -> pre-tokenizer -> model, per piece between added tokens
+//   -> with add_special_tokens, the post-processor's special ids around the text ([CLS] .. [SEP], <s> .., .. </s>),
+//      also for an empty text (hf_post_processor.h).
+// An --append-eod id comes from eod_id() (the caller appends it after those). Supported components:
 //   normalizers:     NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, BertNormalizer (clean_text and
 //                    handle_chinese_chars on, strip_accents null or equal to lowercase), Replace (String or Regex),
 //                    Prepend, Strip, Precompiled (SentencePiece charsmaps, e.g. T5/ALBERT's nmt_nfkc), Nmt, Sequence
@@ -14,6 +15,7 @@
 //                    fuse_unk, byte_fallback, ignore_merges; dropout must be null or 0), WordPiece, Unigram
 //                    (unk_id, byte_fallback), WordLevel
 //   decoders:        ByteLevel, Metaspace, WordPiece, BPEDecoder, ByteFallback, Fuse, Strip, Replace, Sequence
+//   post-processors: TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel, Sequence (all of HF's)
 // Any other component type (e.g. the ByteLevel normalizer, UnicodeScripts, CTC) or option (BPE dropout) is an
 // Error naming the type and its JSON path ("normalizer.normalizers[0]"); an unsupported decoder is reported when
 // decode() is called, so such a file can still be used to tokenize.
@@ -44,6 +46,9 @@ struct HfTokenizerOptions {
   // Run files that are exactly GPT-2's byte-level BPE or BERT's WordPiece pipeline on those tuned
   // implementations (same ids). Off: always the generic pipeline (tests compare both).
   bool fast_paths = true;
+  // HF's add_special_tokens: the file's post_processor adds its special tokens to each text. Off by default here;
+  // TokenizerOptions turns it on for --tokenizer-type PretrainedFromHF, as Megatron's tokenizer(text) does.
+  bool add_special_tokens = false;
 };
 
 // `path`: a tokenizer.json file, or a directory holding one. Malformed JSON, missing fields, unsupported

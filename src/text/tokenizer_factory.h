@@ -17,6 +17,10 @@ struct TokenizerOptions {
   std::string name_or_path;
   // PretrainedFromHF: the token --append-eod appends; empty: the file's own (see HfTokenizerOptions).
   std::string eod_token;
+  // PretrainedFromHF: add the tokenizer.json post-processor's special tokens to every text ([CLS] .. [SEP],
+  // <s> .. </s>), as Megatron's tokenizer(text).input_ids does; false: HF's add_special_tokens=False
+  // (--no-special-tokens). Other types have Megatron's fixed behaviour and reject false.
+  bool add_special_tokens = true;
   // SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer: the SentencePiece .model
   // (--tokenizer-model); see sentencepiece_tokenizer.h.
   std::string model_file;
