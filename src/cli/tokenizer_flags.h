@@ -23,9 +23,9 @@ inline void add_tokenizer_flags(CLI::App* command, text::TokenizerOptions& optio
                       "tokens written in the text are matched, and the file's post_processor adds its special tokens "
                       "to every text (BERT [CLS] .. [SEP], RoBERTa <s> .. </s>, Llama <s> .., T5 .. </s>; even to an "
                       "empty text); --append-eod's token follows them. See --no-special-tokens");
-  command->add_flag("--no-special-tokens{false}", options.add_special_tokens,
-                    "PretrainedFromHF: do not apply the tokenizer.json post_processor (HF's "
-                    "encode(text, add_special_tokens=False)): no [CLS]/[SEP]/<s>/</s> around each text");
+  command->add_flag_callback("--no-special-tokens", [&options] { options.add_special_tokens = false; },
+                             "PretrainedFromHF: do not apply the tokenizer.json post_processor (HF's "
+                             "encode(text, add_special_tokens=False)): no [CLS]/[SEP]/<s>/</s> around each text");
   command->add_option("--tokenizer-model", options.model_file,
                       "SentencePiece .model for SentencePieceTokenizer (Megatron's: <CLS> <SEP> <EOD> <MASK> and the "
                       "model's pad/bos/eos pieces written in the text are matched as special tokens, added after the "
