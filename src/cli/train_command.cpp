@@ -182,6 +182,10 @@ void add_train_command(CLI::App& app) {
                   "vocabulary-parallel embedding and cross-entropy); world size = this x data-parallel size; "
                   "checkpoints stay whole Hugging Face models, so any layout loads any other")
       ->capture_default_str();
+  cmd->add_option("--ddp-bucket-size", o->ddp_bucket_size,
+                  "Gradient elements per data-parallel bucket (0: 4194304); each bucket's reduction starts in the "
+                  "backward pass as soon as its gradients are final")
+      ->capture_default_str();
   cmd->add_flag("--use-distributed-optimizer", o->use_distributed_optimizer,
                 "Shard AdamW state and update across data-parallel ranks (ZeRO-1): gradients reduce-scattered, "
                 "parameters all-gathered; same results as replicated AdamW. Ranks: mpirun -np N lmforge train gpt "

@@ -37,6 +37,16 @@ class Communicator {
   // Afterwards piece rank() of data holds the rank-ordered sum of every rank's piece rank(); the other pieces are
   // left as they were.
   virtual void reduce_scatter_sum(float* data, std::span<const size_t> counts) = 0;
+  // reduce_scatter_sum in two halves, so the exchange can run while the caller computes: start_ returns a handle
+  // (data must stay untouched until finish_), progress() lets the transport move data (MPI moves non-blocking
+  // messages only inside its calls), finish_ waits and sums in rank order. The result equals reduce_scatter_sum.
+  // The defaults do everything in start_.
+  virtual int start_reduce_scatter_sum(float* data, std::span<const size_t> counts) {
+    reduce_scatter_sum(data, counts);
+    return -1;
+  }
+  virtual void progress() {}
+  virtual void finish_reduce_scatter_sum(int handle) { (void)handle; }
   // Afterwards every piece r holds rank r's piece r.
   virtual void all_gather(float* data, std::span<const size_t> counts) = 0;
   // reduce_scatter_sum + all_gather over an even split: every rank holds the same rank-ordered sums.

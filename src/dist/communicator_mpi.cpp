@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 
 #include "dist/communicator.h"
 #include "util/error.h"
@@ -75,6 +76,55 @@ class MpiCommunicator final : public Communicator {
     stats_.reduce_scatter_bytes += (n - mine) * sizeof(float);
   }
 
+  int start_reduce_scatter_sum(float* data, std::span<const size_t> counts) override {
+    if (size_ == 1) return -1;
+    auto op = std::make_unique<Pending>();
+    op->data = data;
+    op->mine = counts[(size_t)rank_];
+    op->scounts.resize((size_t)size_), op->sdispls.resize((size_t)size_), op->rcounts.resize((size_t)size_);
+    op->rdispls.resize((size_t)size_);
+    size_t offset = 0;
+    for (int r = 0; r < size_; r++) {
+      if (r == rank_) op->my_offset = offset;
+      op->scounts[(size_t)r] = as_int(counts[(size_t)r], "reduce-scatter");
+      op->sdispls[(size_t)r] = as_int(offset, "reduce-scatter");
+      op->rcounts[(size_t)r] = as_int(op->mine, "reduce-scatter");
+      op->rdispls[(size_t)r] = as_int((size_t)r * op->mine, "reduce-scatter");
+      offset += counts[(size_t)r];
+    }
+    op->rows.resize((size_t)size_ * op->mine);
+    check(MPI_Ialltoallv(data, op->scounts.data(), op->sdispls.data(), MPI_FLOAT, op->rows.data(),
+                         op->rcounts.data(), op->rdispls.data(), MPI_FLOAT, comm_, &op->request),
+          "reduce-scatter (ialltoallv)");
+    stats_.reduce_scatter_bytes += (offset - op->mine) * sizeof(float);
+    pending_.push_back(std::move(op));
+    return (int)pending_.size() - 1;
+  }
+
+  void progress() override {
+    for (auto& op : pending_) {
+      if (!op || op->done) continue;
+      int flag = 0;
+      check(MPI_Test(&op->request, &flag, MPI_STATUS_IGNORE), "reduce-scatter (test)");
+      op->done = flag != 0;
+    }
+  }
+
+  void finish_reduce_scatter_sum(int handle) override {
+    if (handle < 0) return;
+    Pending& op = *pending_.at((size_t)handle);
+    if (!op.done) check(MPI_Wait(&op.request, MPI_STATUS_IGNORE), "reduce-scatter (wait)");
+    float* out = op.data + op.my_offset;
+    const float* rows = op.rows.data();
+    for (size_t i = 0; i < op.mine; i++) out[i] = rows[i];
+    for (int s = 1; s < size_; s++) {
+      const float* row = rows + (size_t)s * op.mine;
+      for (size_t i = 0; i < op.mine; i++) out[i] += row[i];
+    }
+    pending_[(size_t)handle].reset();
+    while (!pending_.empty() && !pending_.back()) pending_.pop_back();
+  }
+
   void all_gather(float* data, std::span<const size_t> counts) override {
     if (size_ == 1) return;
     std::vector<int> rcounts((size_t)size_), displs((size_t)size_);
@@ -140,6 +190,15 @@ class MpiCommunicator final : public Communicator {
   bool owned_;
   int rank_ = 0, size_ = 1;
   std::vector<float> scratch_;
+  struct Pending {
+    MPI_Request request = MPI_REQUEST_NULL;
+    bool done = false;
+    float* data = nullptr;
+    size_t mine = 0, my_offset = 0;
+    std::vector<int> scounts, sdispls, rcounts, rdispls;
+    std::vector<float> rows;  // one row per sender
+  };
+  std::vector<std::unique_ptr<Pending>> pending_;  // by handle
 };
 
 }  // namespace

@@ -355,6 +355,7 @@ void GPT::backward(float loss_scale) {
   be.fill_zero(a.d_res, NC);
   kernels::layernorm_backward(a.d_res, grad("transformer.ln_f.weight"), grad("transformer.ln_f.bias"), a.d_ln,
                               a.res3 + (L - 1) * NC, param("transformer.ln_f.weight"), a.lnf_mean, a.lnf_rstd, N, C);
+  if (ready_hook_) ready_hook_(tensors_[2 + (size_t)12 * L].offset);  // ln_f, the last tensors of the table
   for (int l = L - 1; l >= 0; l--) {
     const Layer w = layer_params(params_, l);
     const Layer g = layer_params(grads_, l);
@@ -382,8 +383,10 @@ void GPT::backward(float loss_scale) {
                              WeightLayout::IN_OUT);
     kernels::layernorm_backward(a.d_res, g.ln1_w, g.ln1_b, a.d_ln, res_in, w.ln1_w, a.ln1_mean + l * N,
                                 a.ln1_rstd + l * N, N, C);
+    if (ready_hook_) ready_hook_(tensors_[2 + (size_t)12 * l].offset);  // block l and everything after it
   }
   kernels::embedding_backward(dwte, grad("transformer.wpe.weight"), a.d_res, tokens_.data(), B, T, C);
+  if (ready_hook_) ready_hook_(0);
 }
 
 double GPT::training_flops(int B, int T) const {

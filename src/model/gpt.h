@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -87,6 +88,10 @@ class GPT {
   // accumulate; loss_scale = 1/micro_batches makes the sum Megatron's average at no extra pass over the grads.
   void backward(float loss_scale = 1.0f);
   void zero_grad();
+  // Called inside backward() each time the gradients from flat offset `from` to the end of grads() are final for
+  // this pass (after ln_f, after each block, and with 0 at the end), so that a data-parallel reduction of them can
+  // start while earlier layers are still being differentiated. Empty: none.
+  void set_gradients_ready_hook(std::function<void(size_t from)> hook) { ready_hook_ = std::move(hook); }
 
   // Inference: logits [B, padded_vocab] of the last position of each row (no targets, no loss).
   const float* forward_logits(const int32_t* tokens, int B, int T);
@@ -146,6 +151,7 @@ class GPT {
       *dec_logits_;
   bool have_targets_ = false;     // last forward() computed a loss and backward() may run
   std::vector<int32_t> tokens_, targets_;
+  std::function<void(size_t)> ready_hook_;
 };
 
 }  // namespace lmforge::model

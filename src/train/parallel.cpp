@@ -69,6 +69,24 @@ void DataParallel::set_model_parallel(dist::Communicator* model_parallel, std::v
   }
 }
 
+void DataParallel::arm_overlap() {
+  if (comm_.size() == 1) return;  // nothing to reduce
+  armed_ = true;
+  handles_.assign(buckets_.size(), -2);
+}
+
+void DataParallel::gradients_ready(size_t from) {
+  if (!armed_) return;
+  comm_.progress();
+  // Buckets lie in index order and become final from the end of the buffer down.
+  for (size_t i = buckets_.size(); i-- > 0;) {
+    if (buckets_[i].begin < from) break;
+    if (handles_[i] != -2) continue;
+    handles_[i] = comm_.start_reduce_scatter_sum(grads_ + buckets_[i].begin, buckets_[i].counts);
+    if (from > 0) overlapped_++;  // from == 0 is the end of the backward pass: nothing left to overlap with
+  }
+}
+
 double DataParallel::sum(double local) {
   comm_.all_reduce_sum(&local, 1);
   return local;
@@ -81,7 +99,12 @@ double DataParallel::reduce_gradients(int64_t global_micro_batches, double max_n
     if (global_micro_batches > 1) optim::scale_grads(spans_, scale);
     return optim::clip_grad_norm(spans_, max_norm);
   }
-  for (const Bucket& k : buckets_) comm_.reduce_scatter_sum(grads_ + k.begin, k.counts);
+  for (size_t i = 0; i < buckets_.size(); i++) {
+    if (armed_ && handles_[i] != -2) comm_.finish_reduce_scatter_sum(handles_[i]);
+    else comm_.reduce_scatter_sum(grads_ + buckets_[i].begin, buckets_[i].counts);
+    reduced_++;
+  }
+  armed_ = false;
   // Own pieces: scale, then their Σg² (double, in index order) summed across ranks in rank order.
   double sq = 0.0;
   for (const Bucket& k : buckets_) {

@@ -56,6 +56,16 @@ class DataParallel {
   // Σ over ranks, identical everywhere (losses).
   double sum(double local);
 
+  // Overlap with the backward pass: call arm_overlap() before the last local micro-batch's backward and hand
+  // gradients_ready() to the model's ready hook (model::GPT::set_gradients_ready_hook); each bucket whose
+  // gradients are final then starts its reduce-scatter while earlier layers are differentiated, and
+  // reduce_gradients() only finishes them. Without it reduce_gradients() does all the reduction.
+  void arm_overlap();
+  void gradients_ready(size_t from);
+  // Buckets whose reduction started inside the backward pass, and all bucket reductions, since construction.
+  int64_t overlapped_buckets() const { return overlapped_; }
+  int64_t reduced_buckets() const { return reduced_; }
+
   // After this rank's micro-batches have accumulated into the gradient buffer: sums across ranks, scales by
   // 1/global_micro_batches and clips to max_norm (<= 0: no clipping). Returns the global norm before clipping.
   double reduce_gradients(int64_t global_micro_batches, double max_norm);
@@ -90,6 +100,9 @@ class DataParallel {
   bool distributed_;
   std::vector<Bucket> buckets_;
   dist::Communicator* model_parallel_ = nullptr;
+  bool armed_ = false;
+  std::vector<int> handles_;   // per bucket: -2 not started, else the communicator's handle
+  int64_t overlapped_ = 0, reduced_ = 0;
   std::vector<std::pair<size_t, size_t>> counted_;  // flat ranges counted in the norm (model parallel only)
   std::unique_ptr<optim::AdamW> full_;                 // plain DP; or a temporary whole copy (checkpoints)
   std::vector<std::unique_ptr<optim::AdamW>> shards_;  // distributed optimizer: one per bucket

@@ -63,6 +63,8 @@ struct TrainOptions {
   // ---- parallelism (ranks come from the launcher: mpirun / srun) ----
   bool use_distributed_optimizer = false;  // --use-distributed-optimizer: AdamW state and update sharded across
                                            // data-parallel ranks (ZeRO-1), parameters all-gathered after the step
+  int64_t ddp_bucket_size = 0;             // --ddp-bucket-size: gradient elements per data-parallel bucket (0:
+                                           // 4,194,304); smaller buckets start reducing earlier in the backward
   int tensor_model_parallel_size = 1;      // --tensor-model-parallel-size T: attention heads, MLP columns and the
                                            // vocabulary split over T ranks (Megatron); world size = T x data-parallel
 };

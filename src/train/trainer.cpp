@@ -147,6 +147,7 @@ void validate_train_options(TrainOptions& o) {
   if (o.finetune && o.load.empty()) throw Error("--finetune needs --load (the weights to start from)");
   if (o.threads < 0) throw Error("--threads must be >= 0");
   need_positive(o.tensor_model_parallel_size, "--tensor-model-parallel-size");
+  if (o.ddp_bucket_size < 0) throw Error("--ddp-bucket-size must be >= 0 (0: 4194304 elements)");
   if (o.num_attention_heads % o.tensor_model_parallel_size != 0)
     throw Error("--tensor-model-parallel-size " + str(o.tensor_model_parallel_size) + " does not divide " +
                 "--num-attention-heads " + str(o.num_attention_heads) + " (each rank takes whole heads)");
@@ -479,7 +480,8 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
     m.tp_model = std::make_unique<TensorParallelGPT>(m.config, *m.tp_group);
     m.spans = m.tp_model->spans();
     m.dp = std::make_unique<DataParallel>(*m.comm, m.spans, m.tp_model->params(), m.tp_model->grads(),
-                                          m.tp_model->num_parameters(), o.adam, o.use_distributed_optimizer);
+                                          m.tp_model->num_parameters(), o.adam, o.use_distributed_optimizer,
+                                          (size_t)o.ddp_bucket_size);
     std::vector<bool> counted;  // replicated tensors count once in the global norm
     for (const TensorParallelGPT::Tensor& t : m.tp_model->tensors())
       counted.push_back(!t.replicated || m.tp_group->rank() == 0);
@@ -487,7 +489,10 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   } else {
     m.spans = param_spans(*m.model);
     m.dp = std::make_unique<DataParallel>(*m.comm, m.spans, m.model->params(), m.model->grads(),
-                                          m.model->num_parameters(), o.adam, o.use_distributed_optimizer);
+                                          m.model->num_parameters(), o.adam, o.use_distributed_optimizer,
+                                          (size_t)o.ddp_bucket_size);
+    if (m.comm->size() > 1)
+      m.model->set_gradients_ready_hook([dp = m.dp.get()](size_t from) { dp->gradients_ready(from); });
   }
   if (!o.load.empty()) m.load();
   if (m.tp_model) m.tp_model->slice_whole(m.model->params(), m.tp_model->params());
@@ -579,6 +584,7 @@ void Trainer::run() {
     for (int64_t mb = 0; mb < m.dp->local_micro_batches(M); mb++) {
       m.fill_batch(sampling::Split::Train, m.dp->micro_batch_first_sample(m.consumed_train, mb, B));
       loss_sum += m.forward(B, T);
+      if (mb + 1 == m.dp->local_micro_batches(M)) m.dp->arm_overlap();  // the last backward starts the reduction
       m.backward();  // accumulates d(micro-batch mean)/dθ
     }
     loss_sum = m.dp->sum(loss_sum);
@@ -655,6 +661,9 @@ void Trainer::run() {
     m.consumed_valid += (int64_t)o.eval_iters * o.global_batch_size;
   }
   if (do_test) run_eval(sampling::Split::Test, 0, "the end of training for test data", "test");
+  if (m.comm->size() > 1)
+    m.log << format("data parallel: %lld of %lld bucket reductions started during the backward pass\n",
+                    (long long)m.dp->overlapped_buckets(), (long long)m.dp->reduced_buckets());
 }
 
 }  // namespace lmforge::train

@@ -18,6 +18,15 @@ TEST_F(TrainParallel, TwoAndFourDataParallelRanksReproduceOneProcess) {
   const TrainRun single8 = train(*dir_, "single8", 0, {{"--global-batch-size", "8"}});
   const TrainRun dp4x2 = train(*dir_, "dp4x2", 4, {{"--global-batch-size", "8"}});
   expect_parity(dp4x2, single8, 1e-6, "DP=4, 2 micro-batches per rank");
+  // Small buckets: those inside the transformer blocks start reducing during the backward pass.
+  const TrainRun small = train(*dir_, "dp2-small-buckets", 2, {{"--ddp-bucket-size", "5000"}});
+  expect_parity(small, *single_, 1e-6, "DP=2, 5000-element buckets");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(small.output, m,
+                                std::regex("data parallel: ([0-9]+) of ([0-9]+) bucket reductions started during")))
+      << small.output;
+  EXPECT_GT(std::stol(m[1]), 0) << small.output;
+  EXPECT_EQ(std::stol(m[2]), 20 * 328) << small.output;  // 1,636,224 parameters in 5000-element buckets, 20 steps
 }
 
 // "optimizer state: X MB on this rank" from rank 0's log.
