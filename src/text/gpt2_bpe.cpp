@@ -9,6 +9,7 @@
 
 #include "text/gpt2_pretokenizer.h"
 #include "text/unicode_classes.h"
+#include "text/utf8_repair.h"
 #include "util/error.h"
 
 namespace lmforge::text {
@@ -385,7 +386,7 @@ std::string Gpt2BpeTokenizer::decode(std::span<const int32_t> ids) const {
   }
   std::string out;
   out.reserve(raw.size());
-  append_utf8_replacing_invalid(reinterpret_cast<const uint8_t*>(raw.data()), raw.size(), out);
+  append_repaired_utf8(raw, out);
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include "text/hf_components.h"
 #include "text/hf_regex.h"
 #include "text/unicode_classes.h"
+#include "text/utf8_repair.h"
 #include "util/error.h"
 
 namespace lmforge::text::hf {
@@ -784,7 +785,7 @@ class ByteLevelDecoder final : public HfDecoder {
       bytes += ok ? tb : t;
     }
     std::string out;
-    append_utf8_replacing_invalid(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), out);
+    append_repaired_utf8(bytes, out);
     tokens.assign(1, out);
   }
 
@@ -908,7 +909,7 @@ class ByteFallbackDecoder final : public HfDecoder {
 
  private:
   static size_t repair_count(const std::string& bytes, std::string& out) {
-    append_utf8_replacing_invalid(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), out);
+    append_repaired_utf8(bytes, out);
     return out == bytes ? 0 : 1;
   }
 };

@@ -16,6 +16,7 @@
 #include "text/hf_components.h"
 #include "text/hf_post_processor.h"
 #include "text/unicode_classes.h"
+#include "text/utf8_repair.h"
 #include "util/error.h"
 
 namespace lmforge::text {
@@ -323,7 +324,7 @@ class HfTokenizer final : public Tokenizer {
       }
     }
     std::string valid;
-    append_utf8_replacing_invalid(reinterpret_cast<const uint8_t*>(out.data()), out.size(), valid);
+    append_repaired_utf8(out, valid);
     return valid;
   }
   size_t vocab_size() const override { return vocab_size_; }

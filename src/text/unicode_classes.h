@@ -83,8 +83,4 @@ inline CharClass class_at(const uint8_t* p, const uint8_t* end, int& len) {
   return char_class(cp);
 }
 
-// Appends `bytes` to `out` with every maximal ill-formed subsequence replaced by U+FFFD, exactly as Python's
-// bytes.decode('utf-8', errors='replace') does (Unicode's "maximal subpart" practice).
-void append_utf8_replacing_invalid(const uint8_t* bytes, size_t size, std::string& out);
-
 }  // namespace lmforge::text

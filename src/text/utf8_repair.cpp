@@ -63,7 +63,11 @@ int escape_unit(std::string_view json, size_t i) {
 
 size_t repair_utf8(std::string_view bytes, std::string& out) {
   out.clear();
-  out.reserve(bytes.size() + 8);
+  return append_repaired_utf8(bytes, out);
+}
+
+size_t append_repaired_utf8(std::string_view bytes, std::string& out) {
+  out.reserve(out.size() + bytes.size() + 8);
   const auto* s = reinterpret_cast<const unsigned char*>(bytes.data());
   const size_t n = bytes.size();
   size_t replaced = 0, i = 0, run_start = 0;

@@ -11,6 +11,8 @@ namespace lmforge::text {
 // practice, identical to Python's bytes.decode("utf-8", errors="replace") — and returns how many were replaced.
 // Surrogate code points encoded in UTF-8 (ED A0..BF ..) and overlongs are ill-formed, as in Python.
 size_t repair_utf8(std::string_view bytes, std::string& out);
+// The same, appending to `out` instead of replacing it (decoders build their text piece by piece).
+size_t append_repaired_utf8(std::string_view bytes, std::string& out);
 
 // In raw JSON text, rewrites each \uD800–\uDFFF escape that is not part of a high+low surrogate pair into
 // \uFFFD, so the JSON decodes to valid UTF-8. Python's json.loads would keep the lone surrogate in a str that
