@@ -9,6 +9,10 @@
 # AVX2) and with OPENBLAS_CORETYPE=SkylakeX (AVX-512). The PyTorch rows use Debian's torch, whose BLAS is
 # whatever libblas.so.3 points at (printed first), with glibc malloc told to keep freed memory
 # (MALLOC_MMAP_MAX_=0, MALLOC_TRIM_THRESHOLD_ huge): the strongest peer setup of the notes.
+# TORCH_BLAS_DIR=<dir with libblas.so.3> runs the PyTorch side on another BLAS build, e.g. OpenBLAS's OpenMP variant
+# (the notes' strongest peer) without switching the system's alternatives:
+#   apt-get download libopenblas0-openmp && dpkg -x libopenblas0-openmp_*.deb /tmp/obomp
+#   TORCH_BLAS_DIR=/tmp/obomp/usr/lib/x86_64-linux-gnu/openblas-openmp bench/run_train_bench.sh
 # On a shared machine give ROUNDS > 1: the two sides alternate ROUNDS times and each keeps its best round, so
 # a burst of someone else's load does not decide the ratio.
 set -euo pipefail
@@ -20,7 +24,7 @@ rounds=${3:-1}
 build=${BUILD_DIR:-$root/build}
 bin=$build/bench/bench_train
 [ -x "$bin" ] || { cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null; cmake --build "$build" --target bench_train -j2 >/dev/null; }
-echo "libblas.so.3 -> $(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3); load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "libblas.so.3 -> ${TORCH_BLAS_DIR:-$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)}; load $(cut -d' ' -f1-3 /proc/loadavg)"
 export OMP_NUM_THREADS=2
 tuned_malloc=(MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=100000000000)
 toks() { echo "$1" | grep "^$2 $3:" | sed -E 's/.* ([0-9]+) tok\/s.*/\1/'; }
@@ -31,7 +35,7 @@ for core in "${OPENBLAS_CORETYPE:-default}" SkylakeX; do
   for r in $(seq 1 "$rounds"); do
     ours=$(env "${coreenv[@]}" "$bin" --config "$configs" --steps "$steps")
     echo "$ours" | sed "s/^/[round $r] /"
-    theirs=$(env "${coreenv[@]}" "${tuned_malloc[@]}" /usr/bin/python3 "$root/bench/train_bench_torch.py" \
+    theirs=$(env "${coreenv[@]}" "${tuned_malloc[@]}" ${TORCH_BLAS_DIR:+LD_LIBRARY_PATH=$TORCH_BLAS_DIR} /usr/bin/python3 "$root/bench/train_bench_torch.py" \
       --config "$configs" --steps "$steps" --threads 2)
     echo "$theirs" | sed "s/^/[round $r] /"
     for c in $(echo "$configs" | grep -o .); do
