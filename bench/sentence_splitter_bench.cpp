@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   std::ofstream o(argv[2]);
   for (const auto& doc : out) {
     o << '[';
-    for (size_t k = 0; k < doc.size(); ++k) o << (k ? ", " : "") << lmforge::data::json_quote(std::string(doc[k]));
+    for (size_t k = 0; k < doc.size(); ++k) o << (k ? ", " : "") << lmforge::json_quote(std::string(doc[k]));
     o << "]\n";
   }
   std::printf("lmforge ICU splitter: %zu docs, %zu sentences, %.3f s, %.2f MB/s (one thread)\n", texts.size(),

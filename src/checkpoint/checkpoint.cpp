@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <simdjson.h>
 
-#include "checkpoint/json_text.h"
+#include "util/json_text.h"
 #include "checkpoint/safetensors.h"
 #include "util/error.h"
 

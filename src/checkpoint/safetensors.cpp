@@ -13,7 +13,7 @@
 #include <set>
 #include <simdjson.h>
 
-#include "checkpoint/json_text.h"
+#include "util/json_text.h"
 #include "util/error.h"
 
 static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian; add byte swapping");

@@ -87,7 +87,7 @@ void print_document(const data::IndexedDataset& ds, uint64_t k, const text::Toke
       out << "]";
       if (tok) {
         check_ids_in_vocab(ids, *tok, ds, static_cast<uint64_t>(s));
-        out << ", \"text\": " << data::json_quote(tok->decode(ids));
+        out << ", \"text\": " << json_quote(tok->decode(ids));
       }
       out << "}";
     }

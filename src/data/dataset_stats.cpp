@@ -41,23 +41,6 @@ DatasetStats compute_dataset_stats(const IndexedDataset& ds) {
   return s;
 }
 
-std::string json_quote(const std::string& v) {
-  std::string out = "\"";
-  for (unsigned char c : v) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
 namespace {
 
 std::string num(double v) {

@@ -1,6 +1,7 @@
 // defines: DatasetStats and compute_dataset_stats(): the counts and sequence-length distribution `lmforge inspect`
 //          prints, plus format_dataset_stats_json()
 #pragma once
+#include "util/json_text.h"
 #include <cstdint>
 #include <string>
 
@@ -34,7 +35,5 @@ double percentile_linear(const int32_t* sorted, uint64_t n, double q);
 
 // One JSON object holding every field, for scripts.
 std::string format_dataset_stats_json(const DatasetStats& stats);
-// `value` as a JSON string literal (quotes, backslashes and control characters escaped; UTF-8 passed through).
-std::string json_quote(const std::string& value);
 
 }  // namespace lmforge::data

@@ -21,6 +21,7 @@
 #include "prep/range_reader.h"
 #include "text/tokenizer_factory.h"
 #include "util/error.h"
+#include "util/json_text.h"
 
 namespace lmforge::prep {
 namespace {
@@ -32,23 +33,6 @@ std::string hex64(uint64_t v) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
   return buf;
-}
-
-std::string json_quote(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
 }
 
 // "<fnv1a64 of the content> (<size> bytes)": the tokenizer files matter by content, not by path.

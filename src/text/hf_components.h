@@ -105,7 +105,6 @@ simdjson::dom::array get_array(const simdjson::dom::element& e, std::string_view
 bool hf_is_combining_mark(uint32_t cp);
 
 // UTF-8 helpers shared by the stages.
-void append_utf8(uint32_t cp, std::string& out);
 // Decodes the character at s[i]; invalid bytes read as U+FFFD of length 1.
 uint32_t next_char(std::string_view s, size_t i, int& len);
 

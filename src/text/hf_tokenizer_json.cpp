@@ -18,6 +18,7 @@
 #include "text/unicode_classes.h"
 #include "text/utf8_repair.h"
 #include "util/error.h"
+#include "util/json_text.h"
 
 namespace lmforge::text {
 
@@ -129,24 +130,6 @@ std::string read_whole(const std::string& path, const char* what) {
 bool is_dir(const std::string& p) {
   struct stat st;
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-std::string json_escape(std::string_view s) {
-  std::string out;
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (u < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", u);
-      out += buf;
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out;
 }
 
 // Per-thread word cache: word bytes -> ids, open addressing over arenas (a node-based map spends its time
@@ -395,7 +378,7 @@ class HfTokenizer final : public Tokenizer {
       std::string vocab = "{";
       for (const auto& [tok, id] : model_->vocab()) {
         if (vocab.size() > 1) vocab.push_back(',');
-        vocab += "\"" + json_escape(tok) + "\":" + std::to_string(id);
+        vocab += json_quote(tok) + ":" + std::to_string(id);
       }
       vocab.push_back('}');
       std::string merges;

@@ -83,4 +83,7 @@ inline CharClass class_at(const uint8_t* p, const uint8_t* end, int& len) {
   return char_class(cp);
 }
 
+// Appends code point `cp` (a valid scalar value) to `out` as UTF-8.
+void append_utf8(uint32_t cp, std::string& out);
+
 }  // namespace lmforge::text

@@ -8,7 +8,7 @@
 
 #include "util/error.h"
 
-namespace lmforge::checkpoint {
+namespace lmforge {
 
 // A JSON string literal with serde_json's escaping (what the reference safetensors writer emits): ", \ and
 // control characters escaped, everything else (UTF-8 included) copied as is.
@@ -55,4 +55,4 @@ inline std::string json_number(double x) {
   return s;
 }
 
-}  // namespace lmforge::checkpoint
+}  // namespace lmforge
