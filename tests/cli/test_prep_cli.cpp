@@ -69,9 +69,18 @@ TEST(PrepCli, SigkillMidwayLeavesNoDatasetAndARerunCompletes) {
     ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // Kill as soon as the run is demonstrably mid-way: its temporary .bin exists and holds data.
   int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, WNOHANG), 0) << "prep finished before it could be killed; enlarge the input";
+  bool midway = false;
+  for (int i = 0; i < 1000 && !midway; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_EQ(::waitpid(pid, &status, WNOHANG), 0) << "prep finished before it could be killed; enlarge the input";
+    for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("big_text_document.bin.tmp-", 0) == 0 && entry.file_size() > 0) midway = true;
+    }
+  }
+  ASSERT_TRUE(midway) << "prep wrote nothing within 10 s";
   ::kill(pid, SIGKILL);
   ::waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFSIGNALED(status));
