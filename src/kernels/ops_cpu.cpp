@@ -161,11 +161,38 @@ void use_single_threaded_blas() {
   (void)once;
 }
 
+// One row of A (a decode step): c[j] = beta·c[j] + Σ_k a[k]·op(B)[k,j] as SGEMV over column blocks, one per thread.
+// SGEMM would repack all of B for a single row, which costs more than the product itself.
+void gemv_row(bool trans_b, int N, int K, const float* a, const float* B, int ldb, float beta, float* c,
+              int threads) {
+  if (beta == 0.0f) {  // OpenBLAS multiplies by beta=0 rather than overwriting: clear stale NaNs first
+    std::memset(c, 0, sizeof(float) * (size_t)N);
+    beta = 1.0f;
+  }
+  if ((size_t)N * K < kParallelMin || omp_in_parallel()) threads = 1;
+  const int chunk = ((N + threads - 1) / threads + 15) / 16 * 16;
+#pragma omp parallel num_threads(threads)
+  {
+    const int j0 = omp_get_thread_num() * chunk;
+    const int j1 = j0 + chunk < N ? j0 + chunk : N;
+    if (j0 < j1) {
+      if (trans_b)  // B is [N,K]: c = B·a
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, j1 - j0, K, 1.0f, B + (size_t)j0 * ldb, ldb, a, 1, beta, c + j0, 1);
+      else  // B is [K,N]: c = Bᵀ·a
+        cblas_sgemv(CblasRowMajor, CblasTrans, K, j1 - j0, 1.0f, B + j0, ldb, a, 1, beta, c + j0, 1);
+    }
+  }
+}
+
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
           float beta, float* C, int ldc) {
   use_single_threaded_blas();
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
   const int threads = omp_get_max_threads();
+  if (M == 1 && !trans_a) {
+    gemv_row(trans_b, N, K, A, B, ldb, beta, C, threads);
+    return;
+  }
   const double work = 2.0 * M * N * K;
   if (threads <= 1 || work < 4e6 || omp_in_parallel()) {
     cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
