@@ -2,7 +2,8 @@
 # tests on its own and the dependency graph between concerns is written down in one place (src/CMakeLists.txt).
 function(lmforge_module name)
   cmake_parse_arguments(M "" "" "DEPS" ${ARGN})
-  file(GLOB sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/${name}/*.cpp")
+  # A module may keep per-device code in subfolders (kernels/cpu/), so sources are collected recursively.
+  file(GLOB_RECURSE sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/${name}/*.cpp")
   list(FILTER sources EXCLUDE REGEX ".*/main\\.cpp$")
   if(sources)
     add_library(lmforge_${name} STATIC ${sources})

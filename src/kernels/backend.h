@@ -1,28 +1,31 @@
-// defines: lmforge::kernels::Backend (memory + synchronisation of one compute device), cpu_backend()
+// defines: lmforge::kernels::Backend (memory and synchronisation of one compute device), Buffer (owned device
+//          memory of a dtype), cpu_backend(), backend_for()
 #pragma once
 #include <cstddef>
+#include <initializer_list>
 #include <string>
+
+#include "kernels/tensor.h"
 
 namespace lmforge::kernels {
 
 // The narrow device interface (after ggml's ggml_backend_i and CTranslate2's primitives<Device>): a backend owns
-// memory on its device and knows how to move it to and from the host. The op set (kernels/ops.h) is a list of
-// plain functions on device float buffers; each backend build implements the same declarations in its own
-// translation units (ops_cpu.cpp now, ops_cuda.cu later), so model code never branches on the device and no
-// header carries a device #ifdef.
+// memory on its device, moves it to and from the host and controls the device's threads. Compute is not here:
+// the ops (kernels/ops.h) dispatch on the device and dtype of their tensor views.
 class Backend {
  public:
   virtual ~Backend() = default;
+  virtual Device device() const = 0;
   virtual const char* name() const = 0;
-  // One line for logs and benchmarks: the device and its math library (for the CPU: OpenBLAS core, threads).
+  // One line for logs and benchmarks: the device and its math libraries (for the CPU: OpenBLAS core, threads).
   virtual std::string info() const = 0;
-  // Device memory for n floats, aligned for the widest vector loads; never nullptr (throws on failure).
-  virtual float* alloc(size_t n) = 0;
-  virtual void free(float* p) = 0;
-  virtual void copy_to_device(float* dst_device, const float* src_host, size_t n) = 0;
-  virtual void copy_to_host(float* dst_host, const float* src_device, size_t n) = 0;
-  virtual void copy_on_device(float* dst_device, const float* src_device, size_t n) = 0;
-  virtual void fill_zero(float* p, size_t n) = 0;
+  // Device memory of `bytes` bytes, aligned for the widest vector loads (64 bytes); never nullptr (throws).
+  virtual void* alloc(size_t bytes) = 0;
+  virtual void free(void* p) = 0;
+  virtual void copy_to_device(void* dst_device, const void* src_host, size_t bytes) = 0;
+  virtual void copy_to_host(void* dst_host, const void* src_device, size_t bytes) = 0;
+  virtual void copy_on_device(void* dst_device, const void* src_device, size_t bytes) = 0;
+  virtual void fill_zero(void* p, size_t bytes) = 0;
   // Waits for all queued work; the CPU backend runs every op synchronously, so this returns at once there.
   virtual void synchronize() = 0;
   // Threads the ops may use (OpenMP loops and BLAS); <= 0 keeps the current setting.
@@ -30,7 +33,41 @@ class Backend {
   virtual int num_threads() const = 0;
 };
 
-// The process-wide CPU backend (fp32, OpenMP + OpenBLAS).
+// The process-wide CPU backend (OpenMP + OpenBLAS).
 Backend& cpu_backend();
+// The backend of a device present in this build; lmforge::Error for one that is not.
+Backend& backend_for(Device device);
+
+// Device memory for `count` elements of `dtype`, freed with the buffer (move-only). resize() reallocates only
+// when growing, so per-(B,T) activation buffers are allocated once for the largest shape seen.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Backend& backend, DType dtype, size_t count);
+  ~Buffer();
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  // Ensures room for count elements (contents are not kept when it reallocates).
+  void resize(Backend& backend, DType dtype, size_t count);
+  void* data() const { return data_; }
+  float* f32() const;      // throws unless dtype is F32
+  int32_t* i32() const;    // throws unless dtype is I32
+  DType dtype() const { return dtype_; }
+  size_t count() const { return count_; }
+  size_t bytes() const { return count_ * dtype_size(dtype_); }
+  void zero();
+  // A view of the first numel(shape) elements (at most count()).
+  Tensor view(std::initializer_list<int64_t> shape) const;
+
+ private:
+  Backend* backend_ = nullptr;
+  void* data_ = nullptr;
+  DType dtype_ = DType::F32;
+  size_t count_ = 0;      // elements asked for
+  size_t capacity_ = 0;   // elements allocated
+};
 
 }  // namespace lmforge::kernels

@@ -1,82 +1,153 @@
-// defines: the op set of a GPT-2 step as plain functions on device float buffers: embedding, layernorm, linear,
-// attention, gelu, residual, crossentropy (each *_forward beside its *_backward)
+// defines: the op set every model is built from, on tensor views with a dtype and a device: embedding, layernorm,
+//          linear, bias add, add, GELU (tanh and erf), dropout (counter-based Philox), attention (causal / padding
+//          mask, self and cross, with attention dropout), key/value-cache decode attention, strided copy, and the
+//          pieces of a vocabulary-parallel softmax cross-entropy. Each *_forward beside its *_backward.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
-// Every backend implements these declarations (the CPU one in ops_cpu.cpp); pointers are device memory from
-// Backend::alloc. Shapes: B batch, T sequence, C channels, N = B·T rows, NH heads, V vocabulary columns.
+#include "kernels/tensor.h"
+
+// Every op checks its operands (shapes, dtypes, one device) and dispatches ONCE on (device, dtype) to an
+// implementation in kernels/<device>/ (kernels/ops.cpp holds the dispatch; kernels/cpu/ the CPU code). An
+// unsupported (device, dtype) is an lmforge::Error naming the op and the operand. op_supported() tells which
+// combinations exist, so one list of op cases (tests/kernels) runs every op on every available combination.
 //
-// Gradient convention (as llm.c): every *_backward ACCUMULATES (+=) into the gradients it writes, parameter
-// gradients and input gradients alike, so gradient accumulation over micro-batches and residual branches need
-// no extra adds; the caller zeroes a gradient buffer before its first use. Forward outputs are overwritten (=).
-// The one exception is crossentropy_backward, which starts the chain and writes (=) so that it can run in place
-// over the logits.
+// Shapes: N rows (= B·T), C channels, B batch, T / Tq / Tk sequence lengths, H heads of hs channels.
+// Dtype of an op = dtype of its first floating operand; ids, targets, positions and masks are always I32.
+//
+// Gradient convention (llm.c): every *_backward ACCUMULATES (+=) into the gradients it writes, parameter and
+// input gradients alike, so micro-batches and residual branches need no extra adds; forward outputs are
+// overwritten (=). The exception is crossentropy_backward, which starts the chain and writes (=), in place over
+// the logits if asked. An optional operand (absent: Tensor{}) is skipped.
 namespace lmforge::kernels {
 
-// ---- token + position embedding -------------------------------------------------------------------------------
-// out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]        wte [V,C], wpe [max_positions,C], out [B,T,C]
-void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C);
-// dwte[tokens[b,t],:] += dout[b,t,:] (a scatter-add: a token may repeat);  dwpe[t,:] += sum_b dout[b,t,:]
-void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C);
+enum class Op : uint8_t {
+  EMBEDDING, LAYERNORM, LINEAR, BIAS_ADD, ADD, GELU, DROPOUT, ATTENTION, ATTENTION_DECODE, COPY, CROSSENTROPY,
+};
+const char* op_name(Op op);
+// Whether (device, dtype) implements op (forward and backward).
+bool op_supported(Op op, Device device, DType dtype);
+
+// ---- embedding lookup (vocabulary-parallel) ---------------------------------------------------------------------
+// out[n,:] = table[ids[n] − row_offset, :] when row_offset <= ids[n] < row_offset + R, else 0;
+// with accumulate: out[n,:] += the same (rows outside leave out unchanged).
+// out [N,C], ids i32 [N], table [R,C]. Position and token-type embeddings are the same op over position / type
+// ids with accumulate; a vocabulary-parallel rank holds rows [row_offset, row_offset + R) of the whole table.
+void embedding_forward(const Tensor& out, const Tensor& ids, const Tensor& table, int64_t row_offset, bool accumulate);
+// dtable[ids[n] − row_offset, :] += dout[n,:] for the ids inside the table (a scatter-add: an id may repeat; the
+// sum over n runs in ascending n for every element, so results do not depend on the thread count).
+void embedding_backward(const Tensor& dtable, const Tensor& dout, const Tensor& ids, int64_t row_offset);
 
 // ---- layer normalisation over the last axis ---------------------------------------------------------------------
-// mean = sum(x)/C; var = sum((x-mean)^2)/C (biased); rstd = 1/sqrt(var + 1e-5); y = (x-mean)·rstd·w + b
-// inp/out [N,C]; mean and rstd [N] are saved for the backward pass.
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, int N, int C);
-// With xhat = (x-mean)·rstd and g = dout·w:
-//   dbias += dout;  dweight += dout·xhat;  dinp += rstd·(g - mean_c(g) - xhat·mean_c(g·xhat))
-void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        const float* weight, const float* mean, const float* rstd, int N, int C);
+// mean = Σx/C; var = Σ(x−mean)²/C (biased); rstd = 1/sqrt(var + eps); y = (x−mean)·rstd·w + b
+// inp/out [N,C]; mean, rstd f32 [N] saved for the backward (always f32, whatever the op's dtype).
+void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp,
+                       const Tensor& weight, const Tensor& bias, float eps);
+// With xhat = (x−mean)·rstd and g = dout·w:
+//   dbias += Σ_n dout;  dweight += Σ_n dout·xhat;  dinp += rstd·(g − mean_c(g) − xhat·mean_c(g·xhat))
+void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                        const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd);
 
 // ---- linear layer (GEMM + bias) ---------------------------------------------------------------------------------
-// IN_OUT: weight [IC,OC] as Hugging Face's Conv1D stores it, out = inp·W + b.
-// OUT_IN: weight [OC,IC] as torch.nn.Linear (and the tied LM head over wte [V,C]), out = inp·Wᵀ + b.
+// IN_OUT: weight [IC,OC] (Hugging Face Conv1D), out = inp·W + b.   OUT_IN: weight [OC,IC] (torch.nn.Linear, the
+// tied LM head over the embedding table), out = inp·Wᵀ + b.   out [N,OC], inp [N,IC], bias [OC] optional.
 enum class WeightLayout { IN_OUT, OUT_IN };
-// out [N,OC] = inp [N,IC] · W + bias (bias may be nullptr)
-void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC, int OC,
+void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
                     WeightLayout layout);
-// dinp += dout·Wᵀ (IN_OUT) or dout·W (OUT_IN);  dW += inpᵀ·dout (IN_OUT) or doutᵀ·inp (OUT_IN);
-// dbias += sum_n dout.  dinp and dbias may be nullptr (not needed / no bias).
-void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, int N, int IC, int OC, WeightLayout layout);
+// dinp += dout·Wᵀ (IN_OUT) or dout·W (OUT_IN);  dweight += inpᵀ·dout (IN_OUT) or doutᵀ·inp (OUT_IN);
+// dbias += Σ_n dout.  Each of dinp, dweight, dbias optional.
+void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                     const Tensor& inp, const Tensor& weight, WeightLayout layout);
 
-// ---- causal multi-head self-attention ---------------------------------------------------------------------------
-// qkv [B,T,3C] holds q | k | v; head h is columns [h·hs,(h+1)·hs) of each, hs = C/NH.
-//   p[b,h,t,s] = softmax_{s<=t}( q_t·k_s / sqrt(hs) );   out[b,t,h·hs+i] = sum_{s<=t} p[b,h,t,s]·v_s[i]
-// att [B,NH,T,T] saves p for the backward pass (entries s > t are written as 0).
-void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH);
-// dv_s += sum_t p_ts·dout_t;  dp_ts = dout_t·v_s;  dz_ts = p_ts·(dp_ts - sum_s' p_ts'·dp_ts');
-// dq_t += sum_s dz_ts·k_s/sqrt(hs);  dk_s += sum_t dz_ts·q_t/sqrt(hs).   dqkv [B,T,3C]
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T, int C,
-                        int NH);
+// ---- bias add (a row-parallel layer adds its replicated bias after the all-reduce) ------------------------------
+// x[n,:] += bias  (in place)       x [N,C], bias [C]
+void bias_add_forward(const Tensor& x, const Tensor& bias);
+// dbias += Σ_n dout
+void bias_add_backward(const Tensor& dbias, const Tensor& dout);
 
-// Generation with a key/value cache: one new query per row against its first `len` cached positions.
-// qkv [B,3C] holds the new position's q | k | v (only q is read; the caller has already stored k and v at cache
-// position len-1); kcache, vcache [B,max_len,C] with heads as column blocks; scratch [B,NH,len]; out [B,C].
-// The same math as attention_forward's row t = len-1 (inference only, no backward).
-void attention_decode_forward(float* out, float* scratch, const float* qkv, const float* kcache,
-                              const float* vcache, int B, int len, int max_len, int C, int NH);
+// ---- elementwise add (residual connections) ---------------------------------------------------------------------
+// out = a + b (out may alias a or b);  backward: da += dout, db += dout (each optional).
+void add_forward(const Tensor& out, const Tensor& a, const Tensor& b);
+void add_backward(const Tensor& da, const Tensor& db, const Tensor& dout);
 
-// ---- GELU, tanh approximation (HF gelu_new) ---------------------------------------------------------------------
-// y = 0.5·x·(1 + tanh(u)), u = sqrt(2/pi)·(x + 0.044715·x^3)
-void gelu_forward(float* out, const float* inp, size_t n);
-// dy/dx = 0.5·(1 + tanh(u)) + 0.5·x·(1 - tanh(u)^2)·sqrt(2/pi)·(1 + 3·0.044715·x^2);  dinp += dout·dy/dx
-void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n);
+// ---- GELU -------------------------------------------------------------------------------------------------------
+// TANH (HF gelu_new, Megatron's bias_gelu / openai_gelu): y = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+// ERF (exact, torch.nn.functional.gelu, HF "gelu"):       y = 0.5·x·(1 + erf(x/√2))
+enum class GeluKind { TANH, ERF };
+void gelu_forward(const Tensor& out, const Tensor& inp, GeluKind kind);  // out may alias inp
+// dinp += dout·y'(x):  TANH y' = 0.5·(1 + tanh u) + 0.5·x·(1 − tanh²u)·√(2/π)·(1 + 3·0.044715·x²)
+//                      ERF  y' = 0.5·(1 + erf(x/√2)) + x·exp(−x²/2)/√(2π)
+void gelu_backward(const Tensor& dinp, const Tensor& inp, const Tensor& dout, GeluKind kind);
 
-// ---- residual add -----------------------------------------------------------------------------------------------
-// out = a + b;  da += dout, db += dout
-void residual_forward(float* out, const float* a, const float* b, size_t n);
-void residual_backward(float* da, float* db, const float* dout, size_t n);
+// ---- dropout with a counter-based generator -----------------------------------------------------------------------
+// Philox4x32-10 (Salmon et al., SC'11; Random123's philox4x32 with 10 rounds) keyed by key = (seed low 32 bits,
+// seed high 32 bits). Element i of a logical tensor uses counter = (j low, j high, stream low, stream high) with
+// j = i / 4, and output word i % 4 of that block: u = (word >> 8)·2⁻²⁴ ∈ [0,1); the element is KEPT when u >= p and
+// then scaled by 1/(1−p) (computed in float). The mask is thus a pure function of (seed, stream, i): it does not
+// depend on threads, on the parallel layout or on where a run resumed. The caller derives `stream` from what
+// identifies the call (iteration, global micro-batch, layer, site).
+struct DropoutKey {
+  float p = 0.0f;       // probability of dropping; 0 makes the ops copies (forward) and adds (backward)
+  uint64_t seed = 0;
+  uint64_t stream = 0;
+};
+// out[i] = keep(i) ? inp[i]/(1−p) : 0, i the row-major element index (out may alias inp).
+void dropout_forward(const Tensor& out, const Tensor& inp, const DropoutKey& key);
+// dinp[i] += keep(i) ? dout[i]/(1−p) : 0
+void dropout_backward(const Tensor& dinp, const Tensor& dout, const DropoutKey& key);
+// The keep decision of element i (for tests and references).
+bool dropout_keep(const DropoutKey& key, uint64_t i);
 
-// ---- fused softmax + cross-entropy over V columns ---------------------------------------------------------------
-// lse_n = log sum_v exp(logits[n,v]);  losses[n] = lse_n - logits[n, targets[n]].  logits [N,V]; lse, losses [N].
-// Every one of the V columns takes part in the softmax (Megatron's padded vocabulary columns included).
-void crossentropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets, int N, int V);
-// dlogits[n,v] = dloss·(exp(logits[n,v] - lse_n) - [v == targets[n]]), e.g. dloss = 1/N for a mean loss.
-// Writes (=), and dlogits may alias logits (in place).
-void crossentropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
-                           float dloss, int N, int V);
+// ---- multi-head attention ---------------------------------------------------------------------------------------
+// q [B,Tq,H·hs]; k, v [B,Tk,H·hs] (each may be a strided view into a fused q|k|v or k|v activation); head h is
+// columns [h·hs, (h+1)·hs). out [B,Tq,H·hs] contiguous; probs f32 [B,H,Tq,Tk] saves the softmax for the backward.
+//   s[b,h,t,j] = q_t·k_j / √hs;  p = softmax_j over the allowed keys;  out_t = Σ_j drop(p_tj)·v_j
+// Allowed keys: CAUSAL (self-attention, Tq == Tk): j <= t.  NONE: all.  key_padding i32 [B,Tk] (optional): keys
+// with 0 are never attended (BERT/T5 padding). A row with no allowed key gets p = 0 and out = 0. Masked entries
+// of probs are written as 0.
+// Attention dropout (dropout.p > 0) drops entries of p with the Philox rule above, element index
+// i = ((b·total_heads + head_offset + h)·Tq + t)·Tk + j — the index in the WHOLE model's [B, total_heads, Tq, Tk]
+// probabilities, so a tensor-parallel rank holding heads [head_offset, head_offset + H) drops exactly what the
+// single process drops. probs keeps the undropped p; the backward regenerates the mask.
+enum class AttentionMask { NONE, CAUSAL };
+struct AttentionDropout {
+  DropoutKey key;            // key.p = 0: none
+  int64_t head_offset = 0;   // first head of this rank
+  int64_t total_heads = 0;   // heads of the whole layer (0: H)
+};
+void attention_forward(const Tensor& out, const Tensor& probs, const Tensor& q, const Tensor& k, const Tensor& v,
+                       int heads, AttentionMask mask, const Tensor& key_padding, const AttentionDropout& dropout);
+// With d = drop(p) and dz = d(s): dv_j += Σ_t d_tj·dout_t;  dp_tj = mask·dout_t·v_j;  dz_tj = p_tj·(dp_tj − Σ_j' p_tj'·dp_tj');
+// dq_t += Σ_j dz_tj·k_j/√hs;  dk_j += Σ_t dz_tj·q_t/√hs.   dq, dk, dv shaped (and strided) like q, k, v.
+void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& q,
+                        const Tensor& k, const Tensor& v, const Tensor& probs, int heads, AttentionMask mask,
+                        const Tensor& key_padding, const AttentionDropout& dropout);
+
+// Generation with a key/value cache: one new query per row against the first `len` cached positions (the caller
+// has stored the new position's k and v at len−1). q [B,H·hs] (may be strided); kcache, vcache [B,P,H·hs] with
+// P >= len; scratch f32 [B,H,P]; out [B,H·hs]. The same math as attention_forward's causal row t = len−1, no
+// dropout (inference only).
+void attention_decode_forward(const Tensor& out, const Tensor& scratch, const Tensor& q, const Tensor& kcache,
+                              const Tensor& vcache, int len, int heads);
+
+// ---- copy (e.g. a position's k and v into the cache) ------------------------------------------------------------
+// dst = src, equal shapes; either may be strided.
+void copy(const Tensor& dst, const Tensor& src);
+
+// ---- softmax cross-entropy over (a shard of) the vocabulary -----------------------------------------------------
+// A rank holds columns [col_offset, col_offset + V) of the logits [N, V_whole]. The whole loss is
+//   lse_n = m_n + log Σ_ranks sumexp_n,   m_n = max over ranks of row_max_n,   loss_n = lse_n − target logit_n
+// (the caller reduces across the tensor-parallel group). Every column takes part in the softmax (Megatron's padded
+// vocabulary columns included). logits [N,V]; row_max, sumexp, target_logit, lse, dloss f32 [N]; targets i32 [N].
+void crossentropy_row_max(const Tensor& row_max, const Tensor& logits);
+// sumexp_n = Σ_v exp(logits[n,v] − m[n]);  target_logit_n = logits[n, targets[n] − col_offset] when the target is in
+// this shard, else 0.
+void crossentropy_sumexp(const Tensor& sumexp, const Tensor& target_logit, const Tensor& logits, const Tensor& m,
+                         const Tensor& targets, int64_t col_offset);
+// dlogits[n,v] = dloss[n]·(exp(logits[n,v] − lse[n]) − [v + col_offset == targets[n]])  — writes (=); dlogits may
+// alias logits. dloss[n] carries the loss mask and the mean's 1/Σmask (0 for a masked row).
+void crossentropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse, const Tensor& targets,
+                           const Tensor& dloss, int64_t col_offset);
 
 }  // namespace lmforge::kernels

@@ -70,15 +70,15 @@ TEST(GptConfig, PaddedVocabulary) {
 
 TEST(GptModel, ParameterTableIsHuggingFaceGpt2) {
   GPTConfig c;  // GPT-2 124M
-  const std::vector<ParamTensor> t = GPT::parameter_table(c);
+  const std::vector<lmforge::param::Parameter> t = GPT::parameter_table(c).all();
   ASSERT_EQ(t.size(), 2u + 12u * 12u + 2u);
   // HF GPT-2 small has 124,439,808 parameters with 50257 rows; the padded 50304-row table adds 47·768.
   EXPECT_EQ(t.back().offset + t.back().numel, 124439808u + 47u * 768u);
   auto tensor = [&](const std::string& name) {
-    for (const ParamTensor& p : t)
+    for (const lmforge::param::Parameter& p : t)
       if (p.name == name) return p;
     ADD_FAILURE() << "no tensor " << name;
-    return ParamTensor{};
+    return lmforge::param::Parameter{};
   };
   EXPECT_EQ(t[0].name, "transformer.wte.weight");
   EXPECT_EQ(t[0].shape, (std::vector<int64_t>{50304, 768}));
@@ -90,7 +90,7 @@ TEST(GptModel, ParameterTableIsHuggingFaceGpt2) {
   EXPECT_EQ(tensor("transformer.h.7.ln_2.weight").shape, (std::vector<int64_t>{768}));
   EXPECT_EQ(t.back().name, "transformer.ln_f.bias");
   size_t offset = 0;
-  for (const ParamTensor& p : t) {
+  for (const lmforge::param::Parameter& p : t) {
     EXPECT_EQ(p.offset, offset) << p.name;
     offset += p.numel;
     const bool matrix = p.shape.size() == 2;
@@ -109,7 +109,7 @@ TEST(GptModel, MegatronInitialisation) {
   GPT model(c);
   model.init_weights(7);
   auto stats = [&](const std::string& name) {
-    const ParamTensor& t = model.tensor(name);
+    const lmforge::param::Parameter& t = model.tensor(name);
     const float* p = model.params() + t.offset;
     double s = 0, s2 = 0;
     for (size_t i = 0; i < t.numel; i++) s += p[i], s2 += (double)p[i] * p[i];

@@ -58,6 +58,9 @@ Reference make_reference(const std::string& args) {
   read(h, sizeof h);
   if (h[0] != 0x32545047 || h[1] != 1) throw std::runtime_error("bad reference header");
   Reference r;
+  // The reference has no dropout: compare with it off (GPTConfig defaults to Megatron's 0.1).
+  r.config.hidden_dropout = 0.0f;
+  r.config.attention_dropout = 0.0f;
   r.config.num_layers = h[2];
   r.config.hidden = h[3];
   r.config.heads = h[4];
@@ -78,14 +81,14 @@ Reference make_reference(const std::string& args) {
   // The table (and so sizes) comes from the C++ model; the file must agree in padded vocab.
   GPT probe(r.config);
   if (probe.config().padded_vocab_size() != h[8]) throw std::runtime_error("padded vocab differs from reference");
-  for (const ParamTensor& t : probe.tensors()) {
+  for (const lmforge::param::Parameter& t : probe.tensors()) {
     r.params.emplace_back(t.numel);
     read(r.params.back().data(), t.numel * 4);
   }
   r.logits.resize(N * h[8]);
   read(r.logits.data(), r.logits.size() * 8);
   read(&r.loss, 8);
-  for (const ParamTensor& t : probe.tensors()) {
+  for (const lmforge::param::Parameter& t : probe.tensors()) {
     r.grads.emplace_back(t.numel);
     read(r.grads.back().data(), t.numel * 8);
   }
@@ -109,7 +112,7 @@ double rel_error(const float* a, const double* ref, size_t n) {
 
 void load(GPT& model, const Reference& r) {
   for (size_t i = 0; i < model.tensors().size(); i++) {
-    const ParamTensor& t = model.tensors()[i];
+    const lmforge::param::Parameter& t = model.tensors()[i];
     std::memcpy(model.params() + t.offset, r.params[i].data(), t.numel * 4);
   }
 }
@@ -138,7 +141,7 @@ TEST_F(Gpt2Parity, LogitsLossAndAllGradients) {
   EXPECT_LT(logits_err, 1e-5);
   model.backward();
   for (size_t i = 0; i < model.tensors().size(); i++) {
-    const ParamTensor& t = model.tensors()[i];
+    const lmforge::param::Parameter& t = model.tensors()[i];
     const double err = rel_error(model.grads() + t.offset, r.grads[i].data(), t.numel);
     EXPECT_LT(err, 1e-4) << t.name;
   }
@@ -198,7 +201,7 @@ TEST_F(Gpt2Parity, TenAdamWStepsMatchTorch) {
   GPT model(r.config);
   load(model, r);
   std::vector<optim::ParamSpan> spans;
-  for (const ParamTensor& t : model.tensors())
+  for (const lmforge::param::Parameter& t : model.tensors())
     spans.push_back({t.name, model.params() + t.offset, model.grads() + t.offset, t.numel, t.weight_decay});
   optim::AdamW adam(spans, optim::AdamWConfig{r.beta1, r.beta2, r.eps});
   for (int k = 0; k < r.adam_steps; k++) {

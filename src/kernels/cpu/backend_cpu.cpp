@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <new>
 #include <string>
@@ -19,26 +20,33 @@ class CpuBackend final : public Backend {
   std::string info() const override {
     std::string config = openblas_get_config();
     while (!config.empty() && config.back() == ' ') config.pop_back();
-    return std::string("cpu fp32, OpenMP ") + std::to_string(omp_get_max_threads()) + " threads, " + config +
+    return std::string("cpu, OpenMP ") + std::to_string(omp_get_max_threads()) + " threads, " + config +
            " (core " + openblas_get_corename() + ", called single-threaded from each OpenMP thread)";
   }
 
-  float* alloc(size_t n) override {
+  Device device() const override { return Device::CPU; }
+  void* alloc(size_t bytes) override {
     // 64-byte alignment = one AVX-512 vector / cache line; the size must be a multiple of the alignment.
-    size_t bytes = ((n * sizeof(float) + 63) / 64) * 64;
+    bytes = ((bytes + 63) / 64) * 64;
     if (bytes == 0) bytes = 64;
     void* p = std::aligned_alloc(64, bytes);
     if (p == nullptr) throw std::bad_alloc();
-    return static_cast<float*>(p);
+    return p;
   }
-  void free(float* p) override { std::free(p); }
-  void copy_to_device(float* dst, const float* src, size_t n) override { std::memcpy(dst, src, n * sizeof(float)); }
-  void copy_to_host(float* dst, const float* src, size_t n) override { std::memcpy(dst, src, n * sizeof(float)); }
-  void copy_on_device(float* dst, const float* src, size_t n) override { std::memcpy(dst, src, n * sizeof(float)); }
-  void fill_zero(float* p, size_t n) override {
+  void free(void* p) override { std::free(p); }
+  void copy_to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy_on_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void fill_zero(void* p, size_t bytes) override {
     // Large buffers are zeroed by all threads: one thread cannot saturate memory bandwidth.
-#pragma omp parallel for schedule(static) if (n > (1u << 20))
-    for (size_t i = 0; i < n; i++) p[i] = 0.0f;
+    char* c = static_cast<char*>(p);
+    const size_t chunk = size_t(1) << 20;
+    const int64_t chunks = (int64_t)((bytes + chunk - 1) / chunk);
+#pragma omp parallel for schedule(static) if (bytes > chunk * 4)
+    for (int64_t i = 0; i < chunks; i++) {
+      const size_t begin = (size_t)i * chunk;
+      std::memset(c + begin, 0, std::min(chunk, bytes - begin));
+    }
   }
   void synchronize() override {}
   void set_num_threads(int n) override {

@@ -1,0 +1,46 @@
+// defines: what the CPU kernels share: fast_exp(), fast_tanh(), kParallelMin, gemm() (one OpenMP team over
+//          single-threaded OpenBLAS), use_single_threaded_blas(), column_sums()
+#pragma once
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+namespace lmforge::kernels::cpu {
+
+// expf that vectorises inside `omp simd` loops (glibc's expf does not at -O3 without -ffast-math, and the
+// softmax over 50k vocabulary columns and the GELU's tanh are dominated by it otherwise).
+// exp(x) = 2^n · e^r with n = round(x·log2 e), |r| <= ln2/2; e^r by Cephes' degree-7 polynomial (error ~1 ulp).
+#pragma omp declare simd
+inline float fast_exp(float x) {
+  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  // Adding and subtracting 1.5·2^23 rounds to the nearest integer in float arithmetic.
+  float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = x - n * 0.693359375f - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  return p * std::bit_cast<float>(bits);
+}
+
+// tanh(u) = 1 - 2/(e^{2u} + 1); absolute error ~1e-7, which is what GELU's 0.5·x·(1 + tanh) sees.
+#pragma omp declare simd
+inline float fast_tanh(float u) { return 1.0f - 2.0f / (fast_exp(2.0f * u) + 1.0f); }
+
+// Below this many elements of work a loop runs on the calling thread: waking the team costs more than it saves,
+// and far more on a loaded machine, where every barrier may wait a scheduler time slice for a descheduled thread.
+inline constexpr size_t kParallelMin = 1 << 15;
+
+
+void use_single_threaded_blas();
+// Row-major C[M,N] = op(A)[M,K]·op(B)[K,N] + beta·C over the OpenMP team (see linear.cpp).
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+          float beta, float* C, int ldc);
+// acc[o] += Σ_n x[n,o] for x [N,OC]: threads own disjoint column blocks and walk all rows (deterministic).
+void column_sums(float* acc, const float* x, int N, int OC);
+
+}  // namespace lmforge::kernels::cpu

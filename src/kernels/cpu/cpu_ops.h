@@ -1,0 +1,59 @@
+// defines: the CPU fp32 implementations behind kernels/ops.h (raw pointers and sizes; kernels/ops.cpp has checked
+//          the views and passes their strides). Private to the kernels module.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/ops.h"
+
+namespace lmforge::kernels::cpu {
+
+void embedding_forward(float* out, const int32_t* ids, const float* table, int64_t rows, int64_t row_offset, int N,
+                       int C, bool accumulate);
+void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t rows, int64_t row_offset, int N,
+                        int C);
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
+                       int N, int C, float eps);
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, int N, int C);
+
+void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC, int OC,
+                    WeightLayout layout);
+void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int N, int IC, int OC, WeightLayout layout);
+void bias_add_forward(float* x, const float* bias, int N, int C);
+
+void add_forward(float* out, const float* a, const float* b, size_t n);
+void accumulate(float* dst, const float* src, size_t n);  // dst += src
+void gelu_forward(float* out, const float* inp, size_t n, GeluKind kind);
+void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n, GeluKind kind);
+// rows × cols elements between strided rows.
+void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t rows, int64_t cols);
+
+// Philox4x32-10 of one counter block (Random123's philox4x32 with 10 rounds).
+void philox4x32_10(const uint32_t counter[4], const uint32_t key[2], uint32_t out[4]);
+void dropout_forward(float* out, const float* inp, size_t n, const DropoutKey& key);
+void dropout_backward(float* dinp, const float* dout, size_t n, const DropoutKey& key);
+
+// One attention problem: q rows of stride ldq, k/v rows of stride ldk/ldv, [B, T, H·hs] logically.
+struct AttentionShape {
+  int B = 0, Tq = 0, Tk = 0, H = 0, hs = 0;
+  int64_t ldq = 0, ldk = 0, ldv = 0, ldo = 0;  // row strides of q, k, v (and dq, dk, dv) and out/dout
+};
+void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v,
+                       const AttentionShape& s, bool causal, const int32_t* key_padding,
+                       const AttentionDropout& dropout);
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                        const float* v, const float* probs, const AttentionShape& s, bool causal,
+                        const int32_t* key_padding, const AttentionDropout& dropout);
+void attention_decode_forward(float* out, float* scratch, const float* q, int64_t ldq, const float* kcache,
+                              const float* vcache, int B, int len, int max_len, int C, int H);
+
+void crossentropy_row_max(float* row_max, const float* logits, int N, int V);
+void crossentropy_sumexp(float* sumexp, float* target_logit, const float* logits, const float* m,
+                         const int32_t* targets, int64_t col_offset, int N, int V);
+void crossentropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
+                           const float* dloss, int64_t col_offset, int N, int V);
+
+}  // namespace lmforge::kernels::cpu

@@ -1,0 +1,86 @@
+// defines: Philox4x32-10 and the CPU dropout (forward, backward) over it
+#include <cstring>
+
+#include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/cpu_ops.h"
+
+namespace lmforge::kernels::cpu {
+
+// Salmon, Moraes, Dror, Shaw, "Parallel random numbers: as easy as 1, 2, 3" (SC'11): ten rounds of
+//   (hi0, lo0) = M0·c0;  (hi1, lo1) = M1·c2;  c ← (hi1 ⊕ c1 ⊕ k0, lo1, hi0 ⊕ c3 ⊕ k1, lo0)
+// with the key bumped by the Weyl constants between rounds.
+void philox4x32_10(const uint32_t counter[4], const uint32_t key[2], uint32_t out[4]) {
+  uint32_t c0 = counter[0], c1 = counter[1], c2 = counter[2], c3 = counter[3], k0 = key[0], k1 = key[1];
+  for (int round = 0; round < 10; round++) {
+    if (round > 0) k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
+    const uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+    const uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0, hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
+    c0 = hi1 ^ c1 ^ k0;
+    c1 = lo1;
+    c2 = hi0 ^ c3 ^ k1;
+    c3 = lo0;
+  }
+  out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
+}
+
+namespace {
+
+// The keep factors (0 or 1/(1−p)) of elements [4j, 4j+4): one Philox block.
+inline void block_factors(const DropoutKey& key, uint64_t j, float scale, float f[4]) {
+  const uint32_t counter[4] = {(uint32_t)j, (uint32_t)(j >> 32), (uint32_t)key.stream, (uint32_t)(key.stream >> 32)};
+  const uint32_t k[2] = {(uint32_t)key.seed, (uint32_t)(key.seed >> 32)};
+  uint32_t w[4];
+  philox4x32_10(counter, k, w);
+  for (int i = 0; i < 4; i++) f[i] = (float)(w[i] >> 8) * (1.0f / 16777216.0f) >= key.p ? scale : 0.0f;
+}
+
+// y[i] (=, or += with add) factor(i)·x[i] over n elements, blocks of 4 in parallel.
+void apply(float* y, const float* x, size_t n, const DropoutKey& key, bool add) {
+  const float scale = 1.0f / (1.0f - key.p);
+  const int64_t blocks = (int64_t)((n + 3) / 4);
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t j = 0; j < blocks; j++) {
+    float f[4];
+    block_factors(key, (uint64_t)j, scale, f);
+    const size_t base = (size_t)j * 4;
+    for (size_t i = 0; i < 4 && base + i < n; i++) {
+      const float v = f[i] * x[base + i];
+      if (add) y[base + i] += v;
+      else y[base + i] = v;
+    }
+  }
+}
+
+}  // namespace
+
+void dropout_forward(float* out, const float* inp, size_t n, const DropoutKey& key) {
+  if (key.p <= 0.0f) {
+    if (out != inp) std::memcpy(out, inp, n * sizeof(float));
+    return;
+  }
+  apply(out, inp, n, key, false);
+}
+
+void dropout_backward(float* dinp, const float* dout, size_t n, const DropoutKey& key) {
+  if (key.p <= 0.0f) {
+    accumulate(dinp, dout, n);
+    return;
+  }
+  apply(dinp, dout, n, key, true);
+}
+
+}  // namespace lmforge::kernels::cpu
+
+namespace lmforge::kernels {
+
+bool dropout_keep(const DropoutKey& key, uint64_t i) {
+  if (key.p <= 0.0f) return true;
+  const uint32_t counter[4] = {(uint32_t)(i / 4), (uint32_t)((i / 4) >> 32), (uint32_t)key.stream,
+                               (uint32_t)(key.stream >> 32)};
+  const uint32_t k[2] = {(uint32_t)key.seed, (uint32_t)(key.seed >> 32)};
+  uint32_t w[4];
+  cpu::philox4x32_10(counter, k, w);
+  return (float)(w[i % 4] >> 8) * (1.0f / 16777216.0f) >= key.p;
+}
+
+}  // namespace lmforge::kernels

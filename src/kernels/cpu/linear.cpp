@@ -1,0 +1,137 @@
+// defines: the CPU fp32 GEMM driver and linear layer (forward, backward), column sums, bias add
+#include <cblas.h>
+#include <omp.h>
+
+#include <cstring>
+
+#include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/cpu_ops.h"
+
+namespace lmforge::kernels::cpu {
+namespace {
+// Row-major C[M,N] = op(A)[M,K]·op(B)[K,N] + beta·C, split over the threads of ONE OpenMP team, each thread
+// calling single-threaded OpenBLAS on its block of C's rows (or columns, whichever dimension is longer).
+// Why not OpenBLAS's own threads: its pthread pool and OpenMP's team both busy-wait after their work, so
+// alternating GEMMs with OpenMP loops makes the two pools fight over the cores (10 AdamW steps of the parity
+// test's small model: 522 ms with both pools, 23 ms with one). One pool, split by us, has no such hand-over.
+}  // namespace
+
+void use_single_threaded_blas() {
+  static const bool once = (openblas_set_num_threads(1), true);
+  (void)once;
+}
+
+namespace {
+// One row of A (a decode step): c[j] = beta·c[j] + Σ_k a[k]·op(B)[k,j] as SGEMV over column blocks, one per thread.
+// SGEMM would repack all of B for a single row, which costs more than the product itself.
+void gemv_row(bool trans_b, int N, int K, const float* a, const float* B, int ldb, float beta, float* c,
+              int threads) {
+  if (beta == 0.0f) {  // OpenBLAS multiplies by beta=0 rather than overwriting: clear stale NaNs first
+    std::memset(c, 0, sizeof(float) * (size_t)N);
+    beta = 1.0f;
+  }
+  if ((size_t)N * K < kParallelMin || omp_in_parallel()) threads = 1;
+  const int chunk = ((N + threads - 1) / threads + 15) / 16 * 16;
+#pragma omp parallel num_threads(threads)
+  {
+    const int j0 = omp_get_thread_num() * chunk;
+    const int j1 = j0 + chunk < N ? j0 + chunk : N;
+    if (j0 < j1) {
+      if (trans_b)  // B is [N,K]: c = B·a
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, j1 - j0, K, 1.0f, B + (size_t)j0 * ldb, ldb, a, 1, beta, c + j0, 1);
+      else  // B is [K,N]: c = Bᵀ·a
+        cblas_sgemv(CblasRowMajor, CblasTrans, K, j1 - j0, 1.0f, B + j0, ldb, a, 1, beta, c + j0, 1);
+    }
+  }
+}
+
+}  // namespace
+
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+          float beta, float* C, int ldc) {
+  use_single_threaded_blas();
+  const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+  const int threads = omp_get_max_threads();
+  if (M == 1 && !trans_a) {
+    gemv_row(trans_b, N, K, A, B, ldb, beta, C, threads);
+    return;
+  }
+  const double work = 2.0 * M * N * K;
+  if (threads <= 1 || work < 4e6 || omp_in_parallel()) {
+    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  const bool split_rows = M >= N;
+  const int len = split_rows ? M : N;
+  // Blocks are multiples of 16 rows/columns (whole AVX-512 vectors, and OpenBLAS's register tiles).
+  const int chunk = ((len + threads - 1) / threads + 15) / 16 * 16;
+#pragma omp parallel num_threads(threads)
+  {
+    const int i0 = omp_get_thread_num() * chunk;
+    const int i1 = i0 + chunk < len ? i0 + chunk : len;
+    if (i0 < i1) {
+      if (split_rows) {
+        const float* a = trans_a ? A + i0 : A + (size_t)i0 * lda;
+        cblas_sgemm(CblasRowMajor, ta, tb, i1 - i0, N, K, 1.0f, a, lda, B, ldb, beta, C + (size_t)i0 * ldc, ldc);
+      } else {
+        const float* b = trans_b ? B + (size_t)i0 * ldb : B + i0;
+        cblas_sgemm(CblasRowMajor, ta, tb, M, i1 - i0, K, 1.0f, A, lda, b, ldb, beta, C + i0, ldc);
+      }
+    }
+  }
+}
+
+void column_sums(float* acc_out, const float* x, int N, int OC) {
+  const int block = 256;
+  const int nblocks = (OC + block - 1) / block;
+#pragma omp parallel for schedule(static) if ((size_t)N * OC >= kParallelMin)
+  for (int k = 0; k < nblocks; k++) {
+    int o0 = k * block, o1 = o0 + block < OC ? o0 + block : OC;
+    float acc[block];
+    for (int o = o0; o < o1; o++) acc[o - o0] = 0.0f;
+    for (int n = 0; n < N; n++) {
+      const float* d = x + (size_t)n * OC;
+#pragma omp simd
+      for (int o = o0; o < o1; o++) acc[o - o0] += d[o];
+    }
+    for (int o = o0; o < o1; o++) acc_out[o] += acc[o - o0];
+  }
+}
+
+void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC, int OC,
+                    WeightLayout layout) {
+  float beta = 0.0f;
+  if (bias != nullptr) {
+#pragma omp parallel for schedule(static) if ((size_t)N * OC >= kParallelMin)
+    for (int n = 0; n < N; n++) std::memcpy(out + (size_t)n * OC, bias, sizeof(float) * OC);
+    beta = 1.0f;
+  }
+  if (layout == WeightLayout::IN_OUT) {
+    gemm(false, false, N, OC, IC, inp, IC, weight, OC, beta, out, OC);
+  } else {
+    gemm(false, true, N, OC, IC, inp, IC, weight, IC, beta, out, OC);
+  }
+}
+
+void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int N, int IC, int OC, WeightLayout layout) {
+  if (layout == WeightLayout::IN_OUT) {
+    if (dinp != nullptr) gemm(false, true, N, IC, OC, dout, OC, weight, OC, 1.0f, dinp, IC);  // [N,IC] += [N,OC]·[IC,OC]ᵀ
+    if (dweight != nullptr) gemm(true, false, IC, OC, N, inp, IC, dout, OC, 1.0f, dweight, OC);  // [IC,OC] += [N,IC]ᵀ·[N,OC]
+  } else {
+    if (dinp != nullptr) gemm(false, false, N, IC, OC, dout, OC, weight, IC, 1.0f, dinp, IC);  // [N,IC] += [N,OC]·[OC,IC]
+    if (dweight != nullptr) gemm(true, false, OC, IC, N, dout, OC, inp, IC, 1.0f, dweight, IC);  // [OC,IC] += [N,OC]ᵀ·[N,IC]
+  }
+  if (dbias != nullptr) column_sums(dbias, dout, N, OC);
+}
+
+void bias_add_forward(float* x, const float* bias, int N, int C) {
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= kParallelMin)
+  for (int n = 0; n < N; n++) {
+    float* row = x + (size_t)n * C;
+#pragma omp simd
+    for (int c = 0; c < C; c++) row[c] += bias[c];
+  }
+}
+
+}  // namespace lmforge::kernels::cpu

@@ -1,0 +1,202 @@
+// defines: Attention (forward, backward, key/value-cache decoding)
+#include "layers/attention.h"
+
+#include "util/error.h"
+
+namespace lmforge::layers {
+
+using kernels::Tensor;
+
+namespace {
+// A [rows, cols] view starting `col` columns into each row of a [rows, stride]-shaped buffer, as [B, T, cols].
+Tensor columns(const Tensor& base, int B, int T, int64_t col, int64_t cols) {
+  Tensor t = base;
+  t.data = static_cast<float*>(base.data) + col;
+  t.ndim = 3;
+  t.shape = {B, T, cols, 0};
+  t.row_stride = base.dim(-1);
+  return t;
+}
+}  // namespace
+
+Attention::Attention(ParameterStore& store, const TensorParallel& tp, Workspace& workspace, AttentionSpec spec)
+    : tp_(tp), workspace_(workspace), spec_(std::move(spec)), backend_(store.backend()) {
+  const int T = tp_.size();
+  if (spec_.heads % T != 0)
+    throw Error(spec_.name + ": " + std::to_string(spec_.heads) + " attention heads cannot be split over " +
+                std::to_string(T) + " tensor-parallel ranks (each rank takes whole heads)");
+  if (spec_.cross && spec_.fused_qkv) throw std::logic_error("cross-attention projects q and k/v separately");
+  local_heads_ = spec_.heads / T;
+  local_c_ = spec_.hidden / T;
+  const int64_t C = spec_.hidden;
+  auto column = [&](const std::string& name, int64_t out, int blocks) {
+    LinearSpec s;
+    s.name = spec_.name + "." + name;
+    s.in = C;
+    s.out = out;
+    s.layout = spec_.layout;
+    s.bias = spec_.bias;
+    s.parallelism = Parallelism::COLUMN;
+    s.blocks = blocks;
+    s.init_std = spec_.init_std;
+    return std::make_unique<Linear>(store, tp_, workspace_, s);
+  };
+  if (spec_.fused_qkv) {
+    qkv_ = column(spec_.qkv, 3 * C, 3);
+  } else {
+    q_ = column(spec_.q, C, 1);
+    k_ = column(spec_.k, C, 1);
+    v_ = column(spec_.v, C, 1);
+  }
+  LinearSpec o;
+  o.name = spec_.out_is_full_name ? spec_.out : spec_.name + "." + spec_.out;
+  o.in = C;
+  o.out = C;
+  o.layout = spec_.layout;
+  o.bias = spec_.bias;
+  o.parallelism = Parallelism::ROW;
+  o.init_std = spec_.out_init_std;
+  out_ = std::make_unique<Linear>(store, tp_, workspace_, o);
+}
+
+Attention::~Attention() = default;
+
+kernels::AttentionMask Attention::mask() const {
+  return spec_.causal && !spec_.cross ? kernels::AttentionMask::CAUSAL : kernels::AttentionMask::NONE;
+}
+
+kernels::AttentionDropout Attention::dropout_spec(const ForwardStep& step) const {
+  kernels::AttentionDropout d;
+  d.key = dropout_key(step, spec_.attention_dropout, spec_.layer,
+                      spec_.cross ? DropoutSite::CROSS_PROBS : DropoutSite::ATTENTION_PROBS);
+  d.head_offset = local_heads_ * tp_.rank();
+  d.total_heads = spec_.heads;
+  return d;
+}
+
+void Attention::forward(const Tensor& out, const Tensor& x, const Tensor& memory, const Tensor& key_padding, int B,
+                        int Tq, int Tk, const ForwardStep& step) {
+  const int64_t Cl = local_c_, Nq = (int64_t)B * Tq, Nk = (int64_t)B * Tk;
+  if (!spec_.cross && Tk != Tq) throw std::logic_error("self-attention with Tk != Tq");
+  B_ = B, Tq_ = Tq, Tk_ = Tk;
+  x_ = x;
+  memory_ = spec_.cross ? memory : x;
+  key_padding_ = key_padding;
+  dropout_ = dropout_spec(step);
+  Tensor q, k, v;
+  if (spec_.fused_qkv) {
+    qkv_act_.resize(backend_, kernels::DType::F32, (size_t)(Nq * 3 * Cl));
+    const Tensor qkv = qkv_act_.view({Nq, 3 * Cl});
+    qkv_->forward(qkv, x);
+    q = columns(qkv, B, Tq, 0, Cl);
+    k = columns(qkv, B, Tq, Cl, Cl);
+    v = columns(qkv, B, Tq, 2 * Cl, Cl);
+  } else {
+    // q [Nq, Cl], then k and v as two contiguous [Nk, Cl] halves of one buffer.
+    q_act_.resize(backend_, kernels::DType::F32, (size_t)(Nq * Cl));
+    kv_act_.resize(backend_, kernels::DType::F32, (size_t)(2 * Nk * Cl));
+    const Tensor qa = q_act_.view({Nq, Cl});
+    const Tensor ka = kv_act_.view({Nk, Cl});
+    const Tensor va = kv_act_.view({2, Nk, Cl}).slice0(1, 1).reshaped({Nk, Cl});
+    q_->forward(qa, x);
+    k_->forward(ka, memory_);
+    v_->forward(va, memory_);
+    q = qa.reshaped({B, Tq, Cl});
+    k = ka.reshaped({B, Tk, Cl});
+    v = va.reshaped({B, Tk, Cl});
+  }
+  probs_.resize(backend_, kernels::DType::F32, (size_t)B * local_heads_ * Tq * Tk);
+  heads_out_.resize(backend_, kernels::DType::F32, (size_t)(Nq * Cl));
+  const Tensor heads = heads_out_.view({B, Tq, Cl});
+  kernels::attention_forward(heads, probs_.view({B, local_heads_, Tq, Tk}), q, k, v, (int)local_heads_, mask(),
+                             key_padding, dropout_);
+  out_->forward(out, heads.reshaped({Nq, Cl}));
+}
+
+void Attention::backward(const Tensor& dx, const Tensor& dmemory, const Tensor& dout) {
+  const int B = B_, Tq = Tq_, Tk = Tk_;
+  const int64_t Cl = local_c_, Nq = (int64_t)B * Tq, Nk = (int64_t)B * Tk;
+  const Tensor heads = heads_out_.view({Nq, Cl});
+  const Tensor dheads = workspace_.take(Slot::D_ATTENTION, {Nq, Cl}, true);
+  out_->backward(dheads, dout, heads);
+  const Tensor probs = probs_.view({B, local_heads_, Tq, Tk});
+  if (spec_.fused_qkv) {
+    const Tensor qkv = qkv_act_.view({Nq, 3 * Cl});
+    const Tensor dqkv = workspace_.take(Slot::D_QKV, {Nq, 3 * Cl}, true);
+    kernels::attention_backward(columns(dqkv, B, Tq, 0, Cl), columns(dqkv, B, Tq, Cl, Cl),
+                                columns(dqkv, B, Tq, 2 * Cl, Cl), dheads.reshaped({B, Tq, Cl}),
+                                columns(qkv, B, Tq, 0, Cl), columns(qkv, B, Tq, Cl, Cl),
+                                columns(qkv, B, Tq, 2 * Cl, Cl), probs, (int)local_heads_, mask(), key_padding_,
+                                dropout_);
+    qkv_->backward(dx, dqkv, x_);
+    return;
+  }
+  const Tensor qa = q_act_.view({Nq, Cl});
+  const Tensor ka = kv_act_.view({Nk, Cl});
+  const Tensor va = kv_act_.view({2, Nk, Cl}).slice0(1, 1).reshaped({Nk, Cl});
+  const Tensor dq = workspace_.take(Slot::D_QKV, {Nq, Cl}, true);
+  const Tensor dkv = workspace_.take(Slot::D_KV, {2, Nk, Cl}, true);
+  const Tensor dk = dkv.slice0(0, 1).reshaped({Nk, Cl}), dv = dkv.slice0(1, 1).reshaped({Nk, Cl});
+  kernels::attention_backward(dq.reshaped({B, Tq, Cl}), dk.reshaped({B, Tk, Cl}), dv.reshaped({B, Tk, Cl}),
+                              dheads.reshaped({B, Tq, Cl}), qa.reshaped({B, Tq, Cl}), ka.reshaped({B, Tk, Cl}),
+                              va.reshaped({B, Tk, Cl}), probs, (int)local_heads_, mask(), key_padding_, dropout_);
+  q_->backward(dx, dq, x_);
+  const Tensor dmem = spec_.cross ? dmemory : dx;
+  k_->backward(dmem, dk, memory_);
+  v_->backward(dmem, dv, memory_);
+}
+
+void Attention::decode_begin(int B, int max_len) {
+  if (spec_.cross) throw std::logic_error("decode_begin on cross-attention");
+  const int64_t Cl = local_c_;
+  kcache_.resize(backend_, kernels::DType::F32, (size_t)B * max_len * Cl);
+  vcache_.resize(backend_, kernels::DType::F32, (size_t)B * max_len * Cl);
+  dec_qkv_.resize(backend_, kernels::DType::F32, (size_t)B * 3 * Cl);
+  dec_heads_.resize(backend_, kernels::DType::F32, (size_t)B * Cl);
+  dec_scores_.resize(backend_, kernels::DType::F32, (size_t)B * local_heads_ * max_len);
+  cache_B_ = B;
+  cache_len_ = max_len;
+}
+
+void Attention::decode_forward(const Tensor& out, const Tensor& x, int pos) {
+  if (cache_B_ == 0) throw Error("attention decode: decode_begin() must come first");
+  if (pos >= cache_len_) throw Error("attention decode: position " + std::to_string(pos) + " beyond the cache");
+  const int B = cache_B_, P = cache_len_;
+  const int64_t Cl = local_c_;
+  // The new position's q, k, v: [B, Cl] column views of one fused [B, 3·Cl] projection, or three contiguous blocks.
+  Tensor q, k, v;
+  if (spec_.fused_qkv) {
+    const Tensor qkv = dec_qkv_.view({B, 3 * Cl});
+    qkv_->forward(qkv, x);
+    auto part = [&](int64_t col) {
+      Tensor t = columns(qkv, 1, B, col, Cl);
+      t.ndim = 2;
+      t.shape = {B, Cl, 0, 0};
+      return t;
+    };
+    q = part(0), k = part(Cl), v = part(2 * Cl);
+  } else {
+    const Tensor blocks = dec_qkv_.view({3, B, Cl});
+    q = blocks.slice0(0, 1).reshaped({B, Cl});
+    k = blocks.slice0(1, 1).reshaped({B, Cl});
+    v = blocks.slice0(2, 1).reshaped({B, Cl});
+    q_->forward(q, x);
+    k_->forward(k, x);
+    v_->forward(v, x);
+  }
+  // Position pos of every row of the caches: [B, Cl] views with a row stride of P·Cl.
+  auto cache_row = [&](const kernels::Buffer& cache) {
+    Tensor t = cache.view({B, Cl});
+    t.data = static_cast<float*>(cache.data()) + (size_t)pos * Cl;
+    t.row_stride = (int64_t)P * Cl;
+    return t;
+  };
+  kernels::copy(cache_row(kcache_), k);
+  kernels::copy(cache_row(vcache_), v);
+  const Tensor heads = dec_heads_.view({B, Cl});
+  kernels::attention_decode_forward(heads, dec_scores_.view({B, local_heads_, P}), q, kcache_.view({B, P, Cl}),
+                                    vcache_.view({B, P, Cl}), pos + 1, (int)local_heads_);
+  out_->forward(out, heads);
+}
+
+}  // namespace lmforge::layers

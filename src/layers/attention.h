@@ -1,0 +1,81 @@
+// defines: lmforge::layers::AttentionSpec, Attention (multi-head self- or cross-attention with column-parallel
+//          projections over whole heads, a row-parallel output projection, causal or padding masks, attention
+//          dropout and a key/value cache for generation)
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels/backend.h"
+#include "kernels/ops.h"
+#include "layers/dropout.h"
+#include "layers/linear.h"
+#include "layers/parameter_store.h"
+#include "layers/tensor_parallel.h"
+#include "layers/workspace.h"
+
+namespace lmforge::layers {
+
+struct AttentionSpec {
+  std::string name;              // prefix of the projections' names, e.g. "transformer.h.0.attn"
+  // FUSED: one projection <name>.<qkv> producing q|k|v (GPT-2's c_attn [C,3C]); SEPARATE: <name>.<q>, <name>.<k>,
+  // <name>.<v> (BERT's query/key/value). Cross-attention is always SEPARATE (q from the input, k and v from the
+  // memory).
+  bool fused_qkv = true;
+  std::string qkv = "c_attn", q = "query", k = "key", v = "value";
+  std::string out = "c_proj";    // <name>.<out>: the output projection (or a full name when out_is_full_name)
+  bool out_is_full_name = false;
+  int64_t hidden = 0;
+  int64_t heads = 0;             // divisible by the tensor-parallel size: each rank takes whole heads
+  kernels::WeightLayout layout = kernels::WeightLayout::IN_OUT;
+  bool bias = true;
+  bool causal = true;            // self-attention only: key j <= query t
+  bool cross = false;            // keys and values from a memory sequence (encoder-decoder)
+  double init_std = 0.02;        // the q/k/v projections
+  double out_init_std = 0.02;    // the output projection (Megatron: init_std / sqrt(2·layers))
+  float attention_dropout = 0.0f;
+  int layer = 0;                 // the layer number (dropout streams)
+};
+
+// Tensor parallelism (Megatron): rank t holds heads [t·H/T, (t+1)·H/T) — the matching output columns of the q, k, v
+// projections (column-parallel; with fused q|k|v each part split separately) and input rows of the output projection
+// (row-parallel). Attention itself needs no communication.
+class Attention {
+ public:
+  Attention(ParameterStore& store, const TensorParallel& tp, Workspace& workspace, AttentionSpec spec);
+  ~Attention();
+
+  // out [B·Tq, C] (e.g. a workspace view) = the output projection of the attention of x [B,Tq,C] over itself or, for
+  // cross-attention, over memory [B,Tk,C]; key_padding i32 [B,Tk] (optional) masks padded keys. x and memory must
+  // stay valid until backward().
+  void forward(const kernels::Tensor& out, const kernels::Tensor& x, const kernels::Tensor& memory,
+               const kernels::Tensor& key_padding, int B, int Tq, int Tk, const ForwardStep& step);
+  // dx += d/dx, dmemory += d/dmemory (cross-attention; optional) from dout [B·Tq, C].
+  void backward(const kernels::Tensor& dx, const kernels::Tensor& dmemory, const kernels::Tensor& dout);
+
+  // Generation with a key/value cache (self-attention): decode_begin empties the cache for B rows of at most
+  // max_len positions; decode_forward appends position `pos` of every row from x [B,C] and writes out [B,C].
+  void decode_begin(int B, int max_len);
+  void decode_forward(const kernels::Tensor& out, const kernels::Tensor& x, int pos);
+
+ private:
+  kernels::AttentionDropout dropout_spec(const ForwardStep& step) const;
+  kernels::AttentionMask mask() const;
+
+  const TensorParallel& tp_;
+  Workspace& workspace_;
+  AttentionSpec spec_;
+  kernels::Backend& backend_;
+  int64_t local_heads_ = 0, local_c_ = 0;
+  std::unique_ptr<Linear> qkv_, q_, k_, v_, out_;
+  // saved by forward() for backward()
+  int B_ = 0, Tq_ = 0, Tk_ = 0;
+  kernels::Tensor x_, memory_, key_padding_;
+  kernels::AttentionDropout dropout_{};
+  kernels::Buffer qkv_act_, q_act_, kv_act_, probs_, heads_out_;
+  // key/value cache
+  int cache_B_ = 0, cache_len_ = 0;
+  kernels::Buffer kcache_, vcache_, dec_qkv_, dec_heads_, dec_scores_;
+};
+
+}  // namespace lmforge::layers

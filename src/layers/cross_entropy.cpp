@@ -1,0 +1,60 @@
+// defines: VocabParallelCrossEntropy
+#include "layers/cross_entropy.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace lmforge::layers {
+
+using kernels::Tensor;
+
+double VocabParallelCrossEntropy::forward(const Tensor& logits, const Tensor& targets, const float* loss_mask,
+                                          int64_t vocab_offset) {
+  const int64_t N = logits.rows();
+  const int T = tp_.size();
+  targets_ = targets;
+  vocab_offset_ = vocab_offset;
+  if (loss_mask) mask_.assign(loss_mask, loss_mask + N);
+  else mask_.assign((size_t)N, 1.0f);
+  // Row maxima, then the group's maximum per row: each rank's N maxima in its piece of a [T, N] buffer.
+  row_max_.resize(backend_, kernels::DType::F32, (size_t)(T * N));
+  kernels::crossentropy_row_max(row_max_.view({N}), logits);
+  std::vector<float> maxima((size_t)(T * N));
+  backend_.copy_to_host(maxima.data() + (size_t)tp_.rank() * N, row_max_.data(), (size_t)N * sizeof(float));
+  if (tp_.active()) {
+    tp_.all_gather(maxima.data(), (size_t)N);
+    for (int64_t n = 0; n < N; n++)
+      for (int q = 0; q < T; q++) maxima[(size_t)n] = std::max(maxima[(size_t)n], maxima[(size_t)q * N + n]);
+    backend_.copy_to_device(row_max_.data(), maxima.data(), (size_t)N * sizeof(float));
+  }
+  // Σexp and the target logit: [2, N], summed over the group in one all-reduce.
+  sumexp_.resize(backend_, kernels::DType::F32, (size_t)(2 * N));
+  const Tensor both = sumexp_.view({2, N});
+  kernels::crossentropy_sumexp(both.slice0(0, 1).reshaped({N}), both.slice0(1, 1).reshaped({N}), logits,
+                               row_max_.view({N}), targets, vocab_offset);
+  tp_.all_reduce(both);
+  std::vector<float> sums((size_t)(2 * N));
+  backend_.copy_to_host(sums.data(), sumexp_.data(), sums.size() * sizeof(float));
+  losses_.resize((size_t)N);
+  lse_host_.resize((size_t)N);
+  double total = 0.0;
+  for (int64_t n = 0; n < N; n++) {
+    lse_host_[(size_t)n] = maxima[(size_t)n] + std::log(sums[(size_t)n]);
+    losses_[(size_t)n] = lse_host_[(size_t)n] - sums[(size_t)(N + n)];
+    total += (double)mask_[(size_t)n] * (double)losses_[(size_t)n];
+  }
+  lse_.resize(backend_, kernels::DType::F32, (size_t)N);
+  backend_.copy_to_device(lse_.data(), lse_host_.data(), (size_t)N * sizeof(float));
+  return total;
+}
+
+void VocabParallelCrossEntropy::backward(const Tensor& logits, float scale) {
+  const int64_t N = logits.rows();
+  std::vector<float> dloss((size_t)N);
+  for (int64_t n = 0; n < N; n++) dloss[(size_t)n] = scale * mask_[(size_t)n];
+  dloss_.resize(backend_, kernels::DType::F32, (size_t)N);
+  backend_.copy_to_device(dloss_.data(), dloss.data(), (size_t)N * sizeof(float));
+  kernels::crossentropy_backward(logits, logits, lse_.view({N}), targets_, dloss_.view({N}), vocab_offset_);
+}
+
+}  // namespace lmforge::layers

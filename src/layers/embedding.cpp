@@ -1,0 +1,58 @@
+// defines: Embedding
+#include "layers/embedding.h"
+
+namespace lmforge::layers {
+
+using kernels::Tensor;
+
+Embedding::Embedding(ParameterStore& store, const TensorParallel& tp, EmbeddingSpec spec)
+    : store_(store), tp_(tp), spec_(std::move(spec)), dropout_(spec_.dropout, 0, DropoutSite::EMBEDDING) {
+  word_ = store_.add(spec_.word_name + ".weight", {spec_.padded_vocab, spec_.hidden}, true,
+                     Init::normal(spec_.init_std), /*split_dim=*/0);
+  vocab_offset_ = spec_.padded_vocab / tp_.size() * tp_.rank();
+  if (!spec_.position_name.empty())
+    position_ = store_.add(spec_.position_name + ".weight", {spec_.max_positions, spec_.hidden}, true,
+                           Init::normal(spec_.init_std));
+  if (!spec_.token_type_name.empty())
+    token_type_ = store_.add(spec_.token_type_name + ".weight", {spec_.token_types, spec_.hidden}, true,
+                             Init::normal(spec_.init_std));
+}
+
+Tensor Embedding::forward(const Tensor& tokens, const Tensor& positions, const Tensor& types,
+                          const ForwardStep& step) {
+  const int64_t N = tokens.numel(), C = spec_.hidden;
+  tokens_ = tokens;
+  positions_ = positions;
+  types_ = types;
+  dropped_ = dropout_.active(step);
+  kernels::Buffer& target = dropped_ ? sum_ : out_;
+  target.resize(store_.backend(), kernels::DType::F32, (size_t)(N * C));
+  const Tensor sum = target.view({N, C});
+  kernels::embedding_forward(sum, tokens, store_.value(word_), vocab_offset_, false);
+  tp_.all_reduce(sum);
+  if (!spec_.position_name.empty()) kernels::embedding_forward(sum, positions, store_.value(position_), 0, true);
+  if (!spec_.token_type_name.empty()) kernels::embedding_forward(sum, types, store_.value(token_type_), 0, true);
+  if (!dropped_) return sum;
+  out_.resize(store_.backend(), kernels::DType::F32, (size_t)(N * C));
+  const Tensor out = out_.view({N, C});
+  dropout_.forward(out, sum, step);
+  return out;
+}
+
+void Embedding::backward(const Tensor& dout) {
+  Tensor d = dout;
+  if (dropped_) {
+    const int64_t N = dout.rows(), C = spec_.hidden;
+    ddrop_.resize(store_.backend(), kernels::DType::F32, (size_t)(N * C));
+    ddrop_.zero();
+    d = ddrop_.view({N, C});
+    dropout_.backward(d, dout);
+  }
+  // Every rank receives the whole d(sum) (the forward's all-reduce is an identity on the gradient): each keeps the
+  // rows of its vocabulary slice; the replicated tables take every row.
+  kernels::embedding_backward(store_.grad(word_), d, tokens_, vocab_offset_);
+  if (!spec_.position_name.empty()) kernels::embedding_backward(store_.grad(position_), d, positions_, 0);
+  if (!spec_.token_type_name.empty()) kernels::embedding_backward(store_.grad(token_type_), d, types_, 0);
+}
+
+}  // namespace lmforge::layers

@@ -1,0 +1,28 @@
+// defines: LayerNorm
+#include "layers/layernorm.h"
+
+namespace lmforge::layers {
+
+using kernels::Tensor;
+
+LayerNorm::LayerNorm(ParameterStore& store, const std::string& name, int64_t channels, float eps)
+    : store_(store), channels_(channels), eps_(eps) {
+  weight_ = store_.add(name + ".weight", {channels}, false, Init::ones());
+  bias_ = store_.add(name + ".bias", {channels}, false, Init::zeros());
+}
+
+void LayerNorm::forward(const Tensor& out, const Tensor& inp) {
+  const int64_t N = inp.rows();
+  mean_.resize(store_.backend(), kernels::DType::F32, (size_t)N);
+  rstd_.resize(store_.backend(), kernels::DType::F32, (size_t)N);
+  kernels::layernorm_forward(out, mean_.view({N}), rstd_.view({N}), inp, store_.value(weight_), store_.value(bias_),
+                             eps_);
+}
+
+void LayerNorm::backward(const Tensor& dinp, const Tensor& dout, const Tensor& inp) {
+  const int64_t N = inp.rows();
+  kernels::layernorm_backward(dinp, store_.grad(weight_), store_.grad(bias_), dout, inp, store_.value(weight_),
+                              mean_.view({N}), rstd_.view({N}));
+}
+
+}  // namespace lmforge::layers

@@ -1,0 +1,60 @@
+// defines: lmforge::layers::Init, ParameterStore (a model's parameter table with its flat value and gradient buffers
+//          on one rank, typed views of each piece, and layout-independent initialisation)
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/tensor.h"
+#include "param/parameter.h"
+
+namespace lmforge::layers {
+
+// How a parameter starts: N(0, std), zeros or ones.
+struct Init {
+  enum Kind { NORMAL, ZEROS, ONES } kind = ZEROS;
+  double std = 0.0;
+  static Init normal(double std) { return {NORMAL, std}; }
+  static Init zeros() { return {ZEROS, 0.0}; }
+  static Init ones() { return {ONES, 0.0}; }
+};
+
+// Layers add their tensors while a model is built (in checkpoint order); allocate() then makes the flat buffers of
+// this rank's pieces (parameters and gradients, fp32), and value(i) / grad(i) view piece i with its local shape.
+class ParameterStore {
+ public:
+  ParameterStore(kernels::Backend& backend, int tp_rank, int tp_size);
+
+  // Before allocate() only. split_dim/split_blocks as param::ParamTable::add.
+  size_t add(std::string name, std::vector<int64_t> shape, bool weight_decay, Init init, int split_dim = -1,
+             int split_blocks = 1);
+  void allocate();
+  bool allocated() const { return values_.data() != nullptr; }
+
+  const param::ParamTable& table() const { return table_; }
+  kernels::Backend& backend() const { return backend_; }
+  kernels::Tensor value(size_t i) const;
+  kernels::Tensor grad(size_t i) const;
+  float* values() const { return values_.f32(); }
+  float* grads() const { return grads_.f32(); }
+  size_t local_numel() const { return table_.local_numel(); }
+  void zero_grads();
+
+  // Megatron-style initialisation that does not depend on the parallel layout: one mt19937_64 stream seeded with
+  // `seed` runs through the WHOLE model's tensors in table order (normal tensors drawing Box-Muller pairs over their
+  // whole row-major elements); each rank keeps the elements of its pieces as they stream past, so no rank ever holds
+  // a whole tensor and every T×D layout starts from the single-process weights. Also zeroes the gradients.
+  void init(uint64_t seed);
+
+ private:
+  kernels::Tensor view(const kernels::Buffer& buffer, size_t i) const;
+
+  kernels::Backend& backend_;
+  param::ParamTable table_;
+  std::vector<Init> inits_;
+  kernels::Buffer values_, grads_;
+};
+
+}  // namespace lmforge::layers

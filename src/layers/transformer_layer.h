@@ -1,0 +1,74 @@
+// defines: lmforge::layers::TransformerLayerSpec, TransformerLayer (pre- or post-LayerNorm block: self-attention,
+//          optional cross-attention, MLP, hidden dropout on each branch; training forward/backward and decoding)
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "layers/attention.h"
+#include "layers/dropout.h"
+#include "layers/layernorm.h"
+#include "layers/mlp.h"
+
+namespace lmforge::layers {
+
+struct TransformerLayerSpec {
+  int layer = 0;                 // number (dropout streams)
+  int64_t hidden = 0;
+  bool pre_layernorm = true;     // GPT-2 / Megatron; false: the original BERT (LayerNorm after each residual add)
+  float layernorm_eps = 1e-5f;
+  // LayerNorm names: pre-LN: ln1 before attention, ln2 before the MLP, ln_cross before cross-attention; post-LN: ln1
+  // after the attention residual, ln2 after the MLP residual, ln_cross after the cross-attention residual.
+  std::string ln1, ln2, ln_cross;
+  AttentionSpec attention;
+  std::optional<AttentionSpec> cross_attention;  // decoder layers of an encoder-decoder
+  MlpSpec mlp;
+  float hidden_dropout = 0.0f;   // Megatron's --hidden-dropout on each branch before its residual add
+};
+
+// Pre-LN:  h = x + drop(attn(ln1(x)));  [h = h + drop(cross(lnc(h), memory))];  y = h + drop(mlp(ln2(h)))
+// Post-LN: h = ln1(x + drop(attn(x)));  [h = lnc(h + drop(cross(h, memory)))];  y = ln2(h + drop(mlp(h)))
+// The same object serves training (forward/backward), evaluation and key/value-cache decoding, at every
+// tensor-parallel size.
+class TransformerLayer {
+ public:
+  TransformerLayer(ParameterStore& store, const TensorParallel& tp, Workspace& workspace, TransformerLayerSpec spec);
+  ~TransformerLayer();
+
+  // x [B·T, C] (kept until backward); memory [B·Tk, C] and its key padding for cross-attention; key_padding i32
+  // [B,T] for the self-attention (optional). Returns y [B·T, C], owned here until the next forward.
+  kernels::Tensor forward(const kernels::Tensor& x, const kernels::Tensor& key_padding, const kernels::Tensor& memory,
+                          const kernels::Tensor& memory_padding, int B, int T, int Tk, const ForwardStep& step);
+  // On entry d holds d(loss)/dy, on exit d(loss)/dx (in place: the residual stream's gradient flows through one
+  // buffer); dmemory += d/dmemory for cross-attention (optional).
+  void backward(const kernels::Tensor& d, const kernels::Tensor& dmemory);
+
+  // Decoding (self-attention only, pre- or post-LN): x [B,C] is the new position of every row, replaced by the
+  // layer's output for it.
+  void decode_begin(int B, int max_len);
+  void decode_step(const kernels::Tensor& x, int pos);
+
+ private:
+  // out = x + drop(branch) with the branch output in `branch` (Slot::BRANCH_OUT).
+  void join(const kernels::Tensor& out, const kernels::Tensor& x, const kernels::Tensor& branch, Dropout& dropout,
+            const ForwardStep& step);
+  // The gradient that reaches a branch's output from d(out) of the join: d itself, or its dropout backward.
+  kernels::Tensor branch_grad(const kernels::Tensor& d, Dropout& dropout, bool dropped);
+
+  Workspace& workspace_;
+  TransformerLayerSpec spec_;
+  kernels::Backend& backend_;
+  std::unique_ptr<LayerNorm> ln1_, ln2_, ln_cross_;
+  std::unique_ptr<Attention> attention_, cross_;
+  std::unique_ptr<Mlp> mlp_;
+  Dropout drop_attention_, drop_cross_, drop_mlp_;
+  bool dropped_ = false;
+  int64_t N_ = 0;
+  kernels::Tensor x_, memory_;
+  // Saved activations [N,C]: pre-LN: normed1, h1 (after attention), normed_cross, h2 (after cross), normed2, out;
+  // post-LN: sum1, h1, sum_cross, h2, sum2, out (normed* hold the sums).
+  kernels::Buffer normed1_, h1_, normed_cross_, h2_, normed2_, out_;
+  kernels::Buffer dec_normed_, dec_branch_;
+};
+
+}  // namespace lmforge::layers

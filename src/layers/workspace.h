@@ -1,0 +1,42 @@
+// defines: lmforge::layers::Slot, Workspace (scratch buffers shared by all layers of a model)
+#pragma once
+#include <array>
+#include <cstddef>
+#include <initializer_list>
+
+#include "kernels/backend.h"
+
+namespace lmforge::layers {
+
+// Layers run one at a time, so the buffers a layer needs only while it runs (input gradients inside its backward,
+// the projection outputs that are added to the residual stream at once) can be one set for the whole model
+// instead of one per layer. Each slot has one purpose; a layer never holds a slot across a call into another layer
+// that uses the same slot.
+enum class Slot : size_t {
+  D_NORMED,     // gradient of a LayerNorm output [N,C]
+  D_ATTENTION,  // gradient of the attention heads' output [N,C/T]
+  D_QKV,        // gradient of the q|k|v projections [N,3C/T] (or q and k/v)
+  D_KV,         // cross-attention: gradient of the memory's k|v [Nk,2C/T]
+  D_FC,         // gradient of the MLP's first projection [N,F/T]
+  D_FC_ACT,     // gradient of the activation [N,F/T]
+  D_RESIDUAL,   // post-LN layers: gradient into a LayerNorm input [N,C]
+  D_BRANCH,     // gradient of a branch output before its dropout [N,C]
+  BRANCH_OUT,   // forward: output of an attention or MLP branch before it joins the residual stream [N,C]
+  DROPPED,      // forward: the same after dropout [N,C]
+  PARTIAL,      // column-parallel backward: this rank's part of an input gradient [N,in]
+  COUNT
+};
+
+class Workspace {
+ public:
+  explicit Workspace(kernels::Backend& backend) : backend_(backend) {}
+  kernels::Backend& backend() const { return backend_; }
+  // A view of `shape` in the slot (grown when needed; contents undefined unless zero).
+  kernels::Tensor take(Slot slot, std::initializer_list<int64_t> shape, bool zero = false);
+
+ private:
+  kernels::Backend& backend_;
+  std::array<kernels::Buffer, (size_t)Slot::COUNT> buffers_;
+};
+
+}  // namespace lmforge::layers

@@ -1,0 +1,466 @@
+// defines: the op-case tests (after ggml's test-backend-ops): every case of op_cases.h on every (device, dtype)
+//          that implements it — forward against the double-precision reference and against CPU fp32, backward
+//          against finite differences (gradients pre-filled with noise, so = instead of += fails), one thread
+//          against two — plus the Philox known-answer vectors, dropout statistics, the cross-entropy backward and
+//          the backend's memory functions
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/ops.h"
+#include "op_cases.h"
+
+namespace lmforge::kernels {
+namespace {
+
+using testing::FloatOperand;
+using testing::OpCase;
+using testing::OpRun;
+
+struct Target {
+  Device device;
+  DType dtype;
+  std::string name() const { return std::string(device_name(device)) + "/" + dtype_name(dtype); }
+};
+
+// Every (device, dtype) of this build; a case runs on those whose op_supported() says yes.
+std::vector<Target> targets() {
+  std::vector<Target> all;
+  for (Device d : {Device::CPU})
+    for (DType t : {DType::F32, DType::BF16}) all.push_back({d, t});
+  return all;
+}
+
+uint16_t to_bf16(float x) {  // round to nearest even
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+float from_bf16(uint16_t b) {
+  const uint32_t u = (uint32_t)b << 16;
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+Tensor view_of(const kernels::Buffer& b, const std::vector<int64_t>& shape) {
+  Tensor t = make_view(b.data(), b.dtype(), {1});
+  t.ndim = (int)shape.size();
+  for (size_t i = 0; i < shape.size(); i++) t.shape[i] = shape[i];
+  return t;
+}
+
+size_t count(const std::vector<int64_t>& shape) {
+  size_t n = 1;
+  for (int64_t d : shape) n *= (size_t)d;
+  return n;
+}
+
+// Host floats to a device buffer of `dtype`, and back.
+Buffer upload(Backend& be, DType dtype, const std::vector<float>& host) {
+  Buffer b(be, dtype, host.size());
+  if (dtype == DType::F32) {
+    be.copy_to_device(b.data(), host.data(), host.size() * 4);
+  } else {
+    std::vector<uint16_t> h(host.size());
+    for (size_t i = 0; i < h.size(); i++) h[i] = to_bf16(host[i]);
+    be.copy_to_device(b.data(), h.data(), h.size() * 2);
+  }
+  return b;
+}
+std::vector<float> download(Backend& be, const Buffer& b) {
+  std::vector<float> host(b.count());
+  if (b.dtype() == DType::F32) {
+    be.copy_to_host(host.data(), b.data(), host.size() * 4);
+  } else {
+    std::vector<uint16_t> h(host.size());
+    be.copy_to_host(h.data(), b.data(), h.size() * 2);
+    for (size_t i = 0; i < h.size(); i++) host[i] = from_bf16(h[i]);
+  }
+  return host;
+}
+
+// One execution of a case on a target: operands uploaded, forward (and backward with the given douts and
+// gradient pre-fills) run, everything downloaded.
+struct Result {
+  std::vector<std::vector<float>> out, din;
+};
+
+Result execute(const OpCase& c, const Target& target, const std::vector<std::vector<float>>& in_values,
+               const std::vector<std::vector<float>>* dout, const std::vector<std::vector<float>>* prefill) {
+  Backend& be = backend_for(target.device);
+  std::vector<Buffer> in, din, ids, saved, out, dt;
+  OpRun run;
+  for (size_t i = 0; i < c.in.size(); i++) {
+    in.push_back(upload(be, target.dtype, in_values[i]));
+    run.in.push_back(view_of(in.back(), c.in[i].shape));
+  }
+  for (const auto& id : c.ids) {
+    ids.emplace_back(be, DType::I32, id.values.size());
+    be.copy_to_device(ids.back().data(), id.values.data(), id.values.size() * 4);
+    run.ids.push_back(view_of(ids.back(), id.shape));
+  }
+  for (const auto& shape : c.saved) {
+    saved.emplace_back(be, DType::F32, count(shape));
+    saved.back().zero();
+    run.saved.push_back(view_of(saved.back(), shape));
+  }
+  for (const auto& spec : c.out) {
+    out.emplace_back(be, spec.f32 ? DType::F32 : target.dtype, count(spec.shape));
+    out.back().zero();
+    run.out.push_back(view_of(out.back(), spec.shape));
+  }
+  c.forward(run);
+  Result r;
+  for (const Buffer& b : out) r.out.push_back(download(be, b));
+  if (dout == nullptr || !c.backward) return r;
+  for (size_t j = 0; j < c.out.size(); j++) {
+    dt.push_back(upload(be, c.out[j].f32 ? DType::F32 : target.dtype, (*dout)[j]));
+    run.dout.push_back(view_of(dt.back(), c.out[j].shape));
+  }
+  for (size_t i = 0; i < c.in.size(); i++) {
+    if (!c.in[i].grad) {
+      din.emplace_back();
+      run.din.push_back(Tensor{});
+      continue;
+    }
+    din.push_back(upload(be, target.dtype, (*prefill)[i]));
+    run.din.push_back(view_of(din.back(), c.in[i].shape));
+  }
+  c.backward(run);
+  for (size_t i = 0; i < c.in.size(); i++) r.din.push_back(c.in[i].grad ? download(be, din[i]) : std::vector<float>());
+  return r;
+}
+
+std::vector<std::vector<float>> values_of(const OpCase& c) {
+  std::vector<std::vector<float>> v;
+  for (const FloatOperand& o : c.in) v.push_back(o.values);
+  return v;
+}
+std::vector<std::vector<int32_t>> ids_of(const OpCase& c) {
+  std::vector<std::vector<int32_t>> v;
+  for (const auto& o : c.ids) v.push_back(o.values);
+  return v;
+}
+
+std::vector<float> noise(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// Relative tolerance of a dtype's results (of the largest magnitude in the result).
+double tolerance(DType dtype) { return dtype == DType::F32 ? 2e-5 : 3e-2; }
+
+void expect_close(const std::vector<float>& got, const std::vector<double>& want, double rel, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double scale = 1e-30, worst = 0;
+  size_t at = 0;
+  for (double w : want) scale = std::max(scale, std::fabs(w));
+  for (size_t i = 0; i < got.size(); i++)
+    if (std::fabs(got[i] - want[i]) > worst) worst = std::fabs(got[i] - want[i]), at = i;
+  EXPECT_LE(worst, rel * std::max(1.0, scale)) << what << ": element " << at << " is " << got[at] << ", expected "
+                                               << want[at] << " (max |value| " << scale << ")";
+}
+
+std::vector<double> widen(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+// Forward of every case on every target against the double-precision reference.
+TEST(OpCases, ForwardMatchesTheReferenceOnEveryBackend) {
+  int runs = 0;
+  for (const Target& target : targets())
+    for (const OpCase& c : testing::op_cases(false)) {
+      if (!op_supported(c.op, target.device, target.dtype)) continue;
+      const Result r = execute(c, target, values_of(c), nullptr, nullptr);
+      const auto want = c.reference(values_of(c), ids_of(c));
+      ASSERT_EQ(r.out.size(), want.size()) << c.name;
+      for (size_t j = 0; j < want.size(); j++)
+        expect_close(r.out[j], want[j], c.out[j].f32 ? 2e-5 : tolerance(target.dtype),
+                     target.name() + " " + c.name + " output " + std::to_string(j));
+      runs++;
+    }
+  EXPECT_GE(runs, 20) << "CPU fp32 implements every case";
+}
+
+// Forward and backward of every case on every target other than CPU fp32 against CPU fp32.
+TEST(OpCases, EveryBackendMatchesCpuF32) {
+  const Target reference{Device::CPU, DType::F32};
+  for (const Target& target : targets()) {
+    if (target.device == reference.device && target.dtype == reference.dtype) continue;
+    for (const OpCase& c : testing::op_cases(false)) {
+      if (!op_supported(c.op, target.device, target.dtype)) continue;
+      std::vector<std::vector<float>> dout, prefill;
+      for (size_t j = 0; j < c.out.size(); j++) dout.push_back(noise(count(c.out[j].shape), 100 + (uint32_t)j));
+      for (size_t i = 0; i < c.in.size(); i++) prefill.push_back(noise(c.in[i].values.size(), 200 + (uint32_t)i));
+      const Result want = execute(c, reference, values_of(c), &dout, &prefill);
+      const Result got = execute(c, target, values_of(c), &dout, &prefill);
+      for (size_t j = 0; j < want.out.size(); j++)
+        expect_close(got.out[j], widen(want.out[j]), tolerance(target.dtype), target.name() + " " + c.name);
+      for (size_t i = 0; i < want.din.size(); i++)
+        expect_close(got.din[i], widen(want.din[i]), tolerance(target.dtype),
+                     target.name() + " " + c.name + " d" + c.in[i].name);
+    }
+  }
+}
+
+// Backward against central differences of L = Σ_j out_j · w_j (w random), gradients pre-filled with noise so
+// that a backward which overwrites instead of accumulating fails. In float32 the step is large (1e-2: truncation
+// ~eps², rounding ~1e-7/eps) and the tolerance relative to the largest gradient; real bugs are off by O(1).
+TEST(OpCases, BackwardMatchesFiniteDifferences) {
+  const Target target{Device::CPU, DType::F32};
+  for (const OpCase& c : testing::op_cases(false)) {
+    if (!c.backward) continue;
+    std::vector<std::vector<float>> w, prefill;
+    for (size_t j = 0; j < c.out.size(); j++) w.push_back(noise(count(c.out[j].shape), 300 + (uint32_t)j));
+    for (size_t i = 0; i < c.in.size(); i++) prefill.push_back(noise(c.in[i].values.size(), 400 + (uint32_t)i));
+    std::vector<std::vector<float>> x = values_of(c);
+    const Result analytic = execute(c, target, x, &w, &prefill);
+    auto loss = [&]() {
+      const Result r = execute(c, target, x, nullptr, nullptr);
+      double s = 0;
+      for (size_t j = 0; j < r.out.size(); j++)
+        for (size_t e = 0; e < r.out[j].size(); e++) s += (double)r.out[j][e] * w[j][e];
+      return s;
+    };
+    const float eps = 1e-2f;
+    for (size_t i = 0; i < c.in.size(); i++) {
+      if (!c.in[i].grad) continue;
+      double max_grad = 0, max_err = 0;
+      size_t worst = 0;
+      for (size_t e = 0; e < x[i].size(); e++) {
+        const float saved = x[i][e];
+        x[i][e] = saved + eps;
+        const double lp = loss();
+        x[i][e] = saved - eps;
+        const double lm = loss();
+        x[i][e] = saved;
+        const double numeric = (lp - lm) / (2.0 * eps);
+        const double got = (double)analytic.din[i][e] - prefill[i][e];
+        max_grad = std::max(max_grad, std::fabs(numeric));
+        if (std::fabs(numeric - got) > max_err) max_err = std::fabs(numeric - got), worst = e;
+      }
+      EXPECT_GT(max_grad, 0.0) << c.name << " d" << c.in[i].name << ": no gradient at all";
+      EXPECT_LE(max_err, 3e-3 * std::max(1.0, max_grad))
+          << c.name << " d" << c.in[i].name << ": worst element " << worst << " of " << x[i].size()
+          << ", max |grad| " << max_grad;
+    }
+  }
+}
+
+// Above the kernels' parallel thresholds, one thread and two give the same results (up to reduction order):
+// catches races in split loops (scatter-adds, column sums, per-(b,h) attention, GEMM blocks).
+TEST(OpCases, TwoThreadsMatchOne) {
+  for (const Target& target : targets()) {
+    for (const OpCase& c : testing::op_cases(true)) {
+      if (!op_supported(c.op, target.device, target.dtype)) continue;
+      std::vector<std::vector<float>> dout, prefill;
+      for (size_t j = 0; j < c.out.size(); j++) dout.push_back(noise(count(c.out[j].shape), 500 + (uint32_t)j));
+      for (size_t i = 0; i < c.in.size(); i++) prefill.push_back(noise(c.in[i].values.size(), 600 + (uint32_t)i));
+      Backend& be = backend_for(target.device);
+      const int saved = be.num_threads();
+      be.set_num_threads(1);
+      const Result one = execute(c, target, values_of(c), &dout, &prefill);
+      be.set_num_threads(2);
+      const Result two = execute(c, target, values_of(c), &dout, &prefill);
+      be.set_num_threads(saved);
+      for (size_t j = 0; j < one.out.size(); j++)
+        expect_close(two.out[j], widen(one.out[j]), 1e-5, target.name() + " " + c.name + " (2 threads)");
+      for (size_t i = 0; i < one.din.size(); i++)
+        expect_close(two.din[i], widen(one.din[i]), 1e-5, target.name() + " " + c.name + " d" + c.in[i].name);
+    }
+  }
+}
+
+// ---- dropout's generator -------------------------------------------------------------------------------------------
+
+// Random123's known-answer vectors for philox4x32_10 (kat_vectors): the test's independent Philox is right.
+TEST(Dropout, PhiloxKnownAnswers) {
+  using testing::philox4x32_10;
+  auto expect = [](testing::Philox4 got, std::array<uint32_t, 4> want) {
+    for (int i = 0; i < 4; i++) EXPECT_EQ(got.v[i], want[(size_t)i]) << "word " << i;
+  };
+  expect(philox4x32_10({{0, 0, 0, 0}}, 0, 0), {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8});
+  expect(philox4x32_10({{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}}, 0xffffffff, 0xffffffff),
+         {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd});
+  expect(philox4x32_10({{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}}, 0xa4093822, 0x299f31d0),
+         {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1});
+}
+
+// The kernels' keep decisions are the reference generator's, element for element.
+TEST(Dropout, KeepDecisionsAreTheReferenceGenerators) {
+  for (float p : {0.1f, 0.5f, 0.9f})
+    for (uint64_t stream : {0ull, 1ull, 0xfedcba9876543210ull}) {
+      const DropoutKey key{p, 0x0123456789abcdefull, stream};
+      for (uint64_t i = 0; i < 4099; i++)
+        ASSERT_EQ(dropout_keep(key, i), testing::reference_keep(p, key.seed, stream, i)) << "p " << p << " i " << i;
+    }
+}
+
+// Keep rate ≈ 1 − p (binomial: within 5 standard deviations), kept values scaled by exactly 1/(1 − p) in float,
+// different streams give different masks, and p = 0 is the identity.
+TEST(Dropout, KeepRateAndScaling) {
+  Backend& be = cpu_backend();
+  const int64_t n = 1 << 20;
+  Buffer in(be, DType::F32, (size_t)n), out(be, DType::F32, (size_t)n), out2(be, DType::F32, (size_t)n);
+  for (int64_t i = 0; i < n; i++) in.f32()[i] = 1.0f + (float)(i % 7);
+  for (float p : {0.0f, 0.1f, 0.5f}) {
+    dropout_forward(out.view({n}), in.view({n}), {p, 1234, 5});
+    dropout_forward(out2.view({n}), in.view({n}), {p, 1234, 6});
+    int64_t kept = 0, differ = 0;
+    for (int64_t i = 0; i < n; i++) {
+      const float y = out.f32()[i];
+      if (y != 0.0f) {
+        kept++;
+        ASSERT_EQ(y, in.f32()[i] * (1.0f / (1.0f - p))) << "element " << i;
+      }
+      differ += (y == 0.0f) != (out2.f32()[i] == 0.0f);
+    }
+    const double sd = std::sqrt((double)n * p * (1 - p));
+    EXPECT_NEAR((double)kept, n * (1.0 - p), 5 * sd + 0.5) << "p " << p;
+    if (p > 0) EXPECT_GT(differ, n * p / 2) << "streams 5 and 6 should give independent masks";
+  }
+  // In place (out aliasing inp) equals out of place.
+  dropout_forward(out.view({n}), in.view({n}), {0.3f, 9, 9});
+  Buffer alias(be, DType::F32, (size_t)n);
+  std::memcpy(alias.f32(), in.f32(), (size_t)n * 4);
+  dropout_forward(alias.view({n}), alias.view({n}), {0.3f, 9, 9});
+  EXPECT_EQ(std::memcmp(alias.f32(), out.f32(), (size_t)n * 4), 0);
+}
+
+// ---- cross-entropy backward: the loss composed from the statistics ------------------------------------------------
+
+// loss_n = m_n + log Σ exp(l − m) − l[target]; with a vocabulary split into two column pieces, the combined
+// statistics give the whole row's loss and each piece's backward its columns of the whole gradient.
+TEST(CrossEntropy, TwoVocabularyPiecesGiveTheWholeLossAndGradient) {
+  Backend& be = cpu_backend();
+  const int64_t N = 5, V = 12, half = V / 2;
+  std::vector<float> logits = noise((size_t)(N * V), 7);
+  for (auto& x : logits) x *= 3.0f;
+  std::vector<int32_t> targets = {0, 11, 5, 6, 3};
+  std::vector<float> dloss = {0.2f, 0.0f, 0.5f, 0.2f, 0.1f};  // a masked row (0)
+  // Reference in double.
+  std::vector<double> loss((size_t)N), grad((size_t)(N * V));
+  for (int64_t n = 0; n < N; n++) {
+    double mx = -1e300, s = 0;
+    for (int64_t v = 0; v < V; v++) mx = std::max(mx, (double)logits[(size_t)(n * V + v)]);
+    for (int64_t v = 0; v < V; v++) s += std::exp(logits[(size_t)(n * V + v)] - mx);
+    const double lse = mx + std::log(s);
+    loss[(size_t)n] = lse - logits[(size_t)(n * V + targets[(size_t)n])];
+    for (int64_t v = 0; v < V; v++)
+      grad[(size_t)(n * V + v)] = dloss[(size_t)n] * (std::exp(logits[(size_t)(n * V + v)] - lse) - (v == targets[(size_t)n]));
+  }
+  Buffer tg(be, DType::I32, (size_t)N), dl(be, DType::F32, (size_t)N);
+  std::memcpy(tg.i32(), targets.data(), (size_t)N * 4);
+  std::memcpy(dl.f32(), dloss.data(), (size_t)N * 4);
+  std::vector<Buffer> piece, mx, se, tl;
+  for (int r = 0; r < 2; r++) {
+    piece.emplace_back(be, DType::F32, (size_t)(N * half));
+    for (int64_t n = 0; n < N; n++)
+      std::memcpy(piece.back().f32() + n * half, logits.data() + n * V + r * half, (size_t)half * 4);
+    mx.emplace_back(be, DType::F32, (size_t)N), se.emplace_back(be, DType::F32, (size_t)N);
+    tl.emplace_back(be, DType::F32, (size_t)N);
+    crossentropy_row_max(mx.back().view({N}), piece.back().view({N, half}));
+  }
+  Buffer m(be, DType::F32, (size_t)N), lse(be, DType::F32, (size_t)N);
+  for (int64_t n = 0; n < N; n++) m.f32()[n] = std::max(mx[0].f32()[n], mx[1].f32()[n]);  // the max all-reduce
+  for (int r = 0; r < 2; r++)
+    crossentropy_sumexp(se[(size_t)r].view({N}), tl[(size_t)r].view({N}), piece[(size_t)r].view({N, half}),
+                        m.view({N}), tg.view({N}), r * half);
+  for (int64_t n = 0; n < N; n++) {  // the sum all-reduces
+    lse.f32()[n] = m.f32()[n] + std::log(se[0].f32()[n] + se[1].f32()[n]);
+    EXPECT_NEAR(lse.f32()[n] - (tl[0].f32()[n] + tl[1].f32()[n]), loss[(size_t)n], 1e-5) << "row " << n;
+  }
+  for (int r = 0; r < 2; r++) {
+    // In place over the logits, as the model does.
+    crossentropy_backward(piece[(size_t)r].view({N, half}), piece[(size_t)r].view({N, half}), lse.view({N}),
+                          tg.view({N}), dl.view({N}), r * half);
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t v = 0; v < half; v++)
+        EXPECT_NEAR(piece[(size_t)r].f32()[n * half + v], grad[(size_t)(n * V + r * half + v)], 1e-6)
+            << "row " << n << " column " << r * half + v;
+  }
+}
+
+// A GPT-2-wide row (50304 columns) with spread-out logits: the vectorised exp and the reduction order stay within
+// float32 accuracy of the double-precision log-sum-exp.
+TEST(CrossEntropy, WideRowsMatchDouble) {
+  Backend& be = cpu_backend();
+  const int64_t N = 3, V = 50304;
+  std::vector<float> host = noise((size_t)(N * V), 9);
+  for (auto& x : host) x *= 4.0f;
+  Buffer logits = upload(be, DType::F32, host);
+  Buffer m(be, DType::F32, N), se(be, DType::F32, N), tl(be, DType::F32, N), tg(be, DType::I32, N);
+  const int32_t targets[3] = {0, 50303, 12345};
+  std::memcpy(tg.i32(), targets, sizeof targets);
+  crossentropy_row_max(m.view({N}), logits.view({N, V}));
+  crossentropy_sumexp(se.view({N}), tl.view({N}), logits.view({N, V}), m.view({N}), tg.view({N}), 0);
+  for (int64_t n = 0; n < N; n++) {
+    double mx = -1e30, s = 0;
+    for (int64_t v = 0; v < V; v++) mx = std::max(mx, (double)host[(size_t)(n * V + v)]);
+    for (int64_t v = 0; v < V; v++) s += std::exp(host[(size_t)(n * V + v)] - mx);
+    const double ref = mx + std::log(s);
+    EXPECT_NEAR(m.f32()[n] + std::log((double)se.f32()[n]), ref, 2e-6 * std::fabs(ref));
+  }
+}
+
+// ---- operand checks and the backend ---------------------------------------------------------------------------------
+
+TEST(OpChecks, MismatchedOperandsNameTheOpAndTheOperand) {
+  Backend& be = cpu_backend();
+  Buffer a(be, DType::F32, 12), ids(be, DType::I32, 12);
+  try {
+    add_forward(a.view({12}), a.view({12}), ids.view({12}));
+    FAIL() << "an i32 operand of add was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("add"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("i32[12]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(linear_forward(a.view({3, 4}), a.view({3, 4}), a.view({3, 3}), Tensor{}, WeightLayout::IN_OUT),
+               std::exception);
+  Buffer bf(be, DType::BF16, 12);
+  if (!op_supported(Op::ADD, Device::CPU, DType::BF16))
+    EXPECT_THROW(add_forward(bf.view({12}), bf.view({12}), bf.view({12})), std::exception);
+}
+
+TEST(KernelBackend, AllocatesByBytesAndMovesMemory) {
+  Backend& be = cpu_backend();
+  EXPECT_STREQ(be.name(), "cpu");
+  EXPECT_EQ(be.device(), Device::CPU);
+  EXPECT_FALSE(be.info().empty());
+  const size_t n = 1000;
+  void* p = be.alloc(n * 4);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+  std::vector<float> host(n), back(n, -1.0f);
+  for (size_t i = 0; i < n; i++) host[i] = (float)i;
+  be.copy_to_device(p, host.data(), n * 4);
+  be.copy_to_host(back.data(), p, n * 4);
+  EXPECT_EQ(host, back);
+  void* q = be.alloc(n * 4);
+  be.copy_on_device(q, p, n * 4);
+  be.copy_to_host(back.data(), q, n * 4);
+  EXPECT_EQ(host, back);
+  be.free(q);
+  be.fill_zero(p, n * 4);
+  be.synchronize();
+  be.copy_to_host(back.data(), p, n * 4);
+  EXPECT_EQ(back, std::vector<float>(n, 0.0f));
+  be.free(p);
+  // Buffers of every dtype, token ids included.
+  Buffer ids(be, DType::I32, 7), half(be, DType::BF16, 7);
+  EXPECT_EQ(ids.bytes(), 28u);
+  EXPECT_EQ(half.bytes(), 14u);
+  EXPECT_THROW(half.f32(), std::exception);
+  EXPECT_EQ(&backend_for(Device::CPU), &be);
+}
+
+}  // namespace
+}  // namespace lmforge::kernels
