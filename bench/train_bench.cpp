@@ -26,7 +26,7 @@ void run(const BenchConfig& bc, int steps) {
   model::GPT gpt(bc.gpt);
   gpt.init_weights(1234);
   std::vector<optim::ParamSpan> spans;
-  for (const model::ParamTensor& t : gpt.tensors())
+  for (const param::Parameter& t : gpt.tensors())
     spans.push_back({t.name, gpt.params() + t.offset, gpt.grads() + t.offset, t.numel, t.weight_decay});
   optim::AdamW adam(spans, optim::AdamWConfig{0.9, 0.95, 1e-8});
   std::mt19937 rng(42);

@@ -81,7 +81,8 @@ void add_train_command(CLI::App& app) {
       "gpt",
       "Pretrain a GPT-2-style model on a Megatron indexed dataset, with Megatron's pretrain_gpt.py flags, sample "
       "order (GPTDataset indices, shared .npy cache), learning-rate schedule and log lines.\n\n"
-      "Model: pre-LN GPT-2 (tanh GELU, tied embedding/LM head, no dropout), fp32 on the CPU. The vocabulary is "
+      "Model: pre-LN GPT-2 (tanh GELU, tied embedding/LM head, dropout 0.1 as Megatron unless --hidden-dropout / "
+      "--attention-dropout say otherwise), fp32 on the CPU. The vocabulary is "
       "the tokenizer's padded to --make-vocab-size-divisible-by; as in Megatron the padded logits take part in "
       "the softmax, and checkpoints hold the padded matrix (config.json vocab_size = padded size).\n"
       "Step: --global-batch-size / --micro-batch-size micro-batches are accumulated (the gradient is their "
@@ -108,6 +109,15 @@ void add_train_command(CLI::App& app) {
                   "Pad the vocabulary to a multiple of this")
       ->capture_default_str();
   cmd->add_option("--init-method-std", o->init_method_std, "Std of the normal initialisation")->capture_default_str();
+  cmd->add_option("--hidden-dropout", o->hidden_dropout,
+                  "Dropout probability after the embeddings and on every residual branch (attention and MLP "
+                  "outputs); masks come from a counter-based generator keyed by seed, iteration, micro-batch, "
+                  "layer and element, so they do not depend on threads, parallel layout or resume point")
+      ->check(CLI::Range(0.0, 0.999))
+      ->capture_default_str();
+  cmd->add_option("--attention-dropout", o->attention_dropout, "Dropout probability on the attention probabilities")
+      ->check(CLI::Range(0.0, 0.999))
+      ->capture_default_str();
   add_tokenizer_flags(cmd, o->tokenizer);
 
   cmd->add_option("--data-path", o->data_path,

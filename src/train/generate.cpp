@@ -129,7 +129,7 @@ std::unique_ptr<model::GPT> load_model(const std::string& path, const std::strin
   const model::GPTConfig config = gpt_config_from_json(text.str(), config_file);
   auto model = std::make_unique<model::GPT>(config);
   std::vector<checkpoint::NamedTensor> tensors;
-  for (const model::ParamTensor& t : model->tensors()) tensors.push_back({t.name, t.shape, model->params() + t.offset});
+  for (const param::Parameter& t : model->tensors()) tensors.push_back({t.name, t.shape, model->params() + t.offset});
   checkpoint::load_weights(weights, tensors);
   return model;
 }

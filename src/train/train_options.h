@@ -22,6 +22,8 @@ struct TrainOptions {
   int make_vocab_size_divisible_by = 128;  // --make-vocab-size-divisible-by (padded vocabulary; padded logits
                                            // take part in the softmax, as Megatron)
   double init_method_std = 0.02;    // --init-method-std
+  double hidden_dropout = 0.1;      // --hidden-dropout: after the embedding and on each residual branch (Megatron)
+  double attention_dropout = 0.1;   // --attention-dropout: on the attention probabilities (Megatron)
 
   // ---- tokenizer (decides the model's vocabulary) ----
   text::TokenizerOptions tokenizer;  // --tokenizer-type, --vocab-file, --merge-file

@@ -21,7 +21,7 @@
 #include "optim/lr_schedule.h"
 #include "sampling/gpt_dataset.h"
 #include "train/parallel.h"
-#include "train/parallel_gpt.h"
+#include "train/sharded_tensors.h"
 #include "train/tensorboard_writer.h"
 #include "util/error.h"
 
@@ -61,19 +61,22 @@ model::GPTConfig model_config(const TrainOptions& o, int vocab_size) {
   c.vocab_size = vocab_size;
   c.make_vocab_size_divisible_by = o.make_vocab_size_divisible_by;
   c.init_std = (float)o.init_method_std;
+  c.hidden_dropout = (float)o.hidden_dropout;
+  c.attention_dropout = (float)o.attention_dropout;
   return c;
 }
 
-std::vector<checkpoint::NamedTensor> named_tensors(model::GPT& model) {
+// The tensors of a table over a flat buffer laid out by it (a rank's pieces, or a whole model's staging copy).
+std::vector<checkpoint::NamedTensor> named_tensors(const param::ParamTable& table, float* base) {
   std::vector<checkpoint::NamedTensor> out;
-  for (const model::ParamTensor& t : model.tensors()) out.push_back({t.name, t.shape, model.params() + t.offset});
+  for (const param::Parameter& t : table) out.push_back({t.name, t.shape, base + t.offset});
   return out;
 }
 
-std::vector<optim::ParamSpan> param_spans(model::GPT& model) {
+std::vector<optim::ParamSpan> param_spans(const param::ParamTable& table, float* params, float* grads) {
   std::vector<optim::ParamSpan> out;
-  for (const model::ParamTensor& t : model.tensors())
-    out.push_back({t.name, model.params() + t.offset, model.grads() + t.offset, t.numel, t.weight_decay});
+  for (const param::Parameter& t : table)
+    out.push_back({t.name, params + t.offset, grads + t.offset, t.numel, t.weight_decay});
   return out;
 }
 
@@ -281,21 +284,25 @@ struct Trainer::Impl {
   dist::Communicator* comm = nullptr;  // the data-parallel group (one process: a local communicator)
   std::unique_ptr<DataParallel> dp;    // gradient reduction and the (replicated or sharded) AdamW
   dist::Communicator* world = nullptr;  // every rank of the job (rank 0 logs and writes)
-  // --tensor-model-parallel-size > 1: this rank's shard computes; `model` then only stages the whole weights
-  // (initialisation, checkpoints in Hugging Face layout whatever the layout, any T loading any other).
+  // --tensor-model-parallel-size > 1: the groups of Megatron's layout; `model` then holds this rank's pieces only.
   std::unique_ptr<dist::Communicator> tp_group, dp_group;
-  std::unique_ptr<TensorParallelGPT> tp_model;
 
-  float forward(int B, int T) {
-    return tp_model ? tp_model->forward(tokens.data(), targets.data(), B, T)
-                    : model->forward(tokens.data(), targets.data(), B, T);
+  // One micro-batch forward; `step` (training) turns dropout on with masks keyed by the iteration and the GLOBAL
+  // micro-batch index, so that any data- or tensor-parallel layout and any resume point drop the same elements.
+  float forward(int B, int T, const layers::ForwardStep* step) {
+    return model->forward(tokens.data(), targets.data(), B, T, step);
   }
-  void backward() { tp_model ? tp_model->backward() : model->backward(); }
-  void zero_grad() { tp_model ? tp_model->zero_grad() : model->zero_grad(); }
-  // The whole weights into `model` from the tensor-parallel pieces (collective over the tensor-parallel group).
-  void gather_whole_model() {
-    if (tp_model) tp_model->gather_whole(tp_model->params(), model->params());
+  layers::ForwardStep training_step(int64_t local_micro_batch) const {
+    layers::ForwardStep s;
+    s.training = true;
+    s.seed = o.seed;
+    s.iteration = (uint64_t)iteration;
+    s.micro_batch = (uint64_t)(local_micro_batch * dp->size() + dp->rank());
+    return s;
   }
+  void backward() { model->backward(); }
+  void zero_grad() { model->zero_grad(); }
+  bool tensor_parallel() const { return tp_group != nullptr; }
   std::unique_ptr<optim::OptimizerParamScheduler> scheduler;
   std::unique_ptr<sampling::GptSampleSource> source;
   std::unique_ptr<TensorBoardWriter> tensorboard;
@@ -349,26 +356,51 @@ struct Trainer::Impl {
   }
 
   void save() {
-    auto tensors = named_tensors(*model);
     checkpoint::SaveRequest request;
-    request.model = tensors;
     request.config_json = gpt_config_json(config);
     const optim::AdamW& local = dp->gathered_optimizer();  // collective: every rank takes part, rank 0 writes
+    // Tensor parallel: rank 0 assembles whole tensors from the pieces, tensor by tensor (the other data-parallel
+    // replicas hold the same pieces and take no part).
+    std::vector<float> whole_params, whole_m, whole_v;
+    std::vector<checkpoint::NamedTensor> tensors;
     std::unique_ptr<optim::AdamW> whole_state;
-    if (tp_model) {  // whole tensors and whole optimizer state from the tensor-parallel pieces
-      gather_whole_model();
-      whole_state = std::make_unique<optim::AdamW>(param_spans(*model), o.adam);
-      tp_model->gather_whole(local.exp_avg().data(), whole_state->exp_avg().data());
-      tp_model->gather_whole(local.exp_avg_sq().data(), whole_state->exp_avg_sq().data());
-      whole_state->set_steps(local.steps());
+    if (tensor_parallel()) {
+      const param::ParamTable whole = model::GPT::parameter_table(config);
+      const param::ParamTable& table = model->table();
+      const bool writer = world->rank() == 0;
+      if (writer) {
+        whole_params.resize(whole.whole_numel());
+        whole_m.resize(whole.whole_numel());
+        whole_v.resize(whole.whole_numel());
+      }
+      if (dp->rank() == 0) {
+        auto dst = [&](std::vector<float>& v, size_t i) {
+          return writer ? std::span<float>(v.data() + whole[i].offset, whole[i].numel) : std::span<float>();
+        };
+        for (size_t i = 0; i < table.size(); i++) {
+          gather_to_root(table, i, model->params() + table[i].offset, dst(whole_params, i), tp_group.get());
+          gather_to_root(table, i, local.exp_avg().data() + table[i].offset, dst(whole_m, i), tp_group.get());
+          gather_to_root(table, i, local.exp_avg_sq().data() + table[i].offset, dst(whole_v, i), tp_group.get());
+        }
+      }
+      if (writer) {
+        tensors = named_tensors(whole, whole_params.data());
+        whole_state = std::make_unique<optim::AdamW>(param_spans(whole, whole_params.data(), whole_params.data()), o.adam);
+        std::copy(whole_m.begin(), whole_m.end(), whole_state->exp_avg().begin());
+        std::copy(whole_v.begin(), whole_v.end(), whole_state->exp_avg_sq().begin());
+        whole_state->set_steps(local.steps());
+      }
+    } else {
+      tensors = named_tensors(model->table(), model->params());
     }
+    request.model = tensors;
     request.optimizer = whole_state ? whole_state.get() : &local;
     request.state.iteration = iteration;
     request.state.consumed_train_samples = consumed_train;
     request.state.consumed_valid_samples = consumed_valid;
     request.state.scheduler = scheduler->state();
-    // Training draws no random numbers after initialisation (no dropout): the data order is a function of the
-    // seed and the consumed-sample counters, so the seed is the whole RNG state.
+    // The data order and the dropout masks are functions of the seed, the iteration and the consumed-sample
+    // counters, so the seed is the whole RNG state.
     request.state.rng["seed"] = std::to_string(o.seed);
     request.state.args = args_json();
     const auto t0 = std::chrono::steady_clock::now();
@@ -383,12 +415,22 @@ struct Trainer::Impl {
     last_saved = iteration;
   }
 
+  // Checkpoints hold whole tensors (any layout loads any other): with tensor parallelism every rank reads the
+  // whole tensors into a staging copy and keeps its pieces.
   void load() {
-    auto tensors = named_tensors(*model);
+    const param::ParamTable& table = model->table();
+    const param::ParamTable whole = tensor_parallel() ? model::GPT::parameter_table(config) : table;
+    std::vector<float> staging(tensor_parallel() ? whole.whole_numel() : 0);
+    float* target_params = tensor_parallel() ? staging.data() : model->params();
+    auto tensors = named_tensors(whole, target_params);
+    auto keep_pieces = [&](const float* from, float* to) {
+      for (size_t i = 0; i < table.size(); i++) table.slice(i, from + whole[i].offset, to + table[i].offset);
+    };
     if (o.finetune) {
       checkpoint::WeightsOptions wo;
       wo.row_padded.insert("transformer.wte.weight");  // HF files hold the unpadded 50257 rows
       const std::string file = checkpoint::load_weights(o.load, tensors, wo);
+      if (tensor_parallel()) keep_pieces(staging.data(), model->params());
       log << "loaded weights for finetuning from " << file << " (iteration, optimizer and schedule start afresh)\n";
       return;
     }
@@ -397,16 +439,18 @@ struct Trainer::Impl {
       log << "no checkpoint found in " << o.load << " (no latest_checkpointed_iteration.txt): starting from scratch\n";
       return;
     }
-    // Checkpoints hold whole tensors and whole optimizer state, so any data-parallel layout loads any other: every
-    // rank reads the (shared) files and keeps its own shard.
+    // Whole optimizer state too, so any data-parallel layout loads any other: every rank reads the (shared) files
+    // and keeps its own shard.
     optim::AdamW& target = dp->optimizer_to_load();
     std::unique_ptr<optim::AdamW> whole_state;
-    if (tp_model) whole_state = std::make_unique<optim::AdamW>(param_spans(*model), o.adam);
+    if (tensor_parallel())
+      whole_state = std::make_unique<optim::AdamW>(param_spans(whole, staging.data(), staging.data()), o.adam);
     checkpoint::LoadedCheckpoint loaded =
         checkpoint::load_checkpoint(*dir, tensors, whole_state ? whole_state.get() : &target);
-    if (whole_state) {  // this rank's tensor-parallel pieces of the whole state (weights: see the constructor)
-      tp_model->slice_whole(whole_state->exp_avg().data(), target.exp_avg().data());
-      tp_model->slice_whole(whole_state->exp_avg_sq().data(), target.exp_avg_sq().data());
+    if (whole_state) {  // this rank's tensor-parallel pieces of the whole weights and state
+      keep_pieces(staging.data(), model->params());
+      keep_pieces(whole_state->exp_avg().data(), target.exp_avg().data());
+      keep_pieces(whole_state->exp_avg_sq().data(), target.exp_avg_sq().data());
       target.set_steps(whole_state->steps());
     }
     dp->scatter_loaded_optimizer();
@@ -474,28 +518,22 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   m.train_iters = o.schedule.train_iters ? *o.schedule.train_iters : *o.schedule.train_samples / o.global_batch_size;
 
   // 2. Model, optimizer, checkpoint.
-  m.model = std::make_unique<model::GPT>(m.config);
+  // Every rank builds only its tensor-parallel pieces; the initialisation streams the whole model's generator and
+  // keeps them, so every layout starts from the single-process weights.
+  m.model = std::make_unique<model::GPT>(m.config, kernels::cpu_backend(), m.tp_group.get());
   m.model->init_weights(o.seed);
+  m.spans = param_spans(m.model->table(), m.model->params(), m.model->grads());
+  m.dp = std::make_unique<DataParallel>(*m.comm, m.spans, m.model->params(), m.model->grads(),
+                                        m.model->num_parameters(), o.adam, o.use_distributed_optimizer,
+                                        (size_t)o.ddp_bucket_size);
   if (TP > 1) {
-    m.tp_model = std::make_unique<TensorParallelGPT>(m.config, *m.tp_group);
-    m.spans = m.tp_model->spans();
-    m.dp = std::make_unique<DataParallel>(*m.comm, m.spans, m.tp_model->params(), m.tp_model->grads(),
-                                          m.tp_model->num_parameters(), o.adam, o.use_distributed_optimizer,
-                                          (size_t)o.ddp_bucket_size);
     std::vector<bool> counted;  // replicated tensors count once in the global norm
-    for (const TensorParallelGPT::Tensor& t : m.tp_model->tensors())
-      counted.push_back(!t.replicated || m.tp_group->rank() == 0);
+    for (const param::Parameter& t : m.model->tensors()) counted.push_back(!t.replicated() || m.tp_group->rank() == 0);
     m.dp->set_model_parallel(m.tp_group.get(), counted);
-  } else {
-    m.spans = param_spans(*m.model);
-    m.dp = std::make_unique<DataParallel>(*m.comm, m.spans, m.model->params(), m.model->grads(),
-                                          m.model->num_parameters(), o.adam, o.use_distributed_optimizer,
-                                          (size_t)o.ddp_bucket_size);
-    if (m.comm->size() > 1)
-      m.model->set_gradients_ready_hook([dp = m.dp.get()](size_t from) { dp->gradients_ready(from); });
   }
+  if (m.comm->size() > 1)
+    m.model->set_gradients_ready_hook([dp = m.dp.get()](size_t from) { dp->gradients_ready(from); });
   if (!o.load.empty()) m.load();
-  if (m.tp_model) m.tp_model->slice_whole(m.model->params(), m.tp_model->params());
 
   // 3. Data: Megatron's sample counts per split.
   const int64_t train_samples =
@@ -517,15 +555,21 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   m.targets.resize(n);
   if (!o.tensorboard_dir.empty() && comm.rank() == 0) m.tensorboard = std::make_unique<TensorBoardWriter>(o.tensorboard_dir);
 
-  log << format("GPT: %d layers, hidden %d, %d heads, seq %d, vocab %d (padded %d), %zu parameters\n",
+  const size_t whole_params = m.model->table().whole_numel();
+  log << format("GPT: %d layers, hidden %d, %d heads, seq %d, vocab %d (padded %d), %zu parameters, dropout hidden "
+                "%g attention %g\n",
                 m.config.num_layers, m.config.hidden, m.config.heads, m.config.seq_length, m.config.vocab_size,
-                m.config.padded_vocab_size(), m.model->num_parameters());
+                m.config.padded_vocab_size(), whole_params, m.config.hidden_dropout, m.config.attention_dropout);
   log << "backend: " << m.model->backend().info() << "\n" << m.source->summary();
   log << format("training: %lld iterations of %lld samples (%lld micro-batches of %d)\n", (long long)m.train_iters,
                 (long long)o.global_batch_size, (long long)m.micro_batches(), o.micro_batch_size);
   if (TP > 1)
     log << format("tensor parallel: %d ranks per group (%zu of %zu parameters on each), %d data-parallel groups\n", TP,
-                  m.tp_model->num_parameters(), m.model->num_parameters(), comm.size() / TP);
+                  m.model->num_parameters(), whole_params, comm.size() / TP);
+  // What this rank holds (rank 0's figures; every tensor-parallel rank holds the same amount).
+  log << format("memory on rank 0: parameters %.1f MB, gradients %.1f MB, optimizer state %.1f MB\n",
+                m.model->num_parameters() * 4.0 / 1e6, m.model->num_parameters() * 4.0 / 1e6,
+                (double)m.dp->optimizer_state_bytes() / 1e6);
   if (comm.size() > 1 || o.use_distributed_optimizer) log << m.dp->describe();
   log.flush();
 }
@@ -545,7 +589,7 @@ double Trainer::evaluate(int split_number, int64_t first) {
   for (int it = 0; it < m.o.eval_iters; it++) {
     for (int64_t mb = 0; mb < m.dp->local_micro_batches(M); mb++) {
       m.fill_batch(split, m.dp->micro_batch_first_sample(first + it * m.o.global_batch_size, mb, m.o.micro_batch_size));
-      sum += m.forward(m.o.micro_batch_size, m.o.seq_length);
+      sum += m.forward(m.o.micro_batch_size, m.o.seq_length, nullptr);  // evaluation: no dropout
     }
   }
   sum = m.dp->sum(sum);
@@ -583,7 +627,8 @@ void Trainer::run() {
     // This rank's share of the global batch (all of it in one process).
     for (int64_t mb = 0; mb < m.dp->local_micro_batches(M); mb++) {
       m.fill_batch(sampling::Split::Train, m.dp->micro_batch_first_sample(m.consumed_train, mb, B));
-      loss_sum += m.forward(B, T);
+      const layers::ForwardStep step = m.training_step(mb);
+      loss_sum += m.forward(B, T, &step);
       if (mb + 1 == m.dp->local_micro_batches(M)) m.dp->arm_overlap();  // the last backward starts the reduction
       m.backward();  // accumulates d(micro-batch mean)/dθ
     }
@@ -650,11 +695,9 @@ void Trainer::run() {
                             : format(" (--exit-duration-in-mins %g: %.2f minutes)\n", o.exit_duration_in_mins,
                                      minutes));
       m.log.flush();
-      m.gather_whole_model();
       return;
     }
   }
-  m.gather_whole_model();  // model() holds the trained whole weights (tensor parallel: from the pieces)
   if (!o.save.empty() && m.last_saved != m.iteration) m.save();
   if (do_valid) {
     run_eval(sampling::Split::Valid, m.consumed_valid, "the end of training for val data", "validation");

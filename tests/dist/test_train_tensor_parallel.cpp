@@ -1,4 +1,4 @@
-// Tensor parallelism (train/parallel_gpt.h) against the unsharded model::GPT: each rank of an mpirun job trains
+// Tensor parallelism (model::GPT built on a tensor-parallel group) against the unsharded model::GPT: each rank of an mpirun job trains
 // both, the whole model alone (the single-process reference) and its tensor-parallel shard with its group, 20
 // AdamW steps with clipping, and checks every step's loss (relative difference < 1e-5), the global gradient norm
 // and the final parameters (its pieces of the reference's). Layouts: TP = 2, TP = 2 × DP = 2 (replicated and
@@ -17,7 +17,7 @@
 #include "optim/adamw.h"
 #include "test_util.h"
 #include "train/parallel.h"
-#include "train/parallel_gpt.h"
+#include "train/sharded_tensors.h"
 
 namespace {
 
@@ -78,17 +78,28 @@ TEST(TensorParallelWorker, ShardTrainsLikeTheWholeModel) {
   model::GPT whole(config);
   whole.init_weights(1234);
   std::vector<optim::ParamSpan> whole_spans;
-  for (const model::ParamTensor& t : whole.tensors())
+  for (const lmforge::param::Parameter& t : whole.tensors())
     whole_spans.push_back({t.name, whole.params() + t.offset, whole.grads() + t.offset, t.numel, t.weight_decay});
   optim::AdamWConfig adam;
   optim::AdamW whole_opt(whole_spans, adam);
 
-  train::TensorParallelGPT shard(config, *tp);
-  shard.slice_whole(whole.params(), shard.params());
+  // The shard initialises itself from the same seed: it must hold exactly its pieces of the whole model.
+  model::GPT shard(config, lmforge::kernels::cpu_backend(), tp.get());
+  shard.init_weights(1234);
+  const lmforge::param::ParamTable& table = shard.table();
+  {
+    std::vector<float> expected(shard.num_parameters());
+    for (size_t i = 0; i < table.size(); i++)
+      table.slice(i, whole.params() + whole.tensors()[i].offset, expected.data() + table[i].offset);
+    for (size_t i = 0; i < expected.size(); i++) ASSERT_EQ(expected[i], shard.params()[i]) << "element " << i;
+  }
+  std::vector<optim::ParamSpan> spans;
   std::vector<bool> counted;
-  for (const auto& t : shard.tensors()) counted.push_back(!t.replicated || tp_rank == 0);
-  train::DataParallel data(*dp, shard.spans(), shard.params(), shard.grads(), shard.num_parameters(), adam,
-                           distributed);
+  for (const auto& t : table) {
+    spans.push_back({t.name, shard.params() + t.offset, shard.grads() + t.offset, t.numel, t.weight_decay});
+    counted.push_back(!t.replicated() || tp_rank == 0);
+  }
+  train::DataParallel data(*dp, spans, shard.params(), shard.grads(), shard.num_parameters(), adam, distributed);
   data.set_model_parallel(tp.get(), counted);
 
   const int M = 4, S = config.seq_length;  // 4 one-sample micro-batches per step
@@ -129,17 +140,21 @@ TEST(TensorParallelWorker, ShardTrainsLikeTheWholeModel) {
     EXPECT_NEAR(norm, ref_norm, 1e-4 * ref_norm) << "step " << step;
   }
   std::vector<float> expected(shard.num_parameters());
-  shard.slice_whole(whole.params(), expected.data());
+  for (size_t i = 0; i < table.size(); i++)
+    table.slice(i, whole.params() + whole.tensors()[i].offset, expected.data() + table[i].offset);
   double max_diff = 0.0;
   for (size_t i = 0; i < expected.size(); i++)
     max_diff = std::max(max_diff, (double)std::fabs(expected[i] - shard.params()[i]));
   EXPECT_LT(max_diff, 1e-4);
-  // gather_whole reassembles the reference layout.
-  std::vector<float> gathered(whole.num_parameters());
-  shard.gather_whole(shard.params(), gathered.data());
+  // gather_to_root reassembles the whole tensors (Hugging Face layout) on the group's rank 0, tensor by tensor.
   double gather_diff = 0.0;
-  for (size_t i = 0; i < gathered.size(); i++)
-    gather_diff = std::max(gather_diff, (double)std::fabs(gathered[i] - whole.params()[i]));
+  for (size_t i = 0; i < table.size(); i++) {
+    const lmforge::param::Parameter& w = whole.tensors()[i];
+    std::vector<float> gathered(tp_rank == 0 ? w.numel : 0);
+    train::gather_to_root(table, i, shard.params() + table[i].offset, gathered, tp.get());
+    for (size_t e = 0; e < gathered.size(); e++)
+      gather_diff = std::max(gather_diff, (double)std::fabs(gathered[e] - whole.params()[w.offset + e]));
+  }
   EXPECT_LT(gather_diff, 1e-4);
   std::printf("TP=%d DP=%d rank %d%s: max relative loss difference %.3g over 20 steps, max parameter difference "
               "%.3g\n",

@@ -1,0 +1,69 @@
+// defines: lmforge::train::Batch, Model (what the trainer needs of any model: its parameters, a forward and backward
+//          over one micro-batch, the gradients-ready hook, its Hugging Face config), Task (where batches and losses
+//          come from)
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "layers/dropout.h"
+#include "param/parameter.h"
+
+namespace lmforge::train {
+
+enum class SplitKind { TRAIN = 0, VALID = 1, TEST = 2 };
+const char* split_kind_name(SplitKind split);  // "train", "validation", "test"
+
+// One micro-batch of B sequences of T positions (host memory, row-major [B,T]). A task fills the fields its model
+// reads; empty vectors mean "not used" (no loss mask: every position counts; no token types; no padding).
+struct Batch {
+  int B = 0, T = 0;
+  std::vector<int32_t> tokens;       // model inputs
+  std::vector<int32_t> targets;      // what each position predicts
+  std::vector<float> loss_mask;      // 1 where the position's loss counts, 0 elsewhere
+  std::vector<int32_t> token_types;  // segment ids (BERT)
+  std::vector<int32_t> padding;      // 1 for real positions, 0 for padding (attention key mask)
+  std::vector<int32_t> labels;       // per-sequence labels (BERT's sentence order), [B]
+};
+
+// A model as the trainer drives it, whatever its architecture and parallel layout. Parameters and gradients are the
+// flat buffers of this rank's pieces, laid out by table(); forward() then backward() on each micro-batch accumulate
+// into grads().
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const param::ParamTable& table() const = 0;
+  virtual float* params() = 0;
+  virtual float* grads() = 0;
+  virtual void zero_grad() = 0;
+  // See model::GPT::set_gradients_ready_hook.
+  virtual void set_gradients_ready_hook(std::function<void(size_t from)> hook) = 0;
+  // The losses of one micro-batch, one per Task::loss_names() entry (each the micro-batch's mean); `step` decides
+  // dropout (training) and its masks.
+  virtual std::vector<double> forward(const Batch& batch, const layers::ForwardStep& step) = 0;
+  // Accumulates loss_scale · d(Σ losses of the last forward)/dθ into grads().
+  virtual void backward(float loss_scale) = 0;
+  // Hugging Face config.json of the model (checkpoints).
+  virtual std::string config_json() const = 0;
+  // One log line: architecture, sizes, parameters on this rank.
+  virtual std::string describe() const = 0;
+  // Model FLOPs of one training step on B×T tokens (throughput figures).
+  virtual double training_flops(int B, int T) const = 0;
+};
+
+// Where a model's batches come from: its datasets and splits, and the names its losses are logged under (Megatron's
+// "lm loss", BERT's "lm loss" and "sop loss", ...).
+class Task {
+ public:
+  virtual ~Task() = default;
+  virtual std::string name() const = 0;
+  virtual std::vector<std::string> loss_names() const = 0;
+  virtual bool has_split(SplitKind split) const = 0;
+  virtual int64_t split_size(SplitKind split) const = 0;  // samples available
+  // Samples [first, first + micro_batch) of a split into `batch` (an Error when the split has fewer).
+  virtual void fill(SplitKind split, int64_t first, int micro_batch, Batch& batch) = 0;
+  virtual std::string summary() const = 0;  // what the datasets hold (log lines, each ending in \n)
+};
+
+}  // namespace lmforge::train
