@@ -10,7 +10,7 @@
 #include <string>
 
 #include "checkpoint/checkpoint.h"
-#include "train/trainer.h"
+#include "train/gpt_hf_config.h"
 #include "util/error.h"
 
 namespace lmforge::train {

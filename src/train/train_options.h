@@ -1,4 +1,5 @@
-// defines: lmforge::train::TrainOptions (everything `lmforge train gpt` takes, under Megatron's flag names)
+// defines: lmforge::train::TrainOptions (everything `lmforge train gpt` takes, under Megatron's flag names),
+//          validate_train_options(), data_prefixes()
 #pragma once
 #include <cstdint>
 #include <string>
@@ -70,5 +71,15 @@ struct TrainOptions {
   int tensor_model_parallel_size = 1;      // --tensor-model-parallel-size T: attention heads, MLP columns and the
                                            // vocabulary split over T ranks (Megatron); world size = T x data-parallel
 };
+
+// Checks the flags alone (no file is opened): required flags, heads dividing hidden size, seq-length within
+// max-position-embeddings, global batch a multiple of the micro batch, exactly one of --train-iters and
+// --train-samples, schedule flags (as Megatron resolves them), intervals, --save-interval without --save, ...
+// Throws lmforge::Error naming the flag. Fills the defaults that depend on other flags into `options`.
+void validate_train_options(TrainOptions& options);
+
+// The dataset prefixes of --data-path: one prefix, or the prefixes of "weight prefix weight prefix ..." (a blend).
+// Error for an odd-length blend.
+std::vector<std::string> data_prefixes(const std::vector<std::string>& data_path);
 
 }  // namespace lmforge::train

@@ -1,10 +1,5 @@
-// defines: validate_train_options(), max_token_id(), gpt_config_json()/gpt_config_from_json(), Trainer
+// defines: Trainer
 #include "train/trainer.h"
-
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -17,10 +12,12 @@
 
 #include "checkpoint/checkpoint.h"
 #include "data/indexed_dataset.h"
+#include "data/token_scan.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 #include "sampling/gpt_dataset.h"
 #include "train/parallel.h"
+#include "train/gpt_hf_config.h"
 #include "train/sharded_tensors.h"
 #include "train/tensorboard_writer.h"
 #include "util/error.h"
@@ -38,17 +35,6 @@ std::string format(const char* fmt, ...) {
   std::vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
   return buf;
-}
-
-// The dataset prefixes of --data-path: one prefix, or weight/prefix pairs (a blend).
-std::vector<std::string> data_prefixes(const std::vector<std::string>& data_path) {
-  if (data_path.size() == 1) return data_path;
-  if (data_path.size() % 2 != 0)
-    throw Error("--data-path: expected one dataset prefix or \"weight prefix\" pairs, got " +
-                str((int64_t)data_path.size()) + " values");
-  std::vector<std::string> prefixes;
-  for (size_t i = 1; i < data_path.size(); i += 2) prefixes.push_back(data_path[i]);
-  return prefixes;
 }
 
 model::GPTConfig model_config(const TrainOptions& o, int vocab_size) {
@@ -80,190 +66,7 @@ std::vector<optim::ParamSpan> param_spans(const param::ParamTable& table, float*
   return out;
 }
 
-int64_t get_int(const checkpoint::JsonObject& o, const std::string& key, const std::string& source) {
-  auto it = o.find(key);
-  if (it == o.end()) throw Error(source + ": missing \"" + key + "\"");
-  if (const int64_t* v = std::get_if<int64_t>(&it->second)) return *v;
-  throw Error(source + ": \"" + key + "\" must be an integer");
-}
-
 }  // namespace
-
-// ---- flags -------------------------------------------------------------------------------------------------------
-
-void validate_train_options(TrainOptions& o) {
-  auto need_positive = [](int64_t v, const char* flag) {
-    if (v < 1) throw Error(std::string(flag) + " must be a positive integer (got " + str(v) + ")");
-  };
-  need_positive(o.num_layers, "--num-layers");
-  need_positive(o.hidden_size, "--hidden-size");
-  need_positive(o.num_attention_heads, "--num-attention-heads");
-  if (o.hidden_size % o.num_attention_heads != 0)
-    throw Error("--num-attention-heads " + str(o.num_attention_heads) + " does not divide --hidden-size " +
-                str(o.hidden_size) + " (each head takes hidden-size / heads channels)");
-  need_positive(o.seq_length, "--seq-length");
-  if (o.max_position_embeddings == 0) o.max_position_embeddings = o.seq_length;
-  need_positive(o.max_position_embeddings, "--max-position-embeddings");
-  if (o.seq_length > o.max_position_embeddings)
-    throw Error("--seq-length " + str(o.seq_length) + " exceeds --max-position-embeddings " +
-                str(o.max_position_embeddings) + " (the model has no position embedding beyond it)");
-  need_positive(o.make_vocab_size_divisible_by, "--make-vocab-size-divisible-by");
-  if (!(o.init_method_std > 0.0) || !std::isfinite(o.init_method_std))
-    throw Error("--init-method-std must be a positive number");
-
-  if (o.data_path.empty()) throw Error("--data-path is required (a dataset prefix made by `lmforge prep`)");
-  data_prefixes(o.data_path);
-  if (o.tokenizer.vocab_file.empty())
-    throw Error("--vocab-file is required: the tokenizer decides the model's vocabulary size");
-
-  need_positive(o.micro_batch_size, "--micro-batch-size");
-  if (o.global_batch_size == 0) o.global_batch_size = o.micro_batch_size;
-  need_positive(o.global_batch_size, "--global-batch-size");
-  if (o.global_batch_size % o.micro_batch_size != 0)
-    throw Error("--global-batch-size " + str(o.global_batch_size) + " is not divisible by --micro-batch-size " +
-                str(o.micro_batch_size) + " (the global batch is a whole number of micro-batches)");
-  o.schedule.global_batch_size = o.global_batch_size;
-  if (o.schedule.train_iters.has_value() == o.schedule.train_samples.has_value())
-    throw Error("give exactly one of --train-iters and --train-samples");
-  if (o.schedule.train_iters) need_positive(*o.schedule.train_iters, "--train-iters");
-  if (o.schedule.train_samples) {
-    need_positive(*o.schedule.train_samples, "--train-samples");
-    if (*o.schedule.train_samples < o.global_batch_size)
-      throw Error("--train-samples " + str(*o.schedule.train_samples) + " is less than one global batch (" +
-                  str(o.global_batch_size) + ")");
-  }
-  if (!(o.schedule.lr >= 0.0) || !std::isfinite(o.schedule.lr)) throw Error("--lr must be >= 0");
-  optim::OptimizerParamScheduler check(o.schedule);  // Megatron's schedule flag rules (throws naming the flag)
-
-  if (!(o.clip_grad >= 0.0)) throw Error("--clip-grad must be >= 0 (0 disables clipping)");
-  if (!(o.adam.beta1 >= 0.0 && o.adam.beta1 < 1.0)) throw Error("--adam-beta1 must be in [0, 1)");
-  if (!(o.adam.beta2 >= 0.0 && o.adam.beta2 < 1.0)) throw Error("--adam-beta2 must be in [0, 1)");
-  if (!(o.adam.eps > 0.0)) throw Error("--adam-eps must be > 0");
-
-  need_positive(o.log_interval, "--log-interval");
-  need_positive(o.eval_interval, "--eval-interval");
-  if (o.eval_iters < 0) throw Error("--eval-iters must be >= 0 (0: no evaluation)");
-  if (o.save_interval < 0) throw Error("--save-interval must be >= 0");
-  if (o.save_interval > 0 && o.save.empty()) throw Error("--save-interval needs --save DIR");
-  if (o.exit_interval < 0) throw Error("--exit-interval must be >= 0");
-  if (!(o.exit_duration_in_mins >= 0.0)) throw Error("--exit-duration-in-mins must be >= 0");
-  if (o.finetune && o.load.empty()) throw Error("--finetune needs --load (the weights to start from)");
-  if (o.threads < 0) throw Error("--threads must be >= 0");
-  need_positive(o.tensor_model_parallel_size, "--tensor-model-parallel-size");
-  if (o.ddp_bucket_size < 0) throw Error("--ddp-bucket-size must be >= 0 (0: 4194304 elements)");
-  if (o.num_attention_heads % o.tensor_model_parallel_size != 0)
-    throw Error("--tensor-model-parallel-size " + str(o.tensor_model_parallel_size) + " does not divide " +
-                "--num-attention-heads " + str(o.num_attention_heads) + " (each rank takes whole heads)");
-  if (o.make_vocab_size_divisible_by % o.tensor_model_parallel_size != 0)
-    throw Error("--tensor-model-parallel-size " + str(o.tensor_model_parallel_size) + " does not divide " +
-                "--make-vocab-size-divisible-by " + str(o.make_vocab_size_divisible_by) +
-                " (each rank takes an equal slice of the padded vocabulary)");
-}
-
-// ---- dataset vocabulary check ------------------------------------------------------------------------------------
-
-int64_t max_token_id(const std::string& prefix) {
-  const auto dataset = data::IndexedDataset::open(prefix);
-  const data::DType dtype = dataset->dtype();
-  const std::string path = prefix + ".bin";
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw Error(path + ": cannot open");
-  struct stat st {};
-  ::fstat(fd, &st);
-  const size_t bytes = (size_t)st.st_size;
-  if (bytes == 0) {
-    ::close(fd);
-    return -1;
-  }
-  void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (map == MAP_FAILED) throw Error(path + ": cannot mmap");
-  ::madvise(map, bytes, MADV_SEQUENTIAL);
-  int64_t best = -1;
-  auto scan = [&](auto* p, size_t n) {
-    int64_t m = -1;
-#pragma omp parallel for reduction(max : m) schedule(static)
-    for (size_t i = 0; i < n; i++) m = std::max<int64_t>(m, (int64_t)p[i]);
-    return m;
-  };
-  switch (dtype) {
-    case data::DType::UInt16: best = scan((const uint16_t*)map, bytes / 2); break;
-    case data::DType::Int32: best = scan((const int32_t*)map, bytes / 4); break;
-    case data::DType::UInt8: best = scan((const uint8_t*)map, bytes); break;
-    case data::DType::Int16: best = scan((const int16_t*)map, bytes / 2); break;
-    case data::DType::Int64: best = scan((const int64_t*)map, bytes / 8); break;
-    default:
-      ::munmap(map, bytes);
-      throw Error(path + ": token dtype " + data::dtype_name(dtype) + " cannot hold token ids");
-  }
-  ::munmap(map, bytes);
-  return best;
-}
-
-// ---- config.json -------------------------------------------------------------------------------------------------
-
-std::string gpt_config_json(const model::GPTConfig& c) {
-  checkpoint::JsonObject o;
-  o["activation_function"] = std::string("gelu_new");
-  o["architectures"] = checkpoint::RawJson{"[\"GPT2LMHeadModel\"]"};
-  o["attn_pdrop"] = 0.0;
-  o["embd_pdrop"] = 0.0;
-  o["resid_pdrop"] = 0.0;
-  o["initializer_range"] = std::stod(format("%.7g", (double)c.init_std));  // 0.02, not 0.0199999996
-  o["layer_norm_epsilon"] = 1e-5;
-  o["model_type"] = std::string("gpt2");
-  o["n_ctx"] = (int64_t)c.max_positions;
-  o["n_embd"] = (int64_t)c.hidden;
-  o["n_head"] = (int64_t)c.heads;
-  o["n_layer"] = (int64_t)c.num_layers;
-  o["n_positions"] = (int64_t)c.max_positions;
-  o["tie_word_embeddings"] = true;
-  o["vocab_size"] = (int64_t)c.padded_vocab_size();
-  o["lmforge_vocab_size"] = (int64_t)c.vocab_size;
-  o["lmforge_make_vocab_size_divisible_by"] = (int64_t)c.make_vocab_size_divisible_by;
-  o["lmforge_seq_length"] = (int64_t)c.seq_length;
-  return checkpoint::to_json(o);
-}
-
-model::GPTConfig gpt_config_from_json(const std::string& text, const std::string& source) {
-  const checkpoint::JsonObject o = checkpoint::parse_json_object(text, source);
-  model::GPTConfig c;
-  c.num_layers = (int)get_int(o, "n_layer", source);
-  c.heads = (int)get_int(o, "n_head", source);
-  c.hidden = (int)get_int(o, "n_embd", source);
-  c.max_positions = (int)get_int(o, "n_positions", source);
-  const int64_t file_vocab = get_int(o, "vocab_size", source);
-  if (o.count("lmforge_vocab_size")) {
-    c.vocab_size = (int)get_int(o, "lmforge_vocab_size", source);
-    c.make_vocab_size_divisible_by = (int)get_int(o, "lmforge_make_vocab_size_divisible_by", source);
-    if (c.padded_vocab_size() != file_vocab)
-      throw Error(source + ": vocab_size " + str(file_vocab) + " is not lmforge_vocab_size " + str(c.vocab_size) +
-                  " padded to a multiple of " + str(c.make_vocab_size_divisible_by));
-  } else {
-    c.vocab_size = (int)file_vocab;
-    c.make_vocab_size_divisible_by = 1;
-  }
-  if (auto it = o.find("initializer_range"); it != o.end()) {
-    if (const double* v = std::get_if<double>(&it->second)) c.init_std = (float)*v;
-  }
-  c.seq_length = o.count("lmforge_seq_length") ? (int)get_int(o, "lmforge_seq_length", source) : c.max_positions;
-  if (auto it = o.find("activation_function"); it != o.end()) {
-    const std::string* act = std::get_if<std::string>(&it->second);
-    if (act == nullptr || (*act != "gelu_new" && *act != "gelu_pytorch_tanh"))
-      throw Error(source + ": activation_function must be \"gelu_new\" (the tanh GELU this model implements)");
-  }
-  if (auto it = o.find("n_inner"); it != o.end() && !std::holds_alternative<checkpoint::RawJson>(it->second)) {
-    const int64_t* inner = std::get_if<int64_t>(&it->second);
-    if (inner == nullptr || *inner != 4 * (int64_t)c.hidden)
-      throw Error(source + ": n_inner must be null or 4·n_embd");
-  }
-  try {
-    c.validate();
-  } catch (const Error& e) {
-    throw Error(source + ": " + e.what());
-  }
-  return c;
-}
 
 // ---- trainer -----------------------------------------------------------------------------------------------------
 
@@ -505,7 +308,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   m.tokenizer = text::make_tokenizer(o.tokenizer);
   const int64_t vocab = (int64_t)m.tokenizer->vocab_size();
   for (const std::string& prefix : data_prefixes(o.data_path)) {
-    const int64_t max_id = max_token_id(prefix);
+    const int64_t max_id = data::max_token_id(prefix);
     if (max_id >= vocab)
       throw Error(prefix + ".bin: holds token id " + str(max_id) + ", outside the vocabulary of " + str(vocab) +
                   " tokens (" + m.tokenizer->type_name() + " from " + o.tokenizer.vocab_file +

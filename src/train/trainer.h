@@ -1,6 +1,5 @@
-// defines: lmforge::train::validate_train_options(), IterationRecord, EvalRecord, Trainer (Megatron-style GPT
-//   pretraining loop: accumulation, clipping, AdamW, LR schedule, evaluation, logging, checkpoints),
-//   gpt_config_json() / gpt_config_from_json() (HF GPT2Config text), max_token_id()
+// defines: lmforge::train::IterationRecord, EvalRecord, Trainer (Megatron-style pretraining loop: accumulation,
+//   clipping, the optimizer, LR schedule, evaluation, logging, checkpoints)
 #pragma once
 #include <cstdint>
 #include <iosfwd>
@@ -13,24 +12,6 @@
 #include "train/train_options.h"
 
 namespace lmforge::train {
-
-// Checks the flags alone (no file is opened): required flags, heads dividing hidden size, seq-length within
-// max-position-embeddings, global batch a multiple of the micro batch, exactly one of --train-iters and
-// --train-samples, schedule flags (as Megatron resolves them), intervals, --save-interval without --save, ...
-// Throws lmforge::Error naming the flag. Fills the defaults that depend on other flags into `options`.
-void validate_train_options(TrainOptions& options);
-
-// Largest token id stored in <prefix>.bin (a memory-mapped scan; -1 for an empty dataset). The trainer checks it
-// against the vocabulary before building any index, so a dataset made with another tokenizer fails at once.
-int64_t max_token_id(const std::string& prefix);
-
-// Hugging Face GPT2Config JSON for a model (vocab_size is the padded size, the number of rows of wte, so that
-// transformers loads the file as-is), plus lmforge_vocab_size (the tokenizer's, which bounds sampling) and
-// lmforge_make_vocab_size_divisible_by.
-std::string gpt_config_json(const model::GPTConfig& config);
-// The inverse, also for a plain Hugging Face config.json (then vocab_size is taken as unpadded, divisible-by 1).
-// seq_length is set to n_positions. Error naming `source` for missing or invalid fields.
-model::GPTConfig gpt_config_from_json(const std::string& text, const std::string& source);
 
 struct IterationRecord {
   int64_t iteration = 0;         // 1-based, after the step

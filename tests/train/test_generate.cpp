@@ -9,7 +9,7 @@
 #include "checkpoint/checkpoint.h"
 #include "test_util.h"
 #include "train/generate.h"
-#include "train/trainer.h"
+#include "train/gpt_hf_config.h"
 #include "util/error.h"
 
 namespace {

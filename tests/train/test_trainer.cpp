@@ -12,6 +12,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
 #include "data/indexed_dataset.h"
+#include "data/token_scan.h"
 #include "test_util.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -181,7 +182,7 @@ TEST(Trainer, DatasetWithIdsOutsideTheVocabularyFailsBeforeAnyWork) {
         << e.what();
   }
   EXPECT_FALSE(fs::exists(tmp.file("cache"))) << "indices were built before the check";
-  EXPECT_EQ(lmforge::train::max_token_id(kData), 50256);
+  EXPECT_EQ(lmforge::data::max_token_id(kData), 50256);
 }
 
 TEST(Trainer, FinetuneStartsFromHuggingFaceLayoutWeights) {

@@ -1,0 +1,97 @@
+// defines: validate_train_options(), data_prefixes() (the flag rules of `lmforge train`, checked before any work)
+#include "train/train_options.h"
+
+#include <cmath>
+#include <string>
+
+#include "optim/lr_schedule.h"
+#include "util/error.h"
+
+namespace lmforge::train {
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+// The dataset prefixes of --data-path: one prefix, or weight/prefix pairs (a blend).
+std::vector<std::string> data_prefixes(const std::vector<std::string>& data_path) {
+  if (data_path.size() == 1) return data_path;
+  if (data_path.size() % 2 != 0)
+    throw Error("--data-path: expected one dataset prefix or \"weight prefix\" pairs, got " +
+                str((int64_t)data_path.size()) + " values");
+  std::vector<std::string> prefixes;
+  for (size_t i = 1; i < data_path.size(); i += 2) prefixes.push_back(data_path[i]);
+  return prefixes;
+}
+
+void validate_train_options(TrainOptions& o) {
+  auto need_positive = [](int64_t v, const char* flag) {
+    if (v < 1) throw Error(std::string(flag) + " must be a positive integer (got " + str(v) + ")");
+  };
+  need_positive(o.num_layers, "--num-layers");
+  need_positive(o.hidden_size, "--hidden-size");
+  need_positive(o.num_attention_heads, "--num-attention-heads");
+  if (o.hidden_size % o.num_attention_heads != 0)
+    throw Error("--num-attention-heads " + str(o.num_attention_heads) + " does not divide --hidden-size " +
+                str(o.hidden_size) + " (each head takes hidden-size / heads channels)");
+  need_positive(o.seq_length, "--seq-length");
+  if (o.max_position_embeddings == 0) o.max_position_embeddings = o.seq_length;
+  need_positive(o.max_position_embeddings, "--max-position-embeddings");
+  if (o.seq_length > o.max_position_embeddings)
+    throw Error("--seq-length " + str(o.seq_length) + " exceeds --max-position-embeddings " +
+                str(o.max_position_embeddings) + " (the model has no position embedding beyond it)");
+  need_positive(o.make_vocab_size_divisible_by, "--make-vocab-size-divisible-by");
+  if (!(o.init_method_std > 0.0) || !std::isfinite(o.init_method_std))
+    throw Error("--init-method-std must be a positive number");
+
+  if (o.data_path.empty()) throw Error("--data-path is required (a dataset prefix made by `lmforge prep`)");
+  data_prefixes(o.data_path);
+  if (o.tokenizer.vocab_file.empty())
+    throw Error("--vocab-file is required: the tokenizer decides the model's vocabulary size");
+
+  need_positive(o.micro_batch_size, "--micro-batch-size");
+  if (o.global_batch_size == 0) o.global_batch_size = o.micro_batch_size;
+  need_positive(o.global_batch_size, "--global-batch-size");
+  if (o.global_batch_size % o.micro_batch_size != 0)
+    throw Error("--global-batch-size " + str(o.global_batch_size) + " is not divisible by --micro-batch-size " +
+                str(o.micro_batch_size) + " (the global batch is a whole number of micro-batches)");
+  o.schedule.global_batch_size = o.global_batch_size;
+  if (o.schedule.train_iters.has_value() == o.schedule.train_samples.has_value())
+    throw Error("give exactly one of --train-iters and --train-samples");
+  if (o.schedule.train_iters) need_positive(*o.schedule.train_iters, "--train-iters");
+  if (o.schedule.train_samples) {
+    need_positive(*o.schedule.train_samples, "--train-samples");
+    if (*o.schedule.train_samples < o.global_batch_size)
+      throw Error("--train-samples " + str(*o.schedule.train_samples) + " is less than one global batch (" +
+                  str(o.global_batch_size) + ")");
+  }
+  if (!(o.schedule.lr >= 0.0) || !std::isfinite(o.schedule.lr)) throw Error("--lr must be >= 0");
+  optim::OptimizerParamScheduler check(o.schedule);  // Megatron's schedule flag rules (throws naming the flag)
+
+  if (!(o.clip_grad >= 0.0)) throw Error("--clip-grad must be >= 0 (0 disables clipping)");
+  if (!(o.adam.beta1 >= 0.0 && o.adam.beta1 < 1.0)) throw Error("--adam-beta1 must be in [0, 1)");
+  if (!(o.adam.beta2 >= 0.0 && o.adam.beta2 < 1.0)) throw Error("--adam-beta2 must be in [0, 1)");
+  if (!(o.adam.eps > 0.0)) throw Error("--adam-eps must be > 0");
+
+  need_positive(o.log_interval, "--log-interval");
+  need_positive(o.eval_interval, "--eval-interval");
+  if (o.eval_iters < 0) throw Error("--eval-iters must be >= 0 (0: no evaluation)");
+  if (o.save_interval < 0) throw Error("--save-interval must be >= 0");
+  if (o.save_interval > 0 && o.save.empty()) throw Error("--save-interval needs --save DIR");
+  if (o.exit_interval < 0) throw Error("--exit-interval must be >= 0");
+  if (!(o.exit_duration_in_mins >= 0.0)) throw Error("--exit-duration-in-mins must be >= 0");
+  if (o.finetune && o.load.empty()) throw Error("--finetune needs --load (the weights to start from)");
+  if (o.threads < 0) throw Error("--threads must be >= 0");
+  need_positive(o.tensor_model_parallel_size, "--tensor-model-parallel-size");
+  if (o.ddp_bucket_size < 0) throw Error("--ddp-bucket-size must be >= 0 (0: 4194304 elements)");
+  if (o.num_attention_heads % o.tensor_model_parallel_size != 0)
+    throw Error("--tensor-model-parallel-size " + str(o.tensor_model_parallel_size) + " does not divide " +
+                "--num-attention-heads " + str(o.num_attention_heads) + " (each rank takes whole heads)");
+  if (o.make_vocab_size_divisible_by % o.tensor_model_parallel_size != 0)
+    throw Error("--tensor-model-parallel-size " + str(o.tensor_model_parallel_size) + " does not divide " +
+                "--make-vocab-size-divisible-by " + str(o.make_vocab_size_divisible_by) +
+                " (each rank takes an equal slice of the padded vocabulary)");
+}
+
+}  // namespace lmforge::train
