@@ -34,6 +34,11 @@ class Model {
  public:
   virtual ~Model() = default;
   virtual const param::ParamTable& table() const = 0;
+  // The whole model's table (tensor-parallel size 1): the tensors of a checkpoint, whatever this rank holds.
+  virtual param::ParamTable whole_table() const = 0;
+  // Initialisation from a seed, independent of the parallel layout (each rank keeps its pieces of the whole
+  // model's streams); also zeroes the gradients.
+  virtual void init_weights(uint64_t seed) = 0;
   virtual float* params() = 0;
   virtual float* grads() = 0;
   virtual void zero_grad() = 0;
@@ -46,6 +51,12 @@ class Model {
   virtual void backward(float loss_scale) = 0;
   // Hugging Face config.json of the model (checkpoints).
   virtual std::string config_json() const = 0;
+  // Throws lmforge::Error (naming `source`) when a checkpoint's config.json describes a model these weights cannot
+  // continue (another vocabulary, other shapes).
+  virtual void check_checkpoint_config(const std::string& json, const std::string& source) const = 0;
+  // Tensors whose rows are the vocabulary (padded here, unpadded in Hugging Face files): loaded with zero rows
+  // appended when a file holds fewer.
+  virtual std::vector<std::string> vocabulary_tensors() const = 0;
   // One log line: architecture, sizes, parameters on this rank.
   virtual std::string describe() const = 0;
   // Model FLOPs of one training step on B×T tokens (throughput figures).

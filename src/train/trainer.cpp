@@ -17,7 +17,8 @@
 #include "optim/lr_schedule.h"
 #include "sampling/gpt_dataset.h"
 #include "train/parallel.h"
-#include "train/gpt_hf_config.h"
+#include "train/gpt_task.h"
+#include "train/schedule.h"
 #include "train/sharded_tensors.h"
 #include "train/tensorboard_writer.h"
 #include "util/error.h"
@@ -82,7 +83,10 @@ struct Trainer::Impl {
   std::ostream& log;
   std::unique_ptr<text::Tokenizer> tokenizer;
   model::GPTConfig config;
-  std::unique_ptr<model::GPT> model;
+  std::unique_ptr<Model> model;  // the model being trained (this rank's tensor-parallel pieces)
+  model::GPT* gpt = nullptr;     // the same model as a GPT (Trainer::model())
+  std::unique_ptr<Task> task;    // batches and loss names
+  SequentialSchedule schedule;   // the order of a step's micro-batches
   std::vector<optim::ParamSpan> spans;
   dist::Communicator* comm = nullptr;  // the data-parallel group (one process: a local communicator)
   std::unique_ptr<DataParallel> dp;    // gradient reduction and the (replicated or sharded) AdamW
@@ -90,24 +94,8 @@ struct Trainer::Impl {
   // --tensor-model-parallel-size > 1: the groups of Megatron's layout; `model` then holds this rank's pieces only.
   std::unique_ptr<dist::Communicator> tp_group, dp_group;
 
-  // One micro-batch forward; `step` (training) turns dropout on with masks keyed by the iteration and the GLOBAL
-  // micro-batch index, so that any data- or tensor-parallel layout and any resume point drop the same elements.
-  float forward(int B, int T, const layers::ForwardStep* step) {
-    return model->forward(tokens.data(), targets.data(), B, T, step);
-  }
-  layers::ForwardStep training_step(int64_t local_micro_batch) const {
-    layers::ForwardStep s;
-    s.training = true;
-    s.seed = o.seed;
-    s.iteration = (uint64_t)iteration;
-    s.micro_batch = (uint64_t)(local_micro_batch * dp->size() + dp->rank());
-    return s;
-  }
-  void backward() { model->backward(); }
-  void zero_grad() { model->zero_grad(); }
   bool tensor_parallel() const { return tp_group != nullptr; }
   std::unique_ptr<optim::OptimizerParamScheduler> scheduler;
-  std::unique_ptr<sampling::GptSampleSource> source;
   std::unique_ptr<TensorBoardWriter> tensorboard;
   int64_t train_iters = 0;
   int64_t iteration = 0;
@@ -116,25 +104,24 @@ struct Trainer::Impl {
   int64_t last_saved = -1;
   std::vector<IterationRecord> history;
   std::vector<EvalRecord> evals;
-  std::vector<int32_t> sample, tokens, targets;
 
   Impl(TrainOptions options, std::ostream& out) : o(std::move(options)), log(out) {}
 
   int64_t micro_batches() const { return o.global_batch_size / o.micro_batch_size; }
 
-  // Micro-batch rows [first, first + micro_batch) of a split into tokens/targets (inputs and inputs shifted by one).
-  void fill_batch(sampling::Split split, int64_t first) {
-    const int T = o.seq_length, B = o.micro_batch_size;
-    const int64_t available = source->size(split);
-    for (int b = 0; b < B; b++) {
-      const int64_t index = first + b;
-      if (index >= available)
-        throw Error(std::string("the ") + sampling::split_name(split) + " split has " + str(available) +
-                    " samples; sample " + str(index) + " was asked (the flags differ from the run that built it?)");
-      source->sample(split, index, sample);
-      std::copy(sample.begin(), sample.begin() + T, tokens.begin() + (size_t)b * T);
-      std::copy(sample.begin() + 1, sample.begin() + T + 1, targets.begin() + (size_t)b * T);
-    }
+  // The plan of one step's (or one evaluation batch's) micro-batches. Dropout masks are keyed by the seed, the
+  // iteration and the GLOBAL micro-batch index, so any data- or tensor-parallel layout and any resume point drop
+  // the same elements.
+  StepPlan plan(SplitKind split, int64_t first_sample, bool training) const {
+    StepPlan p;
+    p.iteration = iteration;
+    p.first_sample = first_sample;
+    p.global_micro_batches = micro_batches();
+    p.micro_batch = o.micro_batch_size;
+    p.seed = o.seed;
+    p.training = training;
+    p.split = split;
+    return p;
   }
 
   checkpoint::JsonObject args_json() const {
@@ -160,7 +147,7 @@ struct Trainer::Impl {
 
   void save() {
     checkpoint::SaveRequest request;
-    request.config_json = gpt_config_json(config);
+    request.config_json = model->config_json();
     const optim::AdamW& local = dp->gathered_optimizer();  // collective: every rank takes part, rank 0 writes
     // Tensor parallel: rank 0 assembles whole tensors from the pieces, tensor by tensor (the other data-parallel
     // replicas hold the same pieces and take no part).
@@ -168,7 +155,7 @@ struct Trainer::Impl {
     std::vector<checkpoint::NamedTensor> tensors;
     std::unique_ptr<optim::AdamW> whole_state;
     if (tensor_parallel()) {
-      const param::ParamTable whole = model::GPT::parameter_table(config);
+      const param::ParamTable whole = model->whole_table();
       const param::ParamTable& table = model->table();
       const bool writer = world->rank() == 0;
       if (writer) {
@@ -222,7 +209,7 @@ struct Trainer::Impl {
   // whole tensors into a staging copy and keeps its pieces.
   void load() {
     const param::ParamTable& table = model->table();
-    const param::ParamTable whole = tensor_parallel() ? model::GPT::parameter_table(config) : table;
+    const param::ParamTable whole = tensor_parallel() ? model->whole_table() : table;
     std::vector<float> staging(tensor_parallel() ? whole.whole_numel() : 0);
     float* target_params = tensor_parallel() ? staging.data() : model->params();
     auto tensors = named_tensors(whole, target_params);
@@ -231,7 +218,7 @@ struct Trainer::Impl {
     };
     if (o.finetune) {
       checkpoint::WeightsOptions wo;
-      wo.row_padded.insert("transformer.wte.weight");  // HF files hold the unpadded 50257 rows
+      for (const std::string& name : model->vocabulary_tensors()) wo.row_padded.insert(name);  // HF: 50257 rows
       const std::string file = checkpoint::load_weights(o.load, tensors, wo);
       if (tensor_parallel()) keep_pieces(staging.data(), model->params());
       log << "loaded weights for finetuning from " << file << " (iteration, optimizer and schedule start afresh)\n";
@@ -261,10 +248,7 @@ struct Trainer::Impl {
     if (auto it = s.rng.find("seed"); it != s.rng.end() && it->second != std::to_string(o.seed))
       throw Error(*dir + ": the checkpoint was trained with --seed " + it->second + ", not " + std::to_string(o.seed) +
                   " (the data order depends on it); use the same seed, or --finetune to start a new run");
-    const model::GPTConfig saved = gpt_config_from_json(loaded.config_json, *dir + "/config.json");
-    if (saved.vocab_size != config.vocab_size)
-      throw Error(*dir + ": the checkpoint's vocabulary has " + str(saved.vocab_size) + " tokens, the tokenizer " +
-                  str(config.vocab_size));
+    model->check_checkpoint_config(loaded.config_json, *dir + "/config.json");
     try {
       scheduler->load_state(s.scheduler);
     } catch (const Error& e) {
@@ -323,15 +307,17 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   // 2. Model, optimizer, checkpoint.
   // Every rank builds only its tensor-parallel pieces; the initialisation streams the whole model's generator and
   // keeps them, so every layout starts from the single-process weights.
-  m.model = std::make_unique<model::GPT>(m.config, kernels::cpu_backend(), m.tp_group.get());
+  auto gpt = std::make_unique<GptModel>(m.config, m.tp_group.get());
+  m.gpt = &gpt->gpt();
+  m.model = std::move(gpt);
   m.model->init_weights(o.seed);
   m.spans = param_spans(m.model->table(), m.model->params(), m.model->grads());
   m.dp = std::make_unique<DataParallel>(*m.comm, m.spans, m.model->params(), m.model->grads(),
-                                        m.model->num_parameters(), o.adam, o.use_distributed_optimizer,
+                                        m.model->table().local_numel(), o.adam, o.use_distributed_optimizer,
                                         (size_t)o.ddp_bucket_size);
   if (TP > 1) {
     std::vector<bool> counted;  // replicated tensors count once in the global norm
-    for (const param::Parameter& t : m.model->tensors()) counted.push_back(!t.replicated() || m.tp_group->rank() == 0);
+    for (const param::Parameter& t : m.model->table()) counted.push_back(!t.replicated() || m.tp_group->rank() == 0);
     m.dp->set_model_parallel(m.tp_group.get(), counted);
   }
   if (m.comm->size() > 1)
@@ -351,27 +337,22 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   dc.cache_path = o.data_cache_path;
   // Rank 0 builds the index cache first; the others then find it (no two processes write the same .npy).
   if (comm.rank() != 0) comm.barrier();
-  m.source = std::make_unique<sampling::GptSampleSource>(o.data_path, dc, wanted);
+  m.task = std::make_unique<GptTask>(std::make_unique<sampling::GptSampleSource>(o.data_path, dc, wanted),
+                                     o.seq_length);
   if (comm.rank() == 0) comm.barrier();
-  const size_t n = (size_t)o.micro_batch_size * o.seq_length;
-  m.tokens.resize(n);
-  m.targets.resize(n);
   if (!o.tensorboard_dir.empty() && comm.rank() == 0) m.tensorboard = std::make_unique<TensorBoardWriter>(o.tensorboard_dir);
 
-  const size_t whole_params = m.model->table().whole_numel();
-  log << format("GPT: %d layers, hidden %d, %d heads, seq %d, vocab %d (padded %d), %zu parameters, dropout hidden "
-                "%g attention %g\n",
-                m.config.num_layers, m.config.hidden, m.config.heads, m.config.seq_length, m.config.vocab_size,
-                m.config.padded_vocab_size(), whole_params, m.config.hidden_dropout, m.config.attention_dropout);
-  log << "backend: " << m.model->backend().info() << "\n" << m.source->summary();
+  const size_t whole_params = m.model->table().whole_numel(), local_params = m.model->table().local_numel();
+  log << m.model->describe();
+  log << "backend: " << m.gpt->backend().info() << "\n" << m.task->summary();
   log << format("training: %lld iterations of %lld samples (%lld micro-batches of %d)\n", (long long)m.train_iters,
                 (long long)o.global_batch_size, (long long)m.micro_batches(), o.micro_batch_size);
   if (TP > 1)
     log << format("tensor parallel: %d ranks per group (%zu of %zu parameters on each), %d data-parallel groups\n", TP,
-                  m.model->num_parameters(), whole_params, comm.size() / TP);
+                  local_params, whole_params, comm.size() / TP);
   // What this rank holds (rank 0's figures; every tensor-parallel rank holds the same amount).
   log << format("memory on rank 0: parameters %.1f MB, gradients %.1f MB, optimizer state %.1f MB\n",
-                m.model->num_parameters() * 4.0 / 1e6, m.model->num_parameters() * 4.0 / 1e6,
+                local_params * 4.0 / 1e6, local_params * 4.0 / 1e6,
                 (double)m.dp->optimizer_state_bytes() / 1e6);
   if (comm.size() > 1 || o.use_distributed_optimizer) log << m.dp->describe();
   log.flush();
@@ -379,35 +360,30 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
 
 Trainer::~Trainer() = default;
 
-model::GPT& Trainer::model() { return *impl_->model; }
+model::GPT& Trainer::model() { return *impl_->gpt; }
 int64_t Trainer::iteration() const { return impl_->iteration; }
 const std::vector<IterationRecord>& Trainer::history() const { return impl_->history; }
 const std::vector<EvalRecord>& Trainer::evaluations() const { return impl_->evals; }
 
 double Trainer::evaluate(int split_number, int64_t first) {
   Impl& m = *impl_;
-  const auto split = static_cast<sampling::Split>(split_number);
-  const int64_t M = m.micro_batches();
+  const auto split = static_cast<SplitKind>(split_number);
   double sum = 0.0;
-  for (int it = 0; it < m.o.eval_iters; it++) {
-    for (int64_t mb = 0; mb < m.dp->local_micro_batches(M); mb++) {
-      m.fill_batch(split, m.dp->micro_batch_first_sample(first + it * m.o.global_batch_size, mb, m.o.micro_batch_size));
-      sum += m.forward(m.o.micro_batch_size, m.o.seq_length, nullptr);  // evaluation: no dropout
-    }
-  }
+  for (int it = 0; it < m.o.eval_iters; it++)
+    sum += m.schedule.run(m.plan(split, first + it * m.o.global_batch_size, false), *m.model, *m.task, *m.dp)[0];
   sum = m.dp->sum(sum);
-  return sum / double(m.o.eval_iters * M);
+  return sum / double(m.o.eval_iters * m.micro_batches());
 }
 
 void Trainer::run() {
   Impl& m = *impl_;
   const TrainOptions& o = m.o;
   const int64_t M = m.micro_batches();
-  const int B = o.micro_batch_size, T = o.seq_length;
-  const bool do_valid = o.eval_iters > 0 && m.source->has_split(sampling::Split::Valid);
-  const bool do_test = o.eval_iters > 0 && m.source->has_split(sampling::Split::Test);
+  const int T = o.seq_length;
+  const bool do_valid = o.eval_iters > 0 && m.task->has_split(SplitKind::VALID);
+  const bool do_test = o.eval_iters > 0 && m.task->has_split(SplitKind::TEST);
 
-  auto run_eval = [&](sampling::Split split, int64_t first, const std::string& where, const std::string& name) {
+  auto run_eval = [&](SplitKind split, int64_t first, const std::string& where, const std::string& name) {
     const double loss = evaluate((int)split, first);
     const double ppl = std::exp(std::min(20.0, loss));
     m.evals.push_back({name, m.iteration, loss, ppl});
@@ -425,16 +401,9 @@ void Trainer::run() {
   const auto start = std::chrono::steady_clock::now();
   while (m.iteration < m.train_iters) {
     const auto t0 = std::chrono::steady_clock::now();
-    m.zero_grad();
-    double loss_sum = 0.0;
-    // This rank's share of the global batch (all of it in one process).
-    for (int64_t mb = 0; mb < m.dp->local_micro_batches(M); mb++) {
-      m.fill_batch(sampling::Split::Train, m.dp->micro_batch_first_sample(m.consumed_train, mb, B));
-      const layers::ForwardStep step = m.training_step(mb);
-      loss_sum += m.forward(B, T, &step);
-      if (mb + 1 == m.dp->local_micro_batches(M)) m.dp->arm_overlap();  // the last backward starts the reduction
-      m.backward();  // accumulates d(micro-batch mean)/dθ
-    }
+    m.model->zero_grad();
+    // This rank's share of the global batch (all of it in one process), forward and backward.
+    double loss_sum = m.schedule.run(m.plan(SplitKind::TRAIN, m.consumed_train, true), *m.model, *m.task, *m.dp)[0];
     loss_sum = m.dp->sum(loss_sum);
     // The global-batch gradient is the mean over micro-batches (Megatron divides each loss by their number),
     // summed across data-parallel ranks first; the norm is global.
@@ -478,7 +447,7 @@ void Trainer::run() {
       interval_count = 0;
     }
     if (do_valid && m.iteration % o.eval_interval == 0) {
-      run_eval(sampling::Split::Valid, m.consumed_valid, "iteration " + str(m.iteration), "validation");
+      run_eval(SplitKind::VALID, m.consumed_valid, "iteration " + str(m.iteration), "validation");
       m.consumed_valid += (int64_t)o.eval_iters * o.global_batch_size;
     }
     if (!o.save.empty() && o.save_interval > 0 && m.iteration % o.save_interval == 0) m.save();
@@ -503,10 +472,10 @@ void Trainer::run() {
   }
   if (!o.save.empty() && m.last_saved != m.iteration) m.save();
   if (do_valid) {
-    run_eval(sampling::Split::Valid, m.consumed_valid, "the end of training for val data", "validation");
+    run_eval(SplitKind::VALID, m.consumed_valid, "the end of training for val data", "validation");
     m.consumed_valid += (int64_t)o.eval_iters * o.global_batch_size;
   }
-  if (do_test) run_eval(sampling::Split::Test, 0, "the end of training for test data", "test");
+  if (do_test) run_eval(SplitKind::TEST, 0, "the end of training for test data", "test");
   if (m.comm->size() > 1)
     m.log << format("data parallel: %lld of %lld bucket reductions started during the backward pass\n",
                     (long long)m.dp->overlapped_buckets(), (long long)m.dp->reduced_buckets());

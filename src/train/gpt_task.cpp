@@ -1,0 +1,71 @@
+// defines: GptModel, GptTask
+#include "train/gpt_task.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "train/gpt_hf_config.h"
+#include "util/error.h"
+
+namespace lmforge::train {
+
+GptModel::GptModel(const model::GPTConfig& config, dist::Communicator* tensor_parallel)
+    : gpt_(config, kernels::cpu_backend(), tensor_parallel) {}
+
+std::vector<double> GptModel::forward(const Batch& batch, const layers::ForwardStep& step) {
+  if (batch.tokens.size() != (size_t)batch.B * batch.T || batch.targets.size() != batch.tokens.size())
+    throw Error("GPT: a micro-batch needs B·T tokens and targets");
+  return {(double)gpt_.forward(batch.tokens.data(), batch.targets.data(), batch.B, batch.T, &step)};
+}
+
+std::string GptModel::config_json() const { return gpt_config_json(gpt_.config()); }
+
+void GptModel::check_checkpoint_config(const std::string& json, const std::string& source) const {
+  const model::GPTConfig saved = gpt_config_from_json(json, source);
+  const model::GPTConfig& c = gpt_.config();
+  if (saved.vocab_size != c.vocab_size)
+    throw Error(source + ": the checkpoint's vocabulary has " + std::to_string(saved.vocab_size) +
+                " tokens, the tokenizer " + std::to_string(c.vocab_size));
+}
+
+std::string GptModel::describe() const {
+  const model::GPTConfig& c = gpt_.config();
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "GPT: %d layers, hidden %d, %d heads, seq %d, vocab %d (padded %d), %zu parameters, dropout hidden %g "
+                "attention %g\n",
+                c.num_layers, c.hidden, c.heads, c.seq_length, c.vocab_size, c.padded_vocab_size(),
+                gpt_.table().whole_numel(), c.hidden_dropout, c.attention_dropout);
+  return line;
+}
+
+GptTask::GptTask(std::unique_ptr<sampling::GptSampleSource> source, int seq_length)
+    : source_(std::move(source)), seq_length_(seq_length) {}
+
+bool GptTask::has_split(SplitKind split) const { return source_->has_split((sampling::Split)split); }
+
+int64_t GptTask::split_size(SplitKind split) const {
+  return source_->has_split((sampling::Split)split) ? source_->size((sampling::Split)split) : 0;
+}
+
+void GptTask::fill(SplitKind split, int64_t first, int micro_batch, Batch& batch) {
+  const int T = seq_length_, B = micro_batch;
+  const auto s = (sampling::Split)split;
+  const int64_t available = split_size(split);
+  batch.B = B;
+  batch.T = T;
+  batch.tokens.resize((size_t)B * T);
+  batch.targets.resize((size_t)B * T);
+  for (int b = 0; b < B; b++) {
+    const int64_t index = first + b;
+    if (index >= available)
+      throw Error(std::string("the ") + sampling::split_name(s) + " split has " + std::to_string(available) +
+                  " samples; sample " + std::to_string(index) +
+                  " was asked (the flags differ from the run that built it?)");
+    source_->sample(s, index, sample_);
+    std::copy(sample_.begin(), sample_.begin() + T, batch.tokens.begin() + (size_t)b * T);
+    std::copy(sample_.begin() + 1, sample_.begin() + T + 1, batch.targets.begin() + (size_t)b * T);
+  }
+}
+
+}  // namespace lmforge::train
