@@ -106,9 +106,10 @@ std::map<std::string, std::vector<float>> read_scalars(const std::string& dir) {
 
 using Flags = std::map<std::string, std::string>;
 
-// A tiny GPT on Megatron's sample dataset; 20 iterations of a global batch of 4 one-sample micro-batches.
+// A tiny GPT on Megatron's sample dataset; 20 iterations of a global batch of 4 one-sample micro-batches, with
+// Megatron's dropout (0.1, said explicitly): every layout and resume must draw the single process's masks.
 Flags tiny_flags(const TempDir& dir) {
-  return {{"--num-layers", "2"}, {"--hidden-size", "32"}, {"--num-attention-heads", "2"}, {"--seq-length", "32"},
+  return {{"--hidden-dropout", "0.1"}, {"--attention-dropout", "0.1"},{"--num-layers", "2"}, {"--hidden-size", "32"}, {"--num-attention-heads", "2"}, {"--seq-length", "32"},
           {"--max-position-embeddings", "32"}, {"--micro-batch-size", "1"}, {"--global-batch-size", "4"},
           {"--lr", "0.003"}, {"--min-lr", "0.0003"}, {"--lr-decay-style", "cosine"}, {"--lr-warmup-iters", "2"},
           {"--weight-decay", "0.1"}, {"--clip-grad", "1.0"},

@@ -56,6 +56,25 @@ TrainOptions tiny_options(const TempDir& tmp) {
   return o;
 }
 
+// Dropout (0.1 here, Megatron's default) acts in training steps only: evaluation of the same weights gives the
+// same loss with and without it, while a training step's loss differs.
+TEST(Trainer, DropoutActsInTrainingNotInEvaluation) {
+  TempDir tmp;
+  std::ostringstream log_a, log_b;
+  TrainOptions with = tiny_options(tmp);
+  ASSERT_EQ(with.hidden_dropout, 0.1);
+  ASSERT_EQ(with.attention_dropout, 0.1);
+  TrainOptions without = tiny_options(tmp);
+  without.hidden_dropout = without.attention_dropout = 0.0;
+  without.schedule.train_iters = with.schedule.train_iters = 2;
+  Trainer a(with, log_a), b(without, log_b);
+  EXPECT_EQ(a.evaluate(1, 0), b.evaluate(1, 0));
+  a.run();
+  b.run();
+  ASSERT_EQ(a.history().size(), 2u);
+  EXPECT_NE(a.history()[0].loss, b.history()[0].loss);
+}
+
 TEST(Trainer, ResumedRunIsBitIdenticalToUninterruptedRun) {
   ASSERT_TRUE(fs::exists(kData + ".bin")) << "shared sample dataset missing";
   TempDir tmp;
