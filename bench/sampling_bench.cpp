@@ -12,11 +12,11 @@
 #include <string>
 #include <unistd.h>
 
-#include "sampling/gpt_dataset.h"
-#include "sampling/gpt_indices.h"
-#include "sampling/numpy_random.h"
+#include "datasets/gpt_dataset.h"
+#include "datasets/gpt_indices.h"
+#include "datasets/numpy_random.h"
 
-using namespace lmforge::sampling;
+using namespace lmforge::datasets;
 using clock_type = std::chrono::steady_clock;
 
 static double seconds_since(clock_type::time_point t) {
@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   // Sample reads on Megatron's own sample dataset.
   const std::string prefix = std::string(LMFORGE_SHARED_DIR) + "/data/sample/sample_gpt2_text_document";
   const int32_t read_L = 128;
-  GptConfig cfg{"1", seed, read_L, dir + "/cache"};
+  GptDatasetConfig cfg{"1", seed, read_L, dir + "/cache"};
   GptSampleSource src({prefix}, cfg, {read_n, 0, 0});
   std::vector<int32_t> tokens_buf;
   int64_t checksum = 0;

@@ -39,18 +39,18 @@ std::string GptModel::describe() const {
   return line;
 }
 
-GptTask::GptTask(std::unique_ptr<sampling::GptSampleSource> source, int seq_length)
+GptTask::GptTask(std::unique_ptr<datasets::GptSampleSource> source, int seq_length)
     : source_(std::move(source)), seq_length_(seq_length) {}
 
-bool GptTask::has_split(SplitKind split) const { return source_->has_split((sampling::Split)split); }
+bool GptTask::has_split(SplitKind split) const { return source_->has_split((datasets::Split)split); }
 
 int64_t GptTask::split_size(SplitKind split) const {
-  return source_->has_split((sampling::Split)split) ? source_->size((sampling::Split)split) : 0;
+  return source_->has_split((datasets::Split)split) ? source_->size((datasets::Split)split) : 0;
 }
 
 void GptTask::fill(SplitKind split, int64_t first, int micro_batch, Batch& batch) {
   const int T = seq_length_, B = micro_batch;
-  const auto s = (sampling::Split)split;
+  const auto s = (datasets::Split)split;
   const int64_t available = split_size(split);
   batch.B = B;
   batch.T = T;
@@ -59,7 +59,7 @@ void GptTask::fill(SplitKind split, int64_t first, int micro_batch, Batch& batch
   for (int b = 0; b < B; b++) {
     const int64_t index = first + b;
     if (index >= available)
-      throw Error(std::string("the ") + sampling::split_name(s) + " split has " + std::to_string(available) +
+      throw Error(std::string("the ") + datasets::split_name(s) + " split has " + std::to_string(available) +
                   " samples; sample " + std::to_string(index) +
                   " was asked (the flags differ from the run that built it?)");
     source_->sample(s, index, sample_);

@@ -9,7 +9,7 @@
 
 #include "dist/communicator.h"
 #include "model/gpt.h"
-#include "sampling/gpt_dataset.h"
+#include "datasets/gpt_dataset.h"
 #include "train/model.h"
 
 namespace lmforge::train {
@@ -46,7 +46,7 @@ class GptModel final : public Model {
 // inputs are its first seq_length tokens, the targets the last seq_length.
 class GptTask final : public Task {
  public:
-  GptTask(std::unique_ptr<sampling::GptSampleSource> source, int seq_length);
+  GptTask(std::unique_ptr<datasets::GptSampleSource> source, int seq_length);
   std::string name() const override { return "gpt"; }
   std::vector<std::string> loss_names() const override { return {"lm loss"}; }
   bool has_split(SplitKind split) const override;
@@ -55,7 +55,7 @@ class GptTask final : public Task {
   std::string summary() const override { return source_->summary(); }
 
  private:
-  std::unique_ptr<sampling::GptSampleSource> source_;
+  std::unique_ptr<datasets::GptSampleSource> source_;
   int seq_length_;
   std::vector<int32_t> sample_;
 };

@@ -15,7 +15,7 @@
 #include "data/token_scan.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
-#include "sampling/gpt_dataset.h"
+#include "datasets/gpt_dataset.h"
 #include "train/parallel.h"
 #include "train/gpt_task.h"
 #include "train/schedule.h"
@@ -327,17 +327,17 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   // 3. Data: Megatron's sample counts per split.
   const int64_t train_samples =
       o.schedule.train_samples ? *o.schedule.train_samples : m.train_iters * o.global_batch_size;
-  std::array<int64_t, 3> wanted = sampling::samples_per_split(m.train_iters, o.global_batch_size, o.eval_iters,
+  std::array<int64_t, 3> wanted = datasets::samples_per_split(m.train_iters, o.global_batch_size, o.eval_iters,
                                                               o.eval_interval);
   wanted[0] = train_samples;
-  sampling::GptConfig dc;
+  datasets::GptDatasetConfig dc;
   dc.split = o.split;
   dc.seed = o.seed;
   dc.seq_length = o.seq_length;
   dc.cache_path = o.data_cache_path;
   // Rank 0 builds the index cache first; the others then find it (no two processes write the same .npy).
   if (comm.rank() != 0) comm.barrier();
-  m.task = std::make_unique<GptTask>(std::make_unique<sampling::GptSampleSource>(o.data_path, dc, wanted),
+  m.task = std::make_unique<GptTask>(std::make_unique<datasets::GptSampleSource>(o.data_path, dc, wanted),
                                      o.seq_length);
   if (comm.rank() == 0) comm.barrier();
   if (!o.tensorboard_dir.empty() && comm.rank() == 0) m.tensorboard = std::make_unique<TensorBoardWriter>(o.tensorboard_dir);

@@ -34,7 +34,7 @@ std::string error_of(const GPTConfig& c) {
   return "";
 }
 
-TEST(GptConfig, ValidationNamesTheProblem) {
+TEST(GptDatasetConfig, ValidationNamesTheProblem) {
   EXPECT_EQ(error_of(small_config()), "");
   GPTConfig c = small_config();
   c.heads = 5;
@@ -56,7 +56,7 @@ TEST(GptConfig, ValidationNamesTheProblem) {
   EXPECT_THROW(GPT model(c), Error);
 }
 
-TEST(GptConfig, PaddedVocabulary) {
+TEST(GptDatasetConfig, PaddedVocabulary) {
   GPTConfig c;
   EXPECT_EQ(c.padded_vocab_size(), 50304);  // Megatron's 50257 -> 50304
   c.vocab_size = 500;

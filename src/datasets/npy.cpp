@@ -1,5 +1,5 @@
 // defines: .npy v1.0 writer/reader matching numpy 1.24 byte for byte, and MD5 (RFC 1321) for cache names
-#include "sampling/npy.h"
+#include "datasets/npy.h"
 
 #include <unistd.h>
 
@@ -10,7 +10,7 @@
 
 #include "util/error.h"
 
-namespace lmforge::sampling {
+namespace lmforge::datasets {
 
 size_t npy_itemsize(const std::string& descr) {
   if (descr.size() == 3 && (descr[0] == '<' || descr[0] == '|')) {
@@ -228,4 +228,4 @@ std::string md5_hex(const std::string& bytes) {
   return out;
 }
 
-}  // namespace lmforge::sampling
+}  // namespace lmforge::datasets

@@ -1,15 +1,15 @@
 // defines: GPTDataset index construction (split, epochs, document/sample/shuffle indices) as Megatron M23 builds it
-#include "sampling/gpt_indices.h"
+#include "datasets/gpt_indices.h"
 
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
 
-#include "sampling/numpy_random.h"
+#include "datasets/numpy_random.h"
 #include "util/error.h"
 
-namespace lmforge::sampling {
+namespace lmforge::datasets {
 
 const char* split_name(Split split) {
   switch (split) {
@@ -202,4 +202,4 @@ void sample_pieces(std::span<const int32_t> sizes, std::span<const int32_t> docu
   }
 }
 
-}  // namespace lmforge::sampling
+}  // namespace lmforge::datasets

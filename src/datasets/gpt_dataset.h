@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "data/indexed_dataset.h"
-#include "sampling/gpt_indices.h"
+#include "datasets/gpt_indices.h"
 
-namespace lmforge::sampling {
+namespace lmforge::datasets {
 
 // All sequence lengths of a dataset, as Megatron's int32 sizes array (Error beyond 2^31−1 sequences).
 std::shared_ptr<const std::vector<int32_t>> sequence_sizes(const data::IndexedDataset& dataset);
@@ -25,7 +25,7 @@ std::string python_json_string(const std::string& s);
 std::string gpt_description(const std::string& path_prefix, int64_t num_samples, Split index_split,
                             const std::string& split, uint32_t seed, int32_t seq_length);
 
-struct GptConfig {
+struct GptDatasetConfig {
   std::string split = "969, 30, 1";  // the --split text as given: it enters the cache key verbatim
   uint32_t seed = 1234;
   int32_t seq_length = 1024;
@@ -38,11 +38,11 @@ struct GptConfig {
 class GptDataset {
  public:
   GptDataset(std::shared_ptr<const data::IndexedDataset> dataset, std::string path_prefix, Split index_split,
-             int64_t begin, int64_t end, int64_t num_samples, const GptConfig& config);
+             int64_t begin, int64_t end, int64_t num_samples, const GptDatasetConfig& config);
   // The same, with the dataset's sequence lengths already read (shared by the splits of one dataset).
   GptDataset(std::shared_ptr<const data::IndexedDataset> dataset, std::shared_ptr<const std::vector<int32_t>> sizes,
              std::string path_prefix, Split index_split, int64_t begin, int64_t end, int64_t num_samples,
-             const GptConfig& config);
+             const GptDatasetConfig& config);
 
   // Megatron's len(dataset): samples in whole epochs, ≥ the number requested.
   int64_t size() const { return int64_t(indices_.shuffle_index.size()); }
@@ -76,7 +76,7 @@ class GptDataset {
 // A single weighted pair ("1 p") is a blend of one, as in Megatron. A split is built when its weight in --split is > 0, its range is non-empty and samples are asked of it.
 class GptSampleSource {
  public:
-  GptSampleSource(const std::vector<std::string>& data_path, const GptConfig& config,
+  GptSampleSource(const std::vector<std::string>& data_path, const GptDatasetConfig& config,
                   const std::array<int64_t, 3>& samples_per_split);
   ~GptSampleSource();
 
@@ -91,9 +91,9 @@ class GptSampleSource {
 
  private:
   struct SplitData;
-  GptConfig config_;
+  GptDatasetConfig config_;
   std::vector<std::shared_ptr<const data::IndexedDataset>> datasets_;
   std::vector<std::unique_ptr<SplitData>> splits_;  // kNumSplits entries, null when not built
 };
 
-}  // namespace lmforge::sampling
+}  // namespace lmforge::datasets

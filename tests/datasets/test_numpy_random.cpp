@@ -5,10 +5,10 @@
 #include <numeric>
 
 #include "reference.h"
-#include "sampling/numpy_random.h"
+#include "datasets/numpy_random.h"
 
-using namespace lmforge::sampling;
-using namespace lmforge::sampling::testing;
+using namespace lmforge::datasets;
+using namespace lmforge::datasets::testing;
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace lmforge::sampling::testing {
+namespace lmforge::datasets::testing {
 
 inline std::string temp_dir(const std::string& tag) {
   const std::string dir = std::string(LMFORGE_BINARY_DIR) + "/test-tmp/sampling-" + tag + "-" + std::to_string(::getpid());
@@ -52,4 +52,4 @@ inline std::string shared_prefix(const std::string& name) {
   return std::string(LMFORGE_SHARED_DIR) + "/data/sample/" + name;
 }
 
-}  // namespace lmforge::sampling::testing
+}  // namespace lmforge::datasets::testing

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace lmforge::sampling {
+namespace lmforge::datasets {
 
 enum class Split : int { Train = 0, Valid = 1, Test = 2 };
 constexpr int kNumSplits = 3;
@@ -81,4 +81,4 @@ void sample_pieces(std::span<const int32_t> sizes, std::span<const int32_t> docu
                    std::span<const int32_t> sample_index, std::span<const int64_t> shuffle_index, int64_t i,
                    std::vector<SamplePiece>& pieces);
 
-}  // namespace lmforge::sampling
+}  // namespace lmforge::datasets

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace lmforge::sampling {
+namespace lmforge::datasets {
 
 struct BlendEntry {
   std::string prefix;  // as given (M23 strips surrounding whitespace from blended prefixes only)
@@ -31,4 +31,4 @@ std::vector<std::array<int64_t, 3>> blend_sizes(std::span<const double> weights,
 void build_blending_indices(std::span<const double> weights, int64_t size, std::vector<int16_t>& dataset_index,
                             std::vector<int64_t>& dataset_sample_index);
 
-}  // namespace lmforge::sampling
+}  // namespace lmforge::datasets

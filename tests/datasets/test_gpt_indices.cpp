@@ -6,12 +6,12 @@
 #include <cstring>
 
 #include "reference.h"
-#include "sampling/blending.h"
-#include "sampling/gpt_indices.h"
+#include "datasets/blending.h"
+#include "datasets/gpt_indices.h"
 #include "util/error.h"
 
-using namespace lmforge::sampling;
-using namespace lmforge::sampling::testing;
+using namespace lmforge::datasets;
+using namespace lmforge::datasets::testing;
 
 namespace {
 

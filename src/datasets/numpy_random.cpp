@@ -1,9 +1,9 @@
 // defines: NumpyRandomState (MT19937 as numpy's legacy RandomState runs it)
-#include "sampling/numpy_random.h"
+#include "datasets/numpy_random.h"
 
 #include "util/error.h"
 
-namespace lmforge::sampling {
+namespace lmforge::datasets {
 
 namespace {
 constexpr int kN = 624;
@@ -83,4 +83,4 @@ int64_t NumpyRandomState::randint(int64_t low, int64_t high) {
   return int64_t(uint64_t(low) + random_interval(rng));
 }
 
-}  // namespace lmforge::sampling
+}  // namespace lmforge::datasets

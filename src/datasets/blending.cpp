@@ -1,5 +1,5 @@
 // defines: dataset blending as Megatron M23's BlendedMegatronDatasetBuilder and BlendedDataset do it
-#include "sampling/blending.h"
+#include "datasets/blending.h"
 
 #include <cerrno>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "util/error.h"
 
-namespace lmforge::sampling {
+namespace lmforge::datasets {
 
 namespace {
 
@@ -115,4 +115,4 @@ void build_blending_indices(std::span<const double> weights, int64_t size, std::
   }
 }
 
-}  // namespace lmforge::sampling
+}  // namespace lmforge::datasets

@@ -8,13 +8,13 @@
 
 #include "data/indexed_dataset.h"
 #include "reference.h"
-#include "sampling/gpt_dataset.h"
-#include "sampling/npy.h"
+#include "datasets/gpt_dataset.h"
+#include "datasets/npy.h"
 #include "util/error.h"
 
 using namespace lmforge;
-using namespace lmforge::sampling;
-using namespace lmforge::sampling::testing;
+using namespace lmforge::datasets;
+using namespace lmforge::datasets::testing;
 namespace fs = std::filesystem;
 
 namespace {
@@ -74,7 +74,7 @@ class GptDatasetTest : public ::testing::Test {
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 
   // Builds the source, compares sizes and sample windows with the reference, and the cache files byte for byte.
-  void check(const std::string& name, const std::vector<std::string>& data_path, const GptConfig& cfg,
+  void check(const std::string& name, const std::vector<std::string>& data_path, const GptDatasetConfig& cfg,
              std::array<int64_t, 3> per_split, const std::string& cache_dir, bool expect_cached) {
     SCOPED_TRACE(name);
     simdjson::dom::parser parser;
@@ -124,30 +124,30 @@ class GptDatasetTest : public ::testing::Test {
 std::string GptDatasetTest::dir_, GptDatasetTest::int32_prefix_, GptDatasetTest::copy_prefix_;
 
 TEST_F(GptDatasetTest, SingleMegatronDatasetMatchesAndCacheIsNumpyIdentical) {
-  GptConfig cfg{"949,50,1", 1234, 128, dir_ + "/single.mine"};
+  GptDatasetConfig cfg{"949,50,1", 1234, 128, dir_ + "/single.mine"};
   check("single", {shared_prefix("sample_gpt2_text_document")}, cfg, {2000, 300, 50}, cfg.cache_path, false);
   // Second build reads the cache and gives the same samples.
   check("single", {shared_prefix("sample_gpt2_text_document")}, cfg, {2000, 300, 50}, cfg.cache_path, true);
 }
 
 TEST_F(GptDatasetTest, BlendOfUint16AndInt32Datasets) {
-  GptConfig cfg{"90,8,2", 7, 64, dir_ + "/blend.mine"};
+  GptDatasetConfig cfg{"90,8,2", 7, 64, dir_ + "/blend.mine"};
   check("blend", {"0.3", shared_prefix("sample_gpt2_text_document"), "0.7", int32_prefix_}, cfg, {1000, 100, 20},
         cfg.cache_path, false);
 }
 
 TEST_F(GptDatasetTest, OneWeightedDatasetIsABlendOfOne) {
-  GptConfig cfg{"949,50,1", 5, 32, dir_ + "/weighted_single.mine"};
+  GptDatasetConfig cfg{"949,50,1", 5, 32, dir_ + "/weighted_single.mine"};
   check("weighted_single", {"2", int32_prefix_}, cfg, {1000, 200, 0}, cfg.cache_path, false);
 }
 
 TEST_F(GptDatasetTest, DefaultCacheBesideTheDataAndEmptyTestSplit) {
-  GptConfig cfg{"98, 2", 3, 1024, ""};
+  GptDatasetConfig cfg{"98, 2", 3, 1024, ""};
   check("default_cache", {copy_prefix_}, cfg, {1500, 30, 10}, copy_prefix_ + "/cache/GPTDataset_indices", false);
 }
 
 TEST_F(GptDatasetTest, CorruptCacheIsAnErrorNamingTheFile) {
-  GptConfig cfg{"949,50,1", 99, 256, dir_ + "/corrupt"};
+  GptDatasetConfig cfg{"949,50,1", 99, 256, dir_ + "/corrupt"};
   const std::vector<std::string> path = {int32_prefix_};
   { GptSampleSource first(path, cfg, {100, 0, 0}); }
   std::string shuffle;

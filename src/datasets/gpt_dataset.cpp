@@ -1,5 +1,5 @@
 // defines: GptDataset (indices + Megatron-named .npy cache), GptSampleSource (blend × split), description JSON
-#include "sampling/gpt_dataset.h"
+#include "datasets/gpt_dataset.h"
 
 #include <unistd.h>
 
@@ -8,11 +8,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "sampling/blending.h"
-#include "sampling/npy.h"
+#include "datasets/blending.h"
+#include "datasets/npy.h"
 #include "util/error.h"
 
-namespace lmforge::sampling {
+namespace lmforge::datasets {
 
 namespace fs = std::filesystem;
 
@@ -122,13 +122,13 @@ std::shared_ptr<const std::vector<int32_t>> sequence_sizes(const data::IndexedDa
 }
 
 GptDataset::GptDataset(std::shared_ptr<const data::IndexedDataset> dataset, std::string path_prefix, Split index_split,
-                       int64_t begin, int64_t end, int64_t num_samples, const GptConfig& config)
+                       int64_t begin, int64_t end, int64_t num_samples, const GptDatasetConfig& config)
     : GptDataset(dataset, sequence_sizes(*dataset), std::move(path_prefix), index_split, begin, end, num_samples,
                  config) {}
 
 GptDataset::GptDataset(std::shared_ptr<const data::IndexedDataset> dataset,
                        std::shared_ptr<const std::vector<int32_t>> sizes, std::string path_prefix, Split index_split,
-                       int64_t begin, int64_t end, int64_t num_samples, const GptConfig& config)
+                       int64_t begin, int64_t end, int64_t num_samples, const GptDatasetConfig& config)
     : dataset_(std::move(dataset)), sizes_(std::move(sizes)), seq_length_(config.seq_length) {
   if (sizes_->size() != dataset_->sequence_count())
     throw Error(path_prefix + ": sizes do not match the dataset's " + std::to_string(dataset_->sequence_count()) +
@@ -254,7 +254,7 @@ struct GptSampleSource::SplitData {
   std::vector<std::string> notes;
 };
 
-GptSampleSource::GptSampleSource(const std::vector<std::string>& data_path, const GptConfig& config,
+GptSampleSource::GptSampleSource(const std::vector<std::string>& data_path, const GptDatasetConfig& config,
                                  const std::array<int64_t, 3>& samples_per_split)
     : config_(config) {
   if (config.seq_length < 1) throw Error("--seq-length must be positive, got " + std::to_string(config.seq_length));
@@ -356,4 +356,4 @@ std::string GptSampleSource::summary() const {
   return out;
 }
 
-}  // namespace lmforge::sampling
+}  // namespace lmforge::datasets

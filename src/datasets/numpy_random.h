@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <span>
 
-namespace lmforge::sampling {
+namespace lmforge::datasets {
 
 class NumpyRandomState {
  public:
@@ -41,4 +41,4 @@ class NumpyRandomState {
   int pos_ = 624;
 };
 
-}  // namespace lmforge::sampling
+}  // namespace lmforge::datasets

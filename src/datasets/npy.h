@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-namespace lmforge::sampling {
+namespace lmforge::datasets {
 
 // A little-endian C-order array as np.save writes it; descr is "<i2", "<i4", "<u4" or "<i8".
 struct NpyArray {
@@ -27,4 +27,4 @@ NpyArray read_npy(const std::string& path);
 // MD5 of the bytes, as 32 lowercase hex digits (hashlib.md5(...).hexdigest()).
 std::string md5_hex(const std::string& bytes);
 
-}  // namespace lmforge::sampling
+}  // namespace lmforge::datasets
