@@ -102,11 +102,16 @@ std::string shape_string(std::span<const int64_t> shape) {
   return s + "]";
 }
 
-void write_safetensors(const std::string& path, std::vector<TensorRef> tensors,
-                       const std::map<std::string, std::string>& metadata, bool sync) {
-  std::stable_sort(tensors.begin(), tensors.end(), [](const TensorRef& a, const TensorRef& b) {
-    if (a.dtype != b.dtype) return a.dtype > b.dtype;
-    return a.name < b.name;
+SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<TensorRef> tensors,
+                                     const std::map<std::string, std::string>& metadata)
+    : path_(std::move(path)) {
+  // The reference writer's order (dtype width descending, then name) decides the data offsets; written() calls
+  // may then come in any order, each tensor landing at its place.
+  std::vector<size_t> order(tensors.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (tensors[a].dtype != tensors[b].dtype) return tensors[a].dtype > tensors[b].dtype;
+    return tensors[a].name < tensors[b].name;
   });
   std::string header = "{";
   if (!metadata.empty()) {
@@ -122,16 +127,15 @@ void write_safetensors(const std::string& path, std::vector<TensorRef> tensors,
     header += "}";
   }
   uint64_t offset = 0;
-  std::vector<uint64_t> sizes;
   std::set<std::string_view> names;
-  for (size_t i = 0; i < tensors.size(); ++i) {
+  slots_.resize(tensors.size());
+  for (size_t i : order) {
     const TensorRef& t = tensors[i];
-    if (t.name.empty() || t.name == "__metadata__") throw Error(path + ": invalid tensor name '" + t.name + "'");
-    if (!names.insert(t.name).second) throw Error(path + ": tensor '" + t.name + "' given twice");
+    if (t.name.empty() || t.name == "__metadata__") throw Error(path_ + ": invalid tensor name '" + t.name + "'");
+    if (!names.insert(t.name).second) throw Error(path_ + ": tensor '" + t.name + "' given twice");
     const auto bytes = checked_bytes(t.shape, dtype_size(t.dtype));
-    if (!bytes) throw Error(path + ": tensor '" + t.name + "' has an invalid shape " + shape_string(t.shape));
-    if (*bytes > 0 && t.data == nullptr) throw Error(path + ": tensor '" + t.name + "' has no data");
-    sizes.push_back(*bytes);
+    if (!bytes) throw Error(path_ + ": tensor '" + t.name + "' has an invalid shape " + shape_string(t.shape));
+    slots_[i] = {t.name, offset, *bytes, false};
     if (header.size() > 1) header += ',';
     header += json_quote(t.name);
     header += ":{\"dtype\":\"";
@@ -150,22 +154,60 @@ void write_safetensors(const std::string& path, std::vector<TensorRef> tensors,
   }
   header += "}";
   header.append((8 - header.size() % 8) % 8, ' ');  // so the data section starts 8-byte aligned
+  data_start_ = 8 + header.size();
 
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error(path + ": cannot create: " + errno_text());
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw Error(path_ + ": cannot create: " + errno_text());
+  unsigned char len[8];
+  const uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
   try {
-    unsigned char len[8];
-    const uint64_t n = header.size();
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
-    write_all(fd, path, len, 8);
-    write_all(fd, path, header.data(), header.size());
-    for (size_t i = 0; i < tensors.size(); ++i) write_all(fd, path, tensors[i].data, sizes[i]);
-    if (sync && ::fsync(fd) != 0) throw Error(path + ": fsync failed: " + errno_text());
+    write_all(fd_, path_, len, 8);
+    write_all(fd_, path_, header.data(), header.size());
   } catch (...) {
-    ::close(fd);
+    ::close(fd_);
     throw;
   }
-  if (::close(fd) != 0) throw Error(path + ": close failed: " + errno_text());
+}
+
+SafetensorsWriter::~SafetensorsWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void SafetensorsWriter::write(size_t i, const void* data) {
+  if (i >= slots_.size()) throw Error(path_ + ": tensor index " + std::to_string(i) + " out of range");
+  Slot& slot = slots_[i];
+  if (slot.written) throw Error(path_ + ": tensor '" + slot.name + "' written twice");
+  if (slot.bytes > 0 && data == nullptr) throw Error(path_ + ": tensor '" + slot.name + "' has no data");
+  const char* p = static_cast<const char*>(data);
+  uint64_t done = 0;
+  while (done < slot.bytes) {
+    const ssize_t w = ::pwrite(fd_, p + done, slot.bytes - done, (off_t)(data_start_ + slot.offset + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) throw Error(path_ + ": write of tensor '" + slot.name + "' failed: " + errno_text());
+    done += (uint64_t)w;
+  }
+  slot.written = true;
+}
+
+void SafetensorsWriter::close(bool sync) {
+  for (const Slot& slot : slots_)
+    if (!slot.written) throw Error(path_ + ": tensor '" + slot.name + "' was never written");
+  const int fd = fd_;
+  fd_ = -1;
+  if (sync && ::fsync(fd) != 0) {
+    const std::string why = errno_text();
+    ::close(fd);
+    throw Error(path_ + ": fsync failed: " + why);
+  }
+  if (::close(fd) != 0) throw Error(path_ + ": close failed: " + errno_text());
+}
+
+void write_safetensors(const std::string& path, std::vector<TensorRef> tensors,
+                       const std::map<std::string, std::string>& metadata, bool sync) {
+  SafetensorsWriter writer(path, tensors, metadata);
+  for (size_t i = 0; i < tensors.size(); ++i) writer.write(i, tensors[i].data);
+  writer.close(sync);
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {

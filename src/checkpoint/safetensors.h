@@ -1,4 +1,5 @@
-// defines: lmforge::checkpoint::DType, TensorRef, TensorInfo, write_safetensors(), SafetensorsFile (mmap reader)
+// defines: lmforge::checkpoint::DType, TensorRef, TensorInfo, write_safetensors(), SafetensorsWriter (tensor by
+//          tensor), SafetensorsFile (mmap reader)
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -35,6 +36,32 @@ struct TensorRef {
 // and for duplicate or empty names.
 void write_safetensors(const std::string& path, std::vector<TensorRef> tensors,
                        const std::map<std::string, std::string>& metadata = {}, bool sync = false);
+
+// The same file written tensor by tensor, for data that never exists all at once (a tensor-parallel model's
+// whole tensors, gathered one after the other): the constructor writes the header from the names, dtypes and
+// shapes (TensorRef::data unused), write(i, data) puts tensor i (the constructor's order) at its offset, in any
+// order, and close() checks that every tensor was written. Errors name the path and the tensor.
+class SafetensorsWriter {
+ public:
+  SafetensorsWriter(std::string path, std::vector<TensorRef> tensors,
+                    const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsWriter();
+  SafetensorsWriter(const SafetensorsWriter&) = delete;
+  SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
+  void write(size_t i, const void* data);
+  void close(bool sync);
+
+ private:
+  struct Slot {
+    std::string name;
+    uint64_t offset = 0, bytes = 0;
+    bool written = false;
+  };
+  std::string path_;
+  int fd_ = -1;
+  uint64_t data_start_ = 0;
+  std::vector<Slot> slots_;
+};
 
 // One tensor of a file being read; begin/end are byte offsets into the data section.
 struct TensorInfo {
