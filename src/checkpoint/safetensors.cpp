@@ -376,6 +376,16 @@ std::span<const std::byte> SafetensorsFile::bytes(const TensorInfo& t) const {
   return {data_ + t.begin, static_cast<size_t>(t.end - t.begin)};
 }
 
+void SafetensorsFile::release(const TensorInfo& tensor) const {
+  if (map_ == nullptr || tensor.end <= tensor.begin) return;
+  // Whole pages inside the tensor's bytes only: a neighbour's page may still be wanted.
+  const size_t page = (size_t)::sysconf(_SC_PAGESIZE);
+  const uintptr_t first = reinterpret_cast<uintptr_t>(data_ + tensor.begin);
+  const uintptr_t last = reinterpret_cast<uintptr_t>(data_ + tensor.end);
+  const uintptr_t begin = (first + page - 1) / page * page, end = last / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 void SafetensorsFile::read_f32(const TensorInfo& t, std::span<const int64_t> expected_shape, float* dst) const {
   if (!std::equal(t.shape.begin(), t.shape.end(), expected_shape.begin(), expected_shape.end()))
     throw Error(path_ + ": tensor '" + t.name + "' has shape " + shape_string(t.shape) + ", expected " +

@@ -102,6 +102,9 @@ class SafetensorsFile {
   void read_f32(std::string_view name, std::span<const int64_t> expected_shape, float* dst) const {
     read_f32(at(name), expected_shape, dst);
   }
+  // Drops the mapped pages of a tensor already read from this process's resident set (the file stays mapped), so
+  // that reading a checkpoint tensor by tensor never holds more than one tensor's pages.
+  void release(const TensorInfo& tensor) const;
 
  private:
   void close();
