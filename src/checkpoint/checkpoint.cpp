@@ -284,14 +284,14 @@ std::string save_checkpoint(const std::string& save_dir, const SaveRequest& req)
   if (req.optimizer != nullptr) {
     const optim::Optimizer& opt = *req.optimizer;
     require_whole(opt, final_dir);
-    // exp_avg_of() is non-const because restoring writes through it; saving only reads.
-    auto& mut = const_cast<optim::Optimizer&>(opt);
+    // <state>.<tensor> for every named state of every tensor, tensor by tensor (for AdamW: exp_avg.<name>,
+    // exp_avg_sq.<name>, the order and bytes of the files written before state was generic).
     std::vector<TensorRef> state;
     for (size_t i = 0; i < opt.params().size(); ++i) {
       const optim::ParamSpan& p = opt.params()[i];
       const auto shape = state_shape(p, req.model);
-      state.push_back({"exp_avg." + p.name, DType::kF32, shape, mut.exp_avg_of(i).data()});
-      state.push_back({"exp_avg_sq." + p.name, DType::kF32, shape, mut.exp_avg_sq_of(i).data()});
+      for (size_t k = 0; k < opt.state_names().size(); ++k)
+        state.push_back({opt.state_names()[k] + "." + p.name, DType::kF32, shape, opt.state_of(k, i).data()});
     }
     std::map<std::string, std::string> meta = opt.hyperparameters();
     meta["optimizer"] = std::string(opt.name());
@@ -384,7 +384,9 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, std::span<const NamedTe
     const auto kind = meta.find("optimizer");
     if (kind == meta.end() || kind->second != optimizer->name())
       throw Error(opt_path + ": holds " + (kind == meta.end() ? std::string("unlabelled") : "'" + kind->second + "'") +
-                  " optimizer state, but this run uses '" + std::string(optimizer->name()) + "'");
+                  " optimizer state, but this run uses '" + std::string(optimizer->name()) +
+                  "'; resume with the optimizer the checkpoint was trained with (--optimizer), or start a new "
+                  "optimizer from its weights with --finetune");
     const auto step = meta.find("step");
     const std::string step_text = step == meta.end() ? "" : step->second;
     const auto r = std::from_chars(step_text.data(), step_text.data() + step_text.size(), opt_step);
@@ -393,8 +395,8 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, std::span<const NamedTe
     std::set<std::string> want;
     for (const optim::ParamSpan& p : optimizer->params()) {
       const auto shape = state_shape(p, model);
-      for (const std::string prefix : {"exp_avg.", "exp_avg_sq."}) {
-        const TensorInfo& info = opt_file->at(prefix + p.name);
+      for (const std::string& state : optimizer->state_names()) {
+        const TensorInfo& info = opt_file->at(state + "." + p.name);
         if (info.dtype != DType::kF32 || info.shape != shape)
           throw Error(opt_path + ": tensor '" + info.name + "' is " + std::string(dtype_name(info.dtype)) + " " +
                       shape_string(info.shape) + ", expected F32 " + shape_string(shape));
@@ -417,10 +419,10 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, std::span<const NamedTe
   if (optimizer != nullptr) {
     for (size_t i = 0; i < optimizer->params().size(); ++i) {
       const optim::ParamSpan& p = optimizer->params()[i];
-      const auto m = opt_file->bytes(opt_file->at("exp_avg." + p.name));
-      const auto v = opt_file->bytes(opt_file->at("exp_avg_sq." + p.name));
-      std::memcpy(optimizer->exp_avg_of(i).data(), m.data(), m.size());
-      std::memcpy(optimizer->exp_avg_sq_of(i).data(), v.data(), v.size());
+      for (size_t k = 0; k < optimizer->state_names().size(); ++k) {
+        const auto bytes = opt_file->bytes(opt_file->at(optimizer->state_names()[k] + "." + p.name));
+        std::memcpy(optimizer->state_of(k, i).data(), bytes.data(), bytes.size());
+      }
     }
     optimizer->set_steps(opt_step);
   }

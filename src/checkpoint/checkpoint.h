@@ -50,8 +50,10 @@ struct TrainerState {
 //   <save>/latest_checkpointed_iteration.txt   "100" (Megatron's pointer file; "release" also accepted)
 //   <save>/iter_0000100/model.safetensors      the parameter table under its own (HF) names, F32
 //   <save>/iter_0000100/config.json            as given by the caller (HF GPT2Config for GPT-2)
-//   <save>/iter_0000100/optimizer.safetensors  exp_avg.<name>, exp_avg_sq.<name> per parameter (shaped as the
-//                                              parameter); metadata optimizer (adamw|lamb), step, its
+//   <save>/iter_0000100/optimizer.safetensors  <state>.<name> for each of the optimizer's state_names() per
+//                                              parameter, shaped as the parameter (adamw, lamb: exp_avg.<name>,
+//                                              exp_avg_sq.<name>; sgd: momentum_buffer.<name>, none without
+//                                              momentum); metadata optimizer (adamw|lamb|sgd), step, its
 //                                              hyperparameters
 //   <save>/iter_0000100/trainer_state.json     TrainerState
 // A save writes <save>/iter_0000100.tmp-<pid>/, fsyncs every file and the directory, renames it into place
@@ -80,8 +82,8 @@ struct LoadedCheckpoint {
 };
 
 // Loads a checkpoint directory (as returned by find_latest_checkpoint, or <load>/iter_NNNNNNN for a given
-// iteration) into the model table and, when optimizer is non-null, the optimizer's m, v and step count (the
-// checkpoint's optimizer kind must match).
+// iteration) into the model table and, when optimizer is non-null, the optimizer's named state and step count
+// (the checkpoint's optimizer kind must match: a lamb checkpoint does not load into adamw).
 // Validates everything before writing into any caller buffer: missing files, truncated or corrupt
 // safetensors, missing/extra tensors and shape mismatches against the table are Errors naming the file and
 // tensor. A checkpoint without optimizer state loads when optimizer is null; with a non-null optimizer its

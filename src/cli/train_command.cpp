@@ -86,9 +86,10 @@ void add_train_command(CLI::App& app) {
       "the tokenizer's padded to --make-vocab-size-divisible-by; as in Megatron the padded logits take part in "
       "the softmax, and checkpoints hold the padded matrix (config.json vocab_size = padded size).\n"
       "Step: --global-batch-size / --micro-batch-size micro-batches are accumulated (the gradient is their "
-      "mean), clipped to --clip-grad, and AdamW applies the learning rate of the schedule before its step (so "
-      "with warm-up the first step has lr 0, as Megatron). The log line's learning rate is the next step's, as "
-      "Megatron prints it.\n"
+      "mean), clipped to --clip-grad, and the optimizer (--optimizer: AdamW, LAMB or SGD) applies the learning rate "
+      "of the schedule before its step (so with warm-up the first step has lr 0, as Megatron). The log line's "
+      "learning rate is the next step's, as Megatron prints it. Weight decay applies to matrices only (Megatron's "
+      "rule: no decay for biases and other 1-D parameters).\n"
       "Checkpoints (--save): <save>/iter_NNNNNNN/{model.safetensors (Hugging Face GPT-2 names), config.json, "
       "optimizer.safetensors, trainer_state.json} and latest_checkpointed_iteration.txt. --load DIR resumes "
       "model, optimizer, schedule and data position exactly (a resumed run logs the same losses as an "
@@ -148,7 +149,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--lr-warmup-iters", s.lr_warmup_iters, "Warm-up iterations")->capture_default_str();
   cmd->add_option("--lr-warmup-samples", s.lr_warmup_samples, "Warm-up samples")->capture_default_str();
   cmd->add_option("--lr-warmup-init", s.lr_warmup_init, "Learning rate at the start of warm-up")->capture_default_str();
-  cmd->add_option("--weight-decay", s.weight_decay, "Decoupled weight decay of matrices (AdamW)")
+  cmd->add_option("--weight-decay", s.weight_decay,
+                  "Weight decay of matrices: decoupled for adam and lamb (inside the update), L2 added to the "
+                  "gradient for sgd (torch.optim.SGD's weight_decay, as Megatron passes it)")
       ->capture_default_str();
   unset->start_weight_decay_opt =
       cmd->add_option("--start-weight-decay", unset->start_weight_decay, "Weight decay at the start (incr. style)");
@@ -158,9 +161,30 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::IsMember({"constant", "linear", "cosine"}))
       ->capture_default_str();
   cmd->add_option("--clip-grad", o->clip_grad, "Clip the global gradient norm to this (0: off)")->capture_default_str();
-  cmd->add_option("--adam-beta1", o->adam.beta1, "AdamW beta1")->capture_default_str();
-  cmd->add_option("--adam-beta2", o->adam.beta2, "AdamW beta2")->capture_default_str();
-  cmd->add_option("--adam-eps", o->adam.eps, "AdamW epsilon")->capture_default_str();
+  optim::OptimizerConfig& opt = o->optimizer;
+  cmd->add_option("--optimizer", opt.kind,
+                  "adam: torch.optim.AdamW (Megatron's default). lamb: LAMB with NVIDIA apex FusedLAMB's arithmetic "
+                  "(after the --clip-grad global-norm clip: bias-corrected moments m, v with --adam-beta1/2; update "
+                  "u = m^/(sqrt(v^) + eps) + wd*p with decoupled decay; each tensor steps by lr*|p|/|u|*u, the "
+                  "trust ratio |p|/|u| taken over the whole tensor also when --use-distributed-optimizer or "
+                  "--tensor-model-parallel-size cut it, and 1 when either norm is 0; tensors without weight decay "
+                  "take plain Adam steps unless --lamb-all-tensors). sgd: torch.optim.SGD with --sgd-momentum, as "
+                  "Megatron")
+      ->check(CLI::IsMember({"adam", "lamb", "sgd"}))
+      ->capture_default_str();
+  cmd->add_option("--adam-beta1", opt.beta1, "beta1 of adam and lamb (first-moment decay)")->capture_default_str();
+  cmd->add_option("--adam-beta2", opt.beta2, "beta2 of adam and lamb (second-moment decay)")->capture_default_str();
+  cmd->add_option("--adam-eps", opt.eps,
+                  "epsilon of adam and lamb, added to sqrt(v^) (apex FusedLAMB's own default is 1e-6)")
+      ->capture_default_str();
+  cmd->add_option("--sgd-momentum", opt.sgd_momentum,
+                  "Momentum of --optimizer sgd: buffer b = g at the first step, then momentum*b + g; p -= lr*b (0: "
+                  "plain SGD, no state); ignored by adam and lamb, as in Megatron")
+      ->capture_default_str();
+  cmd->add_flag("--lamb-all-tensors", opt.lamb_all_tensors,
+                "With --optimizer lamb: apply the trust ratio to every tensor, also biases and LayerNorms that have "
+                "no weight decay (apex use_nvlamb=True, the LAMB paper's NVLAMB); without it they take plain Adam "
+                "steps (apex's default)");
   cmd->add_option("--seed", o->seed, "Seed of the initial weights and of the data order")->capture_default_str();
 
   cmd->add_option("--log-interval", o->log_interval, "Iterations per log line (losses averaged over them)")
@@ -197,8 +221,9 @@ void add_train_command(CLI::App& app) {
                   "backward pass as soon as its gradients are final")
       ->capture_default_str();
   cmd->add_flag("--use-distributed-optimizer", o->use_distributed_optimizer,
-                "Shard AdamW state and update across data-parallel ranks (ZeRO-1): gradients reduce-scattered, "
-                "parameters all-gathered; same results as replicated AdamW. Ranks: mpirun -np N lmforge train gpt "
+                "Shard the optimizer state and update across data-parallel ranks (ZeRO-1): gradients "
+                "reduce-scattered, parameters all-gathered; same results as the replicated optimizer (LAMB's "
+                "per-tensor norms are all-reduced, so a shard may cut a tensor). Ranks: mpirun -np N lmforge train gpt "
                 "... (each rank runs global-batch / (micro-batch x N) micro-batches)");
 
   cmd->callback([o, unset] {

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
 #include "util/error.h"
 
@@ -68,69 +67,33 @@ void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
 }
 
 AdamW::AdamW(std::vector<ParamSpan> params, AdamWConfig config, size_t shard_begin, size_t shard_end)
-    : params_(std::move(params)), config_(config) {
+    : Optimizer("adam", std::move(params), {"exp_avg", "exp_avg_sq"}, shard_begin, shard_end), config_(config) {
   if (!(config_.beta1 >= 0.0 && config_.beta1 < 1.0) || !(config_.beta2 >= 0.0 && config_.beta2 < 1.0))
     throw Error("adam: betas must lie in [0, 1), got " + std::to_string(config_.beta1) + ", " +
                 std::to_string(config_.beta2));
   if (!(config_.eps >= 0.0)) throw Error("adam: eps must be >= 0, got " + std::to_string(config_.eps));
-  offsets_.reserve(params_.size() + 1);
-  offsets_.push_back(0);
-  for (const ParamSpan& p : params_) {
-    if (p.size > 0 && (p.param == nullptr || p.grad == nullptr))
-      throw Error("adam: parameter '" + p.name + "' has no parameter or gradient storage");
-    numel_ += p.size;
-    offsets_.push_back(numel_);
-  }
-  if (shard_end == kAll) shard_end = numel_;
-  if (shard_begin > shard_end || shard_end > numel_)
-    throw Error("adam: shard [" + std::to_string(shard_begin) + ", " + std::to_string(shard_end) +
-                ") does not lie within the " + std::to_string(numel_) + " parameters");
-  shard_begin_ = shard_begin;
-  shard_end_ = shard_end;
-  m_.assign(shard_end_ - shard_begin_, 0.0f);
-  v_.assign(shard_end_ - shard_begin_, 0.0f);
 }
 
-void AdamW::step(double lr, double weight_decay) {
+void AdamW::begin_step(double lr, double weight_decay, std::span<double>) {
   ++step_;
   const Scalars with_decay = make_scalars(lr, weight_decay, config_, step_);
   const Scalars without_decay = make_scalars(lr, 0.0, config_, step_);
-  // Work items: each parameter's intersection with the shard, cut into blocks, so one parallel loop covers
-  // many small tensors (biases, LayerNorms) as evenly as the big matrices.
-  constexpr size_t kBlock = 16384;
-  struct Item { size_t param; size_t lo; size_t len; };
-  std::vector<Item> items;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const size_t lo = std::max(offsets_[i], shard_begin_), hi = std::min(offsets_[i + 1], shard_end_);
-    for (size_t b = lo; b < hi; b += kBlock) items.push_back({i, b, std::min(kBlock, hi - b)});
-  }
-  const int64_t count = static_cast<int64_t>(items.size());
+  float* m = state_data(0);
+  float* v = state_data(1);
+  const std::vector<Item>& work = items();
+  const int64_t count = static_cast<int64_t>(work.size());
 #pragma omp parallel for schedule(static) if (count > 1)
   for (int64_t k = 0; k < count; ++k) {
-    const Item& it = items[static_cast<size_t>(k)];
+    const Item& it = work[static_cast<size_t>(k)];
     const ParamSpan& p = params_[it.param];
-    const size_t local = it.lo - offsets_[it.param];  // index within the tensor
-    const size_t state = it.lo - shard_begin_;         // index within m_/v_
-    update_range(p.param + local, p.grad + local, m_.data() + state, v_.data() + state, it.len,
+    update_range(p.param + it.local, p.grad + it.local, m + it.state, v + it.state, it.len,
                  p.weight_decay ? with_decay : without_decay);
   }
 }
 
-std::span<float> AdamW::state_of(std::vector<float>& state, size_t i) {
-  const size_t lo = std::max(offsets_.at(i), shard_begin_), hi = std::min(offsets_.at(i + 1), shard_end_);
-  if (lo >= hi) return {};
-  return std::span<float>(state.data() + (lo - shard_begin_), hi - lo);
-}
 std::map<std::string, std::string> AdamW::hyperparameters() const {
-  auto text = [](double x) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.17g", x);
-    return std::string(buf);
-  };
-  return {{"beta1", text(config_.beta1)}, {"beta2", text(config_.beta2)}, {"eps", text(config_.eps)}};
+  return {{"beta1", number_text(config_.beta1)}, {"beta2", number_text(config_.beta2)},
+          {"eps", number_text(config_.eps)}};
 }
-
-std::span<float> AdamW::exp_avg_of(size_t i) { return state_of(m_, i); }
-std::span<float> AdamW::exp_avg_sq_of(size_t i) { return state_of(v_, i); }
 
 }  // namespace lmforge::optim

@@ -13,50 +13,51 @@ namespace lmforge::optim {
 struct LambConfig {
   double beta1 = 0.9;
   double beta2 = 0.999;
-  double eps = 1e-6;             // apex FusedLAMB's default
+  double eps = 1e-6;             // apex FusedLAMB's default (the trainer passes --adam-eps)
   bool bias_correction = true;
   bool grad_averaging = true;    // m uses (1−β1)·g; false: m uses g
-  bool use_nvlamb = false;       // true: apply the trust ratio to tensors without weight decay as well
+  bool use_nvlamb = false;       // true (--lamb-all-tensors): the trust ratio also for tensors without weight decay
 };
 
-// LAMB (You et al. 2019) with apex FusedLAMB's AdamW-mode arithmetic, per parameter tensor:
+// LAMB (You et al. 2019) with apex FusedLAMB's AdamW-mode arithmetic (fp32 per element), per parameter tensor:
 //   m ← β1·m + β3·g,  v ← β2·v + (1−β2)·g²          (β3 = 1−β1 with grad averaging, else 1)
-//   u ← (m/(1−β1ᵗ)) / (√(v/(1−β2ᵗ)) + eps) + wd·p     (bias correction optional)
-//   p ← p − lr·(‖p‖/‖u‖)·u                            (trust ratio 1 when ‖p‖ or ‖u‖ is 0, or when wd = 0
-//                                                      for the tensor and use_nvlamb is off)
-// Unlike apex, global-norm clipping is not built in: call clip_grad_norm() first, as for AdamW (apex divides
-// by norm/max_norm without the 1e-6). A shard must start and end on tensor boundaries, since the trust
-// ratio needs whole-tensor norms. State layout and checkpoint accessors are as for AdamW.
+//   u ← (m/(1−β1ᵗ)) / (√(v/(1−β2ᵗ)) + eps) + wd·p     (bias correction optional; decoupled decay inside u)
+//   p ← p − lr·(‖p‖/‖u‖)·u                            (‖p‖ before the update; trust ratio 1 when ‖p‖ or ‖u‖ is
+//                                                      0, or when the tensor has no decay and use_nvlamb is off)
+// t counts steps from 1 (apex counts per param group; here every tensor steps together, so it is the same).
+// Unlike apex, global-norm clipping is not built in: call clip_grad_norm() first, as for AdamW (apex divides by
+// norm/max_norm without the 1e-6).
+//
+// The norms are the WHOLE tensor's: begin_step() updates m and v and returns Σp² and Σu² over the owned elements
+// of each tensor (accumulated in double), and finish_step() takes the sums over all pieces of the tensor, so a
+// slice may cut a tensor anywhere (ZeRO-1 shards), and a tensor-parallel caller can add the pieces held by other
+// ranks. u is recomputed in finish_step() from the stored moments with the same float operations, so both phases
+// see identical bits. State: "exp_avg" (m), "exp_avg_sq" (v).
 class Lamb : public Optimizer {
  public:
-  static constexpr size_t kAll = static_cast<size_t>(-1);
-
   Lamb(std::vector<ParamSpan> params, LambConfig config, size_t shard_begin = 0, size_t shard_end = kAll);
 
-  void step(double lr, double weight_decay) override;
-
   std::string_view name() const override { return "lamb"; }
-  const std::vector<ParamSpan>& params() const override { return params_; }
-  bool holds_all() const override { return first_ == 0 && last_ == params_.size(); }
   std::map<std::string, std::string> hyperparameters() const override;
+  bool needs_tensor_norms() const override { return true; }
+  void begin_step(double lr, double weight_decay, std::span<double> sums) override;
+  void finish_step(double lr, double weight_decay, std::span<const double> sums) override;
   const LambConfig& config() const { return config_; }
-  size_t numel() const { return numel_; }
-  int64_t steps() const override { return step_; }
-  void set_steps(int64_t step) override { step_ = step; }
-  std::span<float> exp_avg() { return m_; }
-  std::span<float> exp_avg_sq() { return v_; }
-  std::span<float> exp_avg_of(size_t i) override;
-  std::span<float> exp_avg_sq_of(size_t i) override;
+
+  std::span<float> exp_avg() { return state(0); }
+  std::span<float> exp_avg_sq() { return state(1); }
+  std::span<float> exp_avg_of(size_t i) { return state_of(0, i); }
+  std::span<float> exp_avg_sq_of(size_t i) { return state_of(1, i); }
 
  private:
-  std::vector<ParamSpan> params_;
+  struct Scalars {
+    float beta1, beta3, beta2, one_minus_beta2;
+    float bias_correction1, bias_correction2;
+    float eps;
+  };
+  Scalars scalars() const;  // for the current step_
+
   LambConfig config_;
-  std::vector<size_t> offsets_;
-  size_t numel_ = 0;
-  size_t first_ = 0, last_ = 0;  // the tensors [first_, last_) this shard holds
-  size_t shard_begin_ = 0;
-  int64_t step_ = 0;
-  std::vector<float> m_, v_;
 };
 
 }  // namespace lmforge::optim

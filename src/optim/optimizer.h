@@ -1,4 +1,5 @@
-// defines: lmforge::optim::ParamSpan, Optimizer (what the trainer and checkpoints need from AdamW and Lamb)
+// defines: lmforge::optim::ParamSpan, Optimizer (the base of AdamW, Lamb and Sgd: a flat index space of parameter
+//          tensors, the slice of it this optimizer owns, named per-element state, the two-phase step)
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -11,8 +12,8 @@
 namespace lmforge::optim {
 
 // One parameter tensor as the optimizer sees it: a flat fp32 range of the model's parameter buffer, the
-// matching range of its gradient buffer, and whether decoupled weight decay applies (Megatron and nanoGPT
-// decay matrices, including wte/wpe, but not biases or LayerNorm parameters).
+// matching range of its gradient buffer, and whether weight decay applies (Megatron and nanoGPT decay
+// matrices, including wte/wpe, but not biases or LayerNorm parameters).
 struct ParamSpan {
   std::string name;  // the tensor's name (HF names for GPT-2); optimizer state is saved under it
   float* param = nullptr;
@@ -21,22 +22,90 @@ struct ParamSpan {
   bool weight_decay = true;
 };
 
-// An optimizer with Adam-style state (first and second moments per element and a step count) over a list of
-// parameter spans forming one flat index space, of which it may own a slice (a ZeRO-1 shard).
+// An optimizer over a list of parameter spans forming one flat index space (the spans in order), of which it owns
+// the slice [shard_begin, shard_end) (a ZeRO-1 shard; by default everything). A slice may begin and end anywhere,
+// also inside a tensor. Per element of the slice it keeps the float arrays named by state_names() (torch's names:
+// "exp_avg"/"exp_avg_sq" for Adam and LAMB, "momentum_buffer" for SGD), and it counts its steps from 1.
+//
+// The step has two phases, so that an update needing whole-tensor quantities works on any slice:
+//   1. begin_step() updates the state of the owned elements and, when needs_tensor_norms(), writes per tensor i
+//      the partial sums sums[2i] = Σ p² and sums[2i+1] = Σ u² over the owned elements of tensor i (p before the
+//      update, u the update direction; double; zero for tensors outside the slice);
+//   2. the caller adds the partial sums of every piece of every tensor (its other shards, other data-parallel
+//      ranks, other tensor-parallel ranks), and finish_step() applies the update with those whole-tensor sums.
+// Optimizers whose update is element-wise (AdamW, SGD) do everything in phase 1 and ignore the sums.
 class Optimizer {
  public:
+  static constexpr size_t kAll = static_cast<size_t>(-1);
+
   virtual ~Optimizer() = default;
-  virtual std::string_view name() const = 0;  // "adamw", "lamb": recorded in checkpoints
-  // One update of this optimizer's slice with the given lr and weight decay (0 for spans without decay).
-  virtual void step(double lr, double weight_decay) = 0;
-  virtual const std::vector<ParamSpan>& params() const = 0;
-  virtual bool holds_all() const = 0;  // owns the whole index space (no shard)
-  virtual int64_t steps() const = 0;
-  virtual void set_steps(int64_t step) = 0;
-  // The moments of parameter i within this optimizer's slice (empty when outside it); writable for restoring.
-  virtual std::span<float> exp_avg_of(size_t i) = 0;
-  virtual std::span<float> exp_avg_sq_of(size_t i) = 0;
+
+  virtual std::string_view name() const = 0;  // "adamw", "lamb", "sgd": recorded in checkpoints
   virtual std::map<std::string, std::string> hyperparameters() const = 0;  // for checkpoint metadata
+  virtual bool needs_tensor_norms() const { return false; }
+
+  // Phase 1 (advances the step count); `sums` has 2·params().size() entries when needs_tensor_norms(), else may
+  // be empty. weight_decay applies to spans with weight_decay == true, 0 to the others.
+  virtual void begin_step(double lr, double weight_decay, std::span<double> sums) = 0;
+  // Phase 2 with the whole-tensor sums (the same layout as begin_step's).
+  virtual void finish_step(double lr, double weight_decay, std::span<const double> sums) = 0;
+  // Both phases with this optimizer's own sums: right only when no tensor is cut by the slice (else throws
+  // std::logic_error: reduce the sums across the pieces and call the two phases).
+  void step(double lr, double weight_decay);
+
+  const std::vector<ParamSpan>& params() const { return params_; }
+  size_t numel() const { return numel_; }  // size of the whole flat index space
+  size_t shard_begin() const { return shard_begin_; }
+  size_t shard_end() const { return shard_end_; }
+  size_t param_offset(size_t i) const { return offsets_.at(i); }  // start of params()[i] in the flat space
+  bool holds_all() const { return shard_begin_ == 0 && shard_end_ == numel_; }
+  // True when the slice starts or ends strictly inside a tensor.
+  bool cuts_a_tensor() const;
+
+  int64_t steps() const { return step_; }
+  void set_steps(int64_t step) { step_ = step; }
+
+  // Named state over the slice, shard_end − shard_begin floats each; writable so a checkpoint can restore it.
+  const std::vector<std::string>& state_names() const { return state_names_; }
+  size_t state_index(std::string_view state) const;  // throws std::out_of_range for an unknown name
+  std::span<float> state(size_t k) { return states_.at(k); }
+  std::span<const float> state(size_t k) const { return states_.at(k); }
+  // State k of parameter i restricted to the slice: empty when the parameter lies outside it.
+  std::span<float> state_of(size_t k, size_t i);
+  std::span<const float> state_of(size_t k, size_t i) const;
+  size_t state_bytes() const;  // of all state arrays
+
+ protected:
+  // `what` prefixes errors ("adam", "lamb", "sgd"). Throws lmforge::Error for a slice outside the space or a span
+  // without storage.
+  Optimizer(std::string_view what, std::vector<ParamSpan> params, std::vector<std::string> state_names,
+            size_t shard_begin, size_t shard_end);
+
+  // One work item: a run of at most kBlock elements of one tensor inside the slice. Blocks keep one parallel loop
+  // even over many small tensors (biases, LayerNorms) and the big matrices.
+  static constexpr size_t kBlock = 16384;
+  struct Item {
+    size_t param;  // index into params()
+    size_t local;  // first element within the tensor
+    size_t state;  // first element within the state arrays
+    size_t len;
+  };
+  const std::vector<Item>& items() const { return items_; }
+  float* state_data(size_t k) { return states_[k].data(); }
+
+  std::vector<ParamSpan> params_;
+  int64_t step_ = 0;
+
+ private:
+  std::vector<size_t> offsets_;  // params_.size() + 1 prefix sums
+  size_t numel_ = 0;
+  size_t shard_begin_ = 0, shard_end_ = 0;
+  std::vector<std::string> state_names_;
+  std::vector<std::vector<float>> states_;
+  std::vector<Item> items_;
 };
+
+// "%.17g" of x: hyperparameters as checkpoint metadata, exactly round-tripping.
+std::string number_text(double x);
 
 }  // namespace lmforge::optim

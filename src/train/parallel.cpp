@@ -1,10 +1,12 @@
-// defines: check_parallel_layout(), DataParallel (bucketed rank-ordered gradient reduction, plain or sharded AdamW)
+// defines: check_parallel_layout(), DataParallel (bucketed rank-ordered gradient reduction, plain or sharded optimizer)
 #include "train/parallel.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
+#include "optim/clip_grad.h"
 #include "util/error.h"
 
 namespace lmforge::train {
@@ -22,9 +24,9 @@ void check_parallel_layout(int world_size, int tensor_parallel, int64_t global_b
 }
 
 DataParallel::DataParallel(dist::Communicator& comm, std::vector<optim::ParamSpan> spans, float* params, float* grads,
-                           size_t n, const optim::AdamWConfig& adam, bool distributed_optimizer,
+                           size_t n, const optim::OptimizerConfig& optimizer, bool distributed_optimizer,
                            size_t bucket_elements)
-    : comm_(comm), spans_(std::move(spans)), params_(params), grads_(grads), n_(n), adam_(adam),
+    : comm_(comm), spans_(std::move(spans)), params_(params), grads_(grads), n_(n), optimizer_(optimizer),
       distributed_(distributed_optimizer) {
   size_t total = 0;
   for (const optim::ParamSpan& s : spans_) {
@@ -47,9 +49,9 @@ DataParallel::DataParallel(dist::Communicator& comm, std::vector<optim::ParamSpa
   }
   if (distributed_) {
     for (const Bucket& k : buckets_)
-      shards_.push_back(std::make_unique<optim::AdamW>(spans_, adam_, k.mine_begin, k.mine_end));
+      shards_.push_back(optim::make_optimizer(optimizer_, spans_, k.mine_begin, k.mine_end));
   } else {
-    full_ = std::make_unique<optim::AdamW>(spans_, adam_);
+    full_ = optim::make_optimizer(optimizer_, spans_);
   }
 }
 
@@ -58,6 +60,7 @@ DataParallel::~DataParallel() = default;
 void DataParallel::set_model_parallel(dist::Communicator* model_parallel, std::vector<bool> counted_in_norm) {
   if (counted_in_norm.size() != spans_.size()) throw std::logic_error("set_model_parallel: one flag per span");
   model_parallel_ = model_parallel;
+  counted_spans_ = counted_in_norm;
   counted_.clear();
   size_t at = 0;
   for (size_t i = 0; i < spans_.size(); i++) {
@@ -144,27 +147,50 @@ double DataParallel::reduce_gradients(int64_t global_micro_batches, double max_n
 }
 
 void DataParallel::step(double lr, double weight_decay) {
-  if (!distributed_) {
-    full_->step(lr, weight_decay);
-    return;
+  std::vector<optim::Optimizer*> parts;  // this rank's optimizers, in bucket (index) order
+  if (distributed_) {
+    for (auto& s : shards_) parts.push_back(s.get());
+  } else {
+    parts.push_back(full_.get());
   }
-  for (size_t i = 0; i < buckets_.size(); i++) {
-    shards_[i]->step(lr, weight_decay);
-    comm_.all_gather(params_ + buckets_[i].begin, buckets_[i].counts);
+  const bool norms = parts.front()->needs_tensor_norms();
+  // Phase 1. sums[2i], sums[2i+1] = Σp², Σu² of tensor i: first over this rank's shards (a tensor may span
+  // several buckets), then over the data-parallel ranks that own the other pieces (the distributed optimizer
+  // only: plain data parallel holds every element already), then over the tensor-parallel pieces of split tensors.
+  std::vector<double> sums(norms ? 2 * spans_.size() : 0, 0.0), part(sums.size());
+  for (optim::Optimizer* o : parts) {
+    o->begin_step(lr, weight_decay, part);
+    for (size_t i = 0; i < sums.size(); i++) sums[i] += part[i];
+  }
+  if (norms) {
+    if (distributed_ && comm_.size() > 1) comm_.all_reduce_sum(sums.data(), sums.size());
+    if (model_parallel_ != nullptr && model_parallel_->size() > 1) {
+      // A replicated tensor's sums already are the whole tensor's on every tensor-parallel rank: only the ranks
+      // counting it (one per group) contribute, the others add 0, so every rank ends with the same value.
+      for (size_t i = 0; i < spans_.size(); i++)
+        if (!counted_spans_[i]) sums[2 * i] = sums[2 * i + 1] = 0.0;
+      model_parallel_->all_reduce_sum(sums.data(), sums.size());
+    }
+  }
+  // Phase 2, and the distributed optimizer's all-gather of each bucket's updated parameters.
+  for (size_t i = 0; i < parts.size(); i++) {
+    parts[i]->finish_step(lr, weight_decay, sums);
+    if (distributed_) comm_.all_gather(params_ + buckets_[i].begin, buckets_[i].counts);
   }
 }
 
-const optim::AdamW& DataParallel::gathered_optimizer() {
+const optim::Optimizer& DataParallel::gathered_optimizer() {
   if (!distributed_) return *full_;
-  full_ = std::make_unique<optim::AdamW>(spans_, adam_);
+  full_ = optim::make_optimizer(optimizer_, spans_);
   full_->set_steps(shards_.front()->steps());
-  std::span<float> m = full_->exp_avg(), v = full_->exp_avg_sq();
-  for (size_t i = 0; i < buckets_.size(); i++) {
-    const Bucket& k = buckets_[i];
-    std::copy(shards_[i]->exp_avg().begin(), shards_[i]->exp_avg().end(), m.begin() + (ptrdiff_t)k.mine_begin);
-    std::copy(shards_[i]->exp_avg_sq().begin(), shards_[i]->exp_avg_sq().end(), v.begin() + (ptrdiff_t)k.mine_begin);
-    comm_.all_gather(m.data() + k.begin, k.counts);
-    comm_.all_gather(v.data() + k.begin, k.counts);
+  for (size_t s = 0; s < full_->state_names().size(); s++) {
+    std::span<float> whole = full_->state(s);
+    for (size_t i = 0; i < buckets_.size(); i++) {
+      const Bucket& k = buckets_[i];
+      const std::span<const float> mine = shards_[i]->state(s);
+      std::copy(mine.begin(), mine.end(), whole.begin() + (ptrdiff_t)k.mine_begin);
+      comm_.all_gather(whole.data() + k.begin, k.counts);
+    }
   }
   return *full_;
 }
@@ -173,40 +199,42 @@ void DataParallel::release_gathered() {
   if (distributed_) full_.reset();
 }
 
-optim::AdamW& DataParallel::optimizer_to_load() {
+optim::Optimizer& DataParallel::optimizer_to_load() {
   if (!distributed_) return *full_;
-  full_ = std::make_unique<optim::AdamW>(spans_, adam_);
+  full_ = optim::make_optimizer(optimizer_, spans_);
   return *full_;
 }
 
 void DataParallel::scatter_loaded_optimizer() {
   if (!distributed_) return;
-  std::span<const float> m = full_->exp_avg(), v = full_->exp_avg_sq();
   for (size_t i = 0; i < buckets_.size(); i++) {
     const Bucket& k = buckets_[i];
-    std::copy(m.begin() + (ptrdiff_t)k.mine_begin, m.begin() + (ptrdiff_t)k.mine_end, shards_[i]->exp_avg().begin());
-    std::copy(v.begin() + (ptrdiff_t)k.mine_begin, v.begin() + (ptrdiff_t)k.mine_end,
-              shards_[i]->exp_avg_sq().begin());
+    for (size_t s = 0; s < full_->state_names().size(); s++) {
+      const std::span<const float> whole = std::as_const(*full_).state(s);
+      std::copy(whole.begin() + (ptrdiff_t)k.mine_begin, whole.begin() + (ptrdiff_t)k.mine_end,
+                shards_[i]->state(s).begin());
+    }
     shards_[i]->set_steps(full_->steps());
   }
   full_.reset();  // the whole copy was only a staging area
 }
 
 size_t DataParallel::optimizer_state_bytes() const {
-  size_t floats = 0;
+  size_t bytes = 0;
   if (distributed_) {
-    for (const auto& s : shards_) floats += s->exp_avg().size() + s->exp_avg_sq().size();
+    for (const auto& s : shards_) bytes += s->state_bytes();
   } else {
-    floats = full_->exp_avg().size() + full_->exp_avg_sq().size();
+    bytes = full_->state_bytes();
   }
-  return floats * sizeof(float);
+  return bytes;
 }
 
 std::string DataParallel::describe() const {
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                "data parallel: %d ranks (%s), %zu gradient buckets; %s optimizer: state %.3f MB on this rank\n",
+                "data parallel: %d ranks (%s), %zu gradient buckets; %s %s optimizer: state %.3f MB on this rank\n",
                 comm_.size(), comm_.name().c_str(), buckets_.size(), distributed_ ? "distributed" : "replicated",
+                optimizer_.kind.c_str(),
                 (double)optimizer_state_bytes() / 1e6);
   return buf;
 }

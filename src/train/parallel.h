@@ -1,5 +1,6 @@
 // defines: lmforge::train::check_parallel_layout(), DataParallel (data-parallel gradient reduction in buckets and the
-//          optimizer, whole on every rank or sharded across ranks as Megatron's distributed optimizer / ZeRO-1)
+//          optimizer (AdamW, LAMB or SGD), whole on every rank or sharded across ranks as Megatron's distributed
+//          optimizer / ZeRO-1)
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -8,7 +9,7 @@
 #include <vector>
 
 #include "dist/communicator.h"
-#include "optim/adamw.h"
+#include "optim/factory.h"
 
 namespace lmforge::train {
 
@@ -26,21 +27,28 @@ void check_parallel_layout(int world_size, int tensor_parallel, int64_t global_b
 // Gradients: the buffer is cut into buckets; within a bucket, rank r owns piece r (even_split). A bucket is
 // reduce-scattered (rank-ordered sums, see dist::Communicator), so each rank holds the summed gradient of its
 // pieces. Plain data parallel then all-gathers the sums and every rank updates everything; the distributed
-// optimizer (ZeRO-1) keeps AdamW state only for its pieces, updates them and all-gathers the parameters. Both
-// scale by 1/M, compute the global norm from the owned pieces (Σg² all-reduced in rank order) and clip the same
-// way, so the two give bitwise the same parameters; against one process only the order of the gradient sum
-// differs (fp32 rounding).
+// optimizer (ZeRO-1) keeps optimizer state only for its pieces (one optimizer per bucket), updates them and
+// all-gathers the parameters. Both scale by 1/M, compute the global norm from the owned pieces (Σg² all-reduced in
+// rank order) and clip the same way, so the two give the same parameters; against one process only the order of
+// the gradient sum differs (fp32 rounding).
+//
+// Optimizers needing whole-tensor norms (LAMB's trust ratio ‖p‖/‖u‖) run in two phases (optim::Optimizer): the
+// partial sums of p² and u² of every shard are added per tensor, all-reduced over the data-parallel group (the
+// distributed optimizer cuts tensors anywhere, also inside one) and, with tensor parallelism, over the tensor-
+// parallel group for split tensors (a replicated tensor is whole on every tensor-parallel rank, so only rank 0's
+// sum enters); then every shard applies its update with the whole-tensor norms.
 class DataParallel {
  public:
   DataParallel(dist::Communicator& comm, std::vector<optim::ParamSpan> spans, float* params, float* grads, size_t n,
-               const optim::AdamWConfig& adam, bool distributed_optimizer,
+               const optim::OptimizerConfig& optimizer, bool distributed_optimizer,
                size_t bucket_elements = kDefaultBucketElements);
   ~DataParallel();
 
   static constexpr size_t kDefaultBucketElements = size_t(1) << 22;  // 16 MB of fp32 gradients per bucket
 
-  // With tensor parallelism: the global norm also sums over `model_parallel` (the tensor-parallel group), and
-  // spans replicated across it (counted_in_norm[i] false on all but one of its ranks) are counted once.
+  // With tensor parallelism: the global norm (and LAMB's per-tensor norms) also sum over `model_parallel` (the
+  // tensor-parallel group), and spans replicated across it (counted_in_norm[i] false on all but one of its ranks)
+  // are counted once.
   void set_model_parallel(dist::Communicator* model_parallel, std::vector<bool> counted_in_norm);
 
   int rank() const { return comm_.rank(); }
@@ -69,18 +77,20 @@ class DataParallel {
   // After this rank's micro-batches have accumulated into the gradient buffer: sums across ranks, scales by
   // 1/global_micro_batches and clips to max_norm (<= 0: no clipping). Returns the global norm before clipping.
   double reduce_gradients(int64_t global_micro_batches, double max_norm);
-  // The optimizer step with this lr and weight decay; the distributed optimizer then all-gathers the parameters.
+  // The optimizer step with this lr and weight decay (collective when the optimizer needs whole-tensor norms);
+  // the distributed optimizer then all-gathers the parameters.
   void step(double lr, double weight_decay);
 
   // An optimizer holding the whole state, for checkpoints (collective: the distributed optimizer gathers its
   // shards into a temporary whole copy; plain data parallel returns its own).
-  const optim::AdamW& gathered_optimizer();
+  const optim::Optimizer& gathered_optimizer();
   void release_gathered();  // frees the distributed optimizer's temporary whole copy
   // Whole-state optimizer to load a checkpoint into; then call scatter_loaded_optimizer() (every rank).
-  optim::AdamW& optimizer_to_load();
+  optim::Optimizer& optimizer_to_load();
   void scatter_loaded_optimizer();
+  const optim::OptimizerConfig& optimizer_config() const { return optimizer_; }
 
-  // Bytes of optimizer state (m and v) this rank holds.
+  // Bytes of optimizer state (every named state array) this rank holds.
   size_t optimizer_state_bytes() const;
   std::string describe() const;  // one log line
 
@@ -96,7 +106,7 @@ class DataParallel {
   float* params_;
   float* grads_;
   size_t n_;
-  optim::AdamWConfig adam_;
+  optim::OptimizerConfig optimizer_;
   bool distributed_;
   std::vector<Bucket> buckets_;
   dist::Communicator* model_parallel_ = nullptr;
@@ -104,8 +114,9 @@ class DataParallel {
   std::vector<int> handles_;   // per bucket: -2 not started, else the communicator's handle
   int64_t overlapped_ = 0, reduced_ = 0;
   std::vector<std::pair<size_t, size_t>> counted_;  // flat ranges counted in the norm (model parallel only)
-  std::unique_ptr<optim::AdamW> full_;                 // plain DP; or a temporary whole copy (checkpoints)
-  std::vector<std::unique_ptr<optim::AdamW>> shards_;  // distributed optimizer: one per bucket
+  std::vector<bool> counted_spans_;                 // per span: counted in norms (model parallel only)
+  std::unique_ptr<optim::Optimizer> full_;                 // plain DP; or a temporary whole copy (checkpoints)
+  std::vector<std::unique_ptr<optim::Optimizer>> shards_;  // distributed optimizer: one per bucket
 };
 
 }  // namespace lmforge::train

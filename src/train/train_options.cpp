@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "optim/factory.h"
 #include "optim/lr_schedule.h"
 #include "util/error.h"
 
@@ -70,9 +71,7 @@ void validate_train_options(TrainOptions& o) {
   optim::OptimizerParamScheduler check(o.schedule);  // Megatron's schedule flag rules (throws naming the flag)
 
   if (!(o.clip_grad >= 0.0)) throw Error("--clip-grad must be >= 0 (0 disables clipping)");
-  if (!(o.adam.beta1 >= 0.0 && o.adam.beta1 < 1.0)) throw Error("--adam-beta1 must be in [0, 1)");
-  if (!(o.adam.beta2 >= 0.0 && o.adam.beta2 < 1.0)) throw Error("--adam-beta2 must be in [0, 1)");
-  if (!(o.adam.eps > 0.0)) throw Error("--adam-eps must be > 0");
+  optim::validate_optimizer_config(o.optimizer);
 
   need_positive(o.log_interval, "--log-interval");
   need_positive(o.eval_interval, "--eval-interval");

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "optim/adamw.h"
+#include "optim/factory.h"
 #include "optim/lr_schedule.h"
 #include "text/tokenizer_factory.h"
 
@@ -42,7 +42,8 @@ struct TrainOptions {
                                        // --lr-warmup-init, --weight-decay, --start/end-weight-decay,
                                        // --weight-decay-incr-style (global_batch_size is filled in)
   double clip_grad = 1.0;              // --clip-grad (global L2 norm; 0 disables)
-  optim::AdamWConfig adam;             // --adam-beta1 (0.9), --adam-beta2 (0.999), --adam-eps (1e-8)
+  optim::OptimizerConfig optimizer;    // --optimizer adam|lamb|sgd (adam), --adam-beta1 (0.9), --adam-beta2 (0.999),
+                                       // --adam-eps (1e-8; also LAMB's), --sgd-momentum (0.9), --lamb-all-tensors
   uint32_t seed = 1234;                // --seed: initial weights and the data order
 
   // ---- logging and evaluation ----
@@ -64,7 +65,7 @@ struct TrainOptions {
   int threads = 0;                     // --threads: compute threads (0: OpenMP's default); not a Megatron flag
 
   // ---- parallelism (ranks come from the launcher: mpirun / srun) ----
-  bool use_distributed_optimizer = false;  // --use-distributed-optimizer: AdamW state and update sharded across
+  bool use_distributed_optimizer = false;  // --use-distributed-optimizer: optimizer state and update sharded across
                                            // data-parallel ranks (ZeRO-1), parameters all-gathered after the step
   int64_t ddp_bucket_size = 0;             // --ddp-bucket-size: gradient elements per data-parallel bucket (0:
                                            // 4,194,304); smaller buckets start reducing earlier in the backward

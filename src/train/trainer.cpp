@@ -13,7 +13,7 @@
 #include "checkpoint/checkpoint.h"
 #include "data/indexed_dataset.h"
 #include "data/token_scan.h"
-#include "optim/adamw.h"
+#include "optim/factory.h"
 #include "optim/lr_schedule.h"
 #include "datasets/gpt_dataset.h"
 #include "train/parallel.h"
@@ -148,20 +148,20 @@ struct Trainer::Impl {
   void save() {
     checkpoint::SaveRequest request;
     request.config_json = model->config_json();
-    const optim::AdamW& local = dp->gathered_optimizer();  // collective: every rank takes part, rank 0 writes
+    const optim::Optimizer& local = dp->gathered_optimizer();  // collective: every rank takes part, rank 0 writes
     // Tensor parallel: rank 0 assembles whole tensors from the pieces, tensor by tensor (the other data-parallel
     // replicas hold the same pieces and take no part).
-    std::vector<float> whole_params, whole_m, whole_v;
+    std::vector<float> whole_params;
+    std::vector<std::vector<float>> whole_states(local.state_names().size());  // per named optimizer state
     std::vector<checkpoint::NamedTensor> tensors;
-    std::unique_ptr<optim::AdamW> whole_state;
+    std::unique_ptr<optim::Optimizer> whole_state;
     if (tensor_parallel()) {
       const param::ParamTable whole = model->whole_table();
       const param::ParamTable& table = model->table();
       const bool writer = world->rank() == 0;
       if (writer) {
         whole_params.resize(whole.whole_numel());
-        whole_m.resize(whole.whole_numel());
-        whole_v.resize(whole.whole_numel());
+        for (std::vector<float>& state : whole_states) state.resize(whole.whole_numel());
       }
       if (dp->rank() == 0) {
         auto dst = [&](std::vector<float>& v, size_t i) {
@@ -169,15 +169,15 @@ struct Trainer::Impl {
         };
         for (size_t i = 0; i < table.size(); i++) {
           gather_to_root(table, i, model->params() + table[i].offset, dst(whole_params, i), tp_group.get());
-          gather_to_root(table, i, local.exp_avg().data() + table[i].offset, dst(whole_m, i), tp_group.get());
-          gather_to_root(table, i, local.exp_avg_sq().data() + table[i].offset, dst(whole_v, i), tp_group.get());
+          for (size_t k = 0; k < whole_states.size(); k++)
+            gather_to_root(table, i, local.state(k).data() + table[i].offset, dst(whole_states[k], i), tp_group.get());
         }
       }
       if (writer) {
         tensors = named_tensors(whole, whole_params.data());
-        whole_state = std::make_unique<optim::AdamW>(param_spans(whole, whole_params.data(), whole_params.data()), o.adam);
-        std::copy(whole_m.begin(), whole_m.end(), whole_state->exp_avg().begin());
-        std::copy(whole_v.begin(), whole_v.end(), whole_state->exp_avg_sq().begin());
+        whole_state = optim::make_optimizer(o.optimizer, param_spans(whole, whole_params.data(), whole_params.data()));
+        for (size_t k = 0; k < whole_states.size(); k++)
+          std::copy(whole_states[k].begin(), whole_states[k].end(), whole_state->state(k).begin());
         whole_state->set_steps(local.steps());
       }
     } else {
@@ -231,16 +231,16 @@ struct Trainer::Impl {
     }
     // Whole optimizer state too, so any data-parallel layout loads any other: every rank reads the (shared) files
     // and keeps its own shard.
-    optim::AdamW& target = dp->optimizer_to_load();
-    std::unique_ptr<optim::AdamW> whole_state;
+    optim::Optimizer& target = dp->optimizer_to_load();
+    std::unique_ptr<optim::Optimizer> whole_state;
     if (tensor_parallel())
-      whole_state = std::make_unique<optim::AdamW>(param_spans(whole, staging.data(), staging.data()), o.adam);
+      whole_state = optim::make_optimizer(o.optimizer, param_spans(whole, staging.data(), staging.data()));
     checkpoint::LoadedCheckpoint loaded =
         checkpoint::load_checkpoint(*dir, tensors, whole_state ? whole_state.get() : &target);
     if (whole_state) {  // this rank's tensor-parallel pieces of the whole weights and state
       keep_pieces(staging.data(), model->params());
-      keep_pieces(whole_state->exp_avg().data(), target.exp_avg().data());
-      keep_pieces(whole_state->exp_avg_sq().data(), target.exp_avg_sq().data());
+      for (size_t k = 0; k < target.state_names().size(); k++)
+        keep_pieces(whole_state->state(k).data(), target.state(k).data());
       target.set_steps(whole_state->steps());
     }
     dp->scatter_loaded_optimizer();
@@ -313,7 +313,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   m.model->init_weights(o.seed);
   m.spans = param_spans(m.model->table(), m.model->params(), m.model->grads());
   m.dp = std::make_unique<DataParallel>(*m.comm, m.spans, m.model->params(), m.model->grads(),
-                                        m.model->table().local_numel(), o.adam, o.use_distributed_optimizer,
+                                        m.model->table().local_numel(), o.optimizer, o.use_distributed_optimizer,
                                         (size_t)o.ddp_bucket_size);
   if (TP > 1) {
     std::vector<bool> counted;  // replicated tensors count once in the global norm

@@ -15,6 +15,7 @@
 #include "optim/adamw.h"
 #include "optim/lamb.h"
 #include "optim/lr_schedule.h"
+#include "optim/sgd.h"
 #include "util/error.h"
 
 namespace lmforge::checkpoint {
@@ -327,6 +328,46 @@ TEST(Checkpoint, LambStateRoundTripsAndKindMustMatch) {
     EXPECT_NE(std::string(e.what()).find("holds 'lamb' optimizer state, but this run uses 'adamw'"),
               std::string::npos)
         << e.what();
+  }
+}
+
+// Generic named state: SGD's buffers are saved as momentum_buffer.<name> (torch's name) and nothing else; without
+// momentum the file holds no tensors, only the metadata.
+TEST(Checkpoint, SgdStateIsSavedAsMomentumBuffersAndRoundTrips) {
+  const std::string save = test_dir("sgd");
+  for (const double momentum : {0.9, 0.0}) {
+    TinyGpt a;
+    a.randomize(a.params, 6);
+    optim::Sgd sgd(a.spans, optim::SgdConfig{momentum});
+    for (unsigned s = 0; s < 3; ++s) {
+      a.randomize(a.grads, 400 + s);
+      sgd.step(1e-2, 0.1);
+    }
+    SaveRequest req;
+    req.model = a.table;
+    req.config_json = kConfig;
+    req.optimizer = &sgd;
+    req.state.iteration = momentum == 0.0 ? 4 : 3;
+    req.state.scheduler = optim::OptimizerParamScheduler(schedule_args()).state();
+    const std::string dir = save_checkpoint(save, req);
+    const SafetensorsFile file(dir + "/optimizer.safetensors");
+    EXPECT_EQ(file.metadata().at("optimizer"), "sgd");
+    EXPECT_EQ(file.metadata().at("momentum"), momentum == 0.0 ? "0" : "0.90000000000000002");
+    EXPECT_EQ(file.tensors().size(), momentum == 0.0 ? 0u : a.table.size());
+    for (const TensorInfo& info : file.tensors()) EXPECT_EQ(info.name.rfind("momentum_buffer.", 0), 0u) << info.name;
+
+    TinyGpt b;
+    optim::Sgd restored(b.spans, optim::SgdConfig{momentum});
+    load_checkpoint(dir, b.table, &restored);
+    EXPECT_EQ(restored.steps(), 3);
+    if (momentum != 0.0) {
+      EXPECT_TRUE(std::equal(sgd.state(0).begin(), sgd.state(0).end(), restored.state(0).begin()));
+    }
+    a.randomize(a.grads, 500);
+    b.grads = a.grads;
+    sgd.step(1e-2, 0.1);
+    restored.step(1e-2, 0.1);
+    EXPECT_EQ(a.params, b.params) << "momentum " << momentum;
   }
 }
 

@@ -65,6 +65,10 @@ TEST(TrainCli, BadFlagsFailClearlyBeforeAnyWork) {
       {{{"--tokenizer-type", "BertWordPieceLowerCase"}, {"--merge-file", "-"},
         {"--vocab-file", shared_path("data/vocab/bert-base-uncased-vocab.txt")}},
        "holds token id 50256, outside the vocabulary of 30524 tokens"},
+      {{{"--optimizer", "adagrad"}}, "--optimizer: adagrad not in {adam,lamb,sgd}"},
+      {{{"--lamb-all-tensors", ""}}, "--lamb-all-tensors only applies to --optimizer lamb"},
+      {{{"--optimizer", "sgd"}, {"--sgd-momentum", "-1"}}, "--sgd-momentum must be >= 0"},
+      {{{"--optimizer", "lamb"}, {"--adam-beta2", "1"}}, "--adam-beta2 must be in [0, 1)"},
   };
   for (const BadFlags& c : cases) {
     TempDir dir;
@@ -94,7 +98,9 @@ TEST(TrainCli, HelpDocumentsFlagsAndConventions) {
                         "--eval-iters", "--tensorboard-dir", "--seed", "--clip-grad", "--weight-decay",
                         "--adam-beta1", "--adam-beta2", "--adam-eps", "--init-method-std",
                         "--make-vocab-size-divisible-by", "--lr-decay-iters", "--lr-decay-samples",
-                        "--lr-warmup-iters", "--finetune", "--exit-interval", "padded logits", ".safetensors"})
+                        "--lr-warmup-iters", "--finetune", "--exit-interval", "padded logits", ".safetensors",
+                        "--optimizer", "adam: torch.optim.AdamW", "apex FusedLAMB", "trust ratio", "--sgd-momentum",
+                        "torch.optim.SGD", "--lamb-all-tensors", "use_nvlamb"})
     EXPECT_NE(r.output.find(s), std::string::npos) << s;
   r = run_command(std::string(LMFORGE_EXE) + " generate --help");
   ASSERT_EQ(r.status, 0) << r.output;

@@ -1,5 +1,5 @@
 # defines: an independent numpy transcription of Megatron M23's GPTDataset / BlendedDataset index construction,
-# used by tests/sampling/*.cpp as the reference (numpy.random.RandomState is the independent RNG).
+# used by tests/datasets/*.cpp as the reference (numpy.random.RandomState is the independent RNG).
 # Usage: megatron_gpt_reference.py <cases.json> <out_dir>
 # Each case writes <name>.<array>.bin (raw little-endian, dtype in the meta) and <name>.meta.json.
 import hashlib

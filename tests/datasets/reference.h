@@ -47,7 +47,7 @@ std::vector<T> read_raw(const std::string& path) {
   return out;
 }
 
-inline std::string reference_script() { return std::string(LMFORGE_SOURCE_DIR) + "/tests/sampling/megatron_gpt_reference.py"; }
+inline std::string reference_script() { return std::string(LMFORGE_SOURCE_DIR) + "/tests/datasets/megatron_gpt_reference.py"; }
 inline std::string shared_prefix(const std::string& name) {
   return std::string(LMFORGE_SHARED_DIR) + "/data/sample/" + name;
 }

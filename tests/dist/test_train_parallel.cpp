@@ -1,7 +1,8 @@
 // `lmforge train gpt` with data parallelism as users launch it (mpirun, as root, more ranks than cores): 2 and 4
 // ranks, with gradient accumulation, and the distributed optimizer (ZeRO-1) reproduce the single-process losses
 // of the same global batch (every iteration's loss at float precision from the TensorBoard file, relative
-// difference < 1e-6 over 20 steps), the distributed optimizer bitwise equal to replicated AdamW with 1/N state.
+// difference < 1e-6 over 20 steps), the distributed optimizer bitwise equal to replicated AdamW with 1/N state;
+// and --optimizer lamb / sgd under the distributed optimizer with shard boundaries inside tensors.
 #include "train_run_util.h"
 
 namespace {
@@ -51,5 +52,49 @@ TEST_F(TrainParallel, DistributedOptimizerEqualsDataParallelWithAQuarterOfTheSta
   expect_parity(zero1, *single_, 1e-6, "1 rank distributed optimizer");
 }
 
+
+// LAMB's trust ratio needs each tensor's whole norms. With 5000-element buckets each of the 2 ranks owns half of
+// every bucket, so shard boundaries fall inside wte (50304 x 32), every matrix and most vectors: the partial sums
+// of p² and u² must be all-reduced for the losses to match one process. Dropout stays on (masks are keyed by the
+// global micro-batch, so any layout drops the same elements) and is off in the --lamb-all-tensors run.
+TEST_F(TrainParallel, LambWithTheDistributedOptimizerCuttingTensorsReproducesOneProcess) {
+  const Flags lamb = {{"--optimizer", "lamb"}, {"--lr", "0.05"}};  // LAMB steps are relative: a larger lr
+  const TrainRun single = train(*dir_, "lamb-single", 0, lamb);
+  Flags zero = lamb;
+  zero["--use-distributed-optimizer"] = "";
+  zero["--ddp-bucket-size"] = "5000";
+  const TrainRun zero2 = train(*dir_, "lamb-zero2", 2, zero);
+  expect_parity(zero2, single, 1e-6, "DP=2 distributed LAMB, 5000-element buckets");
+  EXPECT_NE(zero2.output.find("distributed lamb optimizer"), std::string::npos) << zero2.output;
+  // Replicated LAMB under data parallelism: the same norms from whole tensors.
+  Flags plain = lamb;
+  plain["--ddp-bucket-size"] = "5000";
+  const TrainRun plain2 = train(*dir_, "lamb-plain2", 2, plain);
+  expect_parity(plain2, single, 1e-6, "DP=2 replicated LAMB");
+  EXPECT_LT(max_relative_difference(zero2.loss, plain2.loss), 1e-6);
+
+  // The trust ratio on every tensor, without dropout, default buckets (one bucket: the boundary cuts wte).
+  Flags all = lamb;
+  all["--lamb-all-tensors"] = "";
+  all["--hidden-dropout"] = "0";
+  all["--attention-dropout"] = "0";
+  const TrainRun all_single = train(*dir_, "lamb-all-single", 0, all);
+  all["--use-distributed-optimizer"] = "";
+  const TrainRun all_zero2 = train(*dir_, "lamb-all-zero2", 2, all);
+  expect_parity(all_zero2, all_single, 1e-6, "DP=2 distributed LAMB on all tensors, no dropout");
+  EXPECT_NE(all_single.loss, single.loss);  // the flag changes the run
+}
+
+TEST_F(TrainParallel, SgdWithTheDistributedOptimizerReproducesOneProcess) {
+  const Flags sgd = {{"--optimizer", "sgd"}, {"--lr", "1.0"}, {"--sgd-momentum", "0.9"}};
+  const TrainRun single = train(*dir_, "sgd-single", 0, sgd);
+  Flags zero = sgd;
+  zero["--use-distributed-optimizer"] = "";
+  zero["--ddp-bucket-size"] = "5000";
+  const TrainRun zero2 = train(*dir_, "sgd-zero2", 2, zero);
+  expect_parity(zero2, single, 1e-6, "DP=2 distributed SGD with momentum");
+  // The distributed momentum buffers are half the replicated ones (4 bytes per parameter in all).
+  EXPECT_NEAR(optimizer_megabytes(zero2.output), 1636224 * 4 / 2 / 1e6, 0.01) << zero2.output;
+}
 
 }  // namespace

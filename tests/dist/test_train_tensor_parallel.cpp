@@ -1,8 +1,10 @@
 // Tensor parallelism (model::GPT built on a tensor-parallel group) against the unsharded model::GPT: each rank of an mpirun job trains
 // both, the whole model alone (the single-process reference) and its tensor-parallel shard with its group, 20
-// AdamW steps with clipping, and checks every step's loss (relative difference < 1e-5), the global gradient norm
-// and the final parameters (its pieces of the reference's). Layouts: TP = 2, TP = 2 × DP = 2 (replicated and
-// distributed optimizer). The test launches itself under mpirun; the worker test only runs inside that job.
+// AdamW (or LAMB) steps with clipping, and checks every step's loss (relative difference < 1e-5), the global
+// gradient norm and the final parameters (its pieces of the reference's). Layouts: TP = 2, TP = 2 × DP = 2
+// (replicated and distributed optimizer). LAMB's trust ratio needs each tensor's whole norms: split tensors sum
+// over the tensor-parallel group, replicated ones (LayerNorms, row-parallel biases, wpe) are whole on every rank.
+// The test launches itself under mpirun; the worker test only runs inside that job.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +17,7 @@
 #include "model/gpt.h"
 #include "mpi_test_util.h"
 #include "optim/adamw.h"
+#include "optim/factory.h"
 #include "test_util.h"
 #include "train/parallel.h"
 #include "train/sharded_tensors.h"
@@ -30,10 +33,12 @@ namespace optim = lmforge::optim;
 
 const char* kWorkerEnv = "LMFORGE_TP_WORKER";
 
-std::string worker_command(int np, int tp, bool distributed) {
+// optimizer: "" (AdamW), "lamb" or "lamb-all" (LAMB with the trust ratio on every tensor).
+std::string worker_command(int np, int tp, bool distributed, const std::string& optimizer = "") {
   // This executable, its worker test only.
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   return "timeout 120 env " + std::string(kWorkerEnv) + "=" + std::to_string(tp) + (distributed ? ",zero" : "") +
+         (optimizer.empty() ? "" : "," + optimizer) +
          " OMP_NUM_THREADS=1 " + mpirun_prefix(np) + "-x " + kWorkerEnv + " -x OMP_NUM_THREADS " + self +
          " --gtest_filter=TensorParallelWorker.* --gtest_brief=1";
 }
@@ -53,11 +58,24 @@ TEST(TensorParallel, TwoByTwoWithDataParallelReproducesTheWholeModel) {
   EXPECT_NE(r.output.find("TP=2 DP=2 rank 3 (distributed optimizer)"), std::string::npos) << r.output;
 }
 
+TEST(TensorParallel, LambNormsAreTheWholeTensorsUnderTensorAndDataParallelism) {
+  auto r = run_command(worker_command(2, 2, false, "lamb"));
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("TP=2 DP=1 rank 1 lamb"), std::string::npos) << r.output;
+  r = run_command(worker_command(4, 2, true, "lamb-all"));
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("TP=2 DP=2 rank 3 lamb (all tensors) (distributed optimizer)"), std::string::npos)
+      << r.output;
+}
+
 TEST(TensorParallelWorker, ShardTrainsLikeTheWholeModel) {
   const char* env = std::getenv(kWorkerEnv);
   if (env == nullptr) GTEST_SKIP() << "runs inside the mpirun job that TensorParallel.* starts";
   const int T = std::atoi(env);
   const bool distributed = std::string(env).find("zero") != std::string::npos;
+  optim::OptimizerConfig opt;  // AdamW, or LAMB (with the trust ratio on every tensor for "lamb-all")
+  if (std::string(env).find("lamb") != std::string::npos) opt.kind = "lamb";
+  opt.lamb_all_tensors = std::string(env).find("lamb-all") != std::string::npos;
   dist::MpiSession mpi;
   auto world = dist::make_mpi_communicator();
   ASSERT_EQ(world->size() % T, 0);
@@ -80,8 +98,7 @@ TEST(TensorParallelWorker, ShardTrainsLikeTheWholeModel) {
   std::vector<optim::ParamSpan> whole_spans;
   for (const lmforge::param::Parameter& t : whole.tensors())
     whole_spans.push_back({t.name, whole.params() + t.offset, whole.grads() + t.offset, t.numel, t.weight_decay});
-  optim::AdamWConfig adam;
-  optim::AdamW whole_opt(whole_spans, adam);
+  const std::unique_ptr<optim::Optimizer> whole_opt = optim::make_optimizer(opt, whole_spans);
 
   // The shard initialises itself from the same seed: it must hold exactly its pieces of the whole model.
   model::GPT shard(config, lmforge::kernels::cpu_backend(), tp.get());
@@ -99,7 +116,7 @@ TEST(TensorParallelWorker, ShardTrainsLikeTheWholeModel) {
     spans.push_back({t.name, shard.params() + t.offset, shard.grads() + t.offset, t.numel, t.weight_decay});
     counted.push_back(!t.replicated() || tp_rank == 0);
   }
-  train::DataParallel data(*dp, spans, shard.params(), shard.grads(), shard.num_parameters(), adam, distributed);
+  train::DataParallel data(*dp, spans, shard.params(), shard.grads(), shard.num_parameters(), opt, distributed);
   data.set_model_parallel(tp.get(), counted);
 
   const int M = 4, S = config.seq_length;  // 4 one-sample micro-batches per step
@@ -120,7 +137,7 @@ TEST(TensorParallelWorker, ShardTrainsLikeTheWholeModel) {
     optim::scale_grads(whole_spans, 1.0f / M);
     const double ref_norm = optim::clip_grad_norm(whole_spans, 1.0);
     const double lr = 1e-3 * step / 20.0;
-    whole_opt.step(lr, 0.1);
+    whole_opt->step(lr, 0.1);
 
     shard.zero_grad();
     double sum = 0.0;
@@ -156,9 +173,10 @@ TEST(TensorParallelWorker, ShardTrainsLikeTheWholeModel) {
       gather_diff = std::max(gather_diff, (double)std::fabs(gathered[e] - whole.params()[w.offset + e]));
   }
   EXPECT_LT(gather_diff, 1e-4);
-  std::printf("TP=%d DP=%d rank %d%s: max relative loss difference %.3g over 20 steps, max parameter difference "
+  const std::string kind = opt.kind == "lamb" ? (opt.lamb_all_tensors ? " lamb (all tensors)" : " lamb") : "";
+  std::printf("TP=%d DP=%d rank %d%s%s: max relative loss difference %.3g over 20 steps, max parameter difference "
               "%.3g\n",
-              T, D, world->rank(), distributed ? " (distributed optimizer)" : "", worst, max_diff);
+              T, D, world->rank(), kind.c_str(), distributed ? " (distributed optimizer)" : "", worst, max_diff);
   std::fflush(stdout);
   if (::testing::Test::HasFailure()) world->abort("tensor-parallel worker", "parity failed", 1);
 }

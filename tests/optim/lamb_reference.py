@@ -1,5 +1,6 @@
 # defines: the reference for tests/optim/test_lamb.cpp — apex FusedLAMB's AdamW-mode arithmetic (multi_tensor_lamb
-# stage 1 and 2) transcribed in fp32 torch ops, after torch's clip_grad_norm_, on random data
+# stage 1 and 2) transcribed in fp32 torch ops, after torch's clip_grad_norm_, on random data, for use_nvlamb False
+# (arrays "param{i}.step{s}", "exp_avg{i}", ...) and True (the same names prefixed "nv.")
 # Usage: lamb_reference.py OUT_DIR   (same file layout as adamw_reference.py)
 import os
 import sys
@@ -11,48 +12,63 @@ out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
 rng = np.random.default_rng(99)
 
-shapes = [(37, 613), (613,), (120, 200), (1, 5), (3,), (40001,), (4, 4)]
-decay = [True, False, True, True, False, False, True]
+shapes = [(37, 613), (613,), (120, 200), (1, 5), (3,), (40001,), (4, 4), (6,)]
+decay = [True, False, True, True, False, False, True, False]
 steps = 10
 beta1, beta2, eps, weight_decay, clip = 0.9, 0.999, 1e-6, 0.01, 1.0
 lrs = [1e-3, 2e-3, 5e-3, 1e-2, 3e-3, 1e-3, 4e-3, 2e-2, 5e-4, 1e-3]
 
-params = [torch.from_numpy(rng.normal(0.0, 0.5, s).astype(np.float32)) for s in shapes]
-params[6].zero_()  # a zero tensor: ‖p‖ = 0, so its trust ratio is 1
+init = [torch.from_numpy(rng.normal(0.0, 0.5, s).astype(np.float32)) for s in shapes]
+init[6].zero_()  # a zero tensor with decay: ‖p‖ = 0 at the first step, so its trust ratio is 1
 arrays = {}
-for i, p in enumerate(params):
+for i, p in enumerate(init):
     arrays[f"param{i}.init"] = p.numpy().copy()
-m = [torch.zeros_like(p) for p in params]
-v = [torch.zeros_like(p) for p in params]
+grads = []  # grads[step][i]
 for step in range(steps):
     scale = [0.002, 0.5, 0.003, 3.0][step % 4]
-    grads = []
-    for i, p in enumerate(params):
+    g_step = []
+    for i in range(len(shapes)):
         g = rng.normal(0.0, scale, shapes[i]).astype(np.float32)
+        if i == 7:
+            g[:] = 0.0  # no gradient and no decay: m = v = 0, so u = 0 and ‖u‖ = 0 (ratio 1 under use_nvlamb)
         arrays[f"grad{i}.step{step}"] = g
-        grads.append(torch.from_numpy(g.copy()))
-    wrapped = [torch.nn.Parameter(p) for p in params]
-    for w, g in zip(wrapped, grads):
-        w.grad = g
-    torch.nn.utils.clip_grad_norm_(wrapped, clip)
-    t = step + 1
-    bc1, bc2 = 1 - beta1 ** t, 1 - beta2 ** t
-    lr = lrs[step]
-    for i, p in enumerate(params):
-        g = grads[i]
-        wd = weight_decay if decay[i] else 0.0
-        m[i] = m[i] * beta1 + g * (1 - beta1)
-        v[i] = v[i] * beta2 + g * g * (1 - beta2)
-        u = (m[i] / bc1) / (torch.sqrt(v[i] / bc2) + eps) + p * wd
-        p_norm = float(torch.norm(p.double()))
-        u_norm = float(torch.norm(u.double()))
-        ratio = lr * (p_norm / u_norm) if wd != 0 and p_norm != 0 and u_norm != 0 else lr
-        params[i] = p - u * np.float32(ratio)
-    for i, p in enumerate(params):
-        arrays[f"param{i}.step{step}"] = p.numpy().copy()
-for i in range(len(params)):
-    arrays[f"exp_avg{i}"] = m[i].numpy().copy()
-    arrays[f"exp_avg_sq{i}"] = v[i].numpy().copy()
+        g_step.append(g)
+    grads.append(g_step)
+
+
+def run(use_nvlamb, prefix):
+    params = [p.clone() for p in init]
+    m = [torch.zeros_like(p) for p in params]
+    v = [torch.zeros_like(p) for p in params]
+    for step in range(steps):
+        g_list = [torch.from_numpy(g.copy()) for g in grads[step]]
+        wrapped = [torch.nn.Parameter(p) for p in params]
+        for w, g in zip(wrapped, g_list):
+            w.grad = g
+        torch.nn.utils.clip_grad_norm_(wrapped, clip)
+        t = step + 1
+        bc1, bc2 = 1 - beta1 ** t, 1 - beta2 ** t
+        lr = lrs[step]
+        for i, p in enumerate(params):
+            g = g_list[i]
+            wd = weight_decay if decay[i] else 0.0
+            m[i] = m[i] * beta1 + g * (1 - beta1)
+            v[i] = v[i] * beta2 + g * g * (1 - beta2)
+            u = (m[i] / bc1) / (torch.sqrt(v[i] / bc2) + eps) + p * wd
+            p_norm = float(torch.norm(p.double()))
+            u_norm = float(torch.norm(u.double()))
+            trust = (use_nvlamb or wd != 0) and p_norm != 0 and u_norm != 0
+            ratio = lr * (p_norm / u_norm) if trust else lr
+            params[i] = p - u * np.float32(ratio)
+        for i, p in enumerate(params):
+            arrays[f"{prefix}param{i}.step{step}"] = p.numpy().copy()
+    for i in range(len(params)):
+        arrays[f"{prefix}exp_avg{i}"] = m[i].numpy().copy()
+        arrays[f"{prefix}exp_avg_sq{i}"] = v[i].numpy().copy()
+
+
+run(False, "")
+run(True, "nv.")
 arrays["lrs"] = np.array(lrs, dtype=np.float64)
 arrays["hyper"] = np.array([beta1, beta2, eps, weight_decay, clip, steps, len(shapes)], dtype=np.float64)
 arrays["decay"] = np.array(decay, dtype=np.float32)

@@ -1,15 +1,14 @@
-// defines: tests of Lamb against apex FusedLAMB arithmetic transcribed in PyTorch (lamb_reference.py)
+// defines: tests of Lamb against apex FusedLAMB arithmetic transcribed in PyTorch (lamb_reference.py), with and
+// without the trust ratio on tensors without decay (use_nvlamb / --lamb-all-tensors), with zero tensors for the
+// zero-norm rule; and of the two-phase step: shards cutting tensors anywhere, their norm sums added, equal the whole
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <map>
-#include <sstream>
+#include <memory>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "optim/lamb.h"
@@ -21,7 +20,8 @@ namespace {
 
 using namespace lmforge::optim::testing;
 
-TEST(Lamb, MatchesApexArithmeticAfterClippingOverTenSteps) {
+// 10 steps of Lamb after clipping against the reference's arrays under `prefix` ("" or "nv.").
+void expect_matches_reference(bool use_nvlamb, const std::string& prefix) {
   const Reference& ref = reference("lamb");
   const auto& hyper = ref.f64.at("hyper");
   const auto& lrs = ref.f64.at("lrs");
@@ -31,6 +31,7 @@ TEST(Lamb, MatchesApexArithmeticAfterClippingOverTenSteps) {
   config.beta1 = hyper[0];
   config.beta2 = hyper[1];
   config.eps = hyper[2];
+  config.use_nvlamb = use_nvlamb;
   Lamb opt(m.spans, config);
   double worst = 0.0;
   for (int s = 0; s < steps; ++s) {
@@ -38,35 +39,85 @@ TEST(Lamb, MatchesApexArithmeticAfterClippingOverTenSteps) {
     clip_grad_norm(m.spans, hyper[4]);
     opt.step(lrs[s], hyper[3]);
     for (size_t i = 0; i < m.params.size(); ++i) {
-      const double e =
-          rel_error(m.params[i].data(), ref.at("param" + std::to_string(i) + ".step" + std::to_string(s)));
+      const double e = rel_error(m.params[i].data(),
+                                 ref.at(prefix + "param" + std::to_string(i) + ".step" + std::to_string(s)));
       worst = std::max(worst, e);
-      EXPECT_LT(e, 1e-6) << "param " << i << " step " << s;
+      EXPECT_LT(e, 1e-6) << prefix << "param " << i << " step " << s;
     }
   }
-  std::printf("worst parameter relative error vs the LAMB reference over %d steps: %.3g\n", steps, worst);
+  std::printf("use_nvlamb %d: worst parameter relative error vs the LAMB reference over %d steps: %.3g\n", use_nvlamb,
+              steps, worst);
+  EXPECT_EQ(opt.steps(), steps);
   for (size_t i = 0; i < m.params.size(); ++i) {
-    EXPECT_LT(rel_error(opt.exp_avg_of(i).data(), ref.at("exp_avg" + std::to_string(i))), 1e-6) << i;
-    EXPECT_LT(rel_error(opt.exp_avg_sq_of(i).data(), ref.at("exp_avg_sq" + std::to_string(i))), 1e-6) << i;
+    EXPECT_LT(rel_error(opt.exp_avg_of(i).data(), ref.at(prefix + "exp_avg" + std::to_string(i))), 1e-6) << i;
+    EXPECT_LT(rel_error(opt.exp_avg_sq_of(i).data(), ref.at(prefix + "exp_avg_sq" + std::to_string(i))), 1e-6) << i;
   }
+  // The tensor without gradient or decay never moves: u = 0, so the zero-norm rule (ratio 1) leaves it finite.
+  EXPECT_EQ(m.params[7], ref.at("param7.init"));
 }
 
-TEST(Lamb, ShardsOnTensorBoundariesEqualTheWhole) {
+TEST(Lamb, MatchesApexArithmeticAfterClippingOverTenSteps) { expect_matches_reference(false, ""); }
+
+TEST(Lamb, AllTensorsVariantMatchesApexUseNvlamb) { expect_matches_reference(true, "nv."); }
+
+// The reference's tensors cut into 3 shards at points inside tensors (and one shard spanning several): phase 1 on
+// each, the partial sums added (as DataParallel adds them over buckets and ranks), phase 2 on each. Bitwise the
+// unsharded optimizer's parameters and state, since the norms only differ in the order of a double sum.
+void expect_shards_equal_whole(bool use_nvlamb) {
   const Reference& ref = reference("lamb");
   const auto& lrs = ref.f64.at("lrs");
   Model whole = make_model(ref), split = make_model(ref);
-  Lamb full(whole.spans, LambConfig{});
-  const size_t cut = whole.params[0].size() + whole.params[1].size();
-  Lamb a(split.spans, LambConfig{}, 0, cut), b(split.spans, LambConfig{}, cut, Lamb::kAll);
-  for (int s = 0; s < 4; ++s) {
+  LambConfig config;
+  config.use_nvlamb = use_nvlamb;
+  Lamb full(whole.spans, config);
+  const size_t n = full.numel();
+  const size_t a_end = full.param_offset(0) + 10007;      // inside tensor 0 (37 x 613)
+  const size_t b_end = full.param_offset(5) + 777;        // inside tensor 5 (40001): b covers tensors 0..5
+  std::vector<std::unique_ptr<Lamb>> shards;
+  shards.push_back(std::make_unique<Lamb>(split.spans, config, 0, a_end));
+  shards.push_back(std::make_unique<Lamb>(split.spans, config, a_end, b_end));
+  shards.push_back(std::make_unique<Lamb>(split.spans, config, b_end, n));
+  for (const auto& s : shards) EXPECT_TRUE(s->cuts_a_tensor());
+  for (int s = 0; s < 10; ++s) {
     load_grads(whole, ref, s);
     load_grads(split, ref, s);
+    clip_grad_norm(whole.spans, 1.0);
+    clip_grad_norm(split.spans, 1.0);
     full.step(lrs[s], 0.01);
-    a.step(lrs[s], 0.01);
-    b.step(lrs[s], 0.01);
+    std::vector<double> sums(2 * split.spans.size(), 0.0), part(sums.size());
+    for (auto& shard : shards) {
+      shard->begin_step(lrs[s], 0.01, part);
+      for (size_t k = 0; k < sums.size(); ++k) sums[k] += part[k];
+    }
+    for (auto& shard : shards) shard->finish_step(lrs[s], 0.01, sums);
   }
-  for (size_t i = 0; i < whole.params.size(); ++i) EXPECT_EQ(whole.params[i], split.params[i]) << i;
-  EXPECT_THROW(Lamb(split.spans, LambConfig{}, 1, cut), Error);
+  for (size_t i = 0; i < whole.params.size(); ++i) EXPECT_EQ(whole.params[i], split.params[i]) << "tensor " << i;
+  for (size_t k = 0; k < 2; ++k) {
+    std::vector<float> joined;
+    for (const auto& shard : shards) {
+      const std::span<const float> mine = std::as_const(*shard).state(k);
+      joined.insert(joined.end(), mine.begin(), mine.end());
+    }
+    const std::span<const float> want = std::as_const(full).state(k);
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), joined.begin(), joined.end())) << full.state_names()[k];
+  }
+}
+
+TEST(Lamb, ShardsCuttingTensorsEqualTheWholeWithReducedNorms) {
+  expect_shards_equal_whole(false);
+  expect_shards_equal_whole(true);
+}
+
+TEST(Lamb, OneProcessStepRefusesASliceThatCutsATensor) {
+  const Reference& ref = reference("lamb");
+  Model m = make_model(ref);
+  const size_t cut = m.params[0].size() + m.params[1].size();  // on a tensor boundary: step() is whole-tensor
+  Lamb on_boundary(m.spans, LambConfig{}, 0, cut);
+  EXPECT_FALSE(on_boundary.cuts_a_tensor());
+  EXPECT_NO_THROW(on_boundary.step(1e-3, 0.01));
+  Lamb inside(m.spans, LambConfig{}, 1, cut);
+  EXPECT_THROW(inside.step(1e-3, 0.01), std::logic_error);
+  EXPECT_THROW(Lamb(m.spans, LambConfig{}, 0, cut + 1000000000), Error);
 }
 
 }  // namespace

@@ -48,7 +48,7 @@ TrainOptions tiny_options(const TempDir& tmp) {
   o.schedule.lr_warmup_iters = 1;
   o.schedule.train_iters = 6;
   o.schedule.weight_decay = 0.01;
-  o.adam.beta2 = 0.95;
+  o.optimizer.beta2 = 0.95;
   o.clip_grad = 1.0;
   o.log_interval = 1;
   o.eval_interval = 3;

@@ -1,0 +1,59 @@
+// defines: Sgd (torch.optim.SGD with momentum in fp32, over a sliceable flat index space)
+#include "optim/sgd.h"
+
+#include <cmath>
+
+#include "util/error.h"
+
+namespace lmforge::optim {
+
+namespace {
+std::vector<std::string> sgd_state(const SgdConfig& c) {
+  if (c.momentum == 0.0) return {};  // torch keeps no buffer without momentum
+  return {"momentum_buffer"};
+}
+}  // namespace
+
+Sgd::Sgd(std::vector<ParamSpan> params, SgdConfig config, size_t shard_begin, size_t shard_end)
+    : Optimizer("sgd", std::move(params), sgd_state(config), shard_begin, shard_end), config_(config) {
+  if (!(config_.momentum >= 0.0) || !std::isfinite(config_.momentum))
+    throw Error("sgd: momentum must be >= 0, got " + std::to_string(config_.momentum));
+}
+
+std::map<std::string, std::string> Sgd::hyperparameters() const {
+  return {{"momentum", number_text(config_.momentum)}, {"dampening", "0"}, {"nesterov", "false"}};
+}
+
+void Sgd::begin_step(double lr, double weight_decay, std::span<double>) {
+  ++step_;
+  const bool first = step_ == 1;  // torch creates the buffer as a copy of d on a parameter's first step
+  const bool momentum = config_.momentum != 0.0;
+  const float mu = static_cast<float>(config_.momentum);
+  const float neg_lr = static_cast<float>(-lr);
+  float* buffer = momentum ? state_data(0) : nullptr;
+  const std::vector<Item>& work = items();
+  const int64_t count = static_cast<int64_t>(work.size());
+#pragma omp parallel for schedule(static) if (count > 1)
+  for (int64_t k = 0; k < count; ++k) {
+    const Item& it = work[static_cast<size_t>(k)];
+    const ParamSpan& ps = params_[it.param];
+    // torch skips the decay term entirely when the group's weight decay is 0.
+    const bool decay = ps.weight_decay && weight_decay != 0.0;
+    const float wd = static_cast<float>(weight_decay);
+    float* __restrict p = ps.param + it.local;
+    const float* __restrict g = ps.grad + it.local;
+    float* __restrict b = momentum ? buffer + it.state : nullptr;
+#pragma omp simd
+    for (size_t j = 0; j < it.len; ++j) {
+      const float d = decay ? std::fma(p[j], wd, g[j]) : g[j];
+      float step = d;
+      if (momentum) {
+        step = first ? d : b[j] * mu + d;
+        b[j] = step;
+      }
+      p[j] = std::fma(step, neg_lr, p[j]);
+    }
+  }
+}
+
+}  // namespace lmforge::optim
