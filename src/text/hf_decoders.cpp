@@ -95,7 +95,7 @@ class WordPieceDecoder final : public HfDecoder {
       std::string& t = tokens[i];
       if (i != 0) {
         if (t.compare(0, prefix.size(), prefix) == 0) t.erase(0, prefix.size());
-        else t.insert(0, " ");
+        else t.insert(size_t{0}, 1, ' ');  // not insert(0, " "): a false -Wrestrict from GCC 12 at -O3
       }
       if (cleanup) {
         // HF's cleanup(): tokenization spaces before punctuation and contractions.

@@ -163,7 +163,8 @@ class ByteLevelPreTokenizer final : public HfPreTokenizer {
     out.reserve(pieces.size() * 4);
     for (Piece& p : pieces) {
       if (p.text.empty()) continue;
-      if (add_prefix_space && p.text[0] != ' ') p.text.insert(0, " ");
+      // insert(pos, count, char): GCC 12 (-O3) gives a false -Wrestrict on insert(0, " ") in this file
+      if (add_prefix_space && p.text[0] != ' ') p.text.insert(size_t{0}, 1, ' ');
       if (!use_regex) {
         out.push_back(Piece{map_bytes(p.text), p.at_start});
         continue;
