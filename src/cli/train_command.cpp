@@ -7,7 +7,7 @@
 #include "cli/tokenizer_flags.h"
 #include "dist/communicator.h"
 #include "dist/launcher.h"
-#include "dist/mpi_comm.h"
+#include "dist/mpi_session.h"
 #include "train/trainer.h"
 #include "util/error.h"
 

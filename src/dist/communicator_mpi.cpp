@@ -1,4 +1,5 @@
 // defines: make_mpi_communicator(): Communicator over an MPI communicator (Open MPI), with rank-ordered sums
+//          (training's collectives; MPI itself is initialised by MpiSession, mpi_session.h)
 #include <mpi.h>
 #include <unistd.h>
 
@@ -8,18 +9,11 @@
 #include <memory>
 
 #include "dist/communicator.h"
+#include "dist/mpi_check.h"
 #include "util/error.h"
 
 namespace lmforge::dist {
 namespace {
-
-void check(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, text, &len);
-  throw Error(std::string("MPI ") + what + " failed: " + std::string(text, (size_t)len));
-}
 
 int as_int(size_t n, const char* what) {
   if (n > (size_t)INT_MAX)
@@ -63,9 +57,9 @@ class MpiCommunicator final : public Communicator {
     }
     n = offset;
     scratch_.resize((size_t)size_ * mine);
-    check(MPI_Alltoallv(data, scounts.data(), sdispls.data(), MPI_FLOAT, scratch_.data(), rcounts.data(),
-                        rdispls.data(), MPI_FLOAT, comm_),
-          "reduce-scatter (alltoallv)");
+    mpi_check(MPI_Alltoallv(data, scounts.data(), sdispls.data(), MPI_FLOAT, scratch_.data(), rcounts.data(),
+                            rdispls.data(), MPI_FLOAT, comm_),
+              "reduce-scatter (alltoallv)");
     float* out = data + my_offset;
     const float* rows = scratch_.data();
     for (size_t i = 0; i < mine; i++) out[i] = rows[i];
@@ -93,9 +87,9 @@ class MpiCommunicator final : public Communicator {
       offset += counts[(size_t)r];
     }
     op->rows.resize((size_t)size_ * op->mine);
-    check(MPI_Ialltoallv(data, op->scounts.data(), op->sdispls.data(), MPI_FLOAT, op->rows.data(),
-                         op->rcounts.data(), op->rdispls.data(), MPI_FLOAT, comm_, &op->request),
-          "reduce-scatter (ialltoallv)");
+    mpi_check(MPI_Ialltoallv(data, op->scounts.data(), op->sdispls.data(), MPI_FLOAT, op->rows.data(),
+                             op->rcounts.data(), op->rdispls.data(), MPI_FLOAT, comm_, &op->request),
+              "reduce-scatter (ialltoallv)");
     stats_.reduce_scatter_bytes += (offset - op->mine) * sizeof(float);
     pending_.push_back(std::move(op));
     return (int)pending_.size() - 1;
@@ -105,7 +99,7 @@ class MpiCommunicator final : public Communicator {
     for (auto& op : pending_) {
       if (!op || op->done) continue;
       int flag = 0;
-      check(MPI_Test(&op->request, &flag, MPI_STATUS_IGNORE), "reduce-scatter (test)");
+      mpi_check(MPI_Test(&op->request, &flag, MPI_STATUS_IGNORE), "reduce-scatter (test)");
       op->done = flag != 0;
     }
   }
@@ -113,7 +107,7 @@ class MpiCommunicator final : public Communicator {
   void finish_reduce_scatter_sum(int handle) override {
     if (handle < 0) return;
     Pending& op = *pending_.at((size_t)handle);
-    if (!op.done) check(MPI_Wait(&op.request, MPI_STATUS_IGNORE), "reduce-scatter (wait)");
+    if (!op.done) mpi_check(MPI_Wait(&op.request, MPI_STATUS_IGNORE), "reduce-scatter (wait)");
     float* out = op.data + op.my_offset;
     const float* rows = op.rows.data();
     for (size_t i = 0; i < op.mine; i++) out[i] = rows[i];
@@ -134,8 +128,8 @@ class MpiCommunicator final : public Communicator {
       displs[(size_t)r] = as_int(offset, "all-gather");
       offset += counts[(size_t)r];
     }
-    check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, rcounts.data(), displs.data(), MPI_FLOAT, comm_),
-          "all-gather");
+    mpi_check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, rcounts.data(), displs.data(), MPI_FLOAT, comm_),
+              "all-gather");
     // The volume a bandwidth-optimal (ring) all-gather sends from each rank: everything this rank does not own.
     stats_.all_gather_bytes += (offset - counts[(size_t)rank_]) * sizeof(float);
   }
@@ -143,8 +137,8 @@ class MpiCommunicator final : public Communicator {
   void all_reduce_sum(double* data, size_t n) override {
     if (size_ == 1 || n == 0) return;
     std::vector<double> all((size_t)size_ * n);
-    check(MPI_Allgather(data, as_int(n, "all-reduce"), MPI_DOUBLE, all.data(), (int)n, MPI_DOUBLE, comm_),
-          "all-reduce (allgather)");
+    mpi_check(MPI_Allgather(data, as_int(n, "all-reduce"), MPI_DOUBLE, all.data(), (int)n, MPI_DOUBLE, comm_),
+              "all-reduce (allgather)");
     for (size_t i = 0; i < n; i++) {
       double sum = all[i];
       for (int r = 1; r < size_; r++) sum += all[(size_t)r * n + i];
@@ -157,17 +151,17 @@ class MpiCommunicator final : public Communicator {
     if (size_ == 1) return;
     for (size_t off = 0; off < bytes;) {
       const int chunk = (int)std::min<size_t>(bytes - off, (size_t)1 << 30);
-      check(MPI_Bcast((char*)data + off, chunk, MPI_BYTE, root, comm_), "broadcast");
+      mpi_check(MPI_Bcast((char*)data + off, chunk, MPI_BYTE, root, comm_), "broadcast");
       off += (size_t)chunk;
     }
     if (rank_ == root) stats_.broadcast_bytes += bytes * (size_t)(size_ - 1);
   }
 
-  void barrier() override { check(MPI_Barrier(comm_), "barrier"); }
+  void barrier() override { mpi_check(MPI_Barrier(comm_), "barrier"); }
 
   std::unique_ptr<Communicator> split(int color, int key) override {
     MPI_Comm sub;
-    check(MPI_Comm_split(comm_, color, key, &sub), "comm split");
+    mpi_check(MPI_Comm_split(comm_, color, key, &sub), "comm split");
     return std::make_unique<MpiCommunicator>(sub, true);
   }
 

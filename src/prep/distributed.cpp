@@ -30,7 +30,7 @@
 
 #include "data/file_util.h"
 #include "data/indexed_dataset.h"
-#include "dist/mpi_comm.h"
+#include "dist/mpi_session.h"
 #include "prep/shard_assembly.h"
 #include "prep/shard_plan.h"
 #include "text/tokenizer_factory.h"

@@ -45,7 +45,8 @@ struct CharNorm {
 // flavour's order, punctuation test of each resulting code point. cp must be <= U+10FFFF. kGoogle strips accents
 // exactly when it lower-cases (strip_accents is ignored); kHuggingFace takes the two separately.
 CharNorm normalize_char(uint32_t cp, Flavor flavor, bool lower_case, bool strip_accents);
-// Accents stripped exactly when lower-casing (both flavours' default). Also used by hf_components.cpp.
+// Accents stripped exactly when lower-casing (both flavours' default). Also used by hf_normalizers.cpp and
+// hf_pre_tokenizers.cpp.
 inline CharNorm normalize_char(uint32_t cp, Flavor flavor, bool lower_case) {
   return normalize_char(cp, flavor, lower_case, lower_case);
 }

@@ -27,6 +27,21 @@
 // lower-case tables beyond Unicode 16 and utf8proc's 15 (only characters that no BERT vocabulary contains).
 // Invalid UTF-8 (not expected: callers repair text first) is read as U+FFFD, which clean text deletes.
 // decode() is BERT's convert_tokens_to_string for both flavours: " ".join(tokens).replace(" ##", "").strip().
+//
+// Why there are two WordPiece implementations: this one is the fast dedicated path, the generic one is the
+// WordPiece model of the tokenizer.json pipeline (hf_models.cpp, behind load_hf_tokenizer() in hf_tokenizer_json.h).
+// - This one is BERT's whole pipeline in one pass per character (bert_unicode.h), with a piece trie and a hash
+//   probe for whole-word pieces, and is what `prep`'s hot loop runs for --tokenizer-type BertWordPieceLowerCase /
+//   BertWordPieceCase (kMegatron, tokenizer_factory.cpp); Megatron's flavour exists only here. load_hf_tokenizer()
+//   also encodes through it (kHuggingFace) when a tokenizer.json is exactly BERT's pipeline (BertNormalizer +
+//   BertPreTokenizer + WordPiece with "##", dense ids, no normalized added tokens).
+// - The generic WordPiece runs every other tokenizer.json WordPiece (other normalizers or pre-tokenizers, another
+//   continuing_subword_prefix) after the generic normalizer and pre-tokenizer stages; on BERT's file that path is
+//   about 4.5x slower in CPU time (bench/RESULTS.md, tokenizer.json section).
+// Both must give Hugging Face's ids: tests/text/test_bert_wordpiece.cpp checks kHuggingFace on the shared sample
+// corpus and edge cases (and kMegatron against Megatron's own dataset), and tests/text/test_hf_tokenizer_json.cpp
+// runs the same shared bert.tokenizer.json with HfTokenizerOptions::fast_paths on (this implementation) and off
+// (the generic WordPiece) against HF's ids.
 #pragma once
 #include <memory>
 #include <optional>

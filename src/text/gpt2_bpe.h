@@ -1,4 +1,20 @@
 // defines: Gpt2BpeTokenizer: GPT-2 byte-level BPE (vocab.json + merges.txt), id for id with Hugging Face
+//
+// Why there are two BPE implementations: this one is the fast dedicated path, the generic one is the BPE model of
+// the tokenizer.json pipeline (hf_models.cpp, behind load_hf_tokenizer() in hf_tokenizer_json.h).
+// - This one does GPT-2's byte-level BPE only (hand-written pre-tokenizer gpt2_pretokenizer.h, merges in a
+//   compact hash table, a word cache per encoder) and is what `prep`'s hot loop runs for
+//   --tokenizer-type GPT2BPETokenizer (tokenizer_factory.cpp). load_hf_tokenizer() also encodes through it when a
+//   tokenizer.json is exactly GPT-2's pipeline (ByteLevel pre-tokenizer with use_regex, BPE without
+//   continuing_subword_prefix / end_of_word_suffix / ignore_merges, a vocabulary this class accepts): GPT-2,
+//   RoBERTa-style files. Around it that pipeline still does added tokens, the normalizer, the post-processor and
+//   decode().
+// - The generic BPE runs every other tokenizer.json BPE (Llama 3's Split regex + ignore_merges, Llama 2's
+//   byte_fallback, "##"/"</w>" subwords, ...) with HF's options, on per-word strings between virtual stages; on
+//   GPT-2's file it is about 2.5x slower in CPU time (bench/RESULTS.md, tokenizer.json section).
+// Both must give Hugging Face's ids: tests/text/test_gpt2_bpe.cpp checks this class on the shared sample corpus and
+// edge cases, and tests/text/test_hf_tokenizer_json.cpp runs the same shared gpt2.tokenizer.json (and the RoBERTa
+// fixture) with HfTokenizerOptions::fast_paths on (this class) and off (the generic BPE) against HF's ids.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -1,5 +1,11 @@
 // defines: the stages of a tokenizer.json pipeline (HfNormalizer, HfPreTokenizer, HfModel, HfDecoder) and the
-// builders that read them from JSON (internal to the hf_* files)
+// builders that read them from JSON (internal to the hf_* files). One file per kind of stage:
+//   hf_normalizers.cpp     make_normalizer() and the normalizers
+//   hf_pre_tokenizers.cpp  make_pre_tokenizer() and the pre-tokenizers
+//   hf_models.cpp          make_model() and the models (BPE, WordPiece, Unigram, WordLevel)
+//   hf_decoders.cpp        make_decoder() and the decoders
+//   hf_post_processor.*    the post-processors (special tokens around a text)
+//   hf_components.cpp      the JSON access and UTF-8 helpers below; hf_component_util.h what the stage files share
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -26,6 +26,17 @@
 // added since may tokenize differently from HF. Metaspace's prepend_scheme "first" tests whether a piece starts
 // the normalized text, where HF tests its original offset: they differ only when the normalizer deleted the
 // text's first characters and a pre-tokenizer then split. Invalid UTF-8 is not expected (callers repair text).
+//
+// Two BPE and two WordPiece implementations, on purpose: this pipeline's models (hf_models.cpp) handle any
+// tokenizer.json, while Gpt2BpeTokenizer (gpt2_bpe.h) and the BERT WordPiece (bert_wordpiece.h) are dedicated fast
+// paths for the two pipelines `prep` runs most (--tokenizer-type GPT2BPETokenizer and BertWordPiece*, chosen by
+// make_tokenizer()). Which one encodes a tokenizer.json: with HfTokenizerOptions::fast_paths (the default), a file
+// that is exactly GPT-2's pipeline (ByteLevel pre-tokenizer with use_regex + BPE without subword prefix/suffix or
+// ignore_merges) is encoded by Gpt2BpeTokenizer after the normalizer, and one that is exactly BERT's (BertNormalizer
+// + BertPreTokenizer + WordPiece with "##") by the WordPiece in its Hugging Face flavour; everything else, or a
+// vocabulary those refuse, or fast_paths off, runs the generic stages. Added tokens, the post-processor and decode()
+// are this pipeline's in every case. tests/text/test_hf_tokenizer_json.cpp runs every fixture and the shared
+// GPT-2/BERT files with fast_paths on and off, both against Hugging Face's ids.
 #pragma once
 #include <memory>
 #include <optional>

@@ -219,8 +219,7 @@ using lmforge::testing::NetnsPair;
 TEST(DistributedPrepCli, TwoHostsAsNetworkNamespacesOverTcpEqualsMegatron) {
   TempDir dir;
   NetnsPair hosts(dir);
-  ASSERT_EQ(hosts.error(), "") << "cannot create network namespaces (this test needs root and `ip netns`; run it "
-                                  "as root or in a container with CAP_NET_ADMIN)";
+  LMFORGE_REQUIRE_NETNS(hosts);
   // The launch really spans both namespaces: each rank reports the address it sees.
   auto r = run_command("timeout 60 " + hosts.mpirun(2) + "sh -c 'ip -o -4 addr show | grep -o \"10\\.231\\.0\\.[12]\"'");
   ASSERT_EQ(r.status, 0) << r.output;

@@ -164,8 +164,7 @@ TEST(TrainParallelFaults, SigkilledRankEndsTheJobNonZeroWithin30SecondsThenAnoth
 
 TEST_F(TrainParallel, TwoHostsAsNetworkNamespacesOverTcpReproduceOneProcess) {
   NetnsPair hosts(*dir_, 232);
-  ASSERT_EQ(hosts.error(), "") << "cannot create network namespaces (this test needs root and `ip netns`; run it "
-                                  "as root or in a container with CAP_NET_ADMIN)";
+  LMFORGE_REQUIRE_NETNS(hosts);
   const TrainRun run = train(*dir_, "netns", 4, {{"--use-distributed-optimizer", ""}}, hosts.mpirun(2));
   expect_parity(run, *single_, 1e-6, "2 hosts x 2 ranks over TCP, distributed optimizer");
 }

@@ -13,7 +13,7 @@
 #include <random>
 
 #include "dist/communicator.h"
-#include "dist/mpi_comm.h"
+#include "dist/mpi_session.h"
 #include "model/gpt.h"
 #include "mpi_test_util.h"
 #include "optim/adamw.h"

@@ -12,7 +12,7 @@
 #include <random>
 
 #include "dist/communicator.h"
-#include "dist/mpi_comm.h"
+#include "dist/mpi_session.h"
 #include "dist/mpi_test_util.h"
 #include "model/gpt.h"
 #include "test_util.h"

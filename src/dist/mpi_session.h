@@ -1,5 +1,9 @@
 // defines: MpiSession: the few MPI operations lmforge needs (init/finalize, rank/size, small int64 messages polled
 //          without blocking, broadcast of a byte string, abort), so no other module includes <mpi.h>
+//
+// The MPI job itself: what `prep` uses to coordinate ranks, and what must exist before training's collectives can
+// be made (make_mpi_communicator() in communicator.h, implemented in communicator_mpi.cpp; both report MPI errors
+// through mpi_check.h).
 #pragma once
 #include <cstdint>
 #include <span>

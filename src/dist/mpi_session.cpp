@@ -1,24 +1,15 @@
 // defines: MpiSession over Open MPI's C API
-#include "dist/mpi_comm.h"
+#include "dist/mpi_session.h"
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdlib>
 
+#include "dist/mpi_check.h"
 #include "util/error.h"
 
 namespace lmforge::dist {
-namespace {
-
-void check(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, text, &len);
-  throw Error(std::string("MPI ") + what + " failed: " + std::string(text, static_cast<size_t>(len)));
-}
-
-}  // namespace
 
 MpiSession::MpiSession() {
   int provided = 0;
@@ -44,31 +35,31 @@ std::string MpiSession::processor_name() const {
 }
 
 void MpiSession::send(int dest, int tag, std::span<const int64_t> values) {
-  check(MPI_Send(values.data(), static_cast<int>(values.size()), MPI_INT64_T, dest, tag, MPI_COMM_WORLD), "send");
+  mpi_check(MPI_Send(values.data(), static_cast<int>(values.size()), MPI_INT64_T, dest, tag, MPI_COMM_WORLD), "send");
 }
 
 bool MpiSession::poll(int& source, int& tag, std::vector<int64_t>& values) {
   int flag = 0;
   MPI_Status status;
-  check(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &status), "probe");
+  mpi_check(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &status), "probe");
   if (!flag) return false;
   int count = 0;
   MPI_Get_count(&status, MPI_INT64_T, &count);
   values.resize(static_cast<size_t>(count));
   source = status.MPI_SOURCE;
   tag = status.MPI_TAG;
-  check(MPI_Recv(values.data(), count, MPI_INT64_T, source, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "receive");
+  mpi_check(MPI_Recv(values.data(), count, MPI_INT64_T, source, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "receive");
   return true;
 }
 
 void MpiSession::broadcast(std::string& bytes, int root) {
   int64_t n = static_cast<int64_t>(bytes.size());
-  check(MPI_Bcast(&n, 1, MPI_INT64_T, root, MPI_COMM_WORLD), "broadcast");
+  mpi_check(MPI_Bcast(&n, 1, MPI_INT64_T, root, MPI_COMM_WORLD), "broadcast");
   bytes.resize(static_cast<size_t>(n));
   // MPI counts are int: send large strings in pieces.
   for (int64_t off = 0; off < n;) {
     const int chunk = static_cast<int>(std::min<int64_t>(n - off, 1 << 30));
-    check(MPI_Bcast(bytes.data() + off, chunk, MPI_CHAR, root, MPI_COMM_WORLD), "broadcast");
+    mpi_check(MPI_Bcast(bytes.data() + off, chunk, MPI_CHAR, root, MPI_COMM_WORLD), "broadcast");
     off += chunk;
   }
 }
