@@ -227,12 +227,75 @@ void require_whole(const optim::Optimizer& opt, const std::string& what) {
     throw Error(what + ": the optimizer holds only a shard of the state; gather the whole state first");
 }
 
+// A safetensors file of fp32 tensors written one tensor at a time (see NamedTensor): a tensor with a producer is
+// assembled into one reused buffer. A rank that is not the writer only calls the producers (with nullptr), in the
+// same order, so the collectives inside them match the writer's.
+void write_tensor_file(const std::string& path, std::span<const NamedTensor> tensors,
+                       const std::map<std::string, std::string>& metadata, bool writer) {
+  std::optional<SafetensorsWriter> out;
+  if (writer) {
+    std::vector<TensorRef> refs;
+    for (const NamedTensor& t : tensors) refs.push_back({t.name, DType::kF32, t.shape, nullptr});
+    out.emplace(path, std::move(refs), metadata);
+  }
+  std::vector<float> buffer;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const NamedTensor& t = tensors[i];
+    if (t.produce) {
+      if (!writer) {
+        t.produce(nullptr);
+        continue;
+      }
+      buffer.resize(t.numel());
+      t.produce(buffer.data());
+      out->write(i, buffer.data());
+    } else if (writer) {
+      out->write(i, t.data);
+    }
+  }
+  if (out) out->close(/*sync=*/true);
+}
+
+// Reads tensor `info` of `file` into `t` (its buffer, or its consumer through `buffer`, after which the file's
+// pages are dropped again). The file may hold fewer rows than t (a padded vocabulary): the rest are zeros.
+void read_tensor(const SafetensorsFile& file, const TensorInfo& info, const NamedTensor& t, std::vector<float>& buffer) {
+  const size_t n = static_cast<size_t>(info.numel());
+  float* dst = t.data;
+  if (t.consume) {
+    buffer.resize(t.numel());
+    dst = buffer.data();
+  }
+  file.read_f32(info, info.shape, dst);
+  std::fill(dst + n, dst + t.numel(), 0.0f);
+  if (t.consume) {
+    t.consume(dst);
+    file.release(info);
+  }
+}
+
 }  // namespace
 
 size_t NamedTensor::numel() const {
   size_t n = 1;
   for (const int64_t d : shape) n *= static_cast<size_t>(d);
   return n;
+}
+
+OptimizerCheckpoint optimizer_checkpoint(optim::Optimizer& opt, std::span<const NamedTensor> model) {
+  require_whole(opt, "optimizer checkpoint");
+  OptimizerCheckpoint out;
+  out.kind = std::string(opt.name());
+  out.step = opt.steps();
+  out.hyperparameters = opt.hyperparameters();
+  // <state>.<tensor> for every named state of every tensor (for AdamW: exp_avg.<name>, exp_avg_sq.<name>, the
+  // names and bytes of the files written before state was generic).
+  for (size_t i = 0; i < opt.params().size(); ++i) {
+    const optim::ParamSpan& p = opt.params()[i];
+    const auto shape = state_shape(p, model);
+    for (size_t k = 0; k < opt.state_names().size(); ++k)
+      out.tensors.push_back({opt.state_names()[k] + "." + p.name, shape, opt.state_of(k, i).data()});
+  }
+  return out;
 }
 
 JsonObject parse_json_object(const std::string& text, const std::string& source) {
@@ -269,6 +332,24 @@ std::string save_checkpoint(const std::string& save_dir, const SaveRequest& req)
   const std::string name = iteration_dir_name(req.state.iteration);
   const std::string final_dir = (fs::path(save_dir) / name).string();
   const std::string tmp_dir = final_dir + ".tmp-" + std::to_string(::getpid());
+  // The optimizer's tensors: given as callbacks, or read from a whole optimizer (a save only reads its state).
+  std::optional<OptimizerCheckpoint> own;
+  const OptimizerCheckpoint* opt = req.optimizer_state;
+  if (opt == nullptr && req.optimizer != nullptr) {
+    require_whole(*req.optimizer, final_dir);
+    opt = &own.emplace(optimizer_checkpoint(const_cast<optim::Optimizer&>(*req.optimizer), req.model));
+  }
+  std::map<std::string, std::string> opt_meta;
+  if (opt != nullptr) {
+    opt_meta = opt->hyperparameters;
+    opt_meta["optimizer"] = opt->kind;
+    opt_meta["step"] = std::to_string(opt->step);
+  }
+  if (!req.writer) {  // take part in producing the tensors, in the writer's order
+    write_tensor_file("", req.model, {}, false);
+    if (opt != nullptr) write_tensor_file("", opt->tensors, {}, false);
+    return final_dir;
+  }
   parse_json_object(req.config_json, "config.json given for " + final_dir);  // a caller bug, caught before writing
   std::error_code ec;
   fs::create_directories(save_dir, ec);
@@ -277,27 +358,9 @@ std::string save_checkpoint(const std::string& save_dir, const SaveRequest& req)
   if (!fs::create_directory(tmp_dir, ec) || ec)
     throw Error(tmp_dir + ": cannot create: " + (ec ? ec.message() : "exists"));
 
-  std::vector<TensorRef> weights;
-  for (const NamedTensor& t : req.model) weights.push_back({t.name, DType::kF32, t.shape, t.data});
-  write_safetensors(tmp_dir + "/" + kModelFile, std::move(weights), {{"format", "pt"}}, /*sync=*/true);
+  write_tensor_file(tmp_dir + "/" + kModelFile, req.model, {{"format", "pt"}}, true);
   write_text_synced(tmp_dir + "/" + kConfigFile, req.config_json);
-  if (req.optimizer != nullptr) {
-    const optim::Optimizer& opt = *req.optimizer;
-    require_whole(opt, final_dir);
-    // <state>.<tensor> for every named state of every tensor, tensor by tensor (for AdamW: exp_avg.<name>,
-    // exp_avg_sq.<name>, the order and bytes of the files written before state was generic).
-    std::vector<TensorRef> state;
-    for (size_t i = 0; i < opt.params().size(); ++i) {
-      const optim::ParamSpan& p = opt.params()[i];
-      const auto shape = state_shape(p, req.model);
-      for (size_t k = 0; k < opt.state_names().size(); ++k)
-        state.push_back({opt.state_names()[k] + "." + p.name, DType::kF32, shape, opt.state_of(k, i).data()});
-    }
-    std::map<std::string, std::string> meta = opt.hyperparameters();
-    meta["optimizer"] = std::string(opt.name());
-    meta["step"] = std::to_string(opt.steps());
-    write_safetensors(tmp_dir + "/" + kOptimizerFile, std::move(state), meta, /*sync=*/true);
-  }
+  if (opt != nullptr) write_tensor_file(tmp_dir + "/" + kOptimizerFile, opt->tensors, opt_meta, true);
   write_text_synced(tmp_dir + "/" + kStateFile, trainer_state_json(req.state));
   fsync_path(tmp_dir, true);
 
@@ -345,6 +408,16 @@ std::optional<std::string> find_latest_checkpoint(const std::string& load_dir) {
 
 LoadedCheckpoint load_checkpoint(const std::string& dir, std::span<const NamedTensor> model,
                                  optim::Optimizer* optimizer) {
+  if (optimizer == nullptr) return load_checkpoint_tensors(dir, model, nullptr);
+  require_whole(*optimizer, (fs::path(dir) / kOptimizerFile).string());
+  OptimizerCheckpoint state = optimizer_checkpoint(*optimizer, model);
+  LoadedCheckpoint out = load_checkpoint_tensors(dir, model, &state);
+  optimizer->set_steps(state.step);
+  return out;
+}
+
+LoadedCheckpoint load_checkpoint_tensors(const std::string& dir, std::span<const NamedTensor> model,
+                                         OptimizerCheckpoint* optimizer) {
   if (!fs::is_directory(dir)) throw Error(dir + ": no such checkpoint directory");
   const auto require = [&](const char* file) {
     const std::string p = (fs::path(dir) / file).string();
@@ -355,57 +428,48 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, std::span<const NamedTe
   out.dir = dir;
   // Validate everything first; the caller's buffers change only once all files check out.
   const SafetensorsFile weights(require(kModelFile));
-  std::set<std::string> expected;
-  for (const NamedTensor& t : model) {
-    const TensorInfo& info = weights.at(t.name);
-    if (info.shape != t.shape)
-      throw Error(weights.path() + ": tensor '" + t.name + "' has shape " + shape_string(info.shape) +
-                  ", the model expects " + shape_string(t.shape));
-    if (info.dtype != DType::kF32)
-      throw Error(weights.path() + ": tensor '" + t.name + "' is " + std::string(dtype_name(info.dtype)) +
-                  ", expected F32");
-    expected.insert(t.name);
-  }
-  for (const TensorInfo& info : weights.tensors())
-    if (!expected.count(info.name))
-      throw Error(weights.path() + ": tensor '" + info.name + "' is not a parameter of this model");
+  // Every file tensor is one of `tensors` (F32, the expected shape) and every one of `tensors` is in the file.
+  const auto check_exactly = [](const SafetensorsFile& file, std::span<const NamedTensor> tensors,
+                                const char* owner, const char* stranger) {
+    std::set<std::string> expected;
+    for (const NamedTensor& t : tensors) {
+      const TensorInfo& info = file.at(t.name);
+      if (info.shape != t.shape)
+        throw Error(file.path() + ": tensor '" + t.name + "' has shape " + shape_string(info.shape) + ", the " +
+                    owner + " expects " + shape_string(t.shape));
+      if (info.dtype != DType::kF32)
+        throw Error(file.path() + ": tensor '" + t.name + "' is " + std::string(dtype_name(info.dtype)) +
+                    ", expected F32");
+      expected.insert(t.name);
+    }
+    for (const TensorInfo& info : file.tensors())
+      if (!expected.count(info.name)) throw Error(file.path() + ": tensor '" + info.name + "' " + stranger);
+  };
+  check_exactly(weights, model, "model", "is not a parameter of this model");
 
   std::optional<SafetensorsFile> opt_file;
   const std::string opt_path = (fs::path(dir) / kOptimizerFile).string();
   out.has_optimizer = fs::exists(opt_path);
-  int64_t opt_step = 0;
   if (optimizer != nullptr) {
     if (!out.has_optimizer)
       throw Error(dir + ": no " + std::string(kOptimizerFile) +
                   " (saved without optimizer state); load with --no-load-optim or --finetune");
-    require_whole(*optimizer, opt_path);
     opt_file.emplace(opt_path);
     const auto& meta = opt_file->metadata();
     const auto kind = meta.find("optimizer");
-    if (kind == meta.end() || kind->second != optimizer->name())
+    if (kind == meta.end() || kind->second != optimizer->kind)
       throw Error(opt_path + ": holds " + (kind == meta.end() ? std::string("unlabelled") : "'" + kind->second + "'") +
-                  " optimizer state, but this run uses '" + std::string(optimizer->name()) +
+                  " optimizer state, but this run uses '" + optimizer->kind +
                   "'; resume with the optimizer the checkpoint was trained with (--optimizer), or start a new "
                   "optimizer from its weights with --finetune");
     const auto step = meta.find("step");
     const std::string step_text = step == meta.end() ? "" : step->second;
+    int64_t opt_step = 0;
     const auto r = std::from_chars(step_text.data(), step_text.data() + step_text.size(), opt_step);
     if (step_text.empty() || r.ec != std::errc() || r.ptr != step_text.data() + step_text.size() || opt_step < 0)
       throw Error(opt_path + ": metadata 'step' is not a step count: '" + step_text + "'");
-    std::set<std::string> want;
-    for (const optim::ParamSpan& p : optimizer->params()) {
-      const auto shape = state_shape(p, model);
-      for (const std::string& state : optimizer->state_names()) {
-        const TensorInfo& info = opt_file->at(state + "." + p.name);
-        if (info.dtype != DType::kF32 || info.shape != shape)
-          throw Error(opt_path + ": tensor '" + info.name + "' is " + std::string(dtype_name(info.dtype)) + " " +
-                      shape_string(info.shape) + ", expected F32 " + shape_string(shape));
-        want.insert(info.name);
-      }
-    }
-    for (const TensorInfo& info : opt_file->tensors())
-      if (!want.count(info.name))
-        throw Error(opt_path + ": tensor '" + info.name + "' belongs to no parameter of this optimizer");
+    check_exactly(*opt_file, optimizer->tensors, "optimizer", "belongs to no parameter of this optimizer");
+    optimizer->step = opt_step;
   }
   out.state = parse_trainer_state(require(kStateFile));
   const std::string leaf = fs::path(dir).filename().string();
@@ -415,17 +479,10 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, std::span<const NamedTe
   out.config_json = read_text(require(kConfigFile));
   parse_json_object(out.config_json, (fs::path(dir) / kConfigFile).string());
 
-  for (const NamedTensor& t : model) weights.read_f32(t.name, t.shape, t.data);
-  if (optimizer != nullptr) {
-    for (size_t i = 0; i < optimizer->params().size(); ++i) {
-      const optim::ParamSpan& p = optimizer->params()[i];
-      for (size_t k = 0; k < optimizer->state_names().size(); ++k) {
-        const auto bytes = opt_file->bytes(opt_file->at(optimizer->state_names()[k] + "." + p.name));
-        std::memcpy(optimizer->state_of(k, i).data(), bytes.data(), bytes.size());
-      }
-    }
-    optimizer->set_steps(opt_step);
-  }
+  std::vector<float> buffer;
+  for (const NamedTensor& t : model) read_tensor(weights, weights.at(t.name), t, buffer);
+  if (optimizer != nullptr)
+    for (const NamedTensor& t : optimizer->tensors) read_tensor(*opt_file, opt_file->at(t.name), t, buffer);
   return out;
 }
 
@@ -478,17 +535,8 @@ std::string load_weights(const std::string& path, std::span<const NamedTensor> m
     if (source[i] == nullptr)
       throw Error(file + ": lacks tensor '" + model[i].name + "' " + shape_string(model[i].shape));
 
-  for (size_t i = 0; i < model.size(); ++i) {
-    const NamedTensor& t = model[i];
-    const TensorInfo& info = *source[i];
-    if (info.shape == t.shape) {
-      weights.read_f32(info, t.shape, t.data);
-    } else {  // fewer rows in the file: read them, zero the padding
-      const size_t n = static_cast<size_t>(info.numel());
-      weights.read_f32(info, info.shape, t.data);
-      std::fill(t.data + n, t.data + t.numel(), 0.0f);
-    }
-  }
+  std::vector<float> buffer;  // fewer rows in the file (a padded vocabulary): read_tensor zeroes the rest
+  for (size_t i = 0; i < model.size(); ++i) read_tensor(weights, *source[i], model[i], buffer);
   return file;
 }
 

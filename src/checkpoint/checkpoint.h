@@ -1,6 +1,7 @@
 // defines: lmforge::checkpoint::NamedTensor, TrainerState, save_checkpoint(), find_latest_checkpoint(), load_checkpoint(), load_weights(), JSON object helpers
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -14,14 +15,36 @@
 
 namespace lmforge::checkpoint {
 
-// One fp32 tensor of the caller's parameter table (for GPT-2: HF names such as
-// "transformer.h.0.attn.c_attn.weight", HF layouts, pointing into the model's flat buffer).
+// One fp32 tensor of a checkpoint file as the caller holds it (for GPT-2: HF names such as
+// "transformer.h.0.attn.c_attn.weight", HF layouts). Either whole in memory (`data`, e.g. into the model's flat
+// buffer), or handed over one tensor at a time through callbacks, for callers that never hold the whole tensor —
+// a tensor-parallel rank holds a piece: on save, produce(whole) assembles the tensor into `whole` (nullptr on a
+// rank that does not write, which still takes part in the gathering); on load, consume(whole) receives it read from
+// the file (and keeps its piece). Saves and loads visit the tensors in the order given, one at a time, holding one
+// tensor's buffer.
 struct NamedTensor {
+  NamedTensor() = default;
+  NamedTensor(std::string name_, std::vector<int64_t> shape_, float* data_ = nullptr)
+      : name(std::move(name_)), shape(std::move(shape_)), data(data_) {}
   std::string name;
   std::vector<int64_t> shape;
   float* data = nullptr;
+  std::function<void(float* whole)> produce;
+  std::function<void(const float* whole)> consume;
   size_t numel() const;
 };
+
+// An optimizer's part of a checkpoint (optimizer.safetensors): its kind, step count and hyperparameters, and its
+// state tensors "<state>.<parameter name>" shaped as the parameter.
+struct OptimizerCheckpoint {
+  std::string kind;                              // "adamw", "lamb", "sgd"
+  int64_t step = 0;                              // filled by a load
+  std::map<std::string, std::string> hyperparameters;
+  std::vector<NamedTensor> tensors;
+};
+// The checkpoint tensors of an optimizer holding the whole state, pointing into its state arrays (the shapes of
+// `model`'s tensors of the same names; flat otherwise).
+OptimizerCheckpoint optimizer_checkpoint(optim::Optimizer& optimizer, std::span<const NamedTensor> model);
 
 // A JSON value that is not a scalar (array or object), kept as minified JSON text.
 struct RawJson {
@@ -62,8 +85,12 @@ struct TrainerState {
 struct SaveRequest {
   std::span<const NamedTensor> model;
   std::string config_json;                  // must be a JSON object
-  const optim::Optimizer* optimizer = nullptr;  // nullptr: no optimizer.safetensors (--no-save-optim)
+  const optim::Optimizer* optimizer = nullptr;  // nullptr: no optimizer.safetensors (--no-save-optim), unless:
+  const OptimizerCheckpoint* optimizer_state = nullptr;  // the optimizer's tensors as callbacks (sharded state)
   TrainerState state;                       // state.iteration names the directory
+  // false: this rank only takes part in producing the tensors (every produce() is called with nullptr, in the
+  // writer's order) and no file is touched; the writer's call returns the directory.
+  bool writer = true;
 };
 
 std::string iteration_dir_name(int64_t iteration);  // "iter_0000100", Megatron's iter_{:07d}
@@ -90,6 +117,11 @@ struct LoadedCheckpoint {
 // absence is an Error (use --no-load-optim). The optimizer must hold the whole index space (no shard).
 LoadedCheckpoint load_checkpoint(const std::string& dir, std::span<const NamedTensor> model,
                                  optim::Optimizer* optimizer = nullptr);
+// The same with the optimizer's tensors as the caller lays them out (e.g. consume callbacks keeping a
+// tensor-parallel piece): `optimizer->kind` must match the file's, its tensors must be exactly the file's, and
+// optimizer->step is filled in.
+LoadedCheckpoint load_checkpoint_tensors(const std::string& dir, std::span<const NamedTensor> model,
+                                         OptimizerCheckpoint* optimizer);
 
 // Weights only (--finetune, --load of a Hugging Face model). `path` is a .safetensors file, a directory with
 // model.safetensors (an HF model directory or one of our iteration directories), or a save directory with a

@@ -17,7 +17,10 @@ struct CommStats {
   uint64_t all_gather_bytes = 0;
   uint64_t all_reduce_bytes = 0;  // small double all-reduces (losses, norms)
   uint64_t broadcast_bytes = 0;
-  uint64_t total() const { return reduce_scatter_bytes + all_gather_bytes + all_reduce_bytes + broadcast_bytes; }
+  uint64_t sent_bytes = 0;  // point to point
+  uint64_t total() const {
+    return reduce_scatter_bytes + all_gather_bytes + all_reduce_bytes + broadcast_bytes + sent_bytes;
+  }
 };
 
 // A group of ranks and the collectives between them. Every collective must be called by every rank of the group
@@ -54,6 +57,10 @@ class Communicator {
   // Small reductions (loss sums, squared norms): rank-ordered sums, identical on every rank.
   virtual void all_reduce_sum(double* data, size_t n) = 0;
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
+  // Point to point (blocking): `bytes` from this rank to `dest`, matched by dest's recv from this rank, in order.
+  // Gathering a tensor's pieces on one rank this way keeps every other rank free of receive buffers.
+  virtual void send(const void* data, size_t bytes, int dest) = 0;
+  virtual void recv(void* data, size_t bytes, int source) = 0;
   virtual void barrier() = 0;
   // The ranks with the same color form a new group, ordered by key (then by rank). Collective over this group.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;

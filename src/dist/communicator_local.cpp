@@ -2,6 +2,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <stdexcept>
+#include <string>
 #include <cstdlib>
 
 #include "dist/communicator.h"
@@ -33,6 +35,13 @@ class LocalCommunicator final : public Communicator {
   void all_gather(float*, std::span<const size_t>) override {}
   void all_reduce_sum(double*, size_t) override {}
   void broadcast(void*, size_t, int) override {}
+  // One rank has nobody to talk to: a send or recv here is a caller bug.
+  void send(const void*, size_t, int dest) override {
+    throw std::logic_error("send to rank " + std::to_string(dest) + " in a one-rank group");
+  }
+  void recv(void*, size_t, int source) override {
+    throw std::logic_error("recv from rank " + std::to_string(source) + " in a one-rank group");
+  }
   void barrier() override {}
   std::unique_ptr<Communicator> split(int, int) override { return std::make_unique<LocalCommunicator>(); }
   [[noreturn]] void abort(const std::string& prefix, const std::string& reason, int code) override {

@@ -15,6 +15,9 @@
 namespace lmforge::dist {
 namespace {
 
+// The tag of send/recv: collectives do not use tags, and point-to-point messages between two ranks arrive in order.
+constexpr int kPointToPointTag = 7;
+
 int as_int(size_t n, const char* what) {
   if (n > (size_t)INT_MAX)
     throw Error(std::string("MPI ") + what + ": a piece of " + std::to_string(n) +
@@ -155,6 +158,24 @@ class MpiCommunicator final : public Communicator {
       off += (size_t)chunk;
     }
     if (rank_ == root) stats_.broadcast_bytes += bytes * (size_t)(size_ - 1);
+  }
+
+  void send(const void* data, size_t bytes, int dest) override {
+    for (size_t off = 0; off < bytes;) {
+      const int chunk = (int)std::min<size_t>(bytes - off, (size_t)1 << 30);
+      mpi_check(MPI_Send((const char*)data + off, chunk, MPI_BYTE, dest, kPointToPointTag, comm_), "send");
+      off += (size_t)chunk;
+    }
+    stats_.sent_bytes += bytes;
+  }
+
+  void recv(void* data, size_t bytes, int source) override {
+    for (size_t off = 0; off < bytes;) {
+      const int chunk = (int)std::min<size_t>(bytes - off, (size_t)1 << 30);
+      mpi_check(MPI_Recv((char*)data + off, chunk, MPI_BYTE, source, kPointToPointTag, comm_, MPI_STATUS_IGNORE),
+                "recv");
+      off += (size_t)chunk;
+    }
   }
 
   void barrier() override { mpi_check(MPI_Barrier(comm_), "barrier"); }

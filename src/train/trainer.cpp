@@ -19,7 +19,7 @@
 #include "train/parallel.h"
 #include "train/gpt_task.h"
 #include "train/schedule.h"
-#include "train/sharded_tensors.h"
+#include "train/sharded_checkpoint.h"
 #include "train/tensorboard_writer.h"
 #include "util/error.h"
 
@@ -51,13 +51,6 @@ model::GPTConfig model_config(const TrainOptions& o, int vocab_size) {
   c.hidden_dropout = (float)o.hidden_dropout;
   c.attention_dropout = (float)o.attention_dropout;
   return c;
-}
-
-// The tensors of a table over a flat buffer laid out by it (a rank's pieces, or a whole model's staging copy).
-std::vector<checkpoint::NamedTensor> named_tensors(const param::ParamTable& table, float* base) {
-  std::vector<checkpoint::NamedTensor> out;
-  for (const param::Parameter& t : table) out.push_back({t.name, t.shape, base + t.offset});
-  return out;
 }
 
 std::vector<optim::ParamSpan> param_spans(const param::ParamTable& table, float* params, float* grads) {
@@ -145,46 +138,20 @@ struct Trainer::Impl {
     return a;
   }
 
+  // Checkpoints hold whole tensors, gathered and loaded tensor by tensor (train/sharded_checkpoint.h): under
+  // tensor parallelism the ranks of data-parallel replica 0 assemble each tensor on world rank 0, which writes.
   void save() {
-    checkpoint::SaveRequest request;
-    request.config_json = model->config_json();
     const optim::Optimizer& local = dp->gathered_optimizer();  // collective: every rank takes part, rank 0 writes
-    // Tensor parallel: rank 0 assembles whole tensors from the pieces, tensor by tensor (the other data-parallel
-    // replicas hold the same pieces and take no part).
-    std::vector<float> whole_params;
-    std::vector<std::vector<float>> whole_states(local.state_names().size());  // per named optimizer state
-    std::vector<checkpoint::NamedTensor> tensors;
-    std::unique_ptr<optim::Optimizer> whole_state;
-    if (tensor_parallel()) {
-      const param::ParamTable whole = model->whole_table();
-      const param::ParamTable& table = model->table();
-      const bool writer = world->rank() == 0;
-      if (writer) {
-        whole_params.resize(whole.whole_numel());
-        for (std::vector<float>& state : whole_states) state.resize(whole.whole_numel());
-      }
-      if (dp->rank() == 0) {
-        auto dst = [&](std::vector<float>& v, size_t i) {
-          return writer ? std::span<float>(v.data() + whole[i].offset, whole[i].numel) : std::span<float>();
-        };
-        for (size_t i = 0; i < table.size(); i++) {
-          gather_to_root(table, i, model->params() + table[i].offset, dst(whole_params, i), tp_group.get());
-          for (size_t k = 0; k < whole_states.size(); k++)
-            gather_to_root(table, i, local.state(k).data() + table[i].offset, dst(whole_states[k], i), tp_group.get());
-        }
-      }
-      if (writer) {
-        tensors = named_tensors(whole, whole_params.data());
-        whole_state = optim::make_optimizer(o.optimizer, param_spans(whole, whole_params.data(), whole_params.data()));
-        for (size_t k = 0; k < whole_states.size(); k++)
-          std::copy(whole_states[k].begin(), whole_states[k].end(), whole_state->state(k).begin());
-        whole_state->set_steps(local.steps());
-      }
-    } else {
-      tensors = named_tensors(model->table(), model->params());
-    }
+    const param::ParamTable whole = model->whole_table();
+    const param::ParamTable& table = model->table();
+    const std::vector<checkpoint::NamedTensor> tensors =
+        gathering_tensors(table, whole, model->params(), tp_group.get());
+    const checkpoint::OptimizerCheckpoint state = gathering_optimizer(local, table, whole, tp_group.get());
+    checkpoint::SaveRequest request;
     request.model = tensors;
-    request.optimizer = whole_state ? whole_state.get() : &local;
+    request.config_json = model->config_json();
+    request.optimizer_state = &state;
+    request.writer = world->rank() == 0;
     request.state.iteration = iteration;
     request.state.consumed_train_samples = consumed_train;
     request.state.consumed_valid_samples = consumed_valid;
@@ -194,9 +161,8 @@ struct Trainer::Impl {
     request.state.rng["seed"] = std::to_string(o.seed);
     request.state.args = args_json();
     const auto t0 = std::chrono::steady_clock::now();
-    const std::string dir =
-        world->rank() == 0 ? checkpoint::save_checkpoint(o.save, request)
-                           : o.save + "/" + checkpoint::iteration_dir_name(iteration);
+    std::string dir = o.save + "/" + checkpoint::iteration_dir_name(iteration);
+    if (dp->rank() == 0) dir = checkpoint::save_checkpoint(o.save, request);  // the other replicas hold copies
     dp->release_gathered();
     world->barrier();  // no rank runs ahead (or exits) before the checkpoint is in place
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -205,22 +171,16 @@ struct Trainer::Impl {
     last_saved = iteration;
   }
 
-  // Checkpoints hold whole tensors (any layout loads any other): with tensor parallelism every rank reads the
-  // whole tensors into a staging copy and keeps its pieces.
+  // Every rank reads the (shared) files tensor by tensor and keeps its pieces: whole tensors and whole optimizer
+  // state, so any tensor- and data-parallel layout loads any other.
   void load() {
+    const param::ParamTable whole = model->whole_table();
     const param::ParamTable& table = model->table();
-    const param::ParamTable whole = tensor_parallel() ? model->whole_table() : table;
-    std::vector<float> staging(tensor_parallel() ? whole.whole_numel() : 0);
-    float* target_params = tensor_parallel() ? staging.data() : model->params();
-    auto tensors = named_tensors(whole, target_params);
-    auto keep_pieces = [&](const float* from, float* to) {
-      for (size_t i = 0; i < table.size(); i++) table.slice(i, from + whole[i].offset, to + table[i].offset);
-    };
+    const std::vector<checkpoint::NamedTensor> tensors = slicing_tensors(table, whole, model->params());
     if (o.finetune) {
       checkpoint::WeightsOptions wo;
       for (const std::string& name : model->vocabulary_tensors()) wo.row_padded.insert(name);  // HF: 50257 rows
       const std::string file = checkpoint::load_weights(o.load, tensors, wo);
-      if (tensor_parallel()) keep_pieces(staging.data(), model->params());
       log << "loaded weights for finetuning from " << file << " (iteration, optimizer and schedule start afresh)\n";
       return;
     }
@@ -229,20 +189,10 @@ struct Trainer::Impl {
       log << "no checkpoint found in " << o.load << " (no latest_checkpointed_iteration.txt): starting from scratch\n";
       return;
     }
-    // Whole optimizer state too, so any data-parallel layout loads any other: every rank reads the (shared) files
-    // and keeps its own shard.
     optim::Optimizer& target = dp->optimizer_to_load();
-    std::unique_ptr<optim::Optimizer> whole_state;
-    if (tensor_parallel())
-      whole_state = optim::make_optimizer(o.optimizer, param_spans(whole, staging.data(), staging.data()));
-    checkpoint::LoadedCheckpoint loaded =
-        checkpoint::load_checkpoint(*dir, tensors, whole_state ? whole_state.get() : &target);
-    if (whole_state) {  // this rank's tensor-parallel pieces of the whole weights and state
-      keep_pieces(staging.data(), model->params());
-      for (size_t k = 0; k < target.state_names().size(); k++)
-        keep_pieces(whole_state->state(k).data(), target.state(k).data());
-      target.set_steps(whole_state->steps());
-    }
+    checkpoint::OptimizerCheckpoint state = slicing_optimizer(target, table, whole);
+    checkpoint::LoadedCheckpoint loaded = checkpoint::load_checkpoint_tensors(*dir, tensors, &state);
+    target.set_steps(state.step);
     dp->scatter_loaded_optimizer();
     const checkpoint::TrainerState& s = loaded.state;
     if (auto it = s.rng.find("seed"); it != s.rng.end() && it->second != std::to_string(o.seed))

@@ -20,7 +20,7 @@
 #include "optim/factory.h"
 #include "test_util.h"
 #include "train/parallel.h"
-#include "train/sharded_tensors.h"
+#include "train/sharded_checkpoint.h"
 
 namespace {
 
