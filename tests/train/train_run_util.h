@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "mpi_test_util.h"
+#include "dist/mpi_test_util.h"
 #include "test_util.h"
 
 // One executable includes this once: plain (non-inline) definitions are fine.

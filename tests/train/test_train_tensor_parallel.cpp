@@ -15,7 +15,7 @@
 #include "dist/communicator.h"
 #include "dist/mpi_session.h"
 #include "model/gpt.h"
-#include "mpi_test_util.h"
+#include "dist/mpi_test_util.h"
 #include "optim/adamw.h"
 #include "optim/factory.h"
 #include "test_util.h"
