@@ -1,4 +1,4 @@
-// defines: small helpers shared by tests: a temporary directory, whole-file reads, running a command
+// defines: small helpers shared by tests: a temporary directory, whole-file reads, running a command, loss_lines()
 #pragma once
 #include <unistd.h>
 
@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace lmforge::testing {
 
@@ -62,6 +63,19 @@ inline CommandResult run_command(const std::string& command) {
   const int status = ::pclose(pipe);
   result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+// The lines of a training log whose numbers must agree between runs of the same training: the loss, learning-rate
+// and grad-norm part of iteration lines (from "| learning rate:" on; the time varies) and the evaluation lines.
+inline std::vector<std::string> loss_lines(const std::string& log) {
+  std::vector<std::string> out;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    const size_t p = line.find("| learning rate:");
+    if (line.rfind(" iteration ", 0) == 0 && p != std::string::npos) out.push_back(line.substr(p));
+    if (line.find("validation loss at") != std::string::npos) out.push_back(line);
+  }
+  return out;
 }
 
 }  // namespace lmforge::testing

@@ -109,17 +109,7 @@ TEST(TrainCli, HelpDocumentsFlagsAndConventions) {
     EXPECT_NE(r.output.find(s), std::string::npos) << s;
 }
 
-// The lines whose numbers must agree between runs: the loss/lr/grad-norm part of iteration lines, and evaluations.
-std::vector<std::string> loss_lines(const std::string& log) {
-  std::vector<std::string> out;
-  std::istringstream in(log);
-  for (std::string line; std::getline(in, line);) {
-    const size_t p = line.find("| learning rate:");
-    if (line.rfind(" iteration ", 0) == 0 && p != std::string::npos) out.push_back(line.substr(p));
-    if (line.find("validation loss at") != std::string::npos) out.push_back(line);
-  }
-  return out;
-}
+using lmforge::testing::loss_lines;
 
 TEST(TrainCli, MegatronDatasetTrainsResumesAndGenerates) {
   TempDir dir;

@@ -15,46 +15,12 @@
 #include "data/token_scan.h"
 #include "test_util.h"
 #include "train/trainer.h"
+#include "trainer_test_util.h"
 #include "util/error.h"
 
 namespace {
 
-namespace fs = std::filesystem;
-using lmforge::testing::shared_path;
-using lmforge::testing::TempDir;
-using lmforge::train::Trainer;
-using lmforge::train::TrainOptions;
-
-const std::string kData = shared_path("data/sample/sample_gpt2_text_document");
-
-// A tiny GPT on the sample dataset: 2 micro-batches of 2 per step, warm-up then cosine decay, evaluation every 3.
-TrainOptions tiny_options(const TempDir& tmp) {
-  TrainOptions o;
-  o.num_layers = 2;
-  o.hidden_size = 32;
-  o.num_attention_heads = 2;
-  o.seq_length = 32;
-  o.max_position_embeddings = 48;
-  o.tokenizer.vocab_file = shared_path("data/vocab/gpt2-vocab.json");
-  o.tokenizer.merge_file = shared_path("data/vocab/gpt2-merges.txt");
-  o.data_path = {kData};
-  o.split = "949,50,1";
-  o.data_cache_path = tmp.file("cache");
-  o.micro_batch_size = 2;
-  o.global_batch_size = 4;
-  o.schedule.lr = 3e-3;
-  o.schedule.min_lr = 3e-4;
-  o.schedule.lr_decay_style = "cosine";
-  o.schedule.lr_warmup_iters = 1;
-  o.schedule.train_iters = 6;
-  o.schedule.weight_decay = 0.01;
-  o.optimizer.beta2 = 0.95;
-  o.clip_grad = 1.0;
-  o.log_interval = 1;
-  o.eval_interval = 3;
-  o.eval_iters = 1;
-  return o;
-}
+using namespace trainer_tests;
 
 // Dropout (0.1 here, Megatron's default) acts in training steps only: evaluation of the same weights gives the
 // same loss with and without it, while a training step's loss differs.
@@ -75,63 +41,11 @@ TEST(Trainer, DropoutActsInTrainingNotInEvaluation) {
   EXPECT_NE(a.history()[0].loss, b.history()[0].loss);
 }
 
+// Stopped at iteration 3, saved, resumed: the same log lines and bit-identical weights (with dropout 0.1, AdamW).
 TEST(Trainer, ResumedRunIsBitIdenticalToUninterruptedRun) {
-  ASSERT_TRUE(fs::exists(kData + ".bin")) << "shared sample dataset missing";
   TempDir tmp;
-  std::ostringstream log_a, log_b1, log_b2;
-
-  TrainOptions a = tiny_options(tmp);
-  Trainer full(a, log_a);
-  full.run();
-
-  TrainOptions b = tiny_options(tmp);
-  b.save = tmp.file("ckpt");
-  b.exit_interval = 3;
-  {
-    Trainer first(b, log_b1);
-    first.run();
-    ASSERT_EQ(first.iteration(), 3);
-  }
-  ASSERT_TRUE(fs::exists(tmp.file("ckpt/iter_0000003/optimizer.safetensors")));
-  b.load = b.save;
-  Trainer second(b, log_b2);
-  EXPECT_EQ(second.iteration(), 3);
-  second.run();
-  ASSERT_EQ(second.iteration(), 6);
-
-  const auto& h = full.history();
+  const std::vector<lmforge::train::IterationRecord> h = expect_resume_bit_identical(tiny_options(tmp));
   ASSERT_EQ(h.size(), 6u);
-  // Iterations 1..3 were run by `first` (whose history is gone) — their losses were logged; compare 4..6 exactly
-  // from the records and all six from the log lines.
-  ASSERT_EQ(second.history().size(), 3u);
-  for (size_t i = 0; i < 3; i++) {
-    const auto& x = h[3 + i];
-    const auto& y = second.history()[i];
-    EXPECT_EQ(x.iteration, y.iteration);
-    EXPECT_EQ(x.consumed_samples, y.consumed_samples);
-    EXPECT_EQ(std::memcmp(&x.loss, &y.loss, sizeof(float)), 0) << "iteration " << x.iteration << ": " << x.loss
-                                                              << " vs " << y.loss;
-    EXPECT_EQ(x.lr, y.lr);
-    EXPECT_EQ(x.grad_norm, y.grad_norm);
-  }
-  auto loss_lines = [](const std::string& log) {
-    std::vector<std::string> out;
-    std::istringstream in(log);
-    for (std::string line; std::getline(in, line);) {
-      const size_t p = line.find("| learning rate:");
-      if (line.rfind(" iteration ", 0) == 0 && p != std::string::npos) out.push_back(line.substr(p));
-      if (line.find("validation loss at") != std::string::npos) out.push_back(line);
-    }
-    return out;
-  };
-  std::vector<std::string> resumed = loss_lines(log_b1.str());
-  for (const std::string& l : loss_lines(log_b2.str())) resumed.push_back(l);
-  EXPECT_EQ(loss_lines(log_a.str()), resumed) << log_a.str() << "\n---\n" << log_b1.str() << log_b2.str();
-  // Same final weights, bit for bit.
-  const auto& ma = full.model();
-  auto& mb = second.model();
-  ASSERT_EQ(ma.num_parameters(), mb.num_parameters());
-  EXPECT_EQ(std::memcmp(full.model().params(), mb.params(), ma.num_parameters() * sizeof(float)), 0);
   // The learning rate of step 1 is 0 (warm-up, Megatron's convention), then the peak.
   EXPECT_EQ(h[0].lr, 0.0);
   EXPECT_DOUBLE_EQ(h[1].lr, 3e-3);
