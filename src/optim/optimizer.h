@@ -13,7 +13,9 @@ namespace lmforge::optim {
 
 // One parameter tensor as the optimizer sees it: a flat fp32 range of the model's parameter buffer, the
 // matching range of its gradient buffer, and whether weight decay applies (Megatron and nanoGPT decay
-// matrices, including wte/wpe, but not biases or LayerNorm parameters).
+// matrices, including wte/wpe, but not biases or LayerNorm parameters). Not a second description of a parameter:
+// the trainer binds each param::Parameter of the model's table (name, this rank's piece, decay) to its buffers;
+// the optimizer module stays free of models and layouts (its tests build spans over plain arrays).
 struct ParamSpan {
   std::string name;  // the tensor's name (HF names for GPT-2); optimizer state is saved under it
   float* param = nullptr;
