@@ -131,6 +131,10 @@ struct Trainer::Impl {
     a["lr_decay_style"] = o.schedule.lr_decay_style;
     a["split"] = o.split;
     a["seed"] = (int64_t)o.seed;
+    a["optimizer"] = o.optimizer.kind;
+    a["hidden_dropout"] = o.hidden_dropout;
+    a["attention_dropout"] = o.attention_dropout;
+    a["tensor_model_parallel_size"] = (int64_t)o.tensor_model_parallel_size;
     a["tokenizer_type"] = o.tokenizer.type;
     std::string data;
     for (const std::string& p : o.data_path) data += (data.empty() ? "" : " ") + p;
@@ -301,9 +305,9 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
     log << format("tensor parallel: %d ranks per group (%zu of %zu parameters on each), %d data-parallel groups\n", TP,
                   local_params, whole_params, comm.size() / TP);
   // What this rank holds (rank 0's figures; every tensor-parallel rank holds the same amount).
-  log << format("memory on rank 0: parameters %.1f MB, gradients %.1f MB, optimizer state %.1f MB\n",
+  log << format("memory on rank 0: parameters %.1f MB, gradients %.1f MB, optimizer state %.1f MB (%s)\n",
                 local_params * 4.0 / 1e6, local_params * 4.0 / 1e6,
-                (double)m.dp->optimizer_state_bytes() / 1e6);
+                (double)m.dp->optimizer_state_bytes() / 1e6, o.optimizer.kind.c_str());
   if (comm.size() > 1 || o.use_distributed_optimizer) log << m.dp->describe();
   log.flush();
 }
