@@ -74,11 +74,14 @@ std::vector<int32_t> generate(model::GPT& model, std::span<const int32_t> prompt
     throw Error("generate: the prompt (" + std::to_string(prompt.size()) + " tokens) plus --max-new-tokens " +
                 std::to_string(options.max_new_tokens) + " exceeds the model's max-position-embeddings " +
                 std::to_string(c.max_positions));
-  if (!options.sampling.greedy && options.sampling.temperature > 0.0) {
-    if (options.sampling.top_k < 0) throw Error("generate: --top-k must be >= 0");
-    if (!(options.sampling.top_p > 0.0 && options.sampling.top_p <= 1.0))
-      throw Error("generate: --top-p must be in (0, 1], got " + std::to_string(options.sampling.top_p));
-  }
+  // Every sampling flag is checked, whether or not this run uses it: a NaN or negative temperature is a typo, not a
+  // request for greedy decoding.
+  if (!(options.sampling.temperature >= 0.0) || !std::isfinite(options.sampling.temperature))
+    throw Error("generate: --temperature must be a finite number >= 0 (0: greedy), got " +
+                std::to_string(options.sampling.temperature));
+  if (options.sampling.top_k < 0) throw Error("generate: --top-k must be >= 0, got " + std::to_string(options.sampling.top_k));
+  if (!(options.sampling.top_p > 0.0 && options.sampling.top_p <= 1.0))
+    throw Error("generate: --top-p must be in (0, 1], got " + std::to_string(options.sampling.top_p));
   std::mt19937_64 rng(options.seed);
   std::vector<int32_t> sequence(prompt.begin(), prompt.end());
   std::vector<int32_t> produced;
@@ -131,6 +134,14 @@ std::unique_ptr<model::GPT> load_model(const std::string& path, const std::strin
   std::vector<checkpoint::NamedTensor> tensors;
   for (const param::Parameter& t : model->tensors()) tensors.push_back({t.name, t.shape, model->params() + t.offset});
   checkpoint::load_weights(weights, tensors);
+  // Weights that are not finite would decode to garbage ("!!!!") with exit 0: name the first bad tensor instead.
+  for (const param::Parameter& t : model->tensors()) {
+    const float* p = model->params() + t.offset;
+    for (size_t i = 0; i < t.numel; i++)
+      if (!std::isfinite(p[i]))
+        throw Error(weights + ": tensor '" + t.name + "' holds a non-finite value (" + std::to_string(p[i]) +
+                    " at element " + std::to_string(i) + "); the checkpoint is corrupt or training diverged");
+  }
   return model;
 }
 

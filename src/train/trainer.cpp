@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <ostream>
 #include <sstream>
 
@@ -192,6 +193,16 @@ struct Trainer::Impl {
     if (!dir) {
       log << "no checkpoint found in " << o.load << " (no latest_checkpointed_iteration.txt): starting from scratch\n";
       return;
+    }
+    // The model's settings first: a shape-defining flag that differs is named before any tensor is compared.
+    {
+      const std::string config_path = *dir + "/config.json";
+      std::ifstream config_file(config_path, std::ios::binary);
+      if (config_file) {
+        std::stringstream text;
+        text << config_file.rdbuf();
+        model->check_checkpoint_config(text.str(), config_path);
+      }
     }
     optim::Optimizer& target = dp->optimizer_to_load();
     checkpoint::OptimizerCheckpoint state = slicing_optimizer(target, table, whole);

@@ -107,6 +107,50 @@ TEST(Generate, TooLongOrEmptyPromptIsAnErrorBeforeWork) {
   EXPECT_THROW(generate(model, std::vector<int32_t>{}, o), lmforge::Error);
 }
 
+// Every sampling flag is validated, used or not: NaN or negative temperature, negative top-k, top-p outside (0, 1].
+TEST(Generate, InvalidSamplingFlagsAreErrors) {
+  GPT model(small_config());
+  model.init_weights(3);
+  const std::vector<int32_t> prompt = {1, 2};
+  for (double t : {std::nan(""), -0.5, (double)INFINITY}) {
+    GenerateOptions o;
+    o.max_new_tokens = 2;
+    o.sampling.temperature = t;
+    try {
+      generate(model, prompt, o);
+      ADD_FAILURE() << "temperature " << t << " was accepted";
+    } catch (const lmforge::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--temperature"), std::string::npos) << e.what();
+    }
+  }
+  GenerateOptions greedy_bad_p;
+  greedy_bad_p.sampling.greedy = true;
+  greedy_bad_p.sampling.top_p = 1.5;
+  EXPECT_THROW(generate(model, prompt, greedy_bad_p), lmforge::Error);
+}
+
+// A checkpoint with a NaN weight is refused at load, naming the tensor (it would generate "!!!!" otherwise).
+TEST(Generate, NonFiniteWeightsAreRefusedAtLoad) {
+  lmforge::testing::TempDir tmp;
+  GPT model(small_config());
+  model.init_weights(21);
+  model.param("transformer.h.1.mlp.c_fc.weight")[5] = std::nanf("");
+  std::vector<lmforge::checkpoint::NamedTensor> tensors;
+  for (const auto& t : model.tensors()) tensors.push_back({t.name, t.shape, model.params() + t.offset});
+  lmforge::checkpoint::SaveRequest req;
+  req.model = tensors;
+  req.config_json = gpt_config_json(model.config());
+  req.state.iteration = 1;
+  lmforge::checkpoint::save_checkpoint(tmp.file("ckpt"), req);
+  try {
+    load_model(tmp.file("ckpt"));
+    ADD_FAILURE() << "NaN weights were loaded";
+  } catch (const lmforge::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("transformer.h.1.mlp.c_fc.weight"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("non-finite"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Generate, LoadModelFromCheckpointDirectoryAndFile) {
   lmforge::testing::TempDir tmp;
   GPT model(small_config());

@@ -171,6 +171,37 @@ TEST(Trainer, ChangedScheduleOrSeedOnResumeIsAnError) {
   EXPECT_THROW({ Trainer bad(other_seed, log); }, lmforge::Error);
 }
 
+// A shape-defining flag that differs from the checkpoint's is an error naming the flag, both values and --finetune —
+// also --num-attention-heads, which leaves every tensor's shape unchanged (before: accepted, trained and re-saved
+// as another model).
+TEST(Trainer, ResumingWithAnotherModelShapeIsAnErrorNamingTheFlag) {
+  TempDir tmp;
+  TrainOptions o = tiny_options(tmp);
+  o.schedule.train_iters = 2;
+  o.eval_iters = 0;
+  o.save = tmp.file("ckpt");
+  std::ostringstream log;
+  Trainer(o, log).run();
+  o.load = o.save;
+  TrainOptions heads = o;
+  heads.num_attention_heads = 4;
+  TrainOptions positions = o;
+  positions.max_position_embeddings = 64;
+  for (const auto& [changed, flag] : {std::pair{heads, std::string("--num-attention-heads 2, this run asks for 4")},
+                                      std::pair{positions, std::string("--max-position-embeddings 48, this run asks for 64")}}) {
+    try {
+      Trainer bad(changed, log);
+      ADD_FAILURE() << "resumed with " << flag;
+    } catch (const lmforge::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(flag), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("--finetune"), std::string::npos) << e.what();
+    }
+  }
+  TrainOptions same = o;
+  Trainer fine(same, log);  // the same flags still resume
+  EXPECT_EQ(fine.iteration(), 2);
+}
+
 // The checkpoint's model.safetensors + config.json, read by an independent float64 PyTorch GPT-2
 // (tests/model/gpt2_reference.py's model), gives the loss lmforge computes on the same batch.
 TEST(Trainer, CheckpointLossMatchesPyTorchReference) {
