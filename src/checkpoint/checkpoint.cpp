@@ -328,6 +328,26 @@ std::string iteration_dir_name(int64_t iteration) {
   return buf;
 }
 
+std::string check_save_dir(const std::string& save_dir, uint64_t bytes_per_checkpoint) {
+  std::error_code ec;
+  fs::create_directories(save_dir, ec);
+  if (ec || !fs::is_directory(save_dir))
+    throw Error(save_dir + ": --save is not a usable directory (" + (ec ? ec.message() : "not a directory") + ")");
+  const std::string probe = (fs::path(save_dir) / (".write-probe-" + std::to_string(::getpid()))).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(save_dir + ": --save is not writable (" + errno_text() + ")");
+  ::close(fd);
+  ::unlink(probe.c_str());
+  const fs::space_info space = fs::space(save_dir, ec);
+  if (!ec && space.available < bytes_per_checkpoint) {
+    char text[256];
+    std::snprintf(text, sizeof text, "%s has %.1f GB free, less than one checkpoint (%.1f GB)", save_dir.c_str(),
+                  (double)space.available / 1e9, (double)bytes_per_checkpoint / 1e9);
+    return text;
+  }
+  return "";
+}
+
 std::string save_checkpoint(const std::string& save_dir, const SaveRequest& req) {
   const std::string name = iteration_dir_name(req.state.iteration);
   const std::string final_dir = (fs::path(save_dir) / name).string();

@@ -95,6 +95,10 @@ struct SaveRequest {
 };
 
 std::string iteration_dir_name(int64_t iteration);  // "iter_0000100", Megatron's iter_{:07d}
+// Before any training: creates `save_dir` if needed and proves it writable (a probe file created and removed), so
+// an unusable --save fails at once rather than after hours of training. Errors name the path and the reason.
+// Returns a warning (empty if none) when the file system has less free space than `bytes_per_checkpoint`.
+std::string check_save_dir(const std::string& save_dir, uint64_t bytes_per_checkpoint);
 // Writes a checkpoint and updates the pointer; returns the final directory. Errors name the path.
 std::string save_checkpoint(const std::string& save_dir, const SaveRequest& request);
 

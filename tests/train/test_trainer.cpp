@@ -171,6 +171,29 @@ TEST(Trainer, ChangedScheduleOrSeedOnResumeIsAnError) {
   EXPECT_THROW({ Trainer bad(other_seed, log); }, lmforge::Error);
 }
 
+// An unusable --save (here: a path under a regular file) fails when the trainer is built, before any iteration —
+// not at the first save, after the training it would have lost.
+TEST(Trainer, UnusableSaveDirectoryFailsBeforeTraining) {
+  TempDir tmp;
+  lmforge::testing::write_file(tmp.file("a-file"), "x");
+  TrainOptions o = tiny_options(tmp);
+  o.save = tmp.file("a-file/ckpt");
+  std::ostringstream log;
+  try {
+    Trainer t(o, log);
+    ADD_FAILURE() << "a --save under a regular file was accepted";
+  } catch (const lmforge::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(o.save), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--save"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(log.str().find(" iteration "), std::string::npos) << log.str();
+  // A usable one is created up front and left empty until the first save.
+  o.save = tmp.file("new/dir/ckpt");
+  Trainer ok(o, log);
+  EXPECT_TRUE(fs::is_directory(o.save));
+  EXPECT_TRUE(fs::is_empty(o.save));
+}
+
 // A shape-defining flag that differs from the checkpoint's is an error naming the flag, both values and --finetune —
 // also --num-attention-heads, which leaves every tensor's shape unchanged (before: accepted, trained and re-saved
 // as another model).
