@@ -203,6 +203,18 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--finetune", o->finetune,
                 "Load weights only from --load (also a Hugging Face GPT-2 .safetensors or model dir); iteration, "
                 "optimizer and schedule start from zero");
+  cmd->add_flag("--override-opt_param-scheduler", o->override_opt_param_scheduler,
+                "With --load: continue with this run's learning-rate and weight-decay schedule flags where they "
+                "differ from the checkpoint's (e.g. a larger --train-iters extends the decay)");
+  cmd->add_flag("--use-checkpoint-opt_param-scheduler", o->use_checkpoint_opt_param_scheduler,
+                "With --load: continue with the checkpoint's schedule values, whatever this run's flags say");
+  cmd->add_flag("--no-load-optim", o->no_load_optim,
+                "With --load: take weights, iteration and data position, but start the optimizer state and the "
+                "learning-rate schedule afresh (as Megatron)");
+  cmd->add_flag("--no-load-rng", o->no_load_rng,
+                "Accepted for Megatron scripts: lmforge saves no generator state (data order and dropout masks are "
+                "functions of --seed, the iteration and the sample counters), so there is nothing to skip; a "
+                "notice says so");
   cmd->add_option("--exit-interval", o->exit_interval,
                   "Stop when the iteration is a multiple of this, after saving (a later --load continues)")
       ->capture_default_str();

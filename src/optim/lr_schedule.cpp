@@ -148,7 +148,8 @@ void OptimizerParamScheduler::load_state(const SchedulerState& s, LoadMode mode)
     auto check = [](bool same, const std::string& what, const std::string& ours, const std::string& theirs) {
       if (!same)
         throw Error("checkpoint's " + what + " (" + theirs + ") differs from this run's (" + ours +
-                    "); pass --override-opt_param-scheduler or --use-checkpoint-opt_param-scheduler");
+                    "); pass --override-opt_param-scheduler to continue with this run's schedule, or "
+                    "--use-checkpoint-opt_param-scheduler to continue with the checkpoint's");
     };
     check(s.max_lr == max_lr_, "learning rate", num(max_lr_), num(s.max_lr));
     check(s.min_lr == min_lr_, "minimum learning rate", num(min_lr_), num(s.min_lr));

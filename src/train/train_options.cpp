@@ -81,6 +81,12 @@ void validate_train_options(TrainOptions& o) {
   if (o.exit_interval < 0) throw Error("--exit-interval must be >= 0");
   if (!(o.exit_duration_in_mins >= 0.0)) throw Error("--exit-duration-in-mins must be >= 0");
   if (o.finetune && o.load.empty()) throw Error("--finetune needs --load (the weights to start from)");
+  if (o.override_opt_param_scheduler && o.use_checkpoint_opt_param_scheduler)
+    throw Error("give only one of --override-opt_param-scheduler and --use-checkpoint-opt_param-scheduler");
+  for (const auto& [set, flag] : {std::pair{o.override_opt_param_scheduler, "--override-opt_param-scheduler"},
+                                  std::pair{o.use_checkpoint_opt_param_scheduler, "--use-checkpoint-opt_param-scheduler"},
+                                  std::pair{o.no_load_optim, "--no-load-optim"}, std::pair{o.no_load_rng, "--no-load-rng"}})
+    if (set && o.load.empty()) throw Error(std::string(flag) + " needs --load (it says how to resume)");
   if (o.threads < 0) throw Error("--threads must be >= 0");
   need_positive(o.tensor_model_parallel_size, "--tensor-model-parallel-size");
   if (o.ddp_bucket_size < 0) throw Error("--ddp-bucket-size must be >= 0 (0: 4194304 elements)");

@@ -59,6 +59,13 @@ struct TrainOptions {
   bool finetune = false;               // --finetune: weights only from --load (a save dir, an iteration dir, a
                                        // Hugging Face model dir or a .safetensors file); iteration, optimizer
                                        // and schedule start afresh
+  bool override_opt_param_scheduler = false;        // --override-opt_param-scheduler: on --load keep this run's
+                                                    // learning-rate/weight-decay schedule values
+  bool use_checkpoint_opt_param_scheduler = false;  // --use-checkpoint-opt_param-scheduler: take the checkpoint's
+  bool no_load_optim = false;                       // --no-load-optim: weights, iteration and data position from
+                                                    // --load; optimizer state and schedule start afresh (Megatron)
+  bool no_load_rng = false;                         // --no-load-rng: accepted with a notice (the random state is a
+                                                    // function of --seed, nothing else is saved)
   int exit_interval = 0;               // --exit-interval: stop (after saving) when iteration % N == 0
   double exit_duration_in_mins = 0.0;  // --exit-duration-in-mins: stop (after saving) once training has run this
                                        // long (0: no limit)

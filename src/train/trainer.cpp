@@ -206,19 +206,32 @@ struct Trainer::Impl {
     }
     optim::Optimizer& target = dp->optimizer_to_load();
     checkpoint::OptimizerCheckpoint state = slicing_optimizer(target, table, whole);
-    checkpoint::LoadedCheckpoint loaded = checkpoint::load_checkpoint_tensors(*dir, tensors, &state);
-    target.set_steps(state.step);
+    // --no-load-optim: as Megatron, neither the optimizer state nor the schedule's position is read.
+    checkpoint::LoadedCheckpoint loaded =
+        checkpoint::load_checkpoint_tensors(*dir, tensors, o.no_load_optim ? nullptr : &state);
+    if (!o.no_load_optim) target.set_steps(state.step);
     dp->scatter_loaded_optimizer();
     const checkpoint::TrainerState& s = loaded.state;
     if (auto it = s.rng.find("seed"); it != s.rng.end() && it->second != std::to_string(o.seed))
       throw Error(*dir + ": the checkpoint was trained with --seed " + it->second + ", not " + std::to_string(o.seed) +
                   " (the data order depends on it); use the same seed, or --finetune to start a new run");
     model->check_checkpoint_config(loaded.config_json, *dir + "/config.json");
-    try {
-      scheduler->load_state(s.scheduler);
-    } catch (const Error& e) {
-      throw Error(*dir + ": " + e.what() + " (the learning-rate flags differ from the checkpoint's)");
+    if (o.no_load_optim) {
+      log << "--no-load-optim: optimizer state and learning-rate schedule start afresh (as Megatron); iteration "
+             "and data position continue\n";
+    } else {
+      const auto mode = o.override_opt_param_scheduler       ? optim::OptimizerParamScheduler::LoadMode::kOverride
+                        : o.use_checkpoint_opt_param_scheduler ? optim::OptimizerParamScheduler::LoadMode::kUseCheckpoint
+                                                               : optim::OptimizerParamScheduler::LoadMode::kCheck;
+      try {
+        scheduler->load_state(s.scheduler, mode);
+      } catch (const Error& e) {
+        throw Error(*dir + ": " + e.what() + " (the learning-rate flags differ from the checkpoint's)");
+      }
     }
+    if (o.no_load_rng)
+      log << "--no-load-rng: nothing to skip: lmforge's random state (data order, dropout masks) is a function of "
+             "--seed, the iteration and the sample counters\n";
     iteration = s.iteration;
     consumed_train = s.consumed_train_samples;
     consumed_valid = s.consumed_valid_samples;

@@ -97,7 +97,8 @@ TEST(TrainCli, HelpDocumentsFlagsAndConventions) {
                         "--data-path", "--save", "--load", "--save-interval", "--log-interval", "--eval-interval",
                         "--eval-iters", "--tensorboard-dir", "--seed", "--clip-grad", "--weight-decay",
                         "--adam-beta1", "--adam-beta2", "--adam-eps", "--init-method-std",
-                        "--make-vocab-size-divisible-by", "--lr-decay-iters", "--lr-decay-samples",
+                        "--make-vocab-size-divisible-by", "--override-opt_param-scheduler", "--use-checkpoint-opt_param-scheduler",
+                        "--no-load-optim", "--no-load-rng", "--lr-decay-iters", "--lr-decay-samples",
                         "--lr-warmup-iters", "--finetune", "--exit-interval", "padded logits", ".safetensors",
                         "--optimizer", "adam: torch.optim.AdamW", "apex FusedLAMB", "trust ratio", "--sgd-momentum",
                         "torch.optim.SGD", "--lamb-all-tensors", "use_nvlamb"})

@@ -171,6 +171,49 @@ TEST(Trainer, ChangedScheduleOrSeedOnResumeIsAnError) {
   EXPECT_THROW({ Trainer bad(other_seed, log); }, lmforge::Error);
 }
 
+// Extending a run: a larger --train-iters changes the decay, which a plain --load refuses with the two flags that
+// resolve it; either flag then trains on; --no-load-optim resumes the iteration with a fresh optimizer.
+TEST(Trainer, ResumeFlagsExtendOrAdjustARun) {
+  TempDir tmp;
+  TrainOptions o = tiny_options(tmp);
+  o.schedule.train_iters = 2;
+  o.eval_iters = 0;
+  o.save = tmp.file("ckpt");
+  std::ostringstream log;
+  Trainer(o, log).run();
+  TrainOptions longer = o;
+  longer.load = o.save;
+  longer.save.clear();
+  longer.schedule.train_iters = 4;
+  try {
+    Trainer refused(longer, log);
+    ADD_FAILURE() << "a changed decay was accepted without a flag";
+  } catch (const lmforge::Error& e) {
+    for (const char* needle : {"decay", "--override-opt_param-scheduler", "--use-checkpoint-opt_param-scheduler"})
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+  std::vector<double> lr3;
+  for (int mode = 0; mode < 2; mode++) {
+    TrainOptions x = longer;
+    (mode == 0 ? x.override_opt_param_scheduler : x.use_checkpoint_opt_param_scheduler) = true;
+    Trainer t(x, log);
+    EXPECT_EQ(t.iteration(), 2);
+    t.run();
+    EXPECT_EQ(t.iteration(), 4);
+    lr3.push_back(t.history().at(0).lr);
+  }
+  EXPECT_NE(lr3[0], lr3[1]) << "this run's decay (4 iterations) and the checkpoint's (2) give other rates";
+  TrainOptions fresh = longer;
+  fresh.no_load_optim = true;
+  std::ostringstream fresh_log;
+  Trainer f(fresh, fresh_log);
+  EXPECT_EQ(f.iteration(), 2);
+  EXPECT_NE(fresh_log.str().find("--no-load-optim"), std::string::npos) << fresh_log.str();
+  TrainOptions both = longer;
+  both.override_opt_param_scheduler = both.use_checkpoint_opt_param_scheduler = true;
+  EXPECT_THROW(Trainer bad(both, log), lmforge::Error);
+}
+
 // An unusable --save (here: a path under a regular file) fails when the trainer is built, before any iteration —
 // not at the first save, after the training it would have lost.
 TEST(Trainer, UnusableSaveDirectoryFailsBeforeTraining) {
