@@ -2,6 +2,7 @@
 #include "train/gpt_hf_config.h"
 
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <variant>
 
@@ -18,6 +19,16 @@ int64_t get_int(const checkpoint::JsonObject& o, const std::string& key, const s
   if (it == o.end()) throw Error(source + ": missing \"" + key + "\"");
   if (const int64_t* v = std::get_if<int64_t>(&it->second)) return *v;
   throw Error(source + ": \"" + key + "\" must be an integer");
+}
+
+// A field the model holds as int: values outside [1, INT_MAX] are errors, not truncated (n_layer 2^32 + 2 would
+// otherwise load as 2 layers).
+int get_positive_int(const checkpoint::JsonObject& o, const std::string& key, const std::string& source) {
+  const int64_t v = get_int(o, key, source);
+  if (v < 1 || v > std::numeric_limits<int>::max())
+    throw Error(source + ": \"" + key + "\" is " + std::to_string(v) + ", outside [1, " +
+                std::to_string(std::numeric_limits<int>::max()) + "]");
+  return (int)v;
 }
 
 double get_number(const checkpoint::JsonObject& o, const std::string& key, double fallback) {
@@ -64,14 +75,14 @@ std::string gpt_config_json(const model::GPTConfig& c) {
 model::GPTConfig gpt_config_from_json(const std::string& text, const std::string& source) {
   const checkpoint::JsonObject o = checkpoint::parse_json_object(text, source);
   model::GPTConfig c;
-  c.num_layers = (int)get_int(o, "n_layer", source);
-  c.heads = (int)get_int(o, "n_head", source);
-  c.hidden = (int)get_int(o, "n_embd", source);
-  c.max_positions = (int)get_int(o, "n_positions", source);
-  const int64_t file_vocab = get_int(o, "vocab_size", source);
+  c.num_layers = get_positive_int(o, "n_layer", source);
+  c.heads = get_positive_int(o, "n_head", source);
+  c.hidden = get_positive_int(o, "n_embd", source);
+  c.max_positions = get_positive_int(o, "n_positions", source);
+  const int64_t file_vocab = get_positive_int(o, "vocab_size", source);
   if (o.count("lmforge_vocab_size")) {
-    c.vocab_size = (int)get_int(o, "lmforge_vocab_size", source);
-    c.make_vocab_size_divisible_by = (int)get_int(o, "lmforge_make_vocab_size_divisible_by", source);
+    c.vocab_size = get_positive_int(o, "lmforge_vocab_size", source);
+    c.make_vocab_size_divisible_by = get_positive_int(o, "lmforge_make_vocab_size_divisible_by", source);
     if (c.padded_vocab_size() != file_vocab)
       throw Error(source + ": vocab_size " + str(file_vocab) + " is not lmforge_vocab_size " + str(c.vocab_size) +
                   " padded to a multiple of " + str(c.make_vocab_size_divisible_by));
@@ -88,7 +99,7 @@ model::GPTConfig gpt_config_from_json(const std::string& text, const std::string
   if (get_number(o, "embd_pdrop", c.hidden_dropout) != get_number(o, "resid_pdrop", c.hidden_dropout))
     throw Error(source + ": embd_pdrop and resid_pdrop differ (this model has one hidden dropout, Megatron's "
                 "--hidden-dropout)");
-  c.seq_length = o.count("lmforge_seq_length") ? (int)get_int(o, "lmforge_seq_length", source) : c.max_positions;
+  c.seq_length = o.count("lmforge_seq_length") ? get_positive_int(o, "lmforge_seq_length", source) : c.max_positions;
   if (auto it = o.find("activation_function"); it != o.end()) {
     const std::string* act = std::get_if<std::string>(&it->second);
     if (act == nullptr || (*act != "gelu_new" && *act != "gelu_pytorch_tanh"))

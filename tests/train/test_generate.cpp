@@ -182,6 +182,14 @@ TEST(Generate, LoadModelFromCheckpointDirectoryAndFile) {
   EXPECT_THROW(gpt_config_from_json(R"({"n_layer": 2, "n_head": 2, "n_embd": 8, "n_positions": 8,
                                         "vocab_size": 10, "activation_function": "relu"})", "c.json"),
                lmforge::Error);
+  // Integers beyond the int fields are errors naming the field, not truncated (2^32 + 2 layers is not 2 layers).
+  try {
+    gpt_config_from_json(R"({"n_layer": 4294967298, "n_head": 2, "n_embd": 8, "n_positions": 8, "vocab_size": 10})",
+                         "big.json");
+    ADD_FAILURE() << "n_layer 2^32 + 2 was accepted";
+  } catch (const lmforge::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("\"n_layer\" is 4294967298"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
