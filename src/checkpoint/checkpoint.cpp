@@ -2,6 +2,7 @@
 #include "checkpoint/checkpoint.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -222,6 +223,48 @@ std::vector<int64_t> state_shape(const optim::ParamSpan& p, std::span<const Name
   return {static_cast<int64_t>(p.size)};
 }
 
+// "<host>-<pid>": names this process's temporaries so that cleaning up after dead saves never touches a live
+// process's (the same pid may live on another host sharing the directory).
+std::string run_suffix() {
+  char host[256] = "localhost";
+  ::gethostname(host, sizeof host - 1);
+  return std::string(host) + "-" + std::to_string(::getpid());
+}
+
+// The pid of a temporary "<name>.<kind>-<host>-<pid>" of this host whose process is gone, else -1.
+long dead_local_pid(const std::string& name, const std::string& kind) {
+  const std::string suffix = run_suffix();
+  const std::string host_prefix = "." + kind + "-" + suffix.substr(0, suffix.rfind('-') + 1);
+  const size_t at = name.rfind(host_prefix);
+  if (at == std::string::npos) return -1;
+  const std::string digits = name.substr(at + host_prefix.size());
+  long pid = -1;
+  const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+  if (r.ec != std::errc() || r.ptr != digits.data() + digits.size() || pid <= 0) return -1;
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH ? pid : -1;
+}
+
+// What a save killed at any moment leaves, put right (the final names then hold the old whole, the new whole, or
+// nothing): "iter_N.old-*" of a dead process is renamed back when iter_N is missing (the kill fell between moving
+// the old directory aside and renaming the new one in) and removed otherwise; "iter_N.tmp-*" and pointer
+// temporaries of dead processes are removed, so a disk filled by failed saves does not stay full. Failures are
+// ignored: another rank may be doing the same.
+void recover_dead_saves(const std::string& save_dir) {
+  std::error_code ec;
+  std::vector<fs::path> entries;
+  for (const auto& e : fs::directory_iterator(save_dir, ec)) entries.push_back(e.path());
+  for (const fs::path& p : entries) {
+    const std::string name = p.filename().string();
+    if (dead_local_pid(name, "old") > 0) {
+      const fs::path final_dir = p.parent_path() / name.substr(0, name.rfind(".old-"));
+      if (!fs::exists(final_dir, ec)) fs::rename(p, final_dir, ec);
+      else fs::remove_all(p, ec);
+    }
+  }
+  for (const fs::path& p : entries)
+    if (dead_local_pid(p.filename().string(), "tmp") > 0) fs::remove_all(p, ec);
+}
+
 void require_whole(const optim::Optimizer& opt, const std::string& what) {
   if (!opt.holds_all())
     throw Error(what + ": the optimizer holds only a shard of the state; gather the whole state first");
@@ -351,7 +394,7 @@ std::string check_save_dir(const std::string& save_dir, uint64_t bytes_per_check
 std::string save_checkpoint(const std::string& save_dir, const SaveRequest& req) {
   const std::string name = iteration_dir_name(req.state.iteration);
   const std::string final_dir = (fs::path(save_dir) / name).string();
-  const std::string tmp_dir = final_dir + ".tmp-" + std::to_string(::getpid());
+  const std::string tmp_dir = final_dir + ".tmp-" + run_suffix();
   // The optimizer's tensors: given as callbacks, or read from a whole optimizer (a save only reads its state).
   std::optional<OptimizerCheckpoint> own;
   const OptimizerCheckpoint* opt = req.optimizer_state;
@@ -371,6 +414,7 @@ std::string save_checkpoint(const std::string& save_dir, const SaveRequest& req)
     return final_dir;
   }
   parse_json_object(req.config_json, "config.json given for " + final_dir);  // a caller bug, caught before writing
+  recover_dead_saves(save_dir);
   std::error_code ec;
   fs::create_directories(save_dir, ec);
   if (ec) throw Error(save_dir + ": cannot create the save directory: " + ec.message());
@@ -386,7 +430,7 @@ std::string save_checkpoint(const std::string& save_dir, const SaveRequest& req)
 
   // Move an older save of the same iteration aside rather than deleting it first: rename cannot replace a
   // non-empty directory, and the old one must survive until the new one is in place.
-  const std::string old_dir = final_dir + ".old-" + std::to_string(::getpid());
+  const std::string old_dir = final_dir + ".old-" + run_suffix();
   const bool replacing = fs::exists(final_dir);
   if (replacing) {
     fs::remove_all(old_dir, ec);
@@ -397,7 +441,7 @@ std::string save_checkpoint(const std::string& save_dir, const SaveRequest& req)
   if (replacing) fs::remove_all(old_dir, ec);
 
   const std::string pointer = (fs::path(save_dir) / kPointerFile).string();
-  const std::string pointer_tmp = pointer + ".tmp-" + std::to_string(::getpid());
+  const std::string pointer_tmp = pointer + ".tmp-" + run_suffix();
   write_text_synced(pointer_tmp, std::to_string(req.state.iteration));
   rename_or_throw(pointer_tmp, pointer);
   fsync_path(save_dir, true);
@@ -407,6 +451,7 @@ std::string save_checkpoint(const std::string& save_dir, const SaveRequest& req)
 std::optional<std::string> find_latest_checkpoint(const std::string& load_dir) {
   const fs::path pointer = fs::path(load_dir) / kPointerFile;
   if (!fs::exists(pointer)) return std::nullopt;
+  recover_dead_saves(load_dir);
   std::string text = read_text(pointer.string());
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.erase(0, 1);

@@ -80,9 +80,12 @@ struct TrainerState {
 //                                              momentum); metadata optimizer (adamw|lamb|sgd), step, its
 //                                              hyperparameters
 //   <save>/iter_0000100/trainer_state.json     TrainerState
-// A save writes <save>/iter_0000100.tmp-<pid>/, fsyncs every file and the directory, renames it into place
+// A save writes <save>/iter_0000100.tmp-<host>-<pid>/, fsyncs every file and the directory, renames it into place
 // (replacing an older save of the same iteration) and then replaces the pointer file the same way, so a crash
 // leaves either the previous checkpoint or the new one, never a half-written directory under the final name.
+// A save killed between moving an older save of the same iteration aside (iter_N.old-<host>-<pid>) and renaming the
+// new one in is put right by the next save or load on that host: the old directory is renamed back; temporaries of
+// dead processes are removed then too.
 struct SaveRequest {
   std::span<const NamedTensor> model;
   std::string config_json;                  // must be a JSON object

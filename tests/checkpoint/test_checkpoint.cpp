@@ -1,5 +1,7 @@
 // defines: tests of checkpoint save/load (round trip, resume, corruption errors) and HF weight import, checked by checkpoint_reference.py
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -250,6 +252,53 @@ TEST(Checkpoint, TensorByTensorCallbacksWriteAndReadTheSameFiles) {
   EXPECT_EQ(b_state.step, 2);
   for (size_t k = 0; k < a.adam.state_names().size(); ++k)
     EXPECT_TRUE(std::equal(a.adam.state(k).begin(), a.adam.state(k).end(), b.adam.state(k).begin()));
+}
+
+// The pid of a process that has exited (and been reaped): a dead saver.
+long dead_pid() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return child;
+}
+
+std::string host() {
+  char h[256] = "localhost";
+  ::gethostname(h, sizeof h - 1);
+  return h;
+}
+
+// A re-save of iteration 1 killed after moving the old directory aside and before renaming the new one in leaves
+// the pointer naming a missing directory; the next load puts the old whole back, and the dead run's temporaries go.
+TEST(Checkpoint, SaveKilledBetweenItsRenamesIsRecoveredByTheNextLoad) {
+  const std::string save = test_dir("killed");
+  TrainingRun a;
+  a.model.randomize(a.model.params, 3);
+  a.train(1);
+  const std::string dir = save_checkpoint(save, a.request(kConfig));
+  const std::string saved_model = read_file(dir + "/model.safetensors");
+  const std::string run = host() + "-" + std::to_string(dead_pid());
+  fs::rename(dir, dir + ".old-" + run);                       // the killed save's first rename
+  fs::create_directory(dir + ".tmp-" + run);                  // and its new, complete or not, directory
+  std::ofstream(dir + ".tmp-" + run + "/model.safetensors") << "partial";
+  fs::create_directory(save + "/iter_0000009.tmp-" + run);    // an older failed save filling the disk
+  const std::optional<std::string> latest = find_latest_checkpoint(save);
+  ASSERT_TRUE(latest.has_value());
+  EXPECT_EQ(*latest, dir);
+  EXPECT_EQ(read_file(dir + "/model.safetensors"), saved_model);
+  for (const auto& e : fs::directory_iterator(save)) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+    EXPECT_EQ(e.path().filename().string().find(".old-"), std::string::npos) << e.path();
+  }
+  TrainingRun b;
+  load_checkpoint(*latest, b.model.table, &b.adam);
+  EXPECT_EQ(b.model.params, a.model.params);
+  // A live process's temporaries are left alone.
+  const std::string live = save + "/iter_0000008.tmp-" + host() + "-" + std::to_string(::getpid());
+  fs::create_directory(live);
+  find_latest_checkpoint(save);
+  EXPECT_TRUE(fs::exists(live));
 }
 
 TEST(Checkpoint, WrittenCheckpointReadsInPyTorch) {
