@@ -1,6 +1,8 @@
 // defines: Trainer
 #include "train/trainer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdarg>
@@ -69,6 +71,27 @@ namespace {
 dist::Communicator& single_process() {
   static const std::unique_ptr<dist::Communicator> local = dist::make_local_communicator();
   return *local;
+}
+}  // namespace
+
+namespace {
+// A lower bound of the memory a run needs on each rank — parameters, gradients and optimizer state, the attention
+// probabilities of every layer and the logits — checked against the machine's memory before anything is allocated,
+// so that an absurd --seq-length or --micro-batch-size is an error saying how much it would take instead of a
+// std::bad_alloc in the first forward pass.
+void check_memory(const model::GPTConfig& c, const TrainOptions& o) {
+  const double T = c.seq_length, B = o.micro_batch_size, TP = o.tensor_model_parallel_size, C = c.hidden;
+  const double params = (double)c.num_layers * 12.0 * C * C + ((double)c.padded_vocab_size() + c.max_positions) * C;
+  const double state_arrays = o.optimizer.kind == "sgd" ? (o.optimizer.sgd_momentum != 0.0 ? 1 : 0) : 2;
+  const double weights = 4.0 * params / TP * (2.0 + state_arrays);
+  const double activations = 4.0 * (c.num_layers * B * (c.heads / TP) * T * T + B * T * c.padded_vocab_size() / TP);
+  const double available = (double)::sysconf(_SC_PHYS_PAGES) * (double)::sysconf(_SC_PAGESIZE);
+  if (available > 0 && weights + activations > available)
+    throw Error(format("this run needs at least %.1f GB per rank (parameters, gradients and optimizer state %.1f GB; "
+                       "attention probabilities and logits of one micro-batch %.1f GB) and the machine has %.1f GB: "
+                       "lower --seq-length, --micro-batch-size or the model size, or raise "
+                       "--tensor-model-parallel-size",
+                       (weights + activations) / 1e9, weights / 1e9, activations / 1e9, available / 1e9));
 }
 }  // namespace
 
@@ -279,6 +302,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   if (o.threads > 0) kernels::cpu_backend().set_num_threads(o.threads);
   m.config = model_config(o, (int)vocab);
   m.config.validate();
+  check_memory(m.config, o);
   m.scheduler = std::make_unique<optim::OptimizerParamScheduler>(o.schedule);
   m.train_iters = o.schedule.train_iters ? *o.schedule.train_iters : *o.schedule.train_samples / o.global_batch_size;
 

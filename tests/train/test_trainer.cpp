@@ -214,6 +214,22 @@ TEST(Trainer, ResumeFlagsExtendOrAdjustARun) {
   EXPECT_THROW(Trainer bad(both, log), lmforge::Error);
 }
 
+// An absurd --seq-length is an error saying how much memory it would take (before: std::bad_alloc, reported as an
+// internal error, from the first forward pass).
+TEST(Trainer, RunThatCannotFitInMemoryIsAnErrorSayingHowMuch) {
+  TempDir tmp;
+  TrainOptions o = tiny_options(tmp);
+  o.seq_length = o.max_position_embeddings = 200000;
+  std::ostringstream log;
+  try {
+    Trainer t(o, log);
+    ADD_FAILURE() << "a 200000-token sequence was accepted";
+  } catch (const lmforge::Error& e) {
+    for (const char* needle : {"needs at least", "GB per rank", "--seq-length", "the machine has"})
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
 // An unusable --save (here: a path under a regular file) fails when the trainer is built, before any iteration —
 // not at the first save, after the training it would have lost.
 TEST(Trainer, UnusableSaveDirectoryFailsBeforeTraining) {
