@@ -130,7 +130,12 @@ NpyArray read_npy(const std::string& path) {
   a.descr = descr.substr(1, descr.size() - 2);
   if (a.descr.size() == 3 && a.descr[0] == '|') a.descr[0] = '<';
   if (a.descr.size() == 3 && a.descr[0] == '>') throw Error(path + ": big-endian arrays are not supported");
-  const size_t item = npy_itemsize(a.descr);
+  size_t item = 0;
+  try {
+    item = npy_itemsize(a.descr);
+  } catch (const Error& e) {  // the cache file that holds it, not just the dtype
+    throw Error(path + ": " + e.what() + " (an index cache written by another tool? delete it to rebuild)");
+  }
   if (dict_value(dict, "fortran_order", path) != "False") throw Error(path + ": Fortran-order arrays are not supported");
   const std::string shape = dict_value(dict, "shape", path);
   if (shape.size() < 2 || shape.front() != '(' || shape.back() != ')') throw Error(path + ": bad shape " + shape);
