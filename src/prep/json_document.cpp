@@ -66,8 +66,12 @@ std::string JsonDocumentParser::extract(const simdjson::dom::element& root, Pars
   for (size_t k = 0; k < keys_.size(); ++k) {
     auto& sentences = doc.texts[k];
     sentences.clear();
+    // Python's json (and so Megatron) keeps the LAST value of a key given twice; simdjson's at_key finds the first.
     simdjson::dom::element value;
-    if (object.at_key(keys_[k]).get(value)) return "missing key \"" + keys_[k] + "\"";
+    bool found = false;
+    for (const simdjson::dom::key_value_pair field : object)
+      if (field.key == keys_[k]) value = field.value, found = true;
+    if (!found) return "missing key \"" + keys_[k] + "\"";
     std::string_view text;
     if (!value.get_string().get(text)) {
       sentences.push_back(text);
