@@ -102,7 +102,7 @@ std::pair<int, pid_t> first_claim(const std::string& claims) {
   return {-1, -1};
 }
 
-// The sample four times over (11.6 MB): shards of 1 MB take a good fraction of a second each with one worker,
+// The sample four times over (11.8 MB): shards of 1 MB take a good fraction of a second each with one worker,
 // so a signal sent as soon as a shard is claimed lands mid-shard.
 std::string big_input(const TempDir& dir) {
   const std::string sample = read_file(shared_path("data/sample/sample.jsonl"));
@@ -228,6 +228,52 @@ TEST(ClaimPrepCli, StoppedClaimerResumedPastItsLeaseDoesNotClobber) {
   EXPECT_EQ(bin_stat_after.st_mtim.tv_nsec, bin_stat_before.st_mtim.tv_nsec);
   EXPECT_TRUE(read_file(bin) == bin_before);
   expect_same_bytes(dir.file("s_text_document"), single_process_reference(dir, input));
+}
+
+TEST(ClaimPrepCli, InspectShowsShardsClaimersHeartbeatsAndTheEnd) {
+  TempDir dir;
+  const std::string input = big_input(dir);
+  const std::string cmd = claim_args(input, dir.file("s"), "1M");
+  const std::string inspect = "timeout 60 " + std::string(LMFORGE_EXE) + " inspect " + dir.file("s.shards");
+  Child a(cmd, dir.file("a.log"));
+  const auto [shard, pid] = first_claim(dir.file("s.shards/claims"));
+  ASSERT_GE(shard, 0) << a.log();
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  char name[32];
+  std::snprintf(name, sizeof name, "shard-%06d", shard);
+  auto r = run_command(inspect);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("12 shards, 11.8 MB"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("done 0 (0.0 MB), claimed 1, free 11"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("claimers:        1 live, 0 without"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("pid " + std::to_string(pid) + " \\(token [0-9a-f]{16}\\): "
+                                                     "heartbeat [0-9.]+ s ago, on " + name)))
+      << r.output;
+  EXPECT_NE(r.output.find("assembled:       no"), std::string::npos) << r.output;
+  // Past the lease the stopped claimer and its claim are shown as expired.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2600));
+  r = run_command(inspect);
+  EXPECT_NE(r.output.find("claimed 1 (1 with an expired lease: free to take over), free 11"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("0 live, 1 without"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("no heartbeat for [0-9.]+ s \\(lease 2 s\\)"))) << r.output;
+  ::kill(pid, SIGKILL);
+  ::kill(pid, SIGCONT);
+  a.wait();
+  // While B works, its throughput and an ETA appear; at the end everything is done and assembled.
+  Child b(cmd, dir.file("b.log"));
+  bool saw_eta = false;
+  for (int i = 0; i < 400 && !saw_eta; ++i) {
+    r = run_command(inspect);
+    saw_eta = std::regex_search(r.output, std::regex("throughput: +[0-9.]+ MB/s \\(live claimers\\); ETA [0-9:]+ for"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(saw_eta) << r.output;
+  ASSERT_EQ(b.wait(), 0) << b.log();
+  r = run_command(inspect);
+  EXPECT_NE(r.output.find("done 12 (11.8 MB), claimed 0, free 0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("nothing left"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("assembled:       yes"), std::string::npos) << r.output;
 }
 
 TEST(ClaimPrepCli, RacingPlanCreatorsMakeOnePlan) {
