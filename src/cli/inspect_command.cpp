@@ -1,5 +1,6 @@
 // defines: add_inspect_command(): `lmforge inspect`, validation, statistics and decoded documents of an indexed dataset
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "cli/tokenizer_flags.h"
 #include "data/dataset_stats.h"
 #include "data/indexed_dataset.h"
+#include "prep/claim_prep.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -112,6 +114,10 @@ void print_document(const data::IndexedDataset& ds, uint64_t k, const text::Toke
 }
 
 void run_inspect(const InspectOptions& o, std::ostream& out) {
+  if (std::filesystem::is_directory(o.prefix)) {  // a sharded run in progress: its shards and claimers
+    prep::print_claim_status(o.prefix, out);
+    return;
+  }
   auto ds = data::IndexedDataset::open(o.prefix);  // validates; corruption is an Error naming file and field
   std::unique_ptr<text::Tokenizer> tok;
   const bool tokenizer_given = !o.tokenizer.vocab_file.empty() || !o.tokenizer.model_file.empty() ||
@@ -136,8 +142,14 @@ void add_inspect_command(CLI::App& app) {
       "sequences, tokens, file sizes and the sequence-length distribution (min, p50, p90, p99, max, mean; "
       "percentiles as numpy.percentile). A corrupt or inconsistent pair is reported with the file and the field "
       "that is wrong, and the exit status is 1. With --document, prints that document's sequences, decoded to text "
-      "when a tokenizer is given, else as token ids.");
-  cmd->add_option("prefix", options->prefix, "Dataset path prefix, without .bin/.idx (e.g. out/corpus_text_document)")
+      "when a tokenizer is given, else as token ids.\n"
+      "Given a shard directory (<output-prefix>.shards of `lmforge prep` in sharded or --claim mode), prints the "
+      "run's progress instead, from any machine that mounts it: shards done/claimed/free, each claimer with its "
+      "heartbeat age (by the file server's clock), the shard in hand and its throughput, the total throughput of "
+      "the live claimers with an ETA, and whether the datasets are assembled.");
+  cmd->add_option("prefix", options->prefix,
+                  "Dataset path prefix, without .bin/.idx (e.g. out/corpus_text_document), or a shard directory "
+                  "(out/corpus.shards)")
       ->required();
   cmd->add_option("--document", options->documents,
                   "Print document K (0-based; repeat the flag or list several): its sequences as text with "

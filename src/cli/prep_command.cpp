@@ -68,7 +68,17 @@ void add_prep_command(CLI::App& app) {
       "(minus SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_COUNT; SLURM_PROCID / SLURM_NTASKS; JOB_COMPLETION_INDEX "
       "(Kubernetes indexed job; give the count as --world-size); OMPI_COMM_WORLD_RANK/SIZE (with --no-mpi); "
       "PMI_RANK / PMI_SIZE. Rank r prepares shards r, r+N, r+2N, ...; with more than one process, run "
-      "`lmforge merge --shards <output-prefix>` once all have finished (a world of one assembles itself).");
+      "`lmforge merge --shards <output-prefix>` once all have finished (a world of one assembles itself).\n"
+      "  --claim: no ranks at all. Any number of processes on any machines (an instance group of identical "
+      "VMs, preemptible, started and added at any time) run the identical command; the first one writes the "
+      "plan, the others wait for it and refuse to join if their output-defining flags differ (per-machine flags "
+      "such as --workers may differ). Each process claims a free shard atomically, prepares it and claims the "
+      "next; a claim whose heartbeat stops for --claim-lease seconds (judged by the file server's clock) is "
+      "taken over; a committed shard is never replaced. When no shard is left, exactly one process assembles "
+      "the datasets and every process exits 0 with a line \"nothing left to claim\" (so a start-up script can "
+      "power the machine off). `lmforge inspect <output-prefix>.shards` shows progress from anywhere. The "
+      "shard directory must be on a POSIX file system with atomic exclusive create and rename (local disk, "
+      "NFS, Lustre, GPFS, CephFS); FUSE bucket mounts (gcsfuse, s3fs) give neither and are refused.");
   cmd->add_option("--input", options->inputs,
                   "Input JSON-lines file(s), directories (their .jsonl/.json[.gz|.zst|.xz] files, sorted) or glob "
                   "patterns; repeat the flag or list several")
@@ -119,7 +129,16 @@ void add_prep_command(CLI::App& app) {
                   "Sharded mode without MPI: the number of processes (default: from the launcher environment)");
   cmd->add_flag("--no-mpi", distributed->rank.no_mpi,
                 "Do not join MPI even when started by mpirun; take OMPI_COMM_WORLD_RANK/SIZE as a static split");
+  cmd->add_flag("--claim", distributed->claim,
+                "Sharded mode without ranks: claim shards from <output-prefix>.shards/ on a shared POSIX file "
+                "system (not a FUSE bucket mount such as gcsfuse or s3fs: refused); see above");
+  cmd->add_option("--claim-lease", distributed->claim_lease_seconds,
+                  "With --claim: seconds without a heartbeat after which another process takes a claim over "
+                  "(heartbeats every quarter of it). Give every process the same value; on NFS keep it well above "
+                  "the attribute cache time (acregmax, 60 s by default)")
+      ->capture_default_str();
   cmd->callback([options, distributed, shard_size] {
+    if (distributed->claim_lease_seconds <= 0) throw Error("--claim-lease must be a positive number of seconds");
     if (!shard_size->empty()) distributed->shard_bytes = parse_size(*shard_size);
     if (auto rank = prep::sharded_mode(*distributed)) {
       if (auto summary = prep::run_sharded_prep(*options, *distributed, *rank, std::cout))

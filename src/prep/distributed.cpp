@@ -31,6 +31,7 @@
 #include "data/file_util.h"
 #include "data/indexed_dataset.h"
 #include "dist/mpi_session.h"
+#include "prep/claim_prep.h"
 #include "prep/shard_assembly.h"
 #include "prep/shard_plan.h"
 #include "text/tokenizer_factory.h"
@@ -504,6 +505,12 @@ std::optional<PrepSummary> run_mpi(const PrepOptions& options_in, uint64_t shard
 }  // namespace
 
 std::optional<dist::RankInfo> sharded_mode(const DistributedOptions& options) {
+  if (options.claim) {
+    // Claimers have no rank: launcher variables (a Slurm array, mpirun) only started them.
+    if (options.rank.rank >= 0 || options.rank.world_size >= 0)
+      throw Error("--claim takes no --rank/--world-size: claimers share out the shards by claiming them");
+    return dist::RankInfo{};
+  }
   const dist::RankInfo info = dist::discover_rank(options.rank);
   if (info.use_mpi || info.world_size > 1 || info.source == dist::RankSource::Flags || options.shard_bytes > 0)
     return info;
@@ -516,6 +523,7 @@ std::optional<PrepSummary> run_sharded_prep(const PrepOptions& options, const Di
   const uint64_t shard_bytes = distributed.shard_bytes ? distributed.shard_bytes : kDefaultShardBytes;
   const std::filesystem::path parent = std::filesystem::path(options.output_prefix).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
+  if (distributed.claim) return run_claim_prep(options, shard_bytes, distributed.claim_lease_seconds, out);
   if (rank.use_mpi) return run_mpi(options, shard_bytes, out);
   return run_static(options, shard_bytes, rank, out);
 }

@@ -13,10 +13,12 @@ namespace lmforge::prep {
 struct DistributedOptions {
   uint64_t shard_bytes = 0;    // --shard-size; 0: not given (kDefaultShardBytes once sharding)
   dist::RankRequest rank;      // --rank, --world-size, --no-mpi
+  bool claim = false;          // --claim: claim shards from the shared directory (prep/claim_prep.h)
+  double claim_lease_seconds = 300;  // --claim-lease
 };
 
 // The rank and world size when `prep` runs sharded: under mpirun, with --rank/--world-size, with a launcher
-// environment giving a world size above 1, or with --shard-size given. std::nullopt: the plain single-process
+// environment giving a world size above 1, with --shard-size or with --claim given. std::nullopt: the plain single-process
 // run_prep() (no shard directory), exactly as before.
 std::optional<dist::RankInfo> sharded_mode(const DistributedOptions& options);
 

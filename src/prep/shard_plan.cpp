@@ -106,7 +106,7 @@ std::string host_name() {
   return name;
 }
 
-ShardPlan make_shard_plan(const PrepOptions& options, uint64_t shard_bytes) {
+ShardPlan make_shard_plan(const PrepOptions& options, uint64_t shard_bytes, bool split) {
   if (options.inputs.empty()) throw Error("no --input given");
   if (options.json_keys.empty()) throw Error("--json-keys needs at least one key");
   if (shard_bytes == 0) throw Error("--shard-size must be at least 1 byte");
@@ -152,6 +152,7 @@ ShardPlan make_shard_plan(const PrepOptions& options, uint64_t shard_bytes) {
     d.push_back("input " + std::to_string(f) + ": " + path + " size " + std::to_string(size) + " mtime " + mtime +
                 (compressed ? " compressed" : ""));
     plan.total_bytes += size;
+    if (!split) continue;
     auto add = [&](bool whole, uint64_t begin, uint64_t end) {
       Shard s;
       s.index = static_cast<uint32_t>(plan.shards.size());
@@ -292,8 +293,12 @@ void write_or_check_plan(const std::string& output_prefix, const ShardPlan& plan
     write_temp_and_rename(path, path + ".tmp-" + host_name() + "-" + std::to_string(::getpid()), plan_to_json(plan));
     return;
   }
-  const ShardPlan old = read_plan(output_prefix);
+  check_same_plan(output_prefix, read_plan(output_prefix), plan);
+}
+
+void check_same_plan(const std::string& output_prefix, const ShardPlan& old, const ShardPlan& plan) {
   if (old.id == plan.id) return;
+  const std::string dir = shard_dir(output_prefix);
   std::set<std::string> before(old.description.begin(), old.description.end());
   std::set<std::string> now(plan.description.begin(), plan.description.end());
   std::string changes;

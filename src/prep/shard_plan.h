@@ -6,7 +6,10 @@
 //   shard-000012_<key>_document.bin/.idx  shard 12's dataset for each JSON key
 //   shard-000012.json                     shard 12's manifest, written last (temp + rename): plan id, piece,
 //                                         counts. A shard is complete exactly when its manifest is present.
-//   tmp-<host>-<pid>/                     a running process's files before they are renamed into place
+//   tmp-<host>-<pid>[-<token>]/           a running process's files before they are renamed into place
+//   claims/                               claim mode (prep/claim_prep.h): leases per shard, plan and assembly,
+//                                         each claimer's status file and clock probe
+//   assembled.json                        claim mode: written once the final datasets are assembled
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -40,7 +43,9 @@ struct ShardPlan {
 // inputs (paths, sizes, mtimes, bytes at the boundaries) and the flags that change output bytes (tokenizer and
 // its files' contents, JSON keys, --append-eod, --skip-invalid, shard size), so every process derives the same one.
 // A new PrepOptions or TokenizerOptions field that changes output bytes must be added to the description.
-ShardPlan make_shard_plan(const PrepOptions& options, uint64_t shard_bytes);
+// With `split` false only the description, id, files and total are filled (no shards): what a process needs to
+// check an existing plan against its own flags without reading the inputs' boundaries.
+ShardPlan make_shard_plan(const PrepOptions& options, uint64_t shard_bytes, bool split = true);
 
 std::string shard_dir(const std::string& output_prefix);
 std::string shard_name(uint32_t index);  // "shard-000012"
@@ -55,6 +60,8 @@ ShardPlan plan_from_json(const std::string& text, const std::string& path);
 // different plan is an Error that lists what changed (an input's size or mtime, a flag, the tokenizer files) and
 // how to proceed: shards made under other inputs or flags are never reused.
 void write_or_check_plan(const std::string& output_prefix, const ShardPlan& plan);
+// That Error when `old` (the plan on disk) and `plan` (this run's) differ by id; nothing when they agree.
+void check_same_plan(const std::string& output_prefix, const ShardPlan& old, const ShardPlan& plan);
 // Reads <prefix>.shards/plan.json (Error if absent: the prep run never started there).
 ShardPlan read_plan(const std::string& output_prefix);
 

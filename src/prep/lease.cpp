@@ -1,0 +1,155 @@
+// defines: ServerClock, read_lease(), Lease, commit_no_clobber(), on_fuse()
+#include "prep/lease.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <random>
+#include <sstream>
+
+#include "data/file_util.h"
+#include "prep/shard_plan.h"
+#include "util/error.h"
+
+namespace lmforge::prep {
+namespace {
+
+constexpr long kFuseSuperMagic = 0x65735546;
+
+double mtime_of(const struct stat& st) { return double(st.st_mtim.tv_sec) + double(st.st_mtim.tv_nsec) * 1e-9; }
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// Writes `text` to `tmp` and links it to `path`: true when `path` was created, false when it already existed.
+// The link makes the create exclusive and the content complete the moment the name appears.
+bool create_exclusive(const std::string& path, const std::string& tmp, const std::string& text) {
+  {
+    data::UniqueFd fd = data::open_write_truncate(tmp);
+    data::write_all(fd.get(), text.data(), text.size(), tmp);
+  }
+  const int rc = ::link(tmp.c_str(), path.c_str());
+  const int err = errno;
+  ::unlink(tmp.c_str());
+  if (rc == 0) return true;
+  if (err == EEXIST) return false;
+  errno = err;
+  throw Error(data::os_error(path, "cannot create it (link from " + tmp + ")"));
+}
+
+LeaseOwner parse_owner(const std::string& text) {
+  LeaseOwner o;
+  std::istringstream in(text);
+  in >> o.host >> o.pid >> o.token;
+  return o;
+}
+
+}  // namespace
+
+std::string LeaseOwner::text() const { return host + " " + std::to_string(pid) + " " + token; }
+
+LeaseOwner this_process_owner() {
+  std::random_device rd;
+  char token[17];
+  std::snprintf(token, sizeof token, "%08x%08x", rd(), rd());
+  return LeaseOwner{host_name(), static_cast<long>(::getpid()), token};
+}
+
+std::string lease_file(const std::string& base, uint32_t generation) { return base + "." + std::to_string(generation); }
+
+ServerClock::ServerClock(std::string probe_path) : probe_(std::move(probe_path)) {
+  data::UniqueFd fd = data::open_write_truncate(probe_);
+}
+
+ServerClock::~ServerClock() { ::unlink(probe_.c_str()); }
+
+double ServerClock::now() {
+  // A NULL time tells the file system to stamp its own current time (on NFS the server's).
+  if (::utimensat(AT_FDCWD, probe_.c_str(), nullptr, 0) != 0)
+    throw Error(data::os_error(probe_, "cannot touch the clock probe"));
+  struct stat st {};
+  if (::stat(probe_.c_str(), &st) != 0) throw Error(data::os_error(probe_, "cannot stat the clock probe"));
+  return mtime_of(st);
+}
+
+std::optional<LeaseState> read_lease(const std::string& base, ServerClock& clock) {
+  // Generations are few (one per takeover): find the newest by probing upwards.
+  uint32_t g = 0;
+  if (!exists(lease_file(base, 0))) return std::nullopt;
+  while (exists(lease_file(base, g + 1))) ++g;
+  for (;;) {
+    const std::string path = lease_file(base, g);
+    // open() before fstat(): NFS revalidates attributes on open (close-to-open consistency), so the mtime is
+    // the server's, not one cached by this client for up to a minute.
+    data::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) {
+      if (errno == ENOENT) return std::nullopt;  // removed while reading (the whole directory was cleaned)
+      throw Error(data::os_error(path, "cannot open lease file"));
+    }
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) throw Error(data::os_error(path, "cannot stat lease file"));
+    char buf[512];
+    const size_t n = data::read_some(fd.get(), buf, sizeof buf - 1, path);
+    if (exists(lease_file(base, g + 1))) {  // taken over meanwhile: read the newer one
+      ++g;
+      continue;
+    }
+    LeaseState s;
+    s.generation = g;
+    s.owner = parse_owner(std::string(buf, n));
+    s.age_seconds = clock.now() - mtime_of(st);
+    return s;
+  }
+}
+
+Lease::Lease(std::string base, uint32_t generation, std::optional<LeaseState> took_over)
+    : base_(std::move(base)), path_(lease_file(base_, generation)), generation_(generation),
+      took_over_(std::move(took_over)) {}
+
+std::optional<Lease> Lease::try_acquire(const std::string& base, double lease_seconds, ServerClock& clock,
+                                        const LeaseOwner& owner, std::optional<LeaseState>* seen) {
+  const std::optional<LeaseState> now = read_lease(base, clock);
+  if (seen) *seen = now;
+  if (now && now->age_seconds <= lease_seconds) return std::nullopt;
+  const uint32_t g = now ? now->generation + 1 : 0;
+  const std::string path = lease_file(base, g);
+  if (!create_exclusive(path, path + ".new-" + owner.token, owner.text() + "\n")) {
+    if (seen) *seen = read_lease(base, clock);  // the winner of the race
+    return std::nullopt;
+  }
+  return Lease(base, g, now);
+}
+
+bool Lease::held() const { return exists(path_) && !exists(lease_file(base_, generation_ + 1)); }
+
+bool Lease::heartbeat() {
+  if (::utimensat(AT_FDCWD, path_.c_str(), nullptr, 0) != 0) {
+    if (errno == ENOENT) return false;
+    throw Error(data::os_error(path_, "cannot touch lease file (heartbeat)"));
+  }
+  return !exists(lease_file(base_, generation_ + 1));
+}
+
+CommitResult commit_no_clobber(const std::string& from, const std::string& to) {
+  if (::link(from.c_str(), to.c_str()) != 0) {
+    if (errno == EEXIST) return CommitResult::AlreadyThere;
+    throw Error(data::os_error(to, "cannot publish " + from + " under this name (link)"));
+  }
+  ::unlink(from.c_str());
+  data::fsync_parent_dir(to);
+  return CommitResult::Committed;
+}
+
+bool on_fuse(const std::string& path) {
+  struct statfs fs {};
+  if (::statfs(path.c_str(), &fs) != 0) throw Error(data::os_error(path, "cannot statfs"));
+  return static_cast<long>(fs.f_type) == kFuseSuperMagic;
+}
+
+}  // namespace lmforge::prep

@@ -1,0 +1,98 @@
+// defines: ServerClock (the shared file system's clock, read through a probe file), Lease (an exclusive claim on
+//          a name with heartbeats and takeover after a lease), commit_no_clobber() (publish a finished file
+//          without ever replacing one already there)
+//
+// Only operations that are atomic on every POSIX file system that shares a directory between hosts (local disks,
+// NFSv3/v4, Lustre, GPFS, CephFS) are used: link() of a fully written temporary onto the final name (fails with
+// EEXIST when the name exists: the classic NFS-safe exclusive create, which also means a claim file is never seen
+// half-written), stat/fstat, and utimensat(UTIME_NOW), which an NFS server stamps with its own clock. FUSE bucket
+// mounts (gcsfuse, s3fs) do not give atomic link/rename or exclusive create; on_fuse() recognizes them.
+//
+// A lease named B is a series of generation files B.0, B.1, …; the newest one holds the lease. Its holder
+// refreshes (touches) it as a heartbeat. Another process takes the lease over by creating the next generation
+// exclusively, only when the newest one's mtime is more than the lease older than a probe file it has just
+// touched: both times come from the file server's clock, so clocks skewed between client hosts do not matter.
+// Creating generation g+1 can succeed for one process only, so two processes judging the same claim stale cannot
+// both take it over, and the old holder learns it lost by seeing g+1 (never by a name being reused).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace lmforge::prep {
+
+// Who holds a lease. `token` is random per process: hosts in separate PID namespaces or containers can share a
+// host name and pid, the token still tells them apart.
+struct LeaseOwner {
+  std::string host;
+  long pid = 0;
+  std::string token;
+  std::string text() const;  // "host pid token"
+};
+
+// A fresh owner for this process: host_name(), getpid(), 16 random hex digits.
+LeaseOwner this_process_owner();
+
+// The file server's "now": touches a probe file of this process and reads its mtime back.
+class ServerClock {
+ public:
+  explicit ServerClock(std::string probe_path);  // creates the probe (Error naming the path when it cannot)
+  ~ServerClock();                                // removes it
+  ServerClock(const ServerClock&) = delete;
+  ServerClock& operator=(const ServerClock&) = delete;
+  double now();  // seconds since the epoch, by the server's clock
+  const std::string& probe_path() const { return probe_; }
+
+ private:
+  std::string probe_;
+};
+
+// The newest generation of a lease as seen now.
+struct LeaseState {
+  uint32_t generation = 0;
+  LeaseOwner owner;
+  double age_seconds = 0;  // server clock minus the generation file's mtime (its last heartbeat)
+};
+
+// std::nullopt when no generation file of `base` exists.
+std::optional<LeaseState> read_lease(const std::string& base, ServerClock& clock);
+
+class Lease {
+ public:
+  // Takes the lease `base` for `owner`: creates B.0 when there is none, or B.<g+1> when generation g's heartbeat
+  // is older than `lease_seconds`. std::nullopt when a live holder has it or another process won the race; then
+  // `seen` (if given) tells who holds it. Errors (permissions, missing directory) name the file and reason.
+  static std::optional<Lease> try_acquire(const std::string& base, double lease_seconds, ServerClock& clock,
+                                          const LeaseOwner& owner, std::optional<LeaseState>* seen = nullptr);
+
+  // Touches the generation file (the heartbeat). False when the lease was lost: a newer generation exists (it was
+  // taken over while this process was stopped or too slow) or the file is gone.
+  bool heartbeat();
+  // The same check without touching.
+  bool held() const;
+
+  uint32_t generation() const { return generation_; }
+  // The lease taken over, if this one was: the previous holder and how old its heartbeat was.
+  const std::optional<LeaseState>& took_over() const { return took_over_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  Lease(std::string base, uint32_t generation, std::optional<LeaseState> took_over);
+  std::string base_, path_;
+  uint32_t generation_ = 0;
+  std::optional<LeaseState> took_over_;
+};
+
+// "<base>.<generation>"
+std::string lease_file(const std::string& base, uint32_t generation);
+
+enum class CommitResult { Committed, AlreadyThere };
+
+// Publishes the finished file `from` under `to` with link() (then removes `from`), so an existing `to` is never
+// replaced: AlreadyThere (and `from` kept) when another process published first. Errors name both paths.
+CommitResult commit_no_clobber(const std::string& from, const std::string& to);
+
+// True when `path` is on a FUSE file system (statfs magic 0x65735546: gcsfuse, s3fs, rclone mount, …).
+bool on_fuse(const std::string& path);
+
+}  // namespace lmforge::prep
