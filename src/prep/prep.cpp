@@ -275,6 +275,7 @@ PrepSummary run_prep(const PrepOptions& options) {
   check_sentence_options(options);
 
   const std::vector<std::string> files = data::expand_input_specs(options.inputs);
+  refuse_output_over_input(options, files);
   const auto tokenizer = text::make_tokenizer(options.tokenizer);
   check_eod(options, *tokenizer);
   const data::DType dtype = data::dtype_for_vocab_size(tokenizer->vocab_size());
@@ -340,6 +341,20 @@ PrepSummary run_prep(const PrepOptions& options) {
 }
 
 std::string dataset_level(const PrepOptions& options) { return options.split_sentences ? "sentence" : "document"; }
+
+void refuse_output_over_input(const PrepOptions& options, const std::vector<std::string>& input_files) {
+  namespace fs = std::filesystem;
+  for (const auto& key : options.json_keys)
+    for (const char* ext : {".bin", ".idx"}) {
+      const std::string output = options.output_prefix + "_" + key + "_" + dataset_level(options) + ext;
+      std::error_code ec;
+      if (!fs::exists(output, ec)) continue;
+      for (const std::string& input : input_files)
+        if (fs::equivalent(input, output, ec))
+          throw Error(input + ": is also the output " + output + " of --output-prefix " + options.output_prefix +
+                      "; the run would overwrite its own input (choose another --output-prefix)");
+    }
+}
 
 void check_sentence_options(const PrepOptions& options) {
   if (options.split_sentences) {

@@ -40,6 +40,9 @@ struct PrepOptions {
 
 // "sentence" with split_sentences, else "document": the <level> of the dataset names.
 std::string dataset_level(const PrepOptions& options);
+// Refuses (lmforge::Error naming both) an input file that is one of the outputs' .bin/.idx files (the same file by
+// any path: symlinks, "./", hard links), which a run would overwrite after reading it.
+void refuse_output_over_input(const PrepOptions& options, const std::vector<std::string>& input_files);
 // Errors for the sentence flags before any work: --keep-newlines or --lang without --split-sentences, an
 // unknown --lang.
 void check_sentence_options(const PrepOptions& options);

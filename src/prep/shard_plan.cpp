@@ -114,6 +114,7 @@ ShardPlan make_shard_plan(const PrepOptions& options, uint64_t shard_bytes, bool
   plan.json_keys = options.json_keys;
   plan.level = dataset_level(options);
   plan.files = data::expand_input_specs(options.inputs);
+  refuse_output_over_input(options, plan.files);
 
   auto& d = plan.description;
   d.push_back(std::string("format: ") + kFormat);

@@ -53,6 +53,23 @@ TEST(PrepCli, BadLineExitsNonZeroNamingFileAndLine) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("out_text_document.bin")));
 }
 
+// An input that is one of the outputs (here the dataset itself, given by another path, with --skip-invalid so its
+// binary lines would not stop the run) is refused before anything is written, in single-process and sharded mode;
+// before the fix the run exited 0 and replaced its own input.
+TEST(PrepCli, OutputThatIsAnInputIsRefusedAndTheInputSurvives) {
+  TempDir dir;
+  const std::string bin = dir.file("c_text_document.bin"), idx = dir.file("c_text_document.idx");
+  write_file(bin, read_file(shared_path("data/sample/sample_gpt2_text_document.bin")));
+  write_file(idx, read_file(shared_path("data/sample/sample_gpt2_text_document.idx")));
+  const std::string before = read_file(bin);
+  for (const std::string& extra : {std::string(), std::string(" --shard-size 1M")}) {
+    auto r = run_command(prep_command(dir.file("./c_text_document.bin"), dir.file("c")) + " --skip-invalid" + extra);
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_NE(r.output.find("would overwrite its own input"), std::string::npos) << r.output;
+    EXPECT_TRUE(read_file(bin) == before) << "the input was overwritten" << extra;
+  }
+}
+
 TEST(PrepCli, SigkillMidwayLeavesNoDatasetAndARerunCompletes) {
   TempDir dir;
   // About 90 MB: long enough to be killed while running on one worker.
