@@ -1,4 +1,5 @@
 // defines: add_prep_command(): `lmforge prep`, Megatron's tools/preprocess_data.py flags on lmforge's pipeline
+#include <cctype>
 #include <iostream>
 #include <string>
 
@@ -17,7 +18,8 @@ uint64_t parse_size(const std::string& text) {
   size_t used = 0;
   unsigned long long n = 0;
   try {
-    n = std::stoull(text, &used);
+    // std::stoull accepts a sign and wraps "-5" to 2^64 − 5: only digits may start a size.
+    if (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0]))) n = std::stoull(text, &used);
   } catch (const std::exception&) {
     used = 0;
   }
@@ -28,7 +30,9 @@ uint64_t parse_size(const std::string& text) {
   else if (unit == "M" || unit == "m" || unit == "MiB" || unit == "MB") scale = uint64_t(1) << 20;
   else if (unit == "G" || unit == "g" || unit == "GiB" || unit == "GB") scale = uint64_t(1) << 30;
   else if (!unit.empty()) throw Error("--shard-size " + text + ": unknown unit '" + unit + "' (use K, M or G)");
-  if (n == 0) throw Error("--shard-size must be at least 1 byte");
+  constexpr uint64_t kMax = uint64_t(1) << 40;  // 1024G: far above any useful shard, far below a wrap-around
+  if (n == 0 || n > kMax / scale)
+    throw Error("--shard-size " + text + ": outside the valid range, 1 byte to 1024G");
   return n * scale;
 }
 

@@ -70,6 +70,18 @@ TEST(PrepCli, OutputThatIsAnInputIsRefusedAndTheInputSurvives) {
   }
 }
 
+// Sizes outside 1 byte .. 1024G are refused: "-5M" wrapped to 2^64 − 5M and "17179869184G" wrapped to 0 before.
+TEST(PrepCli, ShardSizeOutsideItsRangeIsRefused) {
+  TempDir dir;
+  for (const char* size : {"-5M", "17179869184G", "0", "2048G"}) {
+    auto r = run_command(prep_command(shared_path("data/sample/sample.jsonl"), dir.file("s")) + " --shard-size " + size);
+    EXPECT_EQ(r.status, 1) << size << ": " << r.output;
+    EXPECT_TRUE(r.output.find("outside the valid range") != std::string::npos ||
+                r.output.find("not a size") != std::string::npos)
+        << size << ": " << r.output;
+  }
+}
+
 TEST(PrepCli, SigkillMidwayLeavesNoDatasetAndARerunCompletes) {
   TempDir dir;
   // About 90 MB: long enough to be killed while running on one worker.
