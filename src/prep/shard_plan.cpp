@@ -115,6 +115,15 @@ ShardPlan make_shard_plan(const PrepOptions& options, uint64_t shard_bytes, bool
   plan.level = dataset_level(options);
   plan.files = data::expand_input_specs(options.inputs);
   refuse_output_over_input(options, plan.files);
+  // Byte-range shards need files with a size that can be sought: a device (/dev/zero, "size" 0) or a FIFO would plan
+  // as empty or fail with "Illegal seek" midway. Single-process mode streams them.
+  for (const std::string& f : plan.files) {
+    std::error_code ec;
+    const auto st = std::filesystem::status(f, ec);
+    if (!ec && !std::filesystem::is_regular_file(st))
+      throw Error(f + ": not a regular file (a device, FIFO or socket); sharded mode cuts inputs into byte ranges and "
+                  "needs regular files — run without --shard-size, --claim or a launcher to stream it");
+  }
 
   auto& d = plan.description;
   d.push_back(std::string("format: ") + kFormat);

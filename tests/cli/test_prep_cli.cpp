@@ -82,6 +82,16 @@ TEST(PrepCli, ShardSizeOutsideItsRangeIsRefused) {
   }
 }
 
+// A device in sharded mode is refused with what to do instead (before: /dev/zero planned as 0 bytes, exit 0, an
+// empty dataset).
+TEST(PrepCli, NonRegularInputInShardedModeIsRefused) {
+  TempDir dir;
+  auto r = run_command(prep_command("/dev/zero", dir.file("z")) + " --shard-size 1M");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("/dev/zero: not a regular file"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("z_text_document.bin")));
+}
+
 TEST(PrepCli, SigkillMidwayLeavesNoDatasetAndARerunCompletes) {
   TempDir dir;
   // About 90 MB: long enough to be killed while running on one worker.
