@@ -8,7 +8,7 @@ packages=(
   libzstd-dev liblzma-dev zlib1g-dev zstd xz-utils gzip
   libsentencepiece-dev sentencepiece libicu-dev python3-sentencepiece python3-nltk
   libgtest-dev libgmock-dev
-  libopenblas-dev libopenmpi-dev openmpi-bin
+  libopenblas-dev libopenmpi-dev openmpi-bin libgloo-dev
   python3 python3-numpy python3-torch python3-regex python3-protobuf
   fortunes iproute2 time bc procps
 )

@@ -1,4 +1,5 @@
 // defines: add_train_command(): `lmforge train gpt`, Megatron's pretrain_gpt.py flags on lmforge's trainer
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -22,38 +23,28 @@ struct UnsetFlags {
       *start_weight_decay_opt, *end_weight_decay_opt;
 };
 
-// One process, or every rank of an MPI job (mpirun, or srun with Open MPI's PMI support). Under MPI any error on
-// any rank ends the whole job at once with that rank's reason (MPI_Abort), so no rank waits forever in a
-// collective for one that is gone; a rank that dies outright makes mpirun end the job the same way.
-void run_training(train::TrainOptions options) {
-  const dist::RankInfo info = dist::discover_rank({});
-  if (!info.use_mpi && info.world_size == 1) {
-    train::Trainer trainer(std::move(options), std::cout);
-    trainer.run();
-    return;
-  }
-  if (!info.use_mpi && info.source != dist::RankSource::SlurmTasks && info.source != dist::RankSource::PmiEnv)
-    throw Error("this process is rank " + std::to_string(info.rank) + " of " + std::to_string(info.world_size) +
-                " (" + info.origin + "), but distributed training needs MPI collectives: launch it with mpirun -np N "
-                "or srun");
-  dist::MpiSession mpi;
-  std::unique_ptr<dist::Communicator> comm = dist::make_mpi_communicator();
+// How the ranks of a job find each other when no MPI launcher started them (fairseq's and Megatron's flags).
+struct DistributedFlags {
+  std::string init_method;
+  int world_size = -1, rank = -1;
+  int gpus = -1, device_id = -1;  // accepted for scripts written for GPUs; lmforge trains on the CPU
+  double timeout_minutes = 10.0;  // Megatron's default
+};
+
+// Trains on `comm`'s ranks; any error on this rank ends the job with this rank's reason (comm.abort).
+void train_on(dist::Communicator& comm, train::TrainOptions options) {
   try {
-    if (!info.use_mpi && comm->size() != info.world_size)
-      throw Error("the launcher reports " + std::to_string(info.world_size) + " ranks (" + info.origin +
-                  ") but MPI sees " + std::to_string(comm->size()) +
-                  " (an Open MPI without this launcher's PMI support?)");
     std::ostream quiet(nullptr);  // only rank 0 logs
     const int tensor_parallel = options.tensor_model_parallel_size;
-    train::Trainer trainer(std::move(options), comm->rank() == 0 ? std::cout : quiet, *comm);
+    train::Trainer trainer(std::move(options), comm.rank() == 0 ? std::cout : quiet, comm);
     trainer.run();
     // What each step put on the wire, against a bandwidth-optimal all-reduce of the fp32 gradients
     // (reduce-scatter + all-gather, 2·(N−1)/N·4·P bytes per rank; the distributed optimizer moves the same
     // volume: gradients reduce-scattered, parameters all-gathered).
     const size_t steps = trainer.history().size();
-    if (comm->rank() == 0 && steps > 0 && tensor_parallel == 1) {  // (with T > 1 the traffic is in sub-groups)
-      const dist::CommStats& s = comm->stats();
-      const double n = comm->size(), params = (double)trainer.model().num_parameters();
+    if (comm.rank() == 0 && steps > 0 && tensor_parallel == 1) {  // (with T > 1 the traffic is in sub-groups)
+      const dist::CommStats& s = comm.stats();
+      const double n = comm.size(), params = (double)trainer.model().num_parameters();
       const double per_step = double(s.reduce_scatter_bytes + s.all_gather_bytes) / (double)steps;
       const double theory = 2.0 * (n - 1.0) / n * 4.0 * params;
       std::printf("communication per iteration on rank 0: %.0f bytes (reduce-scatter %.0f, all-gather %.0f; "
@@ -64,10 +55,87 @@ void run_training(train::TrainOptions options) {
                   (unsigned long long)s.broadcast_bytes);
     }
     std::cout.flush();
-    comm->barrier();
+    comm.barrier();
   } catch (const std::exception& e) {
-    comm->abort("lmforge train", e.what(), 1);
+    comm.abort("lmforge train", e.what(), 1);
   }
+}
+
+// One process; every rank of an MPI job (mpirun, or srun with Open MPI's PMI support); or ranks started by hand
+// (--distributed-init-method tcp://) or by torchrun (its environment), which meet at rank 0's TCP store and run
+// their collectives over Gloo. Under MPI any error on any rank ends the whole job at once with that rank's reason
+// (MPI_Abort); under Gloo the failing rank exits and the others see its connections close and end too, and every
+// wait is bounded by --distributed-timeout-minutes, so no rank waits forever for one that is gone or stopped.
+void run_training(train::TrainOptions options, const DistributedFlags& flags) {
+  dist::RankRequest request;
+  request.rank = flags.rank;
+  request.world_size = flags.world_size;
+  request.init_method = flags.init_method;
+  const dist::RankInfo info = dist::discover_rank(request);
+  if (flags.gpus >= 0 || flags.device_id >= 0)
+    std::fprintf(stderr, "lmforge train: note: rank %d of %d trains on the CPU; %s%signored (no GPUs are used)\n",
+                 info.rank, info.world_size, flags.gpus >= 0 ? "--distributed-gpus " : "",
+                 flags.device_id >= 0 ? "--device-id " : "");
+  if (!info.use_mpi && info.world_size == 1) {
+    train::Trainer trainer(std::move(options), std::cout);
+    trainer.run();
+    return;
+  }
+  if (info.use_gloo) {
+    const auto timeout = std::chrono::milliseconds((long long)(flags.timeout_minutes * 60000.0));
+    std::unique_ptr<dist::Communicator> comm;
+    try {
+      comm = dist::make_gloo_communicator({info.rendezvous, info.rank, info.world_size, timeout});
+    } catch (const std::exception& e) {
+      throw Error("rank " + std::to_string(info.rank) + " of " + std::to_string(info.world_size) + " (" +
+                  info.origin + "): " + e.what());
+    }
+    train_on(*comm, std::move(options));
+    return;
+  }
+  if (!info.use_mpi && info.source != dist::RankSource::SlurmTasks && info.source != dist::RankSource::PmiEnv)
+    throw Error("this process is rank " + std::to_string(info.rank) + " of " + std::to_string(info.world_size) +
+                " (" + info.origin + "), but distributed training needs collectives: launch it with mpirun -np N "
+                "or srun, or give every rank --distributed-init-method tcp://HOST:PORT");
+  dist::MpiSession mpi;
+  std::unique_ptr<dist::Communicator> comm = dist::make_mpi_communicator();
+  if (!info.use_mpi && comm->size() != info.world_size)
+    comm->abort("lmforge train",
+                "the launcher reports " + std::to_string(info.world_size) + " ranks (" + info.origin +
+                    ") but MPI sees " + std::to_string(comm->size()) +
+                    " (an Open MPI without this launcher's PMI support?)",
+                1);
+  train_on(*comm, std::move(options));
+}
+
+void add_distributed_flags(CLI::App* cmd, DistributedFlags& f) {
+  cmd->add_option("--distributed-init-method", f.init_method,
+                  "Start ranks without mpirun (fairseq): tcp://HOST:PORT of rank 0, which listens there while every "
+                  "rank connects to meet; the collectives then run over Gloo's TCP transport, each rank on the "
+                  "interface that reaches HOST (or on the interface named by GLOO_SOCKET_IFNAME). Rank and world size "
+                  "come from --distributed-rank and --distributed-world-size or the environment (torchrun's RANK and "
+                  "WORLD_SIZE, Slurm). Without this flag, torchrun's RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT "
+                  "start the same way (rendezvous at tcp://MASTER_ADDR:MASTER_PORT)");
+  cmd->add_option("--distributed-world-size", f.world_size,
+                  "Ranks of a --distributed-init-method job (default: WORLD_SIZE or the launcher's)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--distributed-rank", f.rank,
+                  "This process's rank in a --distributed-init-method job, 0 to world size - 1 (default: RANK or the "
+                  "launcher's); rank 0 listens at the init method's address")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--distributed-timeout-minutes", f.timeout_minutes,
+                  "With --distributed-init-method or torchrun's environment (Gloo): how long the rendezvous and every "
+                  "wait for a peer may take before the job ends with the silent rank named (fractions allowed); a "
+                  "peer whose process died ends the job at once. Under mpirun MPI's own fault handling applies")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--distributed-gpus", f.gpus,
+                  "fairseq's GPUs per node: accepted so GPU launch scripts run unchanged, and ignored with a notice "
+                  "(lmforge trains on the CPU; the world size comes from --distributed-world-size)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device-id", f.device_id,
+                  "fairseq's GPU of this process: accepted and ignored with a notice (training runs on the CPU)")
+      ->check(CLI::NonNegativeNumber);
 }
 
 }  // namespace
@@ -77,6 +145,7 @@ void add_train_command(CLI::App& app) {
   train->require_subcommand(1);
   auto o = std::make_shared<train::TrainOptions>();
   auto unset = std::make_shared<UnsetFlags>();
+  auto dist_flags = std::make_shared<DistributedFlags>();
   CLI::App* cmd = train->add_subcommand(
       "gpt",
       "Pretrain a GPT-2-style model on a Megatron indexed dataset, with Megatron's pretrain_gpt.py flags, sample "
@@ -238,7 +307,9 @@ void add_train_command(CLI::App& app) {
                 "per-tensor norms are all-reduced, so a shard may cut a tensor). Ranks: mpirun -np N lmforge train gpt "
                 "... (each rank runs global-batch / (micro-batch x N) micro-batches)");
 
-  cmd->callback([o, unset] {
+  add_distributed_flags(cmd, *dist_flags);
+
+  cmd->callback([o, unset, dist_flags] {
     train::TrainOptions options = *o;
     optim::LrScheduleArgs& s = options.schedule;
     if (unset->train_iters_opt->count() > 0) s.train_iters = unset->train_iters;
@@ -248,7 +319,7 @@ void add_train_command(CLI::App& app) {
     if (unset->lr_warmup_fraction_opt->count() > 0) s.lr_warmup_fraction = unset->lr_warmup_fraction;
     if (unset->start_weight_decay_opt->count() > 0) s.start_weight_decay = unset->start_weight_decay;
     if (unset->end_weight_decay_opt->count() > 0) s.end_weight_decay = unset->end_weight_decay;
-    run_training(std::move(options));
+    run_training(std::move(options), *dist_flags);
   });
 }
 

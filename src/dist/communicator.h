@@ -1,12 +1,16 @@
 // defines: lmforge::dist::Communicator (the collectives training needs: all-reduce, reduce-scatter, all-gather,
-//          broadcast, barrier, abort), CommStats, even_split(), make_local_communicator(), make_mpi_communicator()
+//          broadcast, barrier, abort), CommStats, even_split(), make_local_communicator(), make_mpi_communicator(),
+//          make_gloo_communicator()
 #pragma once
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "dist/tcp_store.h"
 
 namespace lmforge::dist {
 
@@ -35,7 +39,7 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual std::string name() const = 0;  // "local", "mpi"
+  virtual std::string name() const = 0;  // "local", "mpi", "gloo"
 
   // Afterwards piece rank() of data holds the rank-ordered sum of every rank's piece rank(); the other pieces are
   // left as they were.
@@ -83,5 +87,14 @@ std::vector<size_t> even_split(size_t n, int parts);
 std::unique_ptr<Communicator> make_local_communicator();
 // MPI_COMM_WORLD (MPI must already be initialised, e.g. by an MpiSession, on this thread; MPI_THREAD_FUNNELED).
 std::unique_ptr<Communicator> make_mpi_communicator();
+
+struct GlooOptions {
+  Endpoint rendezvous;  // rank 0 listens at its port; every rank connects to it
+  int rank = 0, world_size = 1;
+  std::chrono::milliseconds timeout{600000};  // bounds the rendezvous and every wait of every collective
+};
+// The world over Gloo's TCP transport, met at a TCP store rendezvous (communicator_gloo.cpp). Errors (rendezvous
+// timeout, duplicate rank, world-size mismatch, Gloo failing to connect) are lmforge::Error.
+std::unique_ptr<Communicator> make_gloo_communicator(const GlooOptions& options);
 
 }  // namespace lmforge::dist

@@ -32,6 +32,12 @@ std::string pair_origin(const char* rank_name, long rank, const char* size_name,
 // The first launcher environment present, in precedence order (MPI excluded: the caller decides about it).
 std::optional<Found> from_environment(const std::function<const char*(const char*)>& getenv, bool include_ompi,
                                       long flag_size) {
+  // torchrun sets RANK and WORLD_SIZE also under Slurm, where they are the more specific of the two.
+  if (auto rank = env_int(getenv, "RANK")) {
+    auto size = env_int(getenv, "WORLD_SIZE");
+    if (!size) throw Error("RANK=" + std::to_string(*rank) + " is set but WORLD_SIZE is not (torchrun sets both)");
+    return Found{*rank, *size, RankSource::Torchrun, pair_origin("RANK", *rank, "WORLD_SIZE", *size)};
+  }
   if (auto id = env_int(getenv, "SLURM_ARRAY_TASK_ID")) {
     auto count = env_int(getenv, "SLURM_ARRAY_TASK_COUNT");
     const long min = env_int(getenv, "SLURM_ARRAY_TASK_MIN").value_or(0);
@@ -75,7 +81,7 @@ RankInfo discover_rank(const RankRequest& request, const std::function<const cha
   if (request.world_size == 0 || request.world_size < -1) throw Error("--world-size must be at least 1");
 
   RankInfo info;
-  const bool flags = request.rank >= 0 || request.world_size >= 0;
+  const bool flags = request.rank >= 0 || request.world_size >= 0 || !request.init_method.empty();
   const bool mpirun = getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
   if (!flags && mpirun && !request.no_mpi) {
     info.use_mpi = true;
@@ -86,15 +92,20 @@ RankInfo discover_rank(const RankRequest& request, const std::function<const cha
   std::optional<Found> env = from_environment(getenv, request.no_mpi || flags, request.world_size);
   if (flags) {
     long rank = request.rank, size = request.world_size;
-    std::string origin = "--rank/--world-size";
+    // Training spells the flags as fairseq does.
+    const bool fairseq = !request.init_method.empty();
+    const std::string rank_flag = fairseq ? "--distributed-rank" : "--rank";
+    const std::string size_flag = fairseq ? "--distributed-world-size" : "--world-size";
+    std::string origin = rank_flag + "/" + size_flag;
     if (rank < 0 || size < 0) {
+      const std::string first = fairseq && rank < 0 && size < 0 ? "--distributed-init-method" : rank < 0 ? size_flag : rank_flag;
       if (!env)
-        throw Error(rank < 0 ? "--world-size given without --rank, and no launcher variable (SLURM_PROCID, "
+        throw Error(rank < 0 ? first + " given without " + rank_flag + ", and no launcher variable (RANK, SLURM_PROCID, "
                                "SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX, PMI_RANK, …) gives the rank"
-                             : "--rank given without --world-size, and no launcher variable gives the world size");
+                             : first + " given without " + size_flag + ", and no launcher variable gives the world size");
       if (rank < 0) rank = env->rank;
       if (size < 0) size = env->size;
-      origin = env->origin + (request.rank >= 0 ? ", --rank" : "") + (request.world_size >= 0 ? ", --world-size" : "");
+      origin = env->origin + (request.rank >= 0 ? ", " + rank_flag : "") + (request.world_size >= 0 ? ", " + size_flag : "");
     }
     info.rank = static_cast<int>(rank);
     info.world_size = static_cast<int>(size);
@@ -107,6 +118,22 @@ RankInfo discover_rank(const RankRequest& request, const std::function<const cha
     info.origin = env->origin;
   }
   if (info.world_size < 1) throw Error("world size is 0 (" + info.origin + ")");
+  info.local_rank = (int)env_int(getenv, "LOCAL_RANK").value_or(-1);
+  if (!request.init_method.empty()) {
+    info.use_gloo = true;
+    info.rendezvous = parse_tcp_init_method(request.init_method);
+    info.origin += ", --distributed-init-method " + request.init_method;
+  } else if (info.source == RankSource::Torchrun) {
+    const char* addr = getenv("MASTER_ADDR");
+    auto port = env_int(getenv, "MASTER_PORT");
+    if (!addr || !*addr || !port)
+      throw Error(info.origin + " is set (torchrun) but MASTER_ADDR and MASTER_PORT are not: set both to rank 0's "
+                  "address and a free port, or give --distributed-init-method tcp://HOST:PORT");
+    if (*port < 1 || *port > 65535) throw Error("MASTER_PORT=" + std::to_string(*port) + " is not a TCP port");
+    info.use_gloo = true;
+    info.rendezvous = {addr, (int)*port};
+    info.origin += ", MASTER_ADDR=" + info.rendezvous.host + ", MASTER_PORT=" + std::to_string(*port);
+  }
   if (info.rank >= info.world_size)
     throw Error("rank " + std::to_string(info.rank) + " is not below the world size " +
                 std::to_string(info.world_size) + " (" + info.origin + ")");

@@ -106,4 +106,64 @@ TEST(Launcher, InconsistentValuesAreErrors) {
   EXPECT_NE(error_of({}, req).find("--world-size must be at least 1"), std::string::npos);
 }
 
+TEST(Launcher, TorchrunEnvironmentMeetsAtMasterOverGloo) {
+  const std::map<std::string, std::string> env = {
+      {"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"},
+      {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}};  // torchrun under Slurm: torchrun's variables are the rank's
+  auto r = with_env(env);
+  EXPECT_EQ(r.rank, 3);
+  EXPECT_EQ(r.world_size, 4);
+  EXPECT_EQ(r.local_rank, 1);
+  EXPECT_EQ(r.source, RankSource::Torchrun);
+  EXPECT_TRUE(r.use_gloo);
+  EXPECT_FALSE(r.use_mpi);
+  EXPECT_EQ(r.rendezvous.host, "10.0.0.1");
+  EXPECT_EQ(r.rendezvous.port, 29500);
+  EXPECT_EQ(r.origin, "RANK=3, WORLD_SIZE=4, MASTER_ADDR=10.0.0.1, MASTER_PORT=29500");
+  // mpirun still wins: its ranks join MPI as before.
+  auto m = env;
+  m["OMPI_COMM_WORLD_SIZE"] = "4";
+  EXPECT_TRUE(with_env(m).use_mpi);
+  EXPECT_FALSE(with_env(m).use_gloo);
+  // Without the master's address there is nowhere to meet.
+  EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}}).find("RANK=0, WORLD_SIZE=2 is set (torchrun) but MASTER_ADDR "
+                                                               "and MASTER_PORT are not"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"RANK", "0"}}).find("RANK=0 is set but WORLD_SIZE is not"), std::string::npos);
+  EXPECT_NE(error_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}})
+                .find("rank 2 is not below the world size 2"),
+            std::string::npos);
+}
+
+TEST(Launcher, InitMethodTakesRankAndSizeFromFairseqFlagsOrTheEnvironment) {
+  RankRequest req;
+  req.init_method = "tcp://node0:11111";
+  req.rank = 4;
+  req.world_size = 16;
+  auto r = with_env({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "x"}, {"MASTER_PORT", "1"}}, req);
+  EXPECT_EQ(r.rank, 4);
+  EXPECT_EQ(r.world_size, 16);
+  EXPECT_TRUE(r.use_gloo);
+  EXPECT_EQ(r.rendezvous.host, "node0");  // the flag's address, not MASTER_ADDR
+  EXPECT_EQ(r.rendezvous.port, 11111);
+  EXPECT_EQ(r.origin, "--distributed-rank/--distributed-world-size, --distributed-init-method tcp://node0:11111");
+  // fairseq under Slurm: the init method alone, rank and size from SLURM_PROCID/SLURM_NTASKS.
+  RankRequest only;
+  only.init_method = "tcp://node0:11111";
+  r = with_env({{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "3"}}, only);
+  EXPECT_EQ(r.rank, 2);
+  EXPECT_EQ(r.world_size, 3);
+  EXPECT_TRUE(r.use_gloo);
+  EXPECT_NE(error_of({}, only).find("--distributed-init-method given without --distributed-rank"), std::string::npos)
+      << error_of({}, only);
+  RankRequest bad = req;
+  bad.init_method = "env://";
+  EXPECT_NE(error_of({}, bad).find("--distributed-init-method must be tcp://HOST:PORT"), std::string::npos);
+  // The MPI-era flags do not start Gloo.
+  RankRequest plain;
+  plain.rank = 0;
+  plain.world_size = 2;
+  EXPECT_FALSE(with_env({}, plain).use_gloo);
+}
+
 }  // namespace
