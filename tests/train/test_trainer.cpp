@@ -156,13 +156,8 @@ TEST(Trainer, FinetuneStartsFromHuggingFaceLayoutWeights) {
 
 TEST(Trainer, ChangedScheduleOrSeedOnResumeIsAnError) {
   TempDir tmp;
-  TrainOptions o = tiny_options(tmp);
-  o.schedule.train_iters = 2;
-  o.eval_iters = 0;
-  o.save = tmp.file("ckpt");
+  TrainOptions o = saved_after_two_iterations(tmp);
   std::ostringstream log;
-  Trainer(o, log).run();
-  o.load = o.save;
   TrainOptions other_lr = o;
   other_lr.schedule.lr = 1e-4;
   EXPECT_THROW({ Trainer bad(other_lr, log); }, lmforge::Error);
@@ -175,14 +170,9 @@ TEST(Trainer, ChangedScheduleOrSeedOnResumeIsAnError) {
 // resolve it; either flag then trains on; --no-load-optim resumes the iteration with a fresh optimizer.
 TEST(Trainer, ResumeFlagsExtendOrAdjustARun) {
   TempDir tmp;
-  TrainOptions o = tiny_options(tmp);
-  o.schedule.train_iters = 2;
-  o.eval_iters = 0;
-  o.save = tmp.file("ckpt");
+  const TrainOptions o = saved_after_two_iterations(tmp);
   std::ostringstream log;
-  Trainer(o, log).run();
   TrainOptions longer = o;
-  longer.load = o.save;
   longer.save.clear();
   longer.schedule.train_iters = 4;
   try {
@@ -258,13 +248,8 @@ TEST(Trainer, UnusableSaveDirectoryFailsBeforeTraining) {
 // as another model).
 TEST(Trainer, ResumingWithAnotherModelShapeIsAnErrorNamingTheFlag) {
   TempDir tmp;
-  TrainOptions o = tiny_options(tmp);
-  o.schedule.train_iters = 2;
-  o.eval_iters = 0;
-  o.save = tmp.file("ckpt");
+  TrainOptions o = saved_after_two_iterations(tmp);
   std::ostringstream log;
-  Trainer(o, log).run();
-  o.load = o.save;
   TrainOptions heads = o;
   heads.num_attention_heads = 4;
   TrainOptions positions = o;

@@ -97,4 +97,17 @@ inline std::vector<lmforge::train::IterationRecord> expect_resume_bit_identical(
   return full.history();
 }
 
+// tiny_options() trained for 2 iterations and saved to tmp/ckpt, returned with --load pointing there: the start of
+// the tests of what a resume accepts and refuses.
+inline TrainOptions saved_after_two_iterations(const TempDir& tmp) {
+  TrainOptions o = tiny_options(tmp);
+  o.schedule.train_iters = 2;
+  o.eval_iters = 0;
+  o.save = tmp.file("ckpt");
+  std::ostringstream log;
+  Trainer(o, log).run();
+  o.load = o.save;
+  return o;
+}
+
 }  // namespace trainer_tests
