@@ -140,13 +140,16 @@ TEST_F(TrainParallel, TwoRanksWithTorchrunsEnvironmentReproduceOneProcess) {
   expect_one_logger(g);
 }
 
-// The same sums in the same order as under MPI: every loss and gradient norm equal, bit for bit.
+// The same sums in the same order as under MPI: every loss and gradient norm equal, bit for bit. Four ranks, so a
+// different order of summation would show (with two, a + b == b + a).
 TEST_F(TrainParallel, DistributedOptimizerAndTensorParallelOverGlooEqualMpiBitForBit) {
-  for (const Flags& layout : {Flags{{"--use-distributed-optimizer", ""}},
-                              Flags{{"--tensor-model-parallel-size", "2"}}}) {
-    const std::string what = layout.count("--use-distributed-optimizer") ? "DP=2 ZeRO" : "TP=2";
-    const GlooRun g = by_hand_tcp(*dir_, "gloo-" + layout.begin()->first.substr(2), 2, layout);
-    const TrainRun m = train(*dir_, "mpi-" + layout.begin()->first.substr(2), 2, layout);
+  const std::vector<std::pair<std::string, Flags>> layouts = {
+      {"DP=4 ZeRO", {{"--use-distributed-optimizer", ""}}},
+      {"TP=2 x DP=2 ZeRO", {{"--use-distributed-optimizer", ""}, {"--tensor-model-parallel-size", "2"}}}};
+  for (const auto& [what, layout] : layouts) {
+    const std::string tag = layout.size() == 1 ? "dp4" : "tp2dp2";
+    const GlooRun g = by_hand_tcp(*dir_, "gloo-" + tag, 4, layout);
+    const TrainRun m = train(*dir_, "mpi-" + tag, 4, layout);
     expect_parity(g.run, *single_, 1e-5, what + " over Gloo");
     ASSERT_EQ(m.status, 0) << m.output;
     EXPECT_EQ(g.run.loss, m.loss) << what << ": Gloo and MPI losses differ";
