@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -373,6 +374,10 @@ class GlooCommunicator final : public Communicator {
 }  // namespace
 
 std::unique_ptr<Communicator> make_gloo_communicator(const GlooOptions& options) {
+  // Gloo writes to its sockets from its loop thread without MSG_NOSIGNAL: a peer that died while this rank was
+  // sending would end this process silently with SIGPIPE. Ignored, the write fails with EPIPE, Gloo fails the
+  // pending operation, and this rank ends with its rank and the reason like any other lost connection.
+  std::signal(SIGPIPE, SIG_IGN);
   auto job = std::make_shared<Job>();
   job->world_rank = options.rank;
   job->world_size = options.world_size;

@@ -228,7 +228,7 @@ void TcpStoreServer::accept_loop() {
   }
 }
 
-// Checks a hello; "" when the rank may join (then `rank` is set), else the job's fatal reason.
+// Checks a hello; "" when the rank may join (then `rank` is set), else the job's fatal reason (already sent to it).
 std::string TcpStoreServer::hello(int fd, int& rank) {
   bool timed_out;
   std::string msg;
@@ -252,6 +252,9 @@ std::string TcpStoreServer::hello(int fd, int& rank) {
     fatal_ = "duplicate rank: rank " + std::to_string(their_rank) + " joined twice (from " + ranks_[their_rank] +
              " and from " + from + "): give every process its own --distributed-rank / RANK";
   if (!fatal_.empty()) {
+    // The refused rank hears its reason before the waiting ranks are woken: rank 0 may end (and close every
+    // connection) as soon as it hears.
+    write_frame(fd, "E" + fatal_);
     changed_.notify_all();
     return fatal_;
   }
@@ -267,10 +270,7 @@ void TcpStoreServer::serve(int fd) {
   try {
     const std::string refused = hello(fd, rank);
     if (refused == "-") return;
-    if (!refused.empty()) {
-      write_frame(fd, "E" + refused);
-      return;
-    }
+    if (!refused.empty()) return;  // hello() has answered
     write_frame(fd, "K");
     for (;;) {
       std::string msg;

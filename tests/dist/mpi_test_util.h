@@ -64,6 +64,13 @@ class NetnsPair {
   bool not_permitted() const { return not_permitted_; }
   const std::string& host_a() const { return ip_a_; }
   const std::string& host_b() const { return ip_b_; }
+  // `command` run on host `host` (0: the first namespace, 1: the second) as a machine of its own would run it: in a
+  // fresh UTS and PID namespace too, so it has its own hostname and its own process 1. `command` must not contain
+  // double quotes.
+  std::string on_host(int host, const std::string& hostname, const std::string& command) const {
+    return "ip netns exec " + (host == 0 ? a_ : b_) + " unshare --uts --pid --fork --mount-proc /bin/sh -c \"hostname " +
+           hostname + " && exec " + command + "\"";
+  }
   // mpirun started inside the first namespace with np_per_host ranks on each host.
   std::string mpirun(int np_per_host) const {
     const std::string n = std::to_string(np_per_host);
