@@ -246,9 +246,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--adam-eps", opt.eps,
                   "epsilon of adam and lamb, added to sqrt(v^) (apex FusedLAMB's own default is 1e-6)")
       ->capture_default_str();
-  cmd->add_option("--sgd-momentum", opt.sgd_momentum,
+  CLI::Option* sgd_momentum_opt = cmd->add_option("--sgd-momentum", opt.sgd_momentum,
                   "Momentum of --optimizer sgd: buffer b = g at the first step, then momentum*b + g; p -= lr*b (0: "
-                  "plain SGD, no state); ignored by adam and lamb, as in Megatron")
+                  "plain SGD, no state); with adam or lamb it has no effect, as in Megatron, and a notice says so")
       ->capture_default_str();
   cmd->add_flag("--lamb-all-tensors", opt.lamb_all_tensors,
                 "With --optimizer lamb: apply the trust ratio to every tensor, also biases and LayerNorms that have "
@@ -309,8 +309,11 @@ void add_train_command(CLI::App& app) {
 
   add_distributed_flags(cmd, *dist_flags);
 
-  cmd->callback([o, unset, dist_flags] {
+  cmd->callback([o, unset, dist_flags, sgd_momentum_opt] {
     train::TrainOptions options = *o;
+    if (sgd_momentum_opt->count() > 0 && options.optimizer.kind != "sgd")
+      std::cerr << "lmforge train: notice: --sgd-momentum has no effect with --optimizer " << options.optimizer.kind
+                << " (it applies to sgd only)\n";
     optim::LrScheduleArgs& s = options.schedule;
     if (unset->train_iters_opt->count() > 0) s.train_iters = unset->train_iters;
     if (unset->train_samples_opt->count() > 0) s.train_samples = unset->train_samples;

@@ -112,6 +112,15 @@ TEST(TrainCli, HelpDocumentsFlagsAndConventions) {
 
 using lmforge::testing::loss_lines;
 
+// A flag the chosen optimizer does not use is said so, not silently dropped.
+TEST(TrainCli, SgdMomentumWithAdamGivesANotice) {
+  auto r = run_command(std::string(LMFORGE_EXE) +
+                       " train gpt --num-layers 1 --hidden-size 8 --num-attention-heads 2 --seq-length 8"
+                       " --micro-batch-size 1 --lr 1e-3 --train-iters 1 --sgd-momentum 0.5 --data-path /nonexistent"
+                       " --vocab-file /nonexistent");
+  EXPECT_NE(r.output.find("--sgd-momentum has no effect with --optimizer adam"), std::string::npos) << r.output;
+}
+
 TEST(TrainCli, MegatronDatasetTrainsResumesAndGenerates) {
   TempDir dir;
   auto full = run_command(train_command(dir, {}));
