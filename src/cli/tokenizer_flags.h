@@ -33,7 +33,9 @@ inline void add_tokenizer_flags(CLI::App* command, text::TokenizerOptions& optio
                       "end of document the model's eos, </s>) or Llama2Tokenizer (as GPT, with bos before every "
                       "sentence). No bos/eos is added otherwise, as Megatron's preprocess");
   command->add_option("--vocab-extra-ids", options.vocab_extra_ids,
-                      "SentencePieceTokenizer: number of T5 sentinel tokens <extra_id_0>.. added to the vocabulary")
+                      "SentencePieceTokenizer, BertWordPieceLowerCase, BertWordPieceCase: number of T5 sentinel tokens "
+                      "<extra_id_0>.. added to the vocabulary (for BERT vocabularies after [BOS] and [EOS], as Megatron: "
+                      "bert-base-uncased's <extra_id_0> is 30524); text never encodes to them")
       ->check(CLI::NonNegativeNumber);
   command->add_option("--eod-token", options.eod_token,
                       "PretrainedFromHF: the token --append-eod appends (default: tokenizer_config.json's eos_token, "

@@ -44,7 +44,7 @@ void train_on(dist::Communicator& comm, train::TrainOptions options) {
     const size_t steps = trainer.history().size();
     if (comm.rank() == 0 && steps > 0 && tensor_parallel == 1) {  // (with T > 1 the traffic is in sub-groups)
       const dist::CommStats& s = comm.stats();
-      const double n = comm.size(), params = (double)trainer.model().num_parameters();
+      const double n = comm.size(), params = (double)trainer.model().table().local_numel();
       const double per_step = double(s.reduce_scatter_bytes + s.all_gather_bytes) / (double)steps;
       const double theory = 2.0 * (n - 1.0) / n * 4.0 * params;
       std::printf("communication per iteration on rank 0: %.0f bytes (reduce-scatter %.0f, all-gather %.0f; "
@@ -138,36 +138,17 @@ void add_distributed_flags(CLI::App* cmd, DistributedFlags& f) {
       ->check(CLI::NonNegativeNumber);
 }
 
-}  // namespace
+// The flags every `lmforge train <model>` takes (Megatron's common arguments), into the command's own options.
+struct CommandState {
+  std::shared_ptr<train::TrainOptions> options = std::make_shared<train::TrainOptions>();
+  std::shared_ptr<UnsetFlags> unset = std::make_shared<UnsetFlags>();
+  std::shared_ptr<DistributedFlags> dist = std::make_shared<DistributedFlags>();
+  CLI::Option* sgd_momentum_opt = nullptr;
+};
 
-void add_train_command(CLI::App& app) {
-  CLI::App* train = app.add_subcommand("train", "Pretrain a language model (Megatron-LM's pretrain_*.py)");
-  train->require_subcommand(1);
-  auto o = std::make_shared<train::TrainOptions>();
-  auto unset = std::make_shared<UnsetFlags>();
-  auto dist_flags = std::make_shared<DistributedFlags>();
-  CLI::App* cmd = train->add_subcommand(
-      "gpt",
-      "Pretrain a GPT-2-style model on a Megatron indexed dataset, with Megatron's pretrain_gpt.py flags, sample "
-      "order (GPTDataset indices, shared .npy cache), learning-rate schedule and log lines.\n\n"
-      "Model: pre-LN GPT-2 (tanh GELU, tied embedding/LM head, dropout 0.1 as Megatron unless --hidden-dropout / "
-      "--attention-dropout say otherwise), fp32 on the CPU. The vocabulary is "
-      "the tokenizer's padded to --make-vocab-size-divisible-by; as in Megatron the padded logits take part in "
-      "the softmax, and checkpoints hold the padded matrix (config.json vocab_size = padded size).\n"
-      "Step: --global-batch-size / --micro-batch-size micro-batches are accumulated (the gradient is their "
-      "mean), clipped to --clip-grad, and the optimizer (--optimizer: AdamW, LAMB or SGD) applies the learning rate "
-      "of the schedule before its step (so with warm-up the first step has lr 0, as Megatron). The log line's "
-      "learning rate is the next step's, as Megatron prints it. Weight decay applies to matrices only (Megatron's "
-      "rule: no decay for biases and other 1-D parameters).\n"
-      "Checkpoints (--save): <save>/iter_NNNNNNN/{model.safetensors (Hugging Face GPT-2 names), config.json, "
-      "optimizer.safetensors, trainer_state.json} and latest_checkpointed_iteration.txt. --load DIR resumes "
-      "model, optimizer, schedule and data position exactly (a resumed run logs the same losses as an "
-      "uninterrupted one); with no checkpoint in DIR the run starts from scratch. --finetune --load PATH takes "
-      "weights only (a save dir, an iteration dir, a Hugging Face model dir or a .safetensors file such as "
-      "GPT-2's model.safetensors; its 50257 vocabulary rows are padded with zero rows) and starts iteration, "
-      "optimizer and schedule afresh.\n"
-      "Every flag and the dataset's token ids (against the vocabulary) are checked before any index is built.");
-
+void add_common_train_flags(CLI::App* cmd, CommandState& state) {
+  train::TrainOptions* o = state.options.get();
+  UnsetFlags* unset = state.unset.get();
   cmd->add_option("--num-layers", o->num_layers, "Transformer layers")->required();
   cmd->add_option("--hidden-size", o->hidden_size, "Model width")->required();
   cmd->add_option("--num-attention-heads", o->num_attention_heads, "Attention heads (must divide --hidden-size)")
@@ -246,7 +227,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--adam-eps", opt.eps,
                   "epsilon of adam and lamb, added to sqrt(v^) (apex FusedLAMB's own default is 1e-6)")
       ->capture_default_str();
-  CLI::Option* sgd_momentum_opt = cmd->add_option("--sgd-momentum", opt.sgd_momentum,
+  state.sgd_momentum_opt = cmd->add_option("--sgd-momentum", opt.sgd_momentum,
                   "Momentum of --optimizer sgd: buffer b = g at the first step, then momentum*b + g; p -= lr*b (0: "
                   "plain SGD, no state); with adam or lamb it has no effect, as in Megatron, and a notice says so")
       ->capture_default_str();
@@ -307,23 +288,67 @@ void add_train_command(CLI::App& app) {
                 "per-tensor norms are all-reduced, so a shard may cut a tensor). Ranks: mpirun -np N lmforge train gpt "
                 "... (each rank runs global-batch / (micro-batch x N) micro-batches)");
 
-  add_distributed_flags(cmd, *dist_flags);
+  cmd->add_option("--print-samples", o->print_samples,
+                  "Build the datasets exactly as training would with these flags, write the first N samples of each "
+                  "split to stdout as JSON lines {\"split\": \"train\"|\"valid\"|\"test\", \"index\": i, <fields "
+                  "under the names Megatron's dataset returns>} and exit without building the model or training")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--skip-train", o->skip_train,
+                "Do not train: evaluate the validation and test splits (of a --load'ed checkpoint) and exit (Megatron)");
+  add_distributed_flags(cmd, *state.dist);
+}
 
-  cmd->callback([o, unset, dist_flags, sgd_momentum_opt] {
-    train::TrainOptions options = *o;
-    if (sgd_momentum_opt->count() > 0 && options.optimizer.kind != "sgd")
-      std::cerr << "lmforge train: notice: --sgd-momentum has no effect with --optimizer " << options.optimizer.kind
-                << " (it applies to sgd only)\n";
-    optim::LrScheduleArgs& s = options.schedule;
-    if (unset->train_iters_opt->count() > 0) s.train_iters = unset->train_iters;
-    if (unset->train_samples_opt->count() > 0) s.train_samples = unset->train_samples;
-    if (unset->lr_decay_iters_opt->count() > 0) s.lr_decay_iters = unset->lr_decay_iters;
-    if (unset->lr_decay_samples_opt->count() > 0) s.lr_decay_samples = unset->lr_decay_samples;
-    if (unset->lr_warmup_fraction_opt->count() > 0) s.lr_warmup_fraction = unset->lr_warmup_fraction;
-    if (unset->start_weight_decay_opt->count() > 0) s.start_weight_decay = unset->start_weight_decay;
-    if (unset->end_weight_decay_opt->count() > 0) s.end_weight_decay = unset->end_weight_decay;
-    run_training(std::move(options), *dist_flags);
-  });
+// Moves the flags Megatron leaves unset into the options, gives the notices, and trains.
+void run_command(const CommandState& state) {
+  train::TrainOptions options = *state.options;
+  const UnsetFlags* unset = state.unset.get();
+  if (state.sgd_momentum_opt->count() > 0 && options.optimizer.kind != "sgd")
+    std::cerr << "lmforge train: notice: --sgd-momentum has no effect with --optimizer " << options.optimizer.kind
+              << " (it applies to sgd only)\n";
+  optim::LrScheduleArgs& s = options.schedule;
+  if (unset->train_iters_opt->count() > 0) s.train_iters = unset->train_iters;
+  if (unset->train_samples_opt->count() > 0) s.train_samples = unset->train_samples;
+  if (unset->lr_decay_iters_opt->count() > 0) s.lr_decay_iters = unset->lr_decay_iters;
+  if (unset->lr_decay_samples_opt->count() > 0) s.lr_decay_samples = unset->lr_decay_samples;
+  if (unset->lr_warmup_fraction_opt->count() > 0) s.lr_warmup_fraction = unset->lr_warmup_fraction;
+  if (unset->start_weight_decay_opt->count() > 0) s.start_weight_decay = unset->start_weight_decay;
+  if (unset->end_weight_decay_opt->count() > 0) s.end_weight_decay = unset->end_weight_decay;
+  run_training(std::move(options), *state.dist);
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  CLI::App* train = app.add_subcommand("train", "Pretrain a language model (Megatron-LM's pretrain_*.py)");
+  train->require_subcommand(1);
+  {
+    CommandState state;
+    state.options->model_type = "gpt";
+    CLI::App* cmd = train->add_subcommand(
+        "gpt",
+        "Pretrain a GPT-2-style model on a Megatron indexed dataset, with Megatron's pretrain_gpt.py flags, sample "
+        "order (GPTDataset indices, shared .npy cache), learning-rate schedule and log lines.\n\n"
+        "Model: pre-LN GPT-2 (tanh GELU, tied embedding/LM head, dropout 0.1 as Megatron unless --hidden-dropout / "
+        "--attention-dropout say otherwise), fp32 on the CPU. The vocabulary is "
+        "the tokenizer's padded to --make-vocab-size-divisible-by; as in Megatron the padded logits take part in "
+        "the softmax, and checkpoints hold the padded matrix (config.json vocab_size = padded size).\n"
+        "Step: --global-batch-size / --micro-batch-size micro-batches are accumulated (the gradient is their "
+        "mean), clipped to --clip-grad, and the optimizer (--optimizer: AdamW, LAMB or SGD) applies the learning rate "
+        "of the schedule before its step (so with warm-up the first step has lr 0, as Megatron). The log line's "
+        "learning rate is the next step's, as Megatron prints it. Weight decay applies to matrices only (Megatron's "
+        "rule: no decay for biases and other 1-D parameters).\n"
+        "Checkpoints (--save): <save>/iter_NNNNNNN/{model.safetensors (Hugging Face GPT-2 names), config.json, "
+        "optimizer.safetensors, trainer_state.json} and latest_checkpointed_iteration.txt. --load DIR resumes "
+        "model, optimizer, schedule and data position exactly (a resumed run logs the same losses as an "
+        "uninterrupted one); with no checkpoint in DIR the run starts from scratch. --finetune --load PATH takes "
+        "weights only (a save dir, an iteration dir, a Hugging Face model dir or a .safetensors file such as "
+        "GPT-2's model.safetensors; its 50257 vocabulary rows are padded with zero rows) and starts iteration, "
+        "optimizer and schedule afresh.\n"
+        "Every flag and the dataset's token ids (against the vocabulary) are checked before any index is built.");
+
+    add_common_train_flags(cmd, state);
+    cmd->callback([state] { run_command(state); });
+  }
 }
 
 }  // namespace lmforge::cli

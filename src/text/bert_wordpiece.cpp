@@ -261,11 +261,17 @@ class BertWordPieceTokenizer final : public Tokenizer {
     vocab_size_ = pieces_.size();
     if (megatron_) {
       // Megatron's _BertWordPieceTokenizer.add_token: [BOS] then [EOS] get id len(vocab) when absent.
-      for (const char* extra : {"[BOS]", "[EOS]"}) {
-        if (pieces_.find(extra, std::strlen(extra)) >= 0) continue;
+      // --vocab-extra-ids: <extra_id_i> the same way (Megatron's add_additional_special_tokens).
+      std::vector<std::string> extras = {"[BOS]", "[EOS]"};
+      for (int i = 0; i < options.vocab_extra_ids; i++) extras.push_back("<extra_id_" + std::to_string(i) + ">");
+      for (const std::string& extra : extras) {
+        if (pieces_.find(extra.data(), extra.size()) >= 0) continue;
         if (inv_.size() <= vocab_size_) inv_.resize(vocab_size_ + 1);
         inv_[vocab_size_++] = extra;
       }
+    } else if (options.vocab_extra_ids != 0) {
+      throw Error(origin + ": --vocab-extra-ids applies to Megatron's BERT tokenizers (BertWordPieceLowerCase, "
+                  "BertWordPieceCase) and SentencePieceTokenizer");
     }
     for (int c = 0; c < 128; ++c) {
       const CharNorm r = bert::normalize_char(static_cast<uint32_t>(c), flavor_, lower_case_, strip_accents_);
@@ -583,10 +589,11 @@ std::unique_ptr<Tokenizer> make_bert_wordpiece_tokenizer(const std::string& voca
 }
 
 std::unique_ptr<Tokenizer> make_bert_wordpiece_tokenizer(const std::string& vocab_file, bool lower_case,
-                                                         WordPieceFlavor flavor) {
+                                                         WordPieceFlavor flavor, int vocab_extra_ids) {
   WordPieceOptions options;
   options.flavor = flavor;
   options.lower_case = lower_case;
+  options.vocab_extra_ids = vocab_extra_ids;
   return make_bert_wordpiece_tokenizer(vocab_file, options);
 }
 

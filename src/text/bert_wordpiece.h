@@ -61,13 +61,17 @@ struct WordPieceOptions {
                                          // kMegatron: must equal lower_case (Google's code ties them)
   size_t max_input_chars_per_word = 0;   // 0: the flavour's default (Megatron 200, HF 100)
   std::string unk_token = "[UNK]";
+  // kMegatron: Megatron's --vocab-extra-ids N (T5): after [BOS] and [EOS], <extra_id_0> .. <extra_id_{N-1}> are
+  // added to the vocabulary the same way (id = the vocabulary's size at the time, unless the token exists). Like
+  // Megatron's, the encoder does not produce them from text: they enter data only through the T5 dataset's spans.
+  int vocab_extra_ids = 0;
 };
 
 // vocab.txt: one token per line, id = line number (0-based). Megatron strips each line (Python str.strip()),
 // HF trims its end; a repeated token keeps its last line's id, as both do. Unreadable file, invalid UTF-8 or no
 // unk token: Error naming the file (and line).
 std::unique_ptr<Tokenizer> make_bert_wordpiece_tokenizer(const std::string& vocab_file, bool lower_case,
-                                                         WordPieceFlavor flavor);
+                                                         WordPieceFlavor flavor, int vocab_extra_ids = 0);
 std::unique_ptr<Tokenizer> make_bert_wordpiece_tokenizer(const std::string& vocab_file,
                                                          const WordPieceOptions& options);
 // Vocabulary already in memory (e.g. the "vocab" of a tokenizer.json): tokens[id]. `origin` names it in errors.

@@ -12,10 +12,13 @@ namespace lmforge::text {
 std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
   if (!options.add_special_tokens && options.type != "PretrainedFromHF")
     throw Error("--no-special-tokens applies to --tokenizer-type PretrainedFromHF only");
-  // Megatron also appends <extra_id_N> to its BERT vocabularies (GPT-2 ignores the flag); only SentencePiece's are
-  // implemented, so elsewhere the flag is refused rather than silently changing nothing.
-  if (options.vocab_extra_ids != 0 && options.type != "SentencePieceTokenizer")
-    throw Error("--vocab-extra-ids applies to --tokenizer-type SentencePieceTokenizer only");
+  // Megatron appends <extra_id_N> to its BERT and SentencePiece vocabularies (GPT-2 ignores the flag); elsewhere the
+  // flag is refused rather than silently changing nothing.
+  if (options.vocab_extra_ids < 0) throw Error("--vocab-extra-ids must be >= 0");
+  if (options.vocab_extra_ids != 0 && options.type != "SentencePieceTokenizer" &&
+      options.type != "BertWordPieceLowerCase" && options.type != "BertWordPieceCase")
+    throw Error("--vocab-extra-ids applies to --tokenizer-type SentencePieceTokenizer, BertWordPieceLowerCase and "
+                "BertWordPieceCase only");
   if (options.type == "GPT2BPETokenizer") {
     if (options.vocab_file.empty()) throw Error("--tokenizer-type GPT2BPETokenizer needs --vocab-file (vocab.json)");
     if (options.merge_file.empty()) throw Error("--tokenizer-type GPT2BPETokenizer needs --merge-file (merges.txt)");
@@ -25,7 +28,7 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
   if (options.type == "BertWordPieceLowerCase" || options.type == "BertWordPieceCase") {
     if (options.vocab_file.empty()) throw Error("--tokenizer-type " + options.type + " needs --vocab-file (vocab.txt)");
     return make_bert_wordpiece_tokenizer(options.vocab_file, options.type == "BertWordPieceLowerCase",
-                                         WordPieceFlavor::kMegatron);
+                                         WordPieceFlavor::kMegatron, options.vocab_extra_ids);
   }
   // Any Hugging Face tokenizer.json, ids as HF's encode(text, add_special_tokens) (Megatron: True).
   if (options.type == "PretrainedFromHF") {

@@ -24,7 +24,7 @@ struct TokenizerOptions {
   // SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer: the SentencePiece .model
   // (--tokenizer-model); see sentencepiece_tokenizer.h.
   std::string model_file;
-  int vocab_extra_ids = 0;  // SentencePieceTokenizer: T5's <extra_id_N> sentinels (--vocab-extra-ids)
+  int vocab_extra_ids = 0;  // SentencePieceTokenizer, BertWordPiece*: T5's <extra_id_N> sentinels (--vocab-extra-ids)
 };
 
 // Unknown type, missing or unreadable files, malformed vocabularies: Error naming the flag, file and line.

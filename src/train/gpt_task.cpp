@@ -87,4 +87,16 @@ void GptTask::fill(SplitKind split, int64_t first, int micro_batch, Batch& batch
   }
 }
 
+// Megatron's GPTDataset returns {"text": the seq_length + 1 tokens} per sample.
+std::string GptTask::sample_json(SplitKind split, int64_t index) {
+  const auto s = (datasets::Split)split;
+  if (index >= split_size(split))
+    throw Error(std::string("the ") + datasets::split_name(s) + " split has " + std::to_string(split_size(split)) +
+                " samples; sample " + std::to_string(index) + " was asked");
+  source_->sample(s, index, sample_);
+  std::string line = sample_json_head(split, index);
+  append_json_field(line, "text", sample_.data(), sample_.size());
+  return line + "}";
+}
+
 }  // namespace lmforge::train

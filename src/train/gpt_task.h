@@ -53,6 +53,7 @@ class GptTask final : public Task {
   int64_t split_size(SplitKind split) const override;
   void fill(SplitKind split, int64_t first, int micro_batch, Batch& batch) override;
   std::string summary() const override { return source_->summary(); }
+  std::string sample_json(SplitKind split, int64_t index) override;
 
  private:
   std::unique_ptr<datasets::GptSampleSource> source_;

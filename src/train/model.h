@@ -14,6 +14,7 @@ namespace lmforge::train {
 
 enum class SplitKind { TRAIN = 0, VALID = 1, TEST = 2 };
 const char* split_kind_name(SplitKind split);  // "train", "validation", "test"
+const char* split_short_name(SplitKind split);  // "train", "valid", "test" (Megatron's file names)
 
 // One micro-batch of B sequences of T positions (host memory, row-major [B,T]). A task fills the fields its model
 // reads; empty vectors mean "not used" (no loss mask: every position counts; no token types; no padding).
@@ -75,6 +76,26 @@ class Task {
   // Samples [first, first + micro_batch) of a split into `batch` (an Error when the split has fewer).
   virtual void fill(SplitKind split, int64_t first, int micro_batch, Batch& batch) = 0;
   virtual std::string summary() const = 0;  // what the datasets hold (log lines, each ending in \n)
+  // Sample `index` of a split as one JSON object (no newline): {"split": "train"|"valid"|"test", "index": i, then the
+  // fields under the names Megatron's dataset returns them (GPT: "text", the seq_length + 1 tokens)}.
+  virtual std::string sample_json(SplitKind split, int64_t index) = 0;
 };
+
+// Pieces of Task::sample_json lines: `"name": [v, v, ...]` (with a leading ", ") and the line's opening
+// {"split": ..., "index": i.
+template <typename T>
+void append_json_field(std::string& line, const char* name, const T* values, size_t n) {
+  line += ", \"";
+  line += name;
+  line += "\": [";
+  for (size_t i = 0; i < n; i++) {
+    if (i) line += ", ";
+    line += std::to_string(values[i]);
+  }
+  line += "]";
+}
+inline std::string sample_json_head(SplitKind split, int64_t index) {
+  return std::string("{\"split\": \"") + split_short_name(split) + "\", \"index\": " + std::to_string(index);
+}
 
 }  // namespace lmforge::train

@@ -12,6 +12,15 @@ const char* split_kind_name(SplitKind split) {
   return "?";
 }
 
+const char* split_short_name(SplitKind split) {
+  switch (split) {
+    case SplitKind::TRAIN: return "train";
+    case SplitKind::VALID: return "valid";
+    case SplitKind::TEST: return "test";
+  }
+  return "?";
+}
+
 std::vector<double> SequentialSchedule::run(const StepPlan& plan, Model& model, Task& task, DataParallel& dp) {
   const int64_t local = dp.local_micro_batches(plan.global_micro_batches);
   std::vector<double> sums;

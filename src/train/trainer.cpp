@@ -21,6 +21,7 @@
 #include "datasets/gpt_dataset.h"
 #include "train/parallel.h"
 #include "train/gpt_task.h"
+#include "train/model_factory.h"
 #include "train/schedule.h"
 #include "train/sharded_checkpoint.h"
 #include "train/tensorboard_writer.h"
@@ -41,21 +42,6 @@ std::string format(const char* fmt, ...) {
   return buf;
 }
 
-model::GPTConfig model_config(const TrainOptions& o, int vocab_size) {
-  model::GPTConfig c;
-  c.num_layers = o.num_layers;
-  c.hidden = o.hidden_size;
-  c.heads = o.num_attention_heads;
-  c.seq_length = o.seq_length;
-  c.max_positions = o.max_position_embeddings;
-  c.vocab_size = vocab_size;
-  c.make_vocab_size_divisible_by = o.make_vocab_size_divisible_by;
-  c.init_std = (float)o.init_method_std;
-  c.hidden_dropout = (float)o.hidden_dropout;
-  c.attention_dropout = (float)o.attention_dropout;
-  return c;
-}
-
 std::vector<optim::ParamSpan> param_spans(const param::ParamTable& table, float* params, float* grads) {
   std::vector<optim::ParamSpan> out;
   for (const param::Parameter& t : table)
@@ -74,34 +60,12 @@ dist::Communicator& single_process() {
 }
 }  // namespace
 
-namespace {
-// A lower bound of the memory a run needs on each rank — parameters, gradients and optimizer state, the attention
-// probabilities of every layer and the logits — checked against the machine's memory before anything is allocated,
-// so that an absurd --seq-length or --micro-batch-size is an error saying how much it would take instead of a
-// std::bad_alloc in the first forward pass.
-void check_memory(const model::GPTConfig& c, const TrainOptions& o) {
-  const double T = c.seq_length, B = o.micro_batch_size, TP = o.tensor_model_parallel_size, C = c.hidden;
-  const double params = (double)c.num_layers * 12.0 * C * C + ((double)c.padded_vocab_size() + c.max_positions) * C;
-  const double state_arrays = o.optimizer.kind == "sgd" ? (o.optimizer.sgd_momentum != 0.0 ? 1 : 0) : 2;
-  const double weights = 4.0 * params / TP * (2.0 + state_arrays);
-  const double activations = 4.0 * (c.num_layers * B * (c.heads / TP) * T * T + B * T * c.padded_vocab_size() / TP);
-  const double available = (double)::sysconf(_SC_PHYS_PAGES) * (double)::sysconf(_SC_PAGESIZE);
-  if (available > 0 && weights + activations > available)
-    throw Error(format("this run needs at least %.1f GB per rank (parameters, gradients and optimizer state %.1f GB; "
-                       "attention probabilities and logits of one micro-batch %.1f GB) and the machine has %.1f GB: "
-                       "lower --seq-length, --micro-batch-size or the model size, or raise "
-                       "--tensor-model-parallel-size",
-                       (weights + activations) / 1e9, weights / 1e9, activations / 1e9, available / 1e9));
-}
-}  // namespace
-
 struct Trainer::Impl {
   TrainOptions o;
   std::ostream& log;
   std::unique_ptr<text::Tokenizer> tokenizer;
-  model::GPTConfig config;
   std::unique_ptr<Model> model;  // the model being trained (this rank's tensor-parallel pieces)
-  model::GPT* gpt = nullptr;     // the same model as a GPT (Trainer::model())
+  model::GPT* gpt = nullptr;     // the same model when it is a GPT (Trainer::gpt())
   std::unique_ptr<Task> task;    // batches and loss names
   SequentialSchedule schedule;   // the order of a step's micro-batches
   std::vector<optim::ParamSpan> spans;
@@ -263,9 +227,13 @@ struct Trainer::Impl {
         << consumed_train << ", validation " << consumed_valid << ")\n";
   }
 
-  void print_eval(const std::string& where, double loss, double ppl) {
-    const std::string line = " validation loss at " + where + " | " + format("lm loss value: %.6E | ", loss) +
-                             format("lm loss PPL: %.6E | ", ppl);
+  // Megatron's evaluation block: "<name> value: X | <name> PPL: Y | " for every loss of the task.
+  void print_eval(const std::string& where, const std::vector<double>& losses) {
+    std::string line = " validation loss at " + where + " | ";
+    const std::vector<std::string> names = task->loss_names();
+    for (size_t i = 0; i < losses.size(); i++)
+      line += format("%s value: %.6E | %s PPL: %.6E | ", names[i].c_str(), losses[i], names[i].c_str(),
+                     std::exp(std::min(20.0, losses[i])));
     const std::string rule(line.size() + 1, '-');
     log << rule << "\n" << line << "\n" << rule << "\n";
     log.flush();
@@ -300,18 +268,27 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
                   "); was the dataset made with another tokenizer?");
   }
   if (o.threads > 0) kernels::cpu_backend().set_num_threads(o.threads);
-  m.config = model_config(o, (int)vocab);
-  m.config.validate();
-  check_memory(m.config, o);
+  check_memory(model_shape(o, vocab), o);
   m.scheduler = std::make_unique<optim::OptimizerParamScheduler>(o.schedule);
   m.train_iters = o.schedule.train_iters ? *o.schedule.train_iters : *o.schedule.train_samples / o.global_batch_size;
 
-  // 2. Model, optimizer, checkpoint.
+  // 2. Data: Megatron's sample counts per split (the sample order depends on them).
+  const int64_t train_samples =
+      o.schedule.train_samples ? *o.schedule.train_samples : m.train_iters * o.global_batch_size;
+  std::array<int64_t, 3> wanted = datasets::samples_per_split(m.train_iters, o.global_batch_size, o.eval_iters,
+                                                              o.eval_interval);
+  wanted[0] = train_samples;
+  // Rank 0 builds the index cache first; the others then find it (no two processes write the same .npy).
+  if (comm.rank() != 0) comm.barrier();
+  m.task = make_task(o, *m.tokenizer, wanted);
+  if (comm.rank() == 0) comm.barrier();
+  if (o.print_samples > 0) return;  // run() prints them; no model is built
+
+  // 3. Model, optimizer, checkpoint.
   // Every rank builds only its tensor-parallel pieces; the initialisation streams the whole model's generator and
   // keeps them, so every layout starts from the single-process weights.
-  auto gpt = std::make_unique<GptModel>(m.config, m.tp_group.get());
-  m.gpt = &gpt->gpt();
-  m.model = std::move(gpt);
+  m.model = make_model(o, vocab, m.tp_group.get());
+  if (auto* gpt = dynamic_cast<GptModel*>(m.model.get())) m.gpt = &gpt->gpt();
   m.model->init_weights(o.seed);
   m.spans = param_spans(m.model->table(), m.model->params(), m.model->grads());
   m.dp = std::make_unique<DataParallel>(*m.comm, m.spans, m.model->params(), m.model->grads(),
@@ -326,22 +303,6 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
     m.model->set_gradients_ready_hook([dp = m.dp.get()](size_t from) { dp->gradients_ready(from); });
   if (!o.load.empty()) m.load();
 
-  // 3. Data: Megatron's sample counts per split.
-  const int64_t train_samples =
-      o.schedule.train_samples ? *o.schedule.train_samples : m.train_iters * o.global_batch_size;
-  std::array<int64_t, 3> wanted = datasets::samples_per_split(m.train_iters, o.global_batch_size, o.eval_iters,
-                                                              o.eval_interval);
-  wanted[0] = train_samples;
-  datasets::GptDatasetConfig dc;
-  dc.split = o.split;
-  dc.seed = o.seed;
-  dc.seq_length = o.seq_length;
-  dc.cache_path = o.data_cache_path;
-  // Rank 0 builds the index cache first; the others then find it (no two processes write the same .npy).
-  if (comm.rank() != 0) comm.barrier();
-  m.task = std::make_unique<GptTask>(std::make_unique<datasets::GptSampleSource>(o.data_path, dc, wanted),
-                                     o.seq_length);
-  if (comm.rank() == 0) comm.barrier();
   if (!o.save.empty() && comm.rank() == 0) {  // an unusable --save fails now, not after training
     const uint64_t state_arrays = o.optimizer.kind == "sgd" ? (o.optimizer.sgd_momentum != 0.0 ? 1 : 0) : 2;
     const std::string warning =
@@ -352,7 +313,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
 
   const size_t whole_params = m.model->table().whole_numel(), local_params = m.model->table().local_numel();
   log << m.model->describe();
-  log << "backend: " << m.gpt->backend().info() << "\n" << m.task->summary();
+  log << "backend: " << kernels::cpu_backend().info() << "\n" << m.task->summary();
   log << format("training: %lld iterations of %lld samples (%lld micro-batches of %d)\n", (long long)m.train_iters,
                 (long long)o.global_batch_size, (long long)m.micro_batches(), o.micro_batch_size);
   if (TP > 1)
@@ -368,55 +329,95 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
 
 Trainer::~Trainer() = default;
 
-model::GPT& Trainer::model() { return *impl_->gpt; }
+Model& Trainer::model() { return *impl_->model; }
+model::GPT& Trainer::gpt() {
+  if (impl_->gpt == nullptr) throw Error("Trainer::gpt(): the model is a " + impl_->o.model_type + ", not a GPT");
+  return *impl_->gpt;
+}
 int64_t Trainer::iteration() const { return impl_->iteration; }
 const std::vector<IterationRecord>& Trainer::history() const { return impl_->history; }
 const std::vector<EvalRecord>& Trainer::evaluations() const { return impl_->evals; }
 
-double Trainer::evaluate(int split_number, int64_t first) {
+void Trainer::print_samples(std::ostream& out) {
+  Impl& m = *impl_;
+  for (SplitKind split : {SplitKind::TRAIN, SplitKind::VALID, SplitKind::TEST}) {
+    if (!m.task->has_split(split)) continue;
+    const int64_t n = std::min<int64_t>(m.o.print_samples, m.task->split_size(split));
+    for (int64_t i = 0; i < n; i++) out << m.task->sample_json(split, i) << "\n";
+  }
+  out.flush();
+}
+
+double Trainer::evaluate(int split_number, int64_t first) { return evaluate_losses(split_number, first)[0]; }
+
+std::vector<double> Trainer::evaluate_losses(int split_number, int64_t first) {
   Impl& m = *impl_;
   const auto split = static_cast<SplitKind>(split_number);
-  double sum = 0.0;
-  for (int it = 0; it < m.o.eval_iters; it++)
-    sum += m.schedule.run(m.plan(split, first + it * m.o.global_batch_size, false), *m.model, *m.task, *m.dp)[0];
-  sum = m.dp->sum(sum);
-  return sum / double(m.o.eval_iters * m.micro_batches());
+  std::vector<double> sums;
+  for (int it = 0; it < m.o.eval_iters; it++) {
+    const std::vector<double> batch =
+        m.schedule.run(m.plan(split, first + it * m.o.global_batch_size, false), *m.model, *m.task, *m.dp);
+    if (sums.empty()) sums.assign(batch.size(), 0.0);
+    for (size_t i = 0; i < batch.size(); i++) sums[i] += batch[i];
+  }
+  for (double& v : sums) v = m.dp->sum(v) / double(m.o.eval_iters * m.micro_batches());
+  return sums;
 }
 
 void Trainer::run() {
   Impl& m = *impl_;
   const TrainOptions& o = m.o;
+  if (o.print_samples > 0) {
+    if (m.world->rank() == 0) print_samples(m.log);
+    return;
+  }
   const int64_t M = m.micro_batches();
   const int T = o.seq_length;
   const bool do_valid = o.eval_iters > 0 && m.task->has_split(SplitKind::VALID);
   const bool do_test = o.eval_iters > 0 && m.task->has_split(SplitKind::TEST);
 
+  const std::vector<std::string> loss_names = m.task->loss_names();
   auto run_eval = [&](SplitKind split, int64_t first, const std::string& where, const std::string& name) {
-    const double loss = evaluate((int)split, first);
-    const double ppl = std::exp(std::min(20.0, loss));
-    m.evals.push_back({name, m.iteration, loss, ppl});
-    m.print_eval(where, loss, ppl);
+    const std::vector<double> losses = evaluate_losses((int)split, first);
+    const double ppl = std::exp(std::min(20.0, losses[0]));
+    m.evals.push_back({name, m.iteration, losses[0], ppl, losses});
+    m.print_eval(where, losses);
     if (m.tensorboard) {
-      m.tensorboard->add_scalar("lm loss " + name, loss, m.iteration);
-      m.tensorboard->add_scalar("lm loss " + name + " ppl", ppl, m.iteration);
+      for (size_t i = 0; i < losses.size(); i++) {
+        m.tensorboard->add_scalar(loss_names[i] + " " + name, losses[i], m.iteration);
+        m.tensorboard->add_scalar(loss_names[i] + " " + name + " ppl", std::exp(std::min(20.0, losses[i])),
+                                  m.iteration);
+      }
       m.tensorboard->flush();
     }
-    if (!std::isfinite(loss)) throw Error(name + " loss is not finite at iteration " + str(m.iteration));
+    for (size_t i = 0; i < losses.size(); i++)
+      if (!std::isfinite(losses[i]))
+        throw Error(name + " " + loss_names[i] + " is not finite at iteration " + str(m.iteration));
   };
 
-  double interval_loss = 0.0, interval_ms = 0.0;
+  std::vector<double> interval_losses(loss_names.size(), 0.0);
+  double interval_ms = 0.0;
   int interval_count = 0;
   const auto start = std::chrono::steady_clock::now();
-  while (m.iteration < m.train_iters) {
+  while (!o.skip_train && m.iteration < m.train_iters) {
     const auto t0 = std::chrono::steady_clock::now();
     m.model->zero_grad();
     // This rank's share of the global batch (all of it in one process), forward and backward.
-    double loss_sum = m.schedule.run(m.plan(SplitKind::TRAIN, m.consumed_train, true), *m.model, *m.task, *m.dp)[0];
-    loss_sum = m.dp->sum(loss_sum);
+    std::vector<double> loss_sums =
+        m.schedule.run(m.plan(SplitKind::TRAIN, m.consumed_train, true), *m.model, *m.task, *m.dp);
+    for (double& v : loss_sums) v = m.dp->sum(v);
     // The global-batch gradient is the mean over micro-batches (Megatron divides each loss by their number),
     // summed across data-parallel ranks first; the norm is global.
     const double norm = m.dp->reduce_gradients(M, o.clip_grad);
-    const float loss = (float)(loss_sum / (double)M);
+    // The objective is the sum of the task's losses (BERT: lm + sop), each the mean over the global batch's
+    // micro-batches.
+    std::vector<float> losses;
+    double total = 0.0;
+    for (double v : loss_sums) {
+      losses.push_back((float)(v / (double)M));
+      total += v / (double)M;
+    }
+    const float loss = (float)total;
     if (!std::isfinite(loss) || !std::isfinite(norm))
       throw Error("iteration " + str(m.iteration + 1) + ": loss " + std::to_string(loss) + ", grad norm " +
                   std::to_string(norm) + " — training diverged (try a lower --lr or --clip-grad)");
@@ -427,31 +428,38 @@ void Trainer::run() {
     m.iteration++;
     m.consumed_train += o.global_batch_size;
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    m.history.push_back({m.iteration, m.consumed_train, loss, lr, norm, ms});
+    m.history.push_back({m.iteration, m.consumed_train, loss, lr, norm, ms, losses});
 
-    interval_loss += loss;
+    for (size_t i = 0; i < losses.size(); i++) interval_losses[i] += losses[i];
     interval_ms += ms;
     interval_count++;
     if (m.iteration % o.log_interval == 0 || m.iteration == m.train_iters) {
-      const double avg_loss = interval_loss / interval_count, avg_ms = interval_ms / interval_count;
+      const double avg_ms = interval_ms / interval_count;
       const double tokens_per_s = (double)o.global_batch_size * T / (avg_ms / 1000.0);
+      std::string loss_fields;
+      for (size_t i = 0; i < loss_names.size(); i++)
+        loss_fields += format("%s: %.6E | ", loss_names[i].c_str(), interval_losses[i] / interval_count);
       // Megatron's line; like Megatron the learning rate shown is the one the next iteration will use.
       m.log << format(" iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f | "
-                      "throughput (tokens/s): %.1f | learning rate: %.6E | global batch size: %5lld | "
-                      "lm loss: %.6E | grad norm: %.3f |\n",
+                      "throughput (tokens/s): %.1f | learning rate: %.6E | global batch size: %5lld | ",
                       (long long)m.iteration, (long long)m.train_iters, (long long)m.consumed_train, avg_ms,
-                      tokens_per_s, m.scheduler->lr(), (long long)o.global_batch_size, avg_loss, norm);
+                      tokens_per_s, m.scheduler->lr(), (long long)o.global_batch_size)
+            << loss_fields << format("grad norm: %.3f |\n", norm);
       m.log.flush();
       if (m.tensorboard) {
-        m.tensorboard->add_scalar("lm loss", avg_loss, m.iteration);
-        m.tensorboard->add_scalar("lm loss vs samples", avg_loss, m.consumed_train);
+        for (size_t i = 0; i < loss_names.size(); i++) {
+          m.tensorboard->add_scalar(loss_names[i], interval_losses[i] / interval_count, m.iteration);
+          m.tensorboard->add_scalar(loss_names[i] + " vs samples", interval_losses[i] / interval_count,
+                                    m.consumed_train);
+        }
         m.tensorboard->add_scalar("learning-rate", m.scheduler->lr(), m.iteration);
         m.tensorboard->add_scalar("grad-norm", norm, m.iteration);
         m.tensorboard->add_scalar("throughput (tokens/s)", tokens_per_s, m.iteration);
         m.tensorboard->add_scalar("iteration-time (ms)", avg_ms, m.iteration);
         m.tensorboard->flush();
       }
-      interval_loss = interval_ms = 0.0;
+      std::fill(interval_losses.begin(), interval_losses.end(), 0.0);
+      interval_ms = 0.0;
       interval_count = 0;
     }
     if (do_valid && m.iteration % o.eval_interval == 0) {
@@ -478,7 +486,7 @@ void Trainer::run() {
       return;
     }
   }
-  if (!o.save.empty() && m.last_saved != m.iteration) m.save();
+  if (!o.skip_train && !o.save.empty() && m.last_saved != m.iteration) m.save();
   if (do_valid) {
     run_eval(SplitKind::VALID, m.consumed_valid, "the end of training for val data", "validation");
     m.consumed_valid += (int64_t)o.eval_iters * o.global_batch_size;

@@ -9,6 +9,7 @@
 
 #include "dist/communicator.h"
 #include "model/gpt.h"
+#include "train/model.h"
 #include "train/train_options.h"
 
 namespace lmforge::train {
@@ -20,13 +21,16 @@ struct IterationRecord {
   double lr = 0.0;               // the learning rate this step applied
   double grad_norm = 0.0;        // global gradient norm before clipping
   double ms = 0.0;               // wall time of the iteration
+  std::vector<float> losses;     // each of the task's losses (Task::loss_names()), mean over the global batch;
+                                 // `loss` is their sum, the objective
 };
 
 struct EvalRecord {
   std::string name;       // "validation" or "test"
   int64_t iteration = 0;  // the iteration after which it ran
-  double loss = 0.0;      // mean lm loss over eval_iters global batches
+  double loss = 0.0;      // mean lm loss (the task's first loss) over eval_iters global batches
   double ppl = 0.0;       // exp(min(20, loss)), as Megatron
+  std::vector<double> losses;  // every loss of the task (the first is `loss`)
 };
 
 // One training run. The constructor validates the options, opens the tokenizer and the data (checking the
@@ -45,15 +49,22 @@ class Trainer {
   // saving as the options ask; at the end evaluates the validation and test splits and saves.
   void run();
 
-  // The whole model. With --tensor-model-parallel-size > 1 the shards compute and this holds the whole weights
-  // as of the last checkpoint or the end of run().
-  model::GPT& model();
+  // The model this rank trains (with --tensor-model-parallel-size > 1 its pieces).
+  Model& model();
+  // The same model as a GPT (`lmforge train gpt`; an Error for other models).
+  model::GPT& gpt();
   int64_t iteration() const;
   const std::vector<IterationRecord>& history() const;  // every iteration run by this process
   const std::vector<EvalRecord>& evaluations() const;
 
+  // --print-samples N: the first N samples of each split, one JSON line each (Task::sample_json), as training would
+  // read them. run() does this instead of training when the option is set (the model is then never built).
+  void print_samples(std::ostream& out);
+
   // One evaluation on `split` (1 validation, 2 test) over eval_iters global batches starting at sample `first`.
   double evaluate(int split, int64_t first);
+  // The same for every loss of the task (Task::loss_names()).
+  std::vector<double> evaluate_losses(int split, int64_t first);
 
  private:
   struct Impl;

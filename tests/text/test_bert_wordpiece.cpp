@@ -338,6 +338,19 @@ TEST(BertWordPiece, DecodeAndMetadata) {
   EXPECT_THROW(tok->decode(bad), Error);
 }
 
+// Megatron's --vocab-extra-ids for BERT vocabularies (T5): <extra_id_i> after [BOS] and [EOS] (bert-base-uncased:
+// 30524 + i, the note's sentinel ids), in the vocabulary size; text containing the string is not encoded to them.
+TEST(BertWordPiece, VocabExtraIdsFollowBosAndEos) {
+  auto tok = make_bert_wordpiece_tokenizer(kVocab, true, WordPieceFlavor::kMegatron, 100);
+  EXPECT_EQ(tok->vocab_size(), 30624u);
+  const std::vector<int32_t> ids = {30522, 30523, 30524, 30623};
+  EXPECT_EQ(tok->decode(ids), "[BOS] [EOS] <extra_id_0> <extra_id_99>");
+  const std::vector<int32_t> bad = {30624};
+  EXPECT_THROW(tok->decode(bad), Error);
+  for (int32_t id : encode(*tok, "<extra_id_0>")) EXPECT_LT(id, 30522);
+  EXPECT_THROW(make_bert_wordpiece_tokenizer(kVocab, true, WordPieceFlavor::kHuggingFace, 2), Error);
+}
+
 TEST(BertWordPiece, ErrorsNameTheFile) {
   try {
     make_bert_wordpiece_tokenizer("/nonexistent/vocab.txt", true, WordPieceFlavor::kMegatron);

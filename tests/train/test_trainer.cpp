@@ -146,7 +146,7 @@ TEST(Trainer, FinetuneStartsFromHuggingFaceLayoutWeights) {
   o.finetune = true;
   Trainer t(o, log);
   EXPECT_EQ(t.iteration(), 0);
-  const float* wte = t.model().param("transformer.wte.weight");
+  const float* wte = t.gpt().param("transformer.wte.weight");
   EXPECT_EQ(std::memcmp(wte, wte_rows.data(), wte_rows.size() * sizeof(float)), 0);
   for (size_t i = wte_rows.size(); i < (size_t)50304 * 32; i++) ASSERT_EQ(wte[i], 0.0f) << i;
   t.run();
@@ -292,7 +292,7 @@ TEST(Trainer, CheckpointLossMatchesPyTorchReference) {
     tokens.insert(tokens.end(), stream.begin() + b * 33, stream.begin() + b * 33 + 32);
     targets.insert(targets.end(), stream.begin() + b * 33 + 1, stream.begin() + b * 33 + 33);
   }
-  const float ours = t.model().forward(tokens.data(), targets.data(), 2, 32);
+  const float ours = t.gpt().forward(tokens.data(), targets.data(), 2, 32);
   {
     std::ofstream f(tmp.file("batch.bin"), std::ios::binary);
     f.write((const char*)tokens.data(), tokens.size() * 4);
@@ -305,7 +305,7 @@ TEST(Trainer, CheckpointLossMatchesPyTorchReference) {
   const double reference = std::stod(r.output);
   EXPECT_NEAR(ours, reference, 1e-5 * reference) << "ours " << ours << " reference " << reference;
   // And the saved weights are the trained ones, not the initial ones.
-  lmforge::model::GPT fresh(t.model().config());
+  lmforge::model::GPT fresh(t.gpt().config());
   fresh.init_weights(o.seed);
   EXPECT_GT(std::fabs(fresh.forward(tokens.data(), targets.data(), 2, 32) - ours), 1e-3);
 }

@@ -83,10 +83,10 @@ inline std::vector<lmforge::train::IterationRecord> expect_resume_bit_identical(
   // 6 iterations; validation at 3, 6 and the end of training; the test split at the end.
   EXPECT_EQ(uninterrupted.size(), 6u + 4u) << log_a.str();
   EXPECT_EQ(uninterrupted, resumed) << log_a.str() << "\n---\n" << log_b1.str() << log_b2.str();
-  EXPECT_EQ(full.model().num_parameters(), second.model().num_parameters());
-  if (full.model().num_parameters() == second.model().num_parameters()) {
-    EXPECT_EQ(std::memcmp(full.model().params(), second.model().params(),
-                          full.model().num_parameters() * sizeof(float)),
+  EXPECT_EQ(full.gpt().num_parameters(), second.gpt().num_parameters());
+  if (full.gpt().num_parameters() == second.gpt().num_parameters()) {
+    EXPECT_EQ(std::memcmp(full.gpt().params(), second.gpt().params(),
+                          full.gpt().num_parameters() * sizeof(float)),
               0);
   }
   // Training moved: the last loss is below the first.
