@@ -56,7 +56,7 @@ struct MaskingWorkspace {
 };
 
 // The cdf of Megatron's n draw, np_rng.choice([1..N], p=pvals / pvals.sum()) with pvals = 1/[1..N] normalised once
-// before, written to cdf[0..N) (N ≤ 8) exactly as numpy computes it (its reduction sums a0 + (a1 + a2 + …)).
+// before, written to cdf[0..N) (N ≤ 8) exactly as numpy computes it (sums in order, divisions elementwise).
 std::span<const double> ngram_cdf(int max_ngrams, double* cdf);
 
 // Megatron's create_masked_lm_predictions on `tokens` (changed in place), with max_predictions = mask_prob·target

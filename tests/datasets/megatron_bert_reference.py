@@ -228,14 +228,14 @@ def t5_sample(data, row, idx, case, vocab):
     real_e, real_d = (enc_p >= 1).astype(numpy.int64), (dec_p >= 1).astype(numpy.int64)
     causal = numpy.tril(numpy.ones((ld, ld), dtype=numpy.int64))
     return {
-        "text_enc": enc_p.tolist(),
-        "text_dec": dec_p.tolist(),
+        "text_enc": enc_p,
+        "text_dec": dec_p,
         "labels": labels + [-1] * (ld - len(dec)),
         "loss_mask": [1] * len(dec) + [0] * (ld - len(dec)),
         "truncated": [truncated],
-        "enc_mask": numpy.outer(real_e, real_e).ravel().tolist(),
-        "dec_mask": (numpy.outer(real_d, real_d) * causal).ravel().tolist(),
-        "enc_dec_mask": numpy.outer(real_d, real_e).ravel().tolist(),
+        "enc_mask": numpy.outer(real_e, real_e).ravel(),
+        "dec_mask": (numpy.outer(real_d, real_d) * causal).ravel(),
+        "enc_dec_mask": numpy.outer(real_d, real_e).ravel(),
     }
 
 
@@ -286,9 +286,9 @@ def run_case(case, out_dir, data_cache):
         for i in idx:
             s = t5_sample(data, rows[i], i, case, vocab) if t5 else bert_sample(data, rows[i], i, case, vocab)
             for key, v in s.items():
-                fields.setdefault(key, []).extend(v)
+                fields.setdefault(key, []).append(numpy.asarray(v, dtype=numpy.int64))
         for key, v in fields.items():
-            numpy.array(v, dtype=numpy.int64).tofile(base + "." + key + ".bin")
+            numpy.concatenate(v).tofile(base + "." + key + ".bin")
         meta["splits"][name] = {"rows": n, "samples": len(idx)}
     json.dump(meta, open(os.path.join(out_dir, case["name"] + ".meta.json"), "w"))
 

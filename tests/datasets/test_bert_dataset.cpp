@@ -252,14 +252,15 @@ TEST_F(BertReference, MapsAndSamplesEqualTheNumpyRestatement) {
       const auto got_map = map_values(d.samples_map());
       ASSERT_EQ(std::vector<int64_t>(want_map.begin(), want_map.end()), got_map) << c.name << " " << base;
       const auto index = read_raw<int64_t>(base + ".index.bin");
+      std::vector<std::vector<int64_t>> want;
+      for (const char* name : kFields) want.push_back(read_raw<int64_t>(base + "." + name + ".bin"));
       BertSample s;
-      for (const char* name : kFields) {
-        const auto want = read_raw<int64_t>(base + "." + name + ".bin");
-        const size_t width = want.size() / index.size();
-        for (size_t j = 0; j < index.size(); ++j) {
-          d.sample(index[j], s);
-          ASSERT_EQ(field(s, name), row_of(want, j, width)) << c.name << " " << base << " sample " << index[j] << " "
-                                                             << name;
+      for (size_t j = 0; j < index.size(); ++j) {
+        d.sample(index[j], s);
+        for (size_t f = 0; f < want.size(); ++f) {
+          const size_t width = want[f].size() / index.size();
+          ASSERT_EQ(field(s, kFields[f]), row_of(want[f], j, width)) << base << " sample " << index[j] << " "
+                                                                     << kFields[f];
         }
       }
     }
