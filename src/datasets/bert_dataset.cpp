@@ -72,6 +72,8 @@ void BertDataset::sample(int64_t i, BertSample& out) const {
   const data::IndexedDataset& dataset = *data_->dataset;
   // RandomState((seed + idx) mod 2^32).
   NumpyRandomState rng(uint32_t(uint64_t(int64_t(config_.seed) + i)));
+  // The sentences go to scratch_a (A) and scratch_b (B); a swap exchanges the segments' roles, not the buffers, so
+  // each buffer keeps its capacity and a warm BertSample allocates nothing.
   std::vector<int32_t>& a = out.scratch_a;
   std::vector<int32_t>& b = out.scratch_b;
   a.clear();
@@ -84,14 +86,12 @@ void BertDataset::sample(int64_t i, BertSample& out) const {
     const uint64_t a_end = n >= 3 ? uint64_t(rng.randint(1, int64_t(n))) : 1;
     append_sentences(dataset, row.first, row.first + a_end, out.scratch_sentence, a);
     append_sentences(dataset, row.first + a_end, row.end, out.scratch_sentence, b);
-    if (rng.random_sample() < 0.5) {
-      std::swap(a, b);
-      out.is_random = 1;
-    }
+    out.is_random = rng.random_sample() < 0.5 ? 1 : 0;
   } else {
     append_sentences(dataset, row.first, row.end, out.scratch_sentence, a);
   }
   Segment sa{&a, 0, a.size()}, sb{&b, 0, b.size()};
+  if (out.is_random) std::swap(sa, sb);
   out.truncated = truncate_segments(sa, sb, row.target, rng) ? 1 : 0;
 
   // [CLS] A [SEP] (types 0), then B [SEP] (types 1) when B is non-empty, then padding.
@@ -105,10 +105,10 @@ void BertDataset::sample(int64_t i, BertSample& out) const {
     out.types[len++] = type;
   };
   put(v.cls, 0);
-  for (size_t k = sa.lo; k < sa.hi; ++k) put(a[k], 0);
+  for (size_t k = sa.lo; k < sa.hi; ++k) put((*sa.tokens)[k], 0);
   put(v.sep, 0);
   if (sb.size()) {
-    for (size_t k = sb.lo; k < sb.hi; ++k) put(b[k], 1);
+    for (size_t k = sb.lo; k < sb.hi; ++k) put((*sb.tokens)[k], 1);
     put(v.sep, 1);
   }
 

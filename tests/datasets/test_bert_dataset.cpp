@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "datasets/bert_dataset.h"
+#include "alloc_counter.h"
 #include "masked_lm_reference.h"
 #include "test_util.h"
 #include "util/error.h"
@@ -19,6 +20,7 @@
 using namespace lmforge::datasets;
 using namespace lmforge::datasets::testing;
 namespace fs = std::filesystem;
+
 
 namespace {
 
@@ -137,6 +139,20 @@ TEST(BertDataset, MapBuildsWellUnderASecond) {
   EXPECT_LT(ms, 1000.0);
 }
 
+TEST(BertDataset, SamplesAreFastAndAllocationFreeOnceWarm) {
+  lmforge::testing::TempDir cache;
+  const BertDatasets ds = build_bert_datasets(s128_config(cache.path()), kS128Counts);
+  const BertDataset& train = *ds.split[0];
+  BertSample s;
+  for (int64_t i = 0; i < train.size(); ++i) train.sample(i, s);  // buffers reach their largest size
+  const int64_t before = allocation_count();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < train.size(); ++i) train.sample(i, s);
+  const double s_total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(allocation_count() - before, 0);
+  std::printf("BERT seq 128: %.0f samples/s\n", double(train.size()) / s_total);
+}
+
 TEST(BertDataset, TrapsGiveClearErrors) {
   lmforge::testing::TempDir cache;
   // Document-level data (one sequence per document) with the binary head: Megatron loops ~2^31 epochs.
@@ -180,6 +196,64 @@ TEST(BertDataset, JsonLineHasMegatronsFieldNames) {
   }
   EXPECT_NE(line.find("\"is_random\": " + std::to_string(s.is_random) + ", \"loss_mask\": ["), std::string::npos);
   EXPECT_EQ(line.back(), '\n');
+}
+
+TEST(BertDataset, VocabTablesFollowMegatronsTokenizerEvenWithRepeatedLines) {
+  // Megatron's load_vocab (an OrderedDict: a repeated token keeps its first place and its last id) and add_token
+  // ([BOS], [EOS], sentinels at id len(vocab), which can collide with a line's id), re-stated in Python.
+  lmforge::testing::TempDir dir;
+  lmforge::testing::write_file(dir.file("vocab.txt"),
+                               "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n##a\nb\n##a\n  c  \n\nd\n##e\n");
+  lmforge::testing::write_file(dir.file("ref.py"), R"PY(
+import collections, sys
+vocab, index = collections.OrderedDict(), 0
+with open(sys.argv[1]) as f:
+    while True:
+        line = f.readline()
+        if not line:
+            break
+        vocab[line.strip()] = index
+        index += 1
+inv = {v: k for k, v in vocab.items()}
+for t in ["[BOS]", "[EOS]"] + ["<extra_id_%d>" % i for i in range(3)]:
+    if t not in vocab:
+        inv[len(vocab)] = t
+        vocab[t] = len(vocab)
+ids = list(inv.keys())
+print(" ".join(map(str, ids)))
+print(" ".join(str(int(inv.get(i, "").startswith("##"))) for i in range(max(ids) + 1)))
+print(" ".join(str(vocab[t]) for t in ["[CLS]", "[SEP]", "[MASK]", "[PAD]", "[BOS]", "[EOS]"] + ["<extra_id_%d>" % i for i in range(3)]))
+)PY");
+  const auto run = lmforge::testing::run_command("/usr/bin/python3 " + dir.file("ref.py") + " " + dir.file("vocab.txt"));
+  ASSERT_EQ(run.status, 0) << run.output;
+  const MaskedLmVocab v = load_bert_vocab(dir.file("vocab.txt"), 3);
+  auto join = [](auto const& xs) {
+    std::string out;
+    for (const auto x : xs) {
+      if (!out.empty()) out += ' ';
+      out += std::to_string(int(x));
+    }
+    return out;
+  };
+  std::vector<int32_t> specials = {v.cls, v.sep, v.mask, v.pad, v.bos, v.eos};
+  specials.insert(specials.end(), v.sentinels.begin(), v.sentinels.end());
+  EXPECT_EQ(join(v.random_ids) + "\n" + join(v.continuation) + "\n" + join(specials) + "\n", run.output);
+}
+
+TEST(SamplesMap, Uint64RowsRoundTripAndBadFilesAreNamed) {
+  lmforge::testing::TempDir dir;
+  const SamplesMap wide(std::vector<uint64_t>{0, 2, 5, 2, 3, 7});
+  save_samples_map(dir.file("w.npy"), wide);
+  const SamplesMap back = load_samples_map(dir.file("w.npy"), 3, 7);
+  ASSERT_TRUE(back.wide());
+  EXPECT_EQ(back.rows64(), wide.rows64());
+  EXPECT_THROW(load_samples_map(dir.file("w.npy"), 2, 7), lmforge::Error);  // a sentence beyond the dataset
+  EXPECT_THROW(load_samples_map(dir.file("w.npy"), 3, 6), lmforge::Error);  // a target beyond max_len
+  SamplesMapOptions o;
+  o.max_num_samples = 10;
+  o.max_len = 125;
+  o.short_seq_prob = 0.125;
+  EXPECT_EQ(samples_map_file_name("/d/p", "valid", o), "/d/p_valid_indexmap_10mns_125msl_0.12ssp_1234s.npy");
 }
 
 // ---- the numpy re-statement, other settings ----
