@@ -1,6 +1,8 @@
 // defines: NumpyRandomState (MT19937 as numpy's legacy RandomState runs it)
 #include "datasets/numpy_random.h"
 
+#include <cmath>
+
 #include "util/error.h"
 
 namespace lmforge::datasets {
@@ -81,6 +83,41 @@ int64_t NumpyRandomState::randint(int64_t low, int64_t high) {
   // fits), so random_interval is the same draw.
   const uint64_t rng = uint64_t(high) - 1 - uint64_t(low);
   return int64_t(uint64_t(low) + random_interval(rng));
+}
+
+int64_t NumpyRandomState::choice_index(std::span<const double> cdf) {
+  const double u = random_sample();
+  int64_t index = 0;
+  for (const double c : cdf) index += c <= u ? 1 : 0;  // searchsorted(u, side="right") on a sorted cdf
+  return index;
+}
+
+int64_t NumpyRandomState::geometric(double p) {
+  if (!(p > 0 && p <= 1)) throw Error("geometric: p = " + std::to_string(p) + " outside (0, 1]");
+  if (p >= 0.333333333333333333333333) {
+    // random_geometric_search: X = 1, sum = prod = p; while u > sum: prod *= q, sum += prod, X++.
+    const double u = random_sample();
+    const double q = 1.0 - p;
+    double sum = p, prod = p;
+    int64_t x = 1;
+    while (u > sum) {
+      prod *= q;
+      sum += prod;
+      ++x;
+    }
+    return x;
+  }
+  // random_geometric_inversion (numpy 1.24): P(X > k) = q^k, so X = ceil(log(1 − u) / log(q)).
+  return int64_t(std::ceil(std::log(1.0 - random_sample()) / std::log(1.0 - p)));
+}
+
+std::vector<double> choice_cdf(std::span<const double> p) {
+  std::vector<double> cdf(p.size());
+  double running = 0;
+  for (size_t i = 0; i < p.size(); ++i) cdf[i] = running += p[i];
+  const double last = cdf.empty() ? 1.0 : cdf.back();
+  for (double& c : cdf) c /= last;
+  return cdf;
 }
 
 }  // namespace lmforge::datasets

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace lmforge::datasets {
 
@@ -33,12 +34,23 @@ class NumpyRandomState {
   // random_sample(): 53-bit double in [0, 1) from two draws: ((a>>5)·2^26 + (b>>6)) / 2^53.
   double random_sample();
   // randint(low, high) for the default int64 dtype: low + masked draw in [0, high−1−low] (high > low).
+  // high − low = 1 returns low without a draw (mask 0).
   int64_t randint(int64_t low, int64_t high);
+  // choice(values, p=p) with one uniform draw: the index of the first cdf entry > u (searchsorted side "right"),
+  // where cdf is choice_cdf(p). Pass the cdf, computed once, so a hot loop allocates nothing.
+  int64_t choice_index(std::span<const double> cdf);
+  // numpy 1.24 legacy geometric(p), 0 < p ≤ 1: for p ≥ 1/3 a sequential search over the pmf, else inversion
+  // ceil(log(1 − u) / log(1 − p)) — the formula numpy 1.24 ships (later numpy changed it; T5 spans depend on it).
+  int64_t geometric(double p);
 
  private:
   void twist();
   std::array<uint32_t, 624> key_{};
   int pos_ = 624;
 };
+
+// numpy choice's cdf: cdf = cumsum(p) (sequential), then cdf /= cdf[-1]. p is used as given (numpy checks that it
+// sums to 1 within its tolerance; callers pass normalised weights).
+std::vector<double> choice_cdf(std::span<const double> p);
 
 }  // namespace lmforge::datasets
