@@ -144,16 +144,52 @@ struct CommandState {
   std::shared_ptr<UnsetFlags> unset = std::make_shared<UnsetFlags>();
   std::shared_ptr<DistributedFlags> dist = std::make_shared<DistributedFlags>();
   CLI::Option* sgd_momentum_opt = nullptr;
+  CLI::Option* num_layers_opt = nullptr;  // T5: --num-layers / --encoder-num-layers
+  CLI::Option* seq_length_opt = nullptr;  // T5: --seq-length / --encoder-seq-length
 };
 
 void add_common_train_flags(CLI::App* cmd, CommandState& state) {
   train::TrainOptions* o = state.options.get();
   UnsetFlags* unset = state.unset.get();
-  cmd->add_option("--num-layers", o->num_layers, "Transformer layers")->required();
+  const bool t5 = o->model_type == "t5";
+  if (t5) {
+    state.num_layers_opt = cmd->add_option("--num-layers,--encoder-num-layers", o->num_layers,
+                                           "Encoder layers (Megatron accepts either name)")
+                               ->required();
+    cmd->add_option("--decoder-num-layers", o->decoder_num_layers,
+                    "Decoder layers (default: the encoder's; Megatron's own T5 script omits it and then fails)")
+        ->check(CLI::PositiveNumber);
+  } else {
+    cmd->add_option("--num-layers", o->num_layers, "Transformer layers")->required();
+  }
   cmd->add_option("--hidden-size", o->hidden_size, "Model width")->required();
   cmd->add_option("--num-attention-heads", o->num_attention_heads, "Attention heads (must divide --hidden-size)")
       ->required();
-  cmd->add_option("--seq-length", o->seq_length, "Tokens per sample")->required();
+  if (t5) {
+    state.seq_length_opt = cmd->add_option("--seq-length,--encoder-seq-length", o->seq_length,
+                                           "Encoder tokens per sample (give one of the two names, as Megatron)")
+                               ->required();
+    cmd->add_option("--decoder-seq-length", o->decoder_seq_length,
+                    "Decoder tokens per sample: sentinels and the masked spans, [BOS] first (labels end in [EOS])")
+        ->required()
+        ->check(CLI::PositiveNumber);
+  } else {
+    cmd->add_option("--seq-length", o->seq_length, "Tokens per sample")->required();
+  }
+  if (o->model_type != "gpt") {
+    cmd->add_option("--ffn-hidden-size", o->ffn_hidden_size, "Inner width of the MLP (default: 4 x --hidden-size)")
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--mask-prob", o->mask_prob,
+                    "Share of each sample's tokens to predict (Megatron's budget: min(mask-prob x target length, "
+                    "max(1, round(mask-prob x tokens))); whole words, n-grams of up to " +
+                        std::string(t5 ? "10 words with geometric(0.2) lengths (spans)" : "3 words, 80/10/10 [MASK]/keep/random") + ")")
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
+    cmd->add_option("--short-seq-prob", o->short_seq_prob,
+                    "Share of samples given a random target length in [2, max] instead of the maximum (Megatron)")
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
+  }
   cmd->add_option("--max-position-embeddings", o->max_position_embeddings,
                   "Rows of the position table (default: --seq-length)");
   cmd->add_option("--make-vocab-size-divisible-by", o->make_vocab_size_divisible_by,
@@ -302,6 +338,10 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state) {
 void run_command(const CommandState& state) {
   train::TrainOptions options = *state.options;
   const UnsetFlags* unset = state.unset.get();
+  if (state.seq_length_opt && state.seq_length_opt->count() > 1)
+    throw Error("give only one of --seq-length and --encoder-seq-length (the same setting, as in Megatron)");
+  if (state.num_layers_opt && state.num_layers_opt->count() > 1)
+    throw Error("give only one of --num-layers and --encoder-num-layers (the same setting)");
   if (state.sgd_momentum_opt->count() > 0 && options.optimizer.kind != "sgd")
     std::cerr << "lmforge train: notice: --sgd-momentum has no effect with --optimizer " << options.optimizer.kind
               << " (it applies to sgd only)\n";
@@ -347,6 +387,37 @@ void add_train_command(CLI::App& app) {
         "Every flag and the dataset's token ids (against the vocabulary) are checked before any index is built.");
 
     add_common_train_flags(cmd, state);
+    cmd->callback([state] { run_command(state); });
+  }
+  {
+    CommandState state;
+    state.options->model_type = "bert";
+    state.options->split = "969, 30, 1";
+    CLI::App* cmd = train->add_subcommand(
+        "bert",
+        "Pretrain BERT on a sentence-level Megatron dataset (lmforge prep --split-sentences, or Megatron's "
+        "*_text_sentence), with Megatron's pretrain_bert.py flags: masked-LM (whole-word n-grams, 80/10/10) plus "
+        "sentence-order prediction, samples bit-identical to Megatron's BertDataset (samples map cached under "
+        "Megatron's file name beside the data or in --data-cache-path).\n\n"
+        "Model: Megatron's BERT (pre-LayerNorm, LayerNorm eps 1e-5, tanh GELU in the MLP and erf GELU in the LM "
+        "head, token types, final LayerNorm, tied MLM head with bias, pooler + binary head), or with "
+        "--bert-post-layernorm / --bert-config-file the original BERT (Google/NVIDIA/Hugging Face "
+        "BertForPreTraining). Losses per micro-batch as Megatron: lm loss = mean cross-entropy over the masked "
+        "positions, sop loss = mean over rows; the objective is their sum, averaged over micro-batches.\n"
+        "Tokenizer: --tokenizer-type BertWordPieceLowerCase|BertWordPieceCase --vocab-file vocab.txt (Megatron "
+        "appends [BOS] and [EOS]: bert-base-uncased has 30524 ids). Checkpoints: Hugging Face "
+        "MegatronBertForPreTraining names (original flavour: BertForPreTraining) with a config.json.");
+    add_common_train_flags(cmd, state);
+    cmd->add_flag("--bert-no-binary-head", [o = state.options.get()](int64_t) { o->bert_binary_head = false; },
+                  "No token types, pooler or sentence-order head: every sample is one segment of its document's "
+                  "sentences and the loss is the lm loss alone (Megatron)");
+    cmd->add_flag("--bert-post-layernorm", state.options->bert_post_layernorm,
+                  "The original BERT: LayerNorm on the embeddings and after each residual add, no final LayerNorm, "
+                  "eps 1e-12, erf GELU (Google/NVIDIA/Hugging Face BertForPreTraining) instead of Megatron's pre-LN");
+    cmd->add_option("--bert-config-file", state.options->bert_config_file,
+                    "A Google/NVIDIA bert_config.json describing an original (post-LN) BERT: its sizes, hidden_act, "
+                    "dropouts, max_position_embeddings, type_vocab_size and initializer_range replace the "
+                    "corresponding flags (which may then be omitted)");
     cmd->callback([state] { run_command(state); });
   }
 }

@@ -26,6 +26,16 @@ struct TrainOptions {
   double init_method_std = 0.02;    // --init-method-std
   double hidden_dropout = 0.1;      // --hidden-dropout: after the embedding and on each residual branch (Megatron)
   double attention_dropout = 0.1;   // --attention-dropout: on the attention probabilities (Megatron)
+  int ffn_hidden_size = 0;          // --ffn-hidden-size (0: 4 x hidden_size; BERT and T5)
+
+  // ---- BERT and T5 (`train bert`, `train t5`): Megatron's BertDataset / T5Dataset over sentence-level data ----
+  bool bert_binary_head = true;     // off: --bert-no-binary-head (no token types, pooler or sentence-order loss)
+  double mask_prob = 0.15;          // --mask-prob: share of tokens to predict
+  double short_seq_prob = 0.1;      // --short-seq-prob: share of samples with a random shorter target length
+  bool bert_post_layernorm = false; // --bert-post-layernorm: the original BERT (Google/NVIDIA/HF BertForPreTraining)
+  std::string bert_config_file;     // --bert-config-file: a Google/NVIDIA bert_config.json (original BERT)
+  int decoder_num_layers = 0;       // --decoder-num-layers (T5; 0: the encoder's --num-layers)
+  int decoder_seq_length = 0;       // --decoder-seq-length (T5; required)
 
   // ---- tokenizer (decides the model's vocabulary) ----
   text::TokenizerOptions tokenizer;  // --tokenizer-type, --vocab-file, --merge-file

@@ -1,0 +1,80 @@
+// defines: BertTask
+#include "train/bert_task.h"
+
+#include <algorithm>
+
+#include "util/error.h"
+
+namespace lmforge::train {
+
+BertTask::BertTask(datasets::BertDatasets datasets, bool binary_head)
+    : datasets_(std::move(datasets)), binary_head_(binary_head) {}
+
+std::vector<std::string> BertTask::loss_names() const {
+  if (binary_head_) return {"lm loss", "sop loss"};
+  return {"lm loss"};
+}
+
+int64_t BertTask::split_size(SplitKind split) const {
+  const auto& d = datasets_.split[(int)split];
+  return d ? d->size() : 0;
+}
+
+const datasets::BertDataset& BertTask::dataset(SplitKind split, int64_t index) const {
+  const auto& d = datasets_.split[(int)split];
+  const int64_t available = d ? d->size() : 0;
+  if (index < 0 || index >= available)
+    throw Error(std::string("the ") + split_kind_name(split) + " split has " + std::to_string(available) +
+                " samples; sample " + std::to_string(index) +
+                " was asked (the flags differ from the run that built it?)");
+  return *d;
+}
+
+void BertTask::fill(SplitKind split, int64_t first, int micro_batch, Batch& batch) {
+  const int B = micro_batch;
+  for (int b = 0; b < B; b++) {
+    dataset(split, first + b).sample(first + b, sample_);
+    const int T = (int)sample_.text.size();
+    if (b == 0) {
+      batch.B = B;
+      batch.T = T;
+      const size_t n = (size_t)B * T;
+      batch.tokens.resize(n);
+      batch.targets.resize(n);
+      batch.loss_mask.resize(n);
+      batch.token_types.resize(binary_head_ ? n : 0);
+      batch.padding.resize(n);
+      batch.labels.resize(binary_head_ ? B : 0);
+    }
+    const size_t at = (size_t)b * T;
+    std::copy(sample_.text.begin(), sample_.text.end(), batch.tokens.begin() + at);
+    std::copy(sample_.labels.begin(), sample_.labels.end(), batch.targets.begin() + at);
+    std::transform(sample_.loss_mask.begin(), sample_.loss_mask.end(), batch.loss_mask.begin() + at,
+                   [](int32_t m) { return (float)m; });
+    if (binary_head_) {
+      std::copy(sample_.types.begin(), sample_.types.end(), batch.token_types.begin() + at);
+      batch.labels[b] = sample_.is_random;
+    }
+    std::copy(sample_.padding_mask.begin(), sample_.padding_mask.end(), batch.padding.begin() + at);
+  }
+}
+
+std::string BertTask::summary() const {
+  std::string out;
+  for (int k = 0; k < 3; k++) {
+    const auto& d = datasets_.split[k];
+    if (!d) continue;
+    out += std::string("bert ") + split_kind_name(SplitKind(k)) + ": " + std::to_string(d->size()) +
+           " samples, samples map " + d->cache_file() + (d->loaded_from_cache() ? " (cached)" : " (built)") + "\n";
+  }
+  return out;
+}
+
+std::string BertTask::sample_json(SplitKind split, int64_t index) {
+  dataset(split, index).sample(index, sample_);
+  std::string line = datasets::bert_sample_json((datasets::Split)split, index, sample_);
+  if (!line.empty() && line.back() == '\n') line.pop_back();
+  return line;
+}
+
+}  // namespace lmforge::train

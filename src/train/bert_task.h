@@ -1,0 +1,36 @@
+// defines: lmforge::train::BertTask (Megatron's BertDataset samples as a train::Task: masked-LM labels and the
+//          sentence-order target), T5Task (Megatron's T5Dataset samples: span corruption with sentinels)
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "datasets/bert_dataset.h"
+#include "datasets/t5_dataset.h"
+#include "train/model.h"
+
+namespace lmforge::train {
+
+// One sample per row of the micro-batch, as Megatron's pretrain_bert.py get_batch hands them to the model:
+// tokens = text, targets = labels (−1 where nothing is predicted), loss_mask, token_types = types, padding =
+// padding_mask, labels = is_random (one per row). Losses: "lm loss" and, with the binary head, "sop loss".
+class BertTask final : public Task {
+ public:
+  BertTask(datasets::BertDatasets datasets, bool binary_head);
+  std::string name() const override { return "bert"; }
+  std::vector<std::string> loss_names() const override;
+  bool has_split(SplitKind split) const override { return datasets_.split[(int)split] != nullptr; }
+  int64_t split_size(SplitKind split) const override;
+  void fill(SplitKind split, int64_t first, int micro_batch, Batch& batch) override;
+  std::string summary() const override;
+  std::string sample_json(SplitKind split, int64_t index) override;
+
+ private:
+  const datasets::BertDataset& dataset(SplitKind split, int64_t index) const;
+
+  datasets::BertDatasets datasets_;
+  bool binary_head_;
+  datasets::BertSample sample_;
+};
+
+}  // namespace lmforge::train
