@@ -43,4 +43,17 @@ inline double relative_to_max(const float* ours, const double* ref, size_t n, do
   return diff / std::max(scale, floor);
 }
 
+// The denominator floor for a gradient: the attention key bias's exact gradient is 0 (its float value is rounding
+// noise of the scale of the key weight's gradient), so it is measured against that tensor's max-abs; every other
+// tensor against 1e-6.
+template <typename Lookup>  // std::vector<double>(const std::string& name)
+double gradient_floor(const std::string& name, Lookup&& ref_grad) {
+  const std::string suffix = "key.bias";
+  if (name.size() < suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return 1e-6;
+  double m = 0.0;
+  for (double v : ref_grad(name.substr(0, name.size() - 4) + "weight")) m = std::max(m, std::fabs(v));
+  return std::max(m, 1e-6);
+}
+
 }  // namespace lmforge::testing
