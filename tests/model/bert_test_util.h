@@ -1,17 +1,55 @@
-// defines: helpers of the BERT/T5 model tests: Megatron's bert_s128 samples as int32 rows, loading a safetensors
-//          file into a model's parameters by name, and a gradient comparison relative to the reference's max-abs
+// defines: helpers of the BERT/T5 model tests: running a Python reference (cached) and reading its tensors,
+//          Megatron's bert_s128 samples as int32 rows, loading a safetensors file into a model's parameters by name,
+//          a gradient comparison relative to the reference's max-abs and its floor
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "checkpoint/safetensors.h"
 #include "datasets/npy.h"
 #include "param/parameter.h"
 
 namespace lmforge::testing {
+
+// Runs the reference once per (script text, arguments) and caches its output in the build tree (ctest runs each
+// test in its own process).
+inline std::string reference_file(const std::string& name, const std::string& args) {
+  const std::string script = std::string(LMFORGE_SOURCE_DIR) + "/tests/model/" + name;
+  std::ifstream src(script);
+  if (!src) throw std::runtime_error("missing " + script);
+  const std::string text((std::istreambuf_iterator<char>(src)), std::istreambuf_iterator<char>());
+  const std::string out = std::string(LMFORGE_BINARY_DIR) + "/" + name + "_" +
+                          std::to_string(std::hash<std::string>{}(text + "\n" + args)) + ".safetensors";
+  if (!std::ifstream(out)) {
+    const std::string tmp = out + "." + std::to_string(::getpid());
+    const std::string cmd = "/usr/bin/python3 " + script + " --out " + tmp + " " + args;
+    const int rc = std::system(cmd.c_str());
+    if (rc != 0) throw std::runtime_error("reference script failed (rc " + std::to_string(rc) + "): " + cmd);
+    std::rename(tmp.c_str(), out.c_str());
+  }
+  return out;
+}
+
+template <typename T>
+std::vector<T> read_all(const checkpoint::SafetensorsFile& f, const std::string& name) {
+  const checkpoint::TensorInfo& info = f.at(name);
+  if (checkpoint::dtype_size(info.dtype) != sizeof(T)) throw std::runtime_error(name + ": unexpected dtype");
+  const auto bytes = f.bytes(info);
+  std::vector<T> v(bytes.size() / sizeof(T));
+  std::memcpy(v.data(), bytes.data(), bytes.size());
+  return v;
+}
 
 // The first `rows` rows of an int64 .npy array, as int32 (Megatron's dataset fields).
 inline std::vector<int32_t> npy_rows_i32(const std::string& path, int64_t rows) {

@@ -13,11 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <functional>
-#include <iterator>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "bert_test_util.h"
@@ -27,35 +23,6 @@
 
 namespace lmforge::model {
 namespace {
-
-// Runs the reference once per (script text, arguments) and caches its output in the build tree (ctest runs each
-// test in its own process).
-std::string reference_file(const std::string& args) {
-  const std::string script = std::string(LMFORGE_SOURCE_DIR) + "/tests/model/bert_reference.py";
-  std::ifstream src(script);
-  if (!src) throw std::runtime_error("missing " + script);
-  const std::string text((std::istreambuf_iterator<char>(src)), std::istreambuf_iterator<char>());
-  const std::string out = std::string(LMFORGE_BINARY_DIR) + "/bert_reference_" +
-                          std::to_string(std::hash<std::string>{}(text + "\n" + args)) + ".safetensors";
-  if (!std::ifstream(out)) {
-    const std::string tmp = out + "." + std::to_string(::getpid());
-    const std::string cmd = "/usr/bin/python3 " + script + " --out " + tmp + " " + args;
-    const int rc = std::system(cmd.c_str());
-    if (rc != 0) throw std::runtime_error("reference script failed (rc " + std::to_string(rc) + "): " + cmd);
-    std::rename(tmp.c_str(), out.c_str());
-  }
-  return out;
-}
-
-template <typename T>
-std::vector<T> read_all(const checkpoint::SafetensorsFile& f, const std::string& name) {
-  const checkpoint::TensorInfo& info = f.at(name);
-  if (checkpoint::dtype_size(info.dtype) != sizeof(T)) throw std::runtime_error(name + ": unexpected dtype");
-  const auto bytes = f.bytes(info);
-  std::vector<T> v(bytes.size() / sizeof(T));
-  std::memcpy(v.data(), bytes.data(), bytes.size());
-  return v;
-}
 
 // The shapes every case shares (the reference's defaults): 2 layers, hidden 32, 4 heads, ffn 64, T 16 of 24
 // positions, vocabulary 300 padded to 384, 3 rows.
@@ -82,11 +49,11 @@ struct Case {
 class BertParity : public ::testing::Test {
  protected:
   void run(const Case& c) {
-    const checkpoint::SafetensorsFile ref(reference_file(c.args));
-    const auto tokens = read_all<int32_t>(ref, "tokens"), types = read_all<int32_t>(ref, "types"),
-               padding = read_all<int32_t>(ref, "padding"), labels = read_all<int32_t>(ref, "labels"),
-               is_random = read_all<int32_t>(ref, "is_random");
-    const auto loss_mask = read_all<float>(ref, "loss_mask");
+    const checkpoint::SafetensorsFile ref(testing::reference_file("bert_reference.py", c.args));
+    const auto tokens = testing::read_all<int32_t>(ref, "tokens"), types = testing::read_all<int32_t>(ref, "types"),
+               padding = testing::read_all<int32_t>(ref, "padding"), labels = testing::read_all<int32_t>(ref, "labels"),
+               is_random = testing::read_all<int32_t>(ref, "is_random");
+    const auto loss_mask = testing::read_all<float>(ref, "loss_mask");
     BertInputs in;
     in.B = (int)is_random.size();
     in.T = (int)(tokens.size() / is_random.size());
@@ -106,19 +73,19 @@ class BertParity : public ::testing::Test {
     // Loss and every gradient.
     const BertLosses l = bert.forward(in);
     bert.backward();
-    const double ref_loss = read_all<double>(ref, "loss")[0], ref_lm = read_all<double>(ref, "lm_loss")[0],
-                 ref_sop = read_all<double>(ref, "sop_loss")[0];
+    const double ref_loss = testing::read_all<double>(ref, "loss")[0], ref_lm = testing::read_all<double>(ref, "lm_loss")[0],
+                 ref_sop = testing::read_all<double>(ref, "sop_loss")[0];
     EXPECT_NEAR(l.lm, ref_lm, 1e-5 * std::fabs(ref_lm));
     EXPECT_NEAR(l.sop, ref_sop, 1e-5 * std::fabs(ref_sop) + 1e-12);
     EXPECT_NEAR(l.total(), ref_loss, 1e-5 * std::fabs(ref_loss));
     double worst = 0.0;
     std::string worst_name;
     for (const param::Parameter& p : bert.table()) {
-      const auto g = read_all<double>(ref, "grad." + p.name);
+      const auto g = testing::read_all<double>(ref, "grad." + p.name);
       ASSERT_EQ(g.size(), p.numel) << p.name;
       const double err = testing::relative_to_max(bert.grads() + p.offset, g.data(), p.numel,
                                                   testing::gradient_floor(p.name, [&](const std::string& name) {
-                                                    return read_all<double>(ref, "grad." + name);
+                                                    return testing::read_all<double>(ref, "grad." + name);
                                                   }));
       EXPECT_LT(err, 1e-4) << p.name;
       if (err > worst) worst = err, worst_name = p.name;
@@ -127,7 +94,7 @@ class BertParity : public ::testing::Test {
                 worst_name.c_str());
 
     // 10 optimizer steps of each kind from the reference weights.
-    const auto hyper = read_all<double>(ref, "hyper");  // adamw lr, lamb lr, beta1, beta2, adamw eps, lamb eps, wd
+    const auto hyper = testing::read_all<double>(ref, "hyper");  // adamw lr, lamb lr, beta1, beta2, adamw eps, lamb eps, wd
     for (const char* kind : {"adamw", "lamb"}) {
       const bool lamb = std::string(kind) == "lamb";
       testing::load_whole(ref, bert.table(), bert.params(), "param.");
@@ -137,7 +104,7 @@ class BertParity : public ::testing::Test {
       std::unique_ptr<optim::Optimizer> opt;
       if (lamb) opt = std::make_unique<optim::Lamb>(spans, optim::LambConfig{hyper[2], hyper[3], hyper[5]});
       else opt = std::make_unique<optim::AdamW>(spans, optim::AdamWConfig{hyper[2], hyper[3], hyper[4]});
-      const auto want = read_all<double>(ref, std::string(kind) + "_losses");
+      const auto want = testing::read_all<double>(ref, std::string(kind) + "_losses");
       for (size_t k = 0; k < want.size(); k++) {
         bert.zero_grad();
         const double loss = bert.forward(in).total();
