@@ -24,6 +24,8 @@
 namespace lmforge::model {
 namespace {
 
+using testing::read_all;
+
 // The shapes every case shares (the reference's defaults): 2 layers, hidden 32, 4 heads, ffn 64, T 16 of 24
 // positions, vocabulary 300 padded to 384, 3 rows.
 BertConfig base_config() {
@@ -50,10 +52,10 @@ class BertParity : public ::testing::Test {
  protected:
   void run(const Case& c) {
     const checkpoint::SafetensorsFile ref(testing::reference_file("bert_reference.py", c.args));
-    const auto tokens = testing::read_all<int32_t>(ref, "tokens"), types = testing::read_all<int32_t>(ref, "types"),
-               padding = testing::read_all<int32_t>(ref, "padding"), labels = testing::read_all<int32_t>(ref, "labels"),
-               is_random = testing::read_all<int32_t>(ref, "is_random");
-    const auto loss_mask = testing::read_all<float>(ref, "loss_mask");
+    const auto tokens = read_all<int32_t>(ref, "tokens"), types = read_all<int32_t>(ref, "types"),
+               padding = read_all<int32_t>(ref, "padding"), labels = read_all<int32_t>(ref, "labels"),
+               is_random = read_all<int32_t>(ref, "is_random");
+    const auto loss_mask = read_all<float>(ref, "loss_mask");
     BertInputs in;
     in.B = (int)is_random.size();
     in.T = (int)(tokens.size() / is_random.size());
@@ -73,19 +75,19 @@ class BertParity : public ::testing::Test {
     // Loss and every gradient.
     const BertLosses l = bert.forward(in);
     bert.backward();
-    const double ref_loss = testing::read_all<double>(ref, "loss")[0], ref_lm = testing::read_all<double>(ref, "lm_loss")[0],
-                 ref_sop = testing::read_all<double>(ref, "sop_loss")[0];
+    const double ref_loss = read_all<double>(ref, "loss")[0], ref_lm = read_all<double>(ref, "lm_loss")[0],
+                 ref_sop = read_all<double>(ref, "sop_loss")[0];
     EXPECT_NEAR(l.lm, ref_lm, 1e-5 * std::fabs(ref_lm));
     EXPECT_NEAR(l.sop, ref_sop, 1e-5 * std::fabs(ref_sop) + 1e-12);
     EXPECT_NEAR(l.total(), ref_loss, 1e-5 * std::fabs(ref_loss));
     double worst = 0.0;
     std::string worst_name;
     for (const param::Parameter& p : bert.table()) {
-      const auto g = testing::read_all<double>(ref, "grad." + p.name);
+      const auto g = read_all<double>(ref, "grad." + p.name);
       ASSERT_EQ(g.size(), p.numel) << p.name;
       const double err = testing::relative_to_max(bert.grads() + p.offset, g.data(), p.numel,
                                                   testing::gradient_floor(p.name, [&](const std::string& name) {
-                                                    return testing::read_all<double>(ref, "grad." + name);
+                                                    return read_all<double>(ref, "grad." + name);
                                                   }));
       EXPECT_LT(err, 1e-4) << p.name;
       if (err > worst) worst = err, worst_name = p.name;
@@ -94,7 +96,7 @@ class BertParity : public ::testing::Test {
                 worst_name.c_str());
 
     // 10 optimizer steps of each kind from the reference weights.
-    const auto hyper = testing::read_all<double>(ref, "hyper");  // adamw lr, lamb lr, beta1, beta2, adamw eps, lamb eps, wd
+    const auto hyper = read_all<double>(ref, "hyper");  // adamw lr, lamb lr, beta1, beta2, adamw eps, lamb eps, wd
     for (const char* kind : {"adamw", "lamb"}) {
       const bool lamb = std::string(kind) == "lamb";
       testing::load_whole(ref, bert.table(), bert.params(), "param.");
@@ -104,7 +106,7 @@ class BertParity : public ::testing::Test {
       std::unique_ptr<optim::Optimizer> opt;
       if (lamb) opt = std::make_unique<optim::Lamb>(spans, optim::LambConfig{hyper[2], hyper[3], hyper[5]});
       else opt = std::make_unique<optim::AdamW>(spans, optim::AdamWConfig{hyper[2], hyper[3], hyper[4]});
-      const auto want = testing::read_all<double>(ref, std::string(kind) + "_losses");
+      const auto want = read_all<double>(ref, std::string(kind) + "_losses");
       for (size_t k = 0; k < want.size(); k++) {
         bert.zero_grad();
         const double loss = bert.forward(in).total();
