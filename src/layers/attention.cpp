@@ -17,6 +17,28 @@ Tensor columns(const Tensor& base, int B, int T, int64_t col, int64_t cols) {
   t.row_stride = base.dim(-1);
   return t;
 }
+
+// Columns [col, col + cols) of every row of a 2-D [rows, stride] view.
+Tensor columns2d(const Tensor& base, int64_t col, int64_t cols) {
+  Tensor t = base;
+  t.data = static_cast<float*>(base.data) + col;
+  t.shape = {base.dim(0), cols, 0, 0};
+  t.ndim = 2;
+  t.row_stride = base.stride();
+  return t;
+}
+
+// Megatron's per-head layout [N, heads·nparts·hs] (columns [head][part][hs]) ↔ the parts the kernels read, each
+// [N, heads·hs] (columns [head][hs]; views may be strided). to_parts: per_head → parts, else parts → per_head.
+void per_head_copy(const Tensor* parts, int nparts, const Tensor& per_head, int64_t heads, int64_t hs,
+                   bool to_parts) {
+  for (int64_t h = 0; h < heads; h++)
+    for (int p = 0; p < nparts; p++) {
+      const Tensor a = columns2d(parts[p], h * hs, hs), b = columns2d(per_head, (h * nparts + p) * hs, hs);
+      if (to_parts) kernels::copy(a, b);
+      else kernels::copy(b, a);
+    }
+}
 }  // namespace
 
 Attention::Attention(ParameterStore& store, const TensorParallel& tp, Workspace& workspace, AttentionSpec spec)
@@ -26,6 +48,8 @@ Attention::Attention(ParameterStore& store, const TensorParallel& tp, Workspace&
     throw Error(spec_.name + ": " + std::to_string(spec_.heads) + " attention heads cannot be split over " +
                 std::to_string(T) + " tensor-parallel ranks (each rank takes whole heads)");
   if (spec_.cross && spec_.fused_qkv) throw std::logic_error("cross-attention projects q and k/v separately");
+  if (spec_.qkv_per_head && !spec_.fused_qkv) throw std::logic_error("qkv_per_head needs fused_qkv");
+  if (spec_.fused_kv && !spec_.cross) throw std::logic_error("fused_kv is for cross-attention");
   local_heads_ = spec_.heads / T;
   local_c_ = spec_.hidden / T;
   const int64_t C = spec_.hidden;
@@ -42,7 +66,10 @@ Attention::Attention(ParameterStore& store, const TensorParallel& tp, Workspace&
     return std::make_unique<Linear>(store, tp_, workspace_, s);
   };
   if (spec_.fused_qkv) {
-    qkv_ = column(spec_.qkv, 3 * C, 3);
+    qkv_ = column(spec_.qkv, 3 * C, spec_.qkv_per_head ? 1 : 3);
+  } else if (spec_.fused_kv) {
+    q_ = column(spec_.q, C, 1);
+    kv_ = column(spec_.kv, 2 * C, 1);
   } else {
     q_ = column(spec_.q, C, 1);
     k_ = column(spec_.k, C, 1);
@@ -87,7 +114,15 @@ void Attention::forward(const Tensor& out, const Tensor& x, const Tensor& memory
   if (spec_.fused_qkv) {
     qkv_act_.resize(backend_, kernels::DType::F32, (size_t)(Nq * 3 * Cl));
     const Tensor qkv = qkv_act_.view({Nq, 3 * Cl});
-    qkv_->forward(qkv, x);
+    if (spec_.qkv_per_head) {
+      per_head_.resize(backend_, kernels::DType::F32, (size_t)(Nq * 3 * Cl));
+      const Tensor ph = per_head_.view({Nq, 3 * Cl});
+      qkv_->forward(ph, x);
+      const Tensor parts[3] = {columns2d(qkv, 0, Cl), columns2d(qkv, Cl, Cl), columns2d(qkv, 2 * Cl, Cl)};
+      per_head_copy(parts, 3, ph, local_heads_, Cl / local_heads_, true);
+    } else {
+      qkv_->forward(qkv, x);
+    }
     q = columns(qkv, B, Tq, 0, Cl);
     k = columns(qkv, B, Tq, Cl, Cl);
     v = columns(qkv, B, Tq, 2 * Cl, Cl);
@@ -99,8 +134,16 @@ void Attention::forward(const Tensor& out, const Tensor& x, const Tensor& memory
     const Tensor ka = kv_act_.view({Nk, Cl});
     const Tensor va = kv_act_.view({2, Nk, Cl}).slice0(1, 1).reshaped({Nk, Cl});
     q_->forward(qa, x);
-    k_->forward(ka, memory_);
-    v_->forward(va, memory_);
+    if (kv_) {
+      per_head_.resize(backend_, kernels::DType::F32, (size_t)(Nk * 2 * Cl));
+      const Tensor ph = per_head_.view({Nk, 2 * Cl});
+      kv_->forward(ph, memory_);
+      const Tensor parts[2] = {ka, va};
+      per_head_copy(parts, 2, ph, local_heads_, Cl / local_heads_, true);
+    } else {
+      k_->forward(ka, memory_);
+      v_->forward(va, memory_);
+    }
     q = qa.reshaped({B, Tq, Cl});
     k = ka.reshaped({B, Tk, Cl});
     v = va.reshaped({B, Tk, Cl});
@@ -128,7 +171,15 @@ void Attention::backward(const Tensor& dx, const Tensor& dmemory, const Tensor& 
                                 columns(qkv, B, Tq, 0, Cl), columns(qkv, B, Tq, Cl, Cl),
                                 columns(qkv, B, Tq, 2 * Cl, Cl), probs, (int)local_heads_, mask(), key_padding_,
                                 dropout_);
-    qkv_->backward(dx, dqkv, x_);
+    if (spec_.qkv_per_head) {
+      d_per_head_.resize(backend_, kernels::DType::F32, (size_t)(Nq * 3 * Cl));
+      const Tensor dph = d_per_head_.view({Nq, 3 * Cl});
+      const Tensor parts[3] = {columns2d(dqkv, 0, Cl), columns2d(dqkv, Cl, Cl), columns2d(dqkv, 2 * Cl, Cl)};
+      per_head_copy(parts, 3, dph, local_heads_, Cl / local_heads_, false);
+      qkv_->backward(dx, dph, x_);
+    } else {
+      qkv_->backward(dx, dqkv, x_);
+    }
     return;
   }
   const Tensor qa = q_act_.view({Nq, Cl});
@@ -142,6 +193,14 @@ void Attention::backward(const Tensor& dx, const Tensor& dmemory, const Tensor& 
                               va.reshaped({B, Tk, Cl}), probs, (int)local_heads_, mask(), key_padding_, dropout_);
   q_->backward(dx, dq, x_);
   const Tensor dmem = spec_.cross ? dmemory : dx;
+  if (kv_) {
+    d_per_head_.resize(backend_, kernels::DType::F32, (size_t)(Nk * 2 * Cl));
+    const Tensor dph = d_per_head_.view({Nk, 2 * Cl});
+    const Tensor parts[2] = {dk, dv};
+    per_head_copy(parts, 2, dph, local_heads_, Cl / local_heads_, false);
+    kv_->backward(dmem, dph, memory_);
+    return;
+  }
   k_->backward(dmem, dk, memory_);
   v_->backward(dmem, dv, memory_);
 }
@@ -167,7 +226,15 @@ void Attention::decode_forward(const Tensor& out, const Tensor& x, int pos) {
   Tensor q, k, v;
   if (spec_.fused_qkv) {
     const Tensor qkv = dec_qkv_.view({B, 3 * Cl});
-    qkv_->forward(qkv, x);
+    if (spec_.qkv_per_head) {
+      per_head_.resize(backend_, kernels::DType::F32, (size_t)(B * 3 * Cl));
+      const Tensor ph = per_head_.view({B, 3 * Cl});
+      qkv_->forward(ph, x);
+      const Tensor parts[3] = {columns2d(qkv, 0, Cl), columns2d(qkv, Cl, Cl), columns2d(qkv, 2 * Cl, Cl)};
+      per_head_copy(parts, 3, ph, local_heads_, Cl / local_heads_, true);
+    } else {
+      qkv_->forward(qkv, x);
+    }
     auto part = [&](int64_t col) {
       Tensor t = columns(qkv, 1, B, col, Cl);
       t.ndim = 2;

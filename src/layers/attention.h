@@ -23,6 +23,13 @@ struct AttentionSpec {
   // memory).
   bool fused_qkv = true;
   std::string qkv = "c_attn", q = "query", k = "key", v = "value";
+  // Megatron's fused layouts, rows grouped PER HEAD: self-attention <name>.<qkv> [3C,C] rows [head][q|k|v][d]
+  // (qkv_per_head, with fused_qkv), cross-attention <name>.<q> plus one <name>.<kv> [2C,C] rows [head][k|v][d]
+  // (fused_kv, with cross). Ranks take whole heads, so such a tensor is split in one contiguous piece per rank. The
+  // projections' outputs are reordered into the q|k|v blocks the attention kernels read (and back in the backward).
+  bool qkv_per_head = false;
+  bool fused_kv = false;
+  std::string kv = "key_value";
   std::string out = "c_proj";    // <name>.<out>: the output projection (or a full name when out_is_full_name)
   bool out_is_full_name = false;
   int64_t hidden = 0;
@@ -67,12 +74,13 @@ class Attention {
   AttentionSpec spec_;
   kernels::Backend& backend_;
   int64_t local_heads_ = 0, local_c_ = 0;
-  std::unique_ptr<Linear> qkv_, q_, k_, v_, out_;
+  std::unique_ptr<Linear> qkv_, q_, k_, v_, kv_, out_;
   // saved by forward() for backward()
   int B_ = 0, Tq_ = 0, Tk_ = 0;
   kernels::Tensor x_, memory_, key_padding_;
   kernels::AttentionDropout dropout_{};
   kernels::Buffer qkv_act_, q_act_, kv_act_, probs_, heads_out_;
+  kernels::Buffer per_head_, d_per_head_;  // per-head projection outputs (qkv_per_head / fused_kv) and gradients
   // key/value cache
   int cache_B_ = 0, cache_len_ = 0;
   kernels::Buffer kcache_, vcache_, dec_qkv_, dec_heads_, dec_scores_;

@@ -26,6 +26,11 @@ struct Batch {
   std::vector<int32_t> token_types;  // segment ids (BERT)
   std::vector<int32_t> padding;      // 1 for real positions, 0 for padding (attention key mask)
   std::vector<int32_t> labels;       // per-sequence labels (BERT's sentence order), [B]
+  // Encoder-decoder models (T5): the decoder side, [B,Td] row-major. tokens and padding are then the ENCODER's
+  // [B,T], while targets and loss_mask run over the DECODER's [B,Td] positions.
+  int Td = 0;
+  std::vector<int32_t> decoder_tokens;   // the decoder's inputs (Megatron's text_dec: [BOS] then the spans)
+  std::vector<int32_t> decoder_padding;  // 1 for real decoder positions, 0 for padding (empty: none)
 };
 
 // A model as the trainer drives it, whatever its architecture and parallel layout. Parameters and gradients are the

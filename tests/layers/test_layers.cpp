@@ -26,6 +26,7 @@ struct LayerSetup {
   bool fused = true;
   bool cross = false;
   bool padding = false;
+  bool per_head = false;  // Megatron's per-head fused query_key_value (with fused)
   float dropout = 0.0f;
   kernels::GeluKind gelu = kernels::GeluKind::TANH;
 };
@@ -41,6 +42,7 @@ layers::TransformerLayerSpec spec_for(const LayerSetup& s, int64_t C, int64_t H)
   spec.ln_cross = "lnc";
   spec.attention.name = "attn";
   spec.attention.fused_qkv = s.fused;
+  spec.attention.qkv_per_head = s.fused && s.per_head;
   spec.attention.hidden = C;
   spec.attention.heads = H;
   spec.attention.layout = s.fused ? kernels::WeightLayout::IN_OUT : kernels::WeightLayout::OUT_IN;
@@ -53,6 +55,8 @@ layers::TransformerLayerSpec spec_for(const LayerSetup& s, int64_t C, int64_t H)
     layers::AttentionSpec cross = spec.attention;
     cross.name = "cross";
     cross.fused_qkv = false;
+    cross.qkv_per_head = false;
+    cross.fused_kv = s.per_head;  // Megatron's key_value [2C,C], per head
     cross.cross = true;
     cross.causal = false;
     spec.cross_attention = cross;
@@ -167,6 +171,13 @@ TEST(TransformerLayer, PostLayerNormWithDropoutMatchesFiniteDifferences) {
   s.dropout = 0.2f;
   check_layer(s);
 }
+TEST(TransformerLayer, MegatronPerHeadQkvAndKeyValueWithPaddingMatchFiniteDifferences) {
+  LayerSetup s;
+  s.per_head = true;
+  s.cross = true;
+  s.padding = true;
+  check_layer(s);
+}
 TEST(TransformerLayer, DecoderWithCrossAttentionMatchesFiniteDifferences) {
   LayerSetup s;
   s.fused = false;
@@ -177,7 +188,7 @@ TEST(TransformerLayer, DecoderWithCrossAttentionMatchesFiniteDifferences) {
 }
 
 // Decoding one position at a time through the cache gives the full forward's rows (pre- and post-LN).
-void check_decode(bool pre_ln) {
+void check_decode(bool pre_ln, bool per_head = false) {
   const int B = 2, T = 6;
   const int64_t C = 8, H = 2, N = B * T;
   kernels::Backend& be = kernels::cpu_backend();
@@ -187,6 +198,7 @@ void check_decode(bool pre_ln) {
   LayerSetup s;
   s.pre_ln = pre_ln;
   s.fused = pre_ln;
+  s.per_head = per_head;
   layers::TransformerLayer layer(store, tp, ws, spec_for(s, C, H));
   store.allocate();
   store.init(3);
@@ -209,6 +221,7 @@ void check_decode(bool pre_ln) {
 
 TEST(TransformerLayer, PreLayerNormCacheDecodingEqualsTheFullForward) { check_decode(true); }
 TEST(TransformerLayer, PostLayerNormCacheDecodingEqualsTheFullForward) { check_decode(false); }
+TEST(TransformerLayer, PerHeadFusedQkvCacheDecodingEqualsTheFullForward) { check_decode(true, true); }
 
 // The streaming initialisation keeps exactly the whole tensor's elements of each piece.
 TEST(ParameterStore, InitialisationDoesNotDependOnTheTensorParallelLayout) {

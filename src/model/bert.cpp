@@ -1,0 +1,437 @@
+// defines: BertConfig::validate/padded_vocab_size and the Bert model (composition of layers, forward with
+//          Megatron's losses, backward)
+#include "model/bert.h"
+
+#include <cmath>
+#include <limits>
+
+#include "util/error.h"
+
+namespace lmforge::model {
+
+using kernels::Tensor;
+
+int BertConfig::padded_vocab_size() const {
+  const int64_t m = make_vocab_size_divisible_by;
+  return (int)((vocab_size + m - 1) / m * m);
+}
+
+void BertConfig::validate() const {
+  auto fail = [](const std::string& msg) { throw Error("invalid BERT config: " + msg); };
+  auto positive = [&](const char* what, int64_t v) {
+    if (v < 1) fail(std::string(what) + " must be >= 1 (got " + std::to_string(v) + ")");
+  };
+  positive("num_layers", num_layers);
+  positive("hidden size", hidden);
+  positive("number of attention heads", heads);
+  positive("max_positions", max_positions);
+  positive("vocab_size", vocab_size);
+  positive("make_vocab_size_divisible_by", make_vocab_size_divisible_by);
+  positive("type_vocab_size", type_vocab_size);
+  if (ffn_hidden < 0) fail("ffn_hidden must be >= 0 (0: 4·hidden; got " + std::to_string(ffn_hidden) + ")");
+  if (hidden % heads != 0)
+    fail("hidden size " + std::to_string(hidden) + " is not divisible by the number of attention heads " +
+         std::to_string(heads));
+  if (seq_length < 1 || seq_length > max_positions)
+    fail("seq_length " + std::to_string(seq_length) + " must be in [1, max_positions = " +
+         std::to_string(max_positions) + "]");
+  if ((int64_t)vocab_size + make_vocab_size_divisible_by > INT32_MAX) fail("vocab_size too large");
+  if (!(layernorm_eps > 0.0f)) fail("layernorm_eps must be positive");
+  if (!(init_std > 0.0f) || !std::isfinite(init_std)) fail("init_std must be a positive number");
+  if (!(hidden_dropout >= 0.0f && hidden_dropout < 1.0f))
+    fail("hidden dropout must be in [0, 1) (got " + std::to_string(hidden_dropout) + ")");
+  if (!(attention_dropout >= 0.0f && attention_dropout < 1.0f))
+    fail("attention dropout must be in [0, 1) (got " + std::to_string(attention_dropout) + ")");
+}
+
+namespace {
+
+struct Parts {
+  std::unique_ptr<layers::Embedding> embedding;
+  std::unique_ptr<layers::LayerNorm> ln_embedding;
+  std::vector<std::unique_ptr<layers::TransformerLayer>> layers;
+  std::vector<size_t> layer_first;
+  size_t after_layers = 0;
+  std::unique_ptr<layers::LayerNorm> ln_final, ln_transform;
+  std::unique_ptr<layers::Linear> pooler, decoder, transform, binary;
+};
+
+layers::LinearSpec replicated(const std::string& name, int64_t in, int64_t out, double std) {
+  layers::LinearSpec s;
+  s.name = name;
+  s.in = in;
+  s.out = out;
+  s.layout = kernels::WeightLayout::OUT_IN;
+  s.parallelism = layers::Parallelism::REPLICATED;
+  s.init_std = std;
+  return s;
+}
+
+layers::TransformerLayerSpec layer_spec(const BertConfig& c, int l) {
+  const std::string h = "bert.encoder.layer." + std::to_string(l) + ".";
+  const bool post = c.post_layernorm;
+  // Megatron scales the output projections' init by 1/√(2L); Google/HF/DLE's original BERT does not.
+  const double out_std = post ? c.init_std : c.init_std / std::sqrt(2.0 * c.num_layers);
+  layers::TransformerLayerSpec s;
+  s.layer = l + 1;  // 0 is the embedding's dropout
+  s.hidden = c.hidden;
+  s.pre_layernorm = !post;
+  s.layernorm_eps = c.layernorm_eps;
+  s.ln1 = post ? h + "attention.output.LayerNorm" : h + "attention.ln";
+  s.ln2 = post ? h + "output.LayerNorm" : h + "ln";
+  s.attention.name = h + "attention.self";
+  s.attention.fused_qkv = false;
+  s.attention.q = "query";
+  s.attention.k = "key";
+  s.attention.v = "value";
+  s.attention.out = h + "attention.output.dense";
+  s.attention.out_is_full_name = true;
+  s.attention.hidden = c.hidden;
+  s.attention.heads = c.heads;
+  s.attention.layout = kernels::WeightLayout::OUT_IN;
+  s.attention.causal = false;
+  s.attention.init_std = c.init_std;
+  s.attention.out_init_std = out_std;
+  s.attention.attention_dropout = c.attention_dropout;
+  s.attention.layer = l + 1;
+  s.mlp.fc = h + "intermediate.dense";
+  s.mlp.proj = h + "output.dense";
+  s.mlp.hidden = c.hidden;
+  s.mlp.ffn = c.ffn();
+  s.mlp.layout = kernels::WeightLayout::OUT_IN;
+  s.mlp.gelu = c.mlp_gelu;
+  s.mlp.init_std = c.init_std;
+  s.mlp.out_init_std = out_std;
+  s.hidden_dropout = c.hidden_dropout;
+  return s;
+}
+
+// BERT out of layers, adding the parameters in Hugging Face's state_dict order and names.
+Parts build(const BertConfig& c, layers::ParameterStore& store, const layers::TensorParallel& tp,
+            layers::Workspace& workspace) {
+  const int T = tp.size();
+  if (c.padded_vocab_size() % T != 0)
+    throw Error("--tensor-model-parallel-size " + std::to_string(T) + " does not divide the padded vocabulary " +
+                std::to_string(c.padded_vocab_size()) + " (use --make-vocab-size-divisible-by a multiple of it)");
+  if (c.heads % T != 0 || c.ffn() % T != 0)
+    throw Error("--tensor-model-parallel-size " + std::to_string(T) + " does not divide --num-attention-heads " +
+                std::to_string(c.heads) + " and --ffn-hidden-size " + std::to_string(c.ffn()) +
+                " (each rank takes whole heads and an equal share of the MLP)");
+  const int64_t H = c.hidden;
+  Parts p;
+  layers::EmbeddingSpec e;
+  e.word_name = "bert.embeddings.word_embeddings";
+  e.position_name = "bert.embeddings.position_embeddings";
+  if (c.uses_token_types()) e.token_type_name = "bert.embeddings.token_type_embeddings";
+  e.padded_vocab = c.padded_vocab_size();
+  e.max_positions = c.max_positions;
+  e.token_types = c.type_vocab_size;
+  e.hidden = H;
+  e.init_std = c.init_std;
+  e.dropout = c.post_layernorm ? 0.0f : c.hidden_dropout;  // original BERT: dropout after the embedding LayerNorm
+  p.embedding = std::make_unique<layers::Embedding>(store, tp, e);
+  if (!c.uses_token_types())  // zero and unused: what HF's MegatronBert adds (row 0) must be nothing (§1.5)
+    store.add("bert.embeddings.token_type_embeddings.weight", {c.type_vocab_size, H}, false,
+              layers::Init::zeros());
+  if (c.post_layernorm)
+    p.ln_embedding = std::make_unique<layers::LayerNorm>(store, "bert.embeddings.LayerNorm", H, c.layernorm_eps);
+  for (int l = 0; l < c.num_layers; l++) {
+    p.layer_first.push_back(store.table().size());
+    p.layers.push_back(std::make_unique<layers::TransformerLayer>(store, tp, workspace, layer_spec(c, l)));
+  }
+  p.after_layers = store.table().size();
+  if (!c.post_layernorm)
+    p.ln_final = std::make_unique<layers::LayerNorm>(store, "bert.encoder.ln", H, c.layernorm_eps);
+  if (c.binary_head)
+    p.pooler = std::make_unique<layers::Linear>(store, tp, workspace,
+                                                replicated("bert.pooler.dense", H, H, c.init_std));
+  // The decoder is the word embedding itself (tied, vocabulary-parallel) with its own bias, split like the
+  // vocabulary; HF's state_dict lists that bias (cls.predictions.bias) before the transform.
+  layers::LinearSpec dec;
+  dec.name = "cls.predictions.decoder";
+  dec.bias_name = "cls.predictions.bias";
+  dec.in = H;
+  dec.out = c.padded_vocab_size();
+  dec.layout = kernels::WeightLayout::OUT_IN;
+  dec.parallelism = layers::Parallelism::COLUMN;
+  dec.tied_weight = (int64_t)p.embedding->word_index();
+  p.decoder = std::make_unique<layers::Linear>(store, tp, workspace, dec);
+  p.transform = std::make_unique<layers::Linear>(store, tp, workspace,
+                                                 replicated("cls.predictions.transform.dense", H, H, c.init_std));
+  p.ln_transform =
+      std::make_unique<layers::LayerNorm>(store, "cls.predictions.transform.LayerNorm", H, c.layernorm_eps);
+  if (c.binary_head)
+    p.binary = std::make_unique<layers::Linear>(store, tp, workspace,
+                                                replicated("cls.seq_relationship", H, 2, c.init_std));
+  return p;
+}
+
+}  // namespace
+
+Bert::Bert(const BertConfig& config, kernels::Backend& backend, dist::Communicator* tensor_parallel)
+    : config_(config),
+      tp_(tensor_parallel),
+      store_(backend, tp_.rank(), tp_.size()),
+      workspace_(backend),
+      drop_embedding_(config.hidden_dropout, 0, layers::DropoutSite::EMBEDDING),
+      loss_(tp_, backend) {
+  config_.validate();
+  Parts p = build(config_, store_, tp_, workspace_);
+  embedding_ = std::move(p.embedding);
+  ln_embedding_ = std::move(p.ln_embedding);
+  layers_ = std::move(p.layers);
+  layer_first_ = std::move(p.layer_first);
+  after_layers_ = p.after_layers;
+  ln_final_ = std::move(p.ln_final);
+  pooler_ = std::move(p.pooler);
+  decoder_ = std::move(p.decoder);
+  transform_ = std::move(p.transform);
+  ln_transform_ = std::move(p.ln_transform);
+  binary_ = std::move(p.binary);
+  store_.allocate();
+}
+
+Bert::~Bert() = default;
+
+param::ParamTable Bert::parameter_table(const BertConfig& config) {
+  config.validate();
+  layers::TensorParallel tp;
+  layers::ParameterStore store(kernels::cpu_backend(), 0, 1);
+  layers::Workspace workspace(kernels::cpu_backend());
+  Parts p = build(config, store, tp, workspace);
+  return store.table();
+}
+
+void Bert::check_inputs(const BertInputs& in) const {
+  auto fail = [](const std::string& msg) { throw Error("BERT forward: " + msg); };
+  if (in.B < 1 || in.T < 1) fail("batch and sequence sizes must be >= 1");
+  if (in.T > config_.max_positions)
+    fail("sequence length " + std::to_string(in.T) + " exceeds max_positions " +
+         std::to_string(config_.max_positions));
+  if (!in.tokens || !in.labels || !in.loss_mask) fail("tokens, labels and loss_mask are required");
+  if (config_.binary_head && !in.is_random) fail("the binary head needs is_random (the sentence-order labels)");
+  const size_t N = (size_t)in.B * in.T;
+  const int V = config_.vocab_size;
+  for (size_t i = 0; i < N; i++) {
+    if (in.tokens[i] < 0 || in.tokens[i] >= V)
+      fail("token id " + std::to_string(in.tokens[i]) + " at position " + std::to_string(i) +
+           " is outside the vocabulary [0, " + std::to_string(V) + ")");
+    if (in.labels[i] < -1 || in.labels[i] >= V)
+      fail("label " + std::to_string(in.labels[i]) + " at position " + std::to_string(i) + " is outside [-1, " +
+           std::to_string(V) + ")");
+    if (in.labels[i] < 0 && in.loss_mask[i] != 0.0f)
+      fail("position " + std::to_string(i) + " has loss mask " + std::to_string(in.loss_mask[i]) + " but no label");
+    if (config_.uses_token_types() && in.types && (in.types[i] < 0 || in.types[i] >= config_.type_vocab_size))
+      fail("token type " + std::to_string(in.types[i]) + " at position " + std::to_string(i) + " is outside [0, " +
+           std::to_string(config_.type_vocab_size) + ")");
+    if (in.padding && in.padding[i] != 0 && in.padding[i] != 1)
+      fail("padding mask value " + std::to_string(in.padding[i]) + " at position " + std::to_string(i) +
+           " is not 0 or 1");
+  }
+  if (config_.binary_head)
+    for (int b = 0; b < in.B; b++)
+      if (in.is_random[b] < -1 || in.is_random[b] > 1)
+        fail("is_random " + std::to_string(in.is_random[b]) + " of row " + std::to_string(b) + " is not 0, 1 or -1");
+}
+
+BertLosses Bert::forward(const BertInputs& in, const layers::ForwardStep* step_ptr) {
+  have_forward_ = false;
+  check_inputs(in);
+  const layers::ForwardStep step = step_ptr ? *step_ptr : layers::ForwardStep{};
+  const int B = in.B, T = in.T;
+  const int64_t N = (int64_t)B * T, H = config_.hidden;
+  kernels::Backend& be = backend();
+  auto upload_i32 = [&](kernels::Buffer& buf, const int32_t* host, size_t n) {
+    buf.resize(be, kernels::DType::I32, n);
+    be.copy_to_device(buf.data(), host, n * sizeof(int32_t));
+    return buf.view({(int64_t)n});
+  };
+  auto f32 = [&](kernels::Buffer& buf, int64_t rows, int64_t cols) {
+    buf.resize(be, kernels::DType::F32, (size_t)(rows * cols));
+    return buf.view({rows, cols});
+  };
+  B_ = B, T_ = T;
+  const Tensor tokens = upload_i32(tokens_, in.tokens, (size_t)N);
+  std::vector<int32_t> host((size_t)N);
+  for (int64_t n = 0; n < N; n++) host[(size_t)n] = (int32_t)(n % T);
+  const Tensor positions = upload_i32(positions_, host.data(), (size_t)N);
+  Tensor types;
+  if (config_.uses_token_types()) {
+    if (!in.types) host.assign((size_t)N, 0);
+    types = upload_i32(types_, in.types ? in.types : host.data(), (size_t)N);
+  }
+  const Tensor padding = in.padding ? upload_i32(padding_, in.padding, (size_t)N).reshaped({B, T}) : Tensor{};
+
+  // Embedding (original BERT: LayerNorm, then dropout), the layers, the final LayerNorm (Megatron).
+  Tensor x = embedding_->forward(tokens, positions, types, step);
+  embedded_ = x;
+  emb_dropped_ = false;
+  if (ln_embedding_) {
+    const Tensor normed = f32(emb_normed_, N, H);
+    ln_embedding_->forward(normed, x);
+    x = normed;
+    if (drop_embedding_.active(step)) {
+      const Tensor out = f32(emb_out_, N, H);
+      drop_embedding_.forward(out, normed, step);
+      x = out;
+      emb_dropped_ = true;
+    }
+  }
+  for (auto& layer : layers_) x = layer->forward(x, padding, Tensor{}, Tensor{}, B, T, 0, step);
+  body_out_ = x;
+  Tensor final_out = x;
+  if (ln_final_) {
+    final_out = f32(final_, N, H);
+    ln_final_->forward(final_out, x);
+  }
+
+  // Masked-LM head: logits = LN(gelu(dense(x)))·Eᵀ + b over this rank's vocabulary columns, CE over the mask.
+  const Tensor t1 = f32(t1_, N, H), t2 = f32(t2_, N, H), t3 = f32(t3_, N, H);
+  transform_->forward(t1, final_out);
+  kernels::gelu_forward(t2, t1, config_.head_gelu);
+  ln_transform_->forward(t3, t2);
+  const Tensor logits = f32(logits_, N, decoder_->local_out());
+  decoder_->forward(logits, t3);
+  const Tensor labels = upload_i32(labels_, in.labels, (size_t)N);
+  const double masked_ce = loss_.forward(logits, labels, in.loss_mask, embedding_->vocab_offset());
+  mask_sum_ = 0.0;
+  for (int64_t n = 0; n < N; n++) mask_sum_ += (double)in.loss_mask[n];
+  BertLosses losses;
+  losses.lm = masked_ce / mask_sum_;  // 0/0 = NaN when nothing is masked, as in Megatron
+
+  // Pooler (tanh of a dense layer over position 0) and the 2-class binary head, CE averaged over the rows.
+  if (binary_) {
+    const Tensor first = f32(first_, B, H);
+    for (int b = 0; b < B; b++)
+      be.copy_on_device(first.f32() + (size_t)b * H, final_out.f32() + (size_t)b * T * H, (size_t)H * sizeof(float));
+    const Tensor pre = f32(pooled_pre_, B, H), pooled = f32(pooled_, B, H);
+    pooler_->forward(pre, first);
+    pooled_host_.resize((size_t)(B * H));
+    be.copy_to_host(pooled_host_.data(), pre.data, pooled_host_.size() * sizeof(float));
+    for (float& v : pooled_host_) v = std::tanh(v);
+    be.copy_to_device(pooled.data, pooled_host_.data(), pooled_host_.size() * sizeof(float));
+    const Tensor blog = f32(binary_logits_, B, 2);
+    binary_->forward(blog, pooled);
+    std::vector<float> z((size_t)(2 * B));
+    be.copy_to_host(z.data(), blog.data, z.size() * sizeof(float));
+    is_random_.assign(in.is_random, in.is_random + B);
+    binary_probs_.assign((size_t)(2 * B), 0.0);
+    double sum = 0.0;
+    int count = 0;
+    for (int b = 0; b < B; b++) {
+      const double z0 = z[(size_t)(2 * b)], z1 = z[(size_t)(2 * b + 1)], m = std::max(z0, z1);
+      const double lse = m + std::log(std::exp(z0 - m) + std::exp(z1 - m));
+      binary_probs_[(size_t)(2 * b)] = std::exp(z0 - lse);
+      binary_probs_[(size_t)(2 * b + 1)] = std::exp(z1 - lse);
+      if (is_random_[(size_t)b] < 0) continue;  // ignore_index −1
+      sum += lse - (is_random_[(size_t)b] == 0 ? z0 : z1);
+      count++;
+    }
+    losses.sop = sum / (double)count;
+  }
+  have_forward_ = true;
+  return losses;
+}
+
+void Bert::lm_head_backward(const Tensor& d_final, float loss_scale) {
+  const int64_t N = (int64_t)B_ * T_, H = config_.hidden;
+  kernels::Backend& be = backend();
+  auto zeros = [&](kernels::Buffer& buf) {
+    buf.resize(be, kernels::DType::F32, (size_t)(N * H));
+    buf.zero();
+    return buf.view({N, H});
+  };
+  const Tensor logits = logits_.view({N, decoder_->local_out()});
+  // d(lm)/d(CE_i) = loss_mask_i / Σ loss_mask; the dlogits overwrite the logits.
+  loss_.backward(logits, (float)((double)loss_scale / mask_sum_));
+  const Tensor d3 = zeros(d_t3_), d2 = zeros(d_t2_), d1 = zeros(d_t1_);
+  decoder_->backward(d3, logits, t3_.view({N, H}));
+  ln_transform_->backward(d2, d3, t2_.view({N, H}));
+  kernels::gelu_backward(d1, t1_.view({N, H}), d2, config_.head_gelu);
+  transform_->backward(d_final, d1, ln_final_ ? final_.view({N, H}) : body_out_);
+}
+
+void Bert::binary_head_backward(const Tensor& d_final, float loss_scale) {
+  const int B = B_, T = T_;
+  const int64_t H = config_.hidden;
+  kernels::Backend& be = backend();
+  int count = 0;
+  for (int32_t label : is_random_) count += label >= 0;
+  if (count == 0) return;
+  // d(sop)/dz_bc = (p_bc − [c == label_b]) / rows
+  std::vector<float> dz((size_t)(2 * B), 0.0f);
+  for (int b = 0; b < B; b++) {
+    if (is_random_[(size_t)b] < 0) continue;
+    for (int c = 0; c < 2; c++)
+      dz[(size_t)(2 * b + c)] =
+          (float)((double)loss_scale * (binary_probs_[(size_t)(2 * b + c)] - (is_random_[(size_t)b] == c)) / count);
+  }
+  d_binary_.resize(be, kernels::DType::F32, dz.size());
+  be.copy_to_device(d_binary_.data(), dz.data(), dz.size() * sizeof(float));
+  auto zeros = [&](kernels::Buffer& buf) {
+    buf.resize(be, kernels::DType::F32, (size_t)(B * H));
+    buf.zero();
+    return buf.view({B, H});
+  };
+  const Tensor d_pooled = zeros(d_pooled_), d_first = zeros(d_first_);
+  binary_->backward(d_pooled, d_binary_.view({B, 2}), pooled_.view({B, H}));
+  // tanh' = 1 − tanh²
+  std::vector<float> g((size_t)(B * H));
+  be.copy_to_host(g.data(), d_pooled.data, g.size() * sizeof(float));
+  for (size_t i = 0; i < g.size(); i++) g[i] *= 1.0f - pooled_host_[i] * pooled_host_[i];
+  be.copy_to_device(d_pooled.data, g.data(), g.size() * sizeof(float));
+  pooler_->backward(d_first, d_pooled, first_.view({B, H}));
+  for (int b = 0; b < B; b++) {
+    const Tensor row = d_final.slice0((int64_t)b * T, 1);
+    kernels::add_forward(row, row, d_first.slice0(b, 1));
+  }
+}
+
+void Bert::backward(float loss_scale) {
+  if (!have_forward_) throw Error("BERT backward: no forward() precedes it (or backward already ran)");
+  have_forward_ = false;
+  const int64_t N = (int64_t)B_ * T_, H = config_.hidden;
+  kernels::Backend& be = backend();
+  d_final_.resize(be, kernels::DType::F32, (size_t)(N * H));
+  d_final_.zero();
+  const Tensor d_final = d_final_.view({N, H});
+  if (mask_sum_ > 0.0) lm_head_backward(d_final, loss_scale);
+  if (binary_) binary_head_backward(d_final, loss_scale);
+  // d carries the residual stream's gradient down through the layers (in place, see TransformerLayer::backward).
+  Tensor d = d_final;
+  if (ln_final_) {
+    d_residual_.resize(be, kernels::DType::F32, (size_t)(N * H));
+    d_residual_.zero();
+    d = d_residual_.view({N, H});
+    ln_final_->backward(d, d_final, body_out_);
+  }
+  if (ready_hook_) ready_hook_(table()[after_layers_].offset);  // the heads and the final LayerNorm
+  for (size_t l = layers_.size(); l-- > 0;) {
+    layers_[l]->backward(d, Tensor{});
+    if (ready_hook_) ready_hook_(table()[layer_first_[l]].offset);
+  }
+  if (ln_embedding_) {
+    Tensor g = d;
+    if (emb_dropped_) {
+      d_emb_.resize(be, kernels::DType::F32, (size_t)(N * H));
+      d_emb_.zero();
+      g = d_emb_.view({N, H});
+      drop_embedding_.backward(g, d);
+    }
+    d_emb_sum_.resize(be, kernels::DType::F32, (size_t)(N * H));
+    d_emb_sum_.zero();
+    const Tensor ds = d_emb_sum_.view({N, H});
+    ln_embedding_->backward(ds, g, embedded_);
+    d = ds;
+  }
+  embedding_->backward(d);
+  if (ready_hook_) ready_hook_(0);
+}
+
+double Bert::training_flops(int B, int T) const {
+  const double H = config_.hidden, L = config_.num_layers, F = config_.ffn(), Vp = config_.padded_vocab_size();
+  const double matrix_params = L * (4.0 * H * H + 2.0 * H * F) + H * H + Vp * H;
+  return (double)B * T * (6.0 * matrix_params + 12.0 * L * H * T);
+}
+
+}  // namespace lmforge::model

@@ -1,0 +1,172 @@
+// defines: lmforge::model::BertConfig, BertInputs, BertLosses, Bert (Megatron's pre-LN BERT and the original
+//          post-LN BERT composed from the layer library: vocabulary-parallel embedding with token types, encoder
+//          layers with a padding mask, masked-LM head tied to the word embedding, pooler + binary head; training
+//          forward/backward with Megatron's per-micro-batch losses; any tensor-parallel size)
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "kernels/backend.h"
+#include "kernels/ops.h"
+#include "layers/cross_entropy.h"
+#include "layers/dropout.h"
+#include "layers/embedding.h"
+#include "layers/layernorm.h"
+#include "layers/linear.h"
+#include "layers/parameter_store.h"
+#include "layers/tensor_parallel.h"
+#include "layers/transformer_layer.h"
+#include "layers/workspace.h"
+#include "param/parameter.h"
+
+namespace lmforge::model {
+
+// BERT shapes and flavour, named as Megatron's arguments (bert-t5-reference-notes §1.1, §1.9).
+struct BertConfig {
+  int num_layers = 12;             // --num-layers
+  int hidden = 768;                // --hidden-size
+  int heads = 12;                  // --num-attention-heads; must divide hidden
+  int ffn_hidden = 0;              // --ffn-hidden-size; 0: 4·hidden
+  int seq_length = 512;            // --seq-length; <= max_positions
+  int max_positions = 512;         // --max-position-embeddings
+  // The tokenizer's vocabulary INCLUDING the [BOS]/[EOS] Megatron's BertWordPieceLowerCase appends (30522 + 2 for
+  // bert-base-uncased); padded as GPTConfig pads it (a multiple of --make-vocab-size-divisible-by, NOT growing with
+  // the tensor-parallel size, so a checkpoint has one shape under every layout). Padded columns take part in the
+  // softmax, as in Megatron.
+  int vocab_size = 30524;
+  int make_vocab_size_divisible_by = 128;  // --make-vocab-size-divisible-by
+  bool binary_head = true;         // off: Megatron's --bert-no-binary-head (no pooler, no binary head, and in the
+                                   // Megatron flavour no token types either)
+  // The original BERT (Google / NVIDIA DLE / HF BertForPreTraining): embedding LayerNorm, post-LN layers, no final
+  // LayerNorm, token types always; otherwise Megatron's pre-LN BERT.
+  bool post_layernorm = false;
+  float layernorm_eps = 1e-5f;     // --norm-epsilon: 1e-5 Megatron, 1e-12 original BERT (every LayerNorm)
+  // GELU of the encoder MLP and of the MLM head's transform. Megatron (fused bias-GELU, its default): TANH in the
+  // MLP, ERF in the head; --no-bias-gelu-fusion: ERF/ERF; --openai-gelu: TANH/TANH. HF/DLE "gelu": ERF/ERF;
+  // Google's TF "gelu": TANH/TANH.
+  kernels::GeluKind mlp_gelu = kernels::GeluKind::TANH;
+  kernels::GeluKind head_gelu = kernels::GeluKind::ERF;
+  float init_std = 0.02f;          // --init-method-std
+  float hidden_dropout = 0.1f;     // --hidden-dropout (embedding output and each branch before its residual add)
+  float attention_dropout = 0.1f;  // --attention-dropout (attention probabilities)
+  int type_vocab_size = 2;         // rows of the token-type table
+
+  int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+  int padded_vocab_size() const;
+  // Whether the model adds token-type embeddings (Megatron: only with the binary head; original: always).
+  bool uses_token_types() const { return post_layernorm || binary_head; }
+  // Throws lmforge::Error naming the first inconsistent field.
+  void validate() const;
+};
+
+// One micro-batch (host memory, row-major [B,T]); the fields of Megatron's BertDataset.
+struct BertInputs {
+  int B = 0, T = 0;
+  const int32_t* tokens = nullptr;     // "text": ids in [0, vocab_size)
+  const int32_t* types = nullptr;      // "types": 0/1 segment ids (nullptr: all 0; ignored without token types)
+  const int32_t* padding = nullptr;    // "padding_mask": 1 real, 0 padding (nullptr: no padding)
+  const int32_t* labels = nullptr;     // "labels": the masked-LM target ids, −1 where nothing is predicted
+  const float* loss_mask = nullptr;    // "loss_mask": 1 where a label is predicted
+  const int32_t* is_random = nullptr;  // "is_random" [B]: the sentence-order label (binary head only)
+};
+
+// The losses of one micro-batch (bert-t5-reference-notes §1.4):
+//   lm  = Σ_i CE_i·loss_mask_i / Σ_i loss_mask_i   (NaN when the micro-batch masks nothing: 0/0, as Megatron)
+//   sop = mean over rows of CE(binary logits, is_random) (rows with is_random −1 ignored); 0 without the head
+struct BertLosses {
+  double lm = 0.0, sop = 0.0;
+  double total() const { return lm + sop; }
+};
+
+// Megatron's BERT (pre-LN) or the original post-LN BERT on one Backend, as one rank of a tensor-parallel group.
+//
+// Parameters carry Hugging Face names, in HF's state_dict order (MegatronBertForPreTraining for the Megatron flavour,
+// BertForPreTraining for the original), q/k/v as three [H,H] nn.Linear tensors (HF's layout; Megatron's fused
+// per-head [3H,H] is the same numbers reordered, §1.8), every weight [out,in]. Without the binary head the Megatron
+// flavour still holds bert.embeddings.token_type_embeddings.weight [2,H], ZERO and unused (its gradient stays 0),
+// so that an HF MegatronBert, which always adds a token-type row, computes the same function (§1.5).
+//
+// Initialisation (§1.6): N(0, init_std) for embeddings, q/k/v, intermediate, pooler, head transform and binary
+// head; Megatron flavour: N(0, init_std/√(2·layers)) for the two output projections (HF/DLE's original BERT: plain
+// init_std there too); biases 0, LayerNorms 1/0. Streams as GPT's: the same weights on every parallel layout.
+class Bert {
+ public:
+  explicit Bert(const BertConfig& config, kernels::Backend& backend = kernels::cpu_backend(),
+                dist::Communicator* tensor_parallel = nullptr);
+  ~Bert();
+  Bert(const Bert&) = delete;
+  Bert& operator=(const Bert&) = delete;
+
+  const BertConfig& config() const { return config_; }
+  kernels::Backend& backend() { return store_.backend(); }
+  int tensor_parallel_rank() const { return tp_.rank(); }
+  int tensor_parallel_size() const { return tp_.size(); }
+
+  void init_weights(uint64_t seed) { store_.init(seed); }
+  size_t num_parameters() const { return store_.local_numel(); }  // on this rank
+  float* params() { return store_.values(); }
+  float* grads() { return store_.grads(); }
+  const param::ParamTable& table() const { return store_.table(); }
+  // The whole model's table (tensor-parallel size 1) for a config, without allocating a model.
+  static param::ParamTable parameter_table(const BertConfig& config);
+  const param::Parameter& tensor(std::string_view name) const { return table().find(name); }
+  float* param(std::string_view name) { return params() + tensor(name).offset; }
+  float* grad(std::string_view name) { return grads() + tensor(name).offset; }
+  void zero_grad() { store_.zero_grads(); }
+  // See GPT::set_gradients_ready_hook.
+  void set_gradients_ready_hook(std::function<void(size_t from)> hook) { ready_hook_ = std::move(hook); }
+
+  // Training forward over one micro-batch; `step` (training set) turns dropout on, nullptr: evaluation. Throws
+  // lmforge::Error for T > max_positions, ids outside the vocabulary, a label outside [−1, vocab) or −1 under a
+  // nonzero loss mask, or missing is_random with the binary head.
+  BertLosses forward(const BertInputs& in, const layers::ForwardStep* step = nullptr);
+  // Adds loss_scale · d(lm + sop)/dθ of the last forward into grads(). When the lm loss was NaN (nothing masked)
+  // its term adds no gradient (there is nothing to learn from); the caller sees the NaN loss and reports it.
+  void backward(float loss_scale = 1.0f);
+
+  // Model FLOPs of one training step on B×T tokens: 6·(matrix parameters incl. the tied decoder) + 12·L·H·T per
+  // token (the pooler and binary head are negligible).
+  double training_flops(int B, int T) const;
+
+ private:
+  void check_inputs(const BertInputs& in) const;
+  void lm_head_backward(const kernels::Tensor& d_final, float loss_scale);
+  void binary_head_backward(const kernels::Tensor& d_final, float loss_scale);
+
+  BertConfig config_;
+  layers::TensorParallel tp_;
+  layers::ParameterStore store_;
+  layers::Workspace workspace_;
+  std::unique_ptr<layers::Embedding> embedding_;
+  std::unique_ptr<layers::LayerNorm> ln_embedding_;  // original flavour
+  layers::Dropout drop_embedding_;                   // original flavour: after ln_embedding_
+  std::vector<std::unique_ptr<layers::TransformerLayer>> layers_;
+  std::vector<size_t> layer_first_;                  // table index of each layer's first tensor
+  size_t after_layers_ = 0;                          // table index of the first tensor after the layers
+  std::unique_ptr<layers::LayerNorm> ln_final_;      // Megatron flavour
+  std::unique_ptr<layers::Linear> pooler_, decoder_, transform_, binary_;
+  std::unique_ptr<layers::LayerNorm> ln_transform_;
+  layers::VocabParallelCrossEntropy loss_;
+
+  int B_ = 0, T_ = 0;
+  bool have_forward_ = false, emb_dropped_ = false;
+  double mask_sum_ = 0.0;
+  std::vector<int32_t> is_random_;
+  std::vector<double> binary_probs_;  // [B,2] softmax of the binary logits
+  std::vector<float> pooled_host_;    // tanh output [B,H]
+  kernels::Buffer tokens_, positions_, types_, padding_, labels_;
+  kernels::Buffer emb_sum_, emb_normed_, emb_out_;  // original flavour: embedding sum, its LayerNorm, dropout
+  kernels::Buffer final_, t1_, t2_, t3_, logits_;   // final hidden, head dense / GELU / LayerNorm, logits
+  kernels::Buffer first_, pooled_pre_, pooled_, binary_logits_;
+  kernels::Buffer d_final_, d_residual_, d_t1_, d_t2_, d_t3_, d_first_, d_pooled_, d_binary_, d_emb_, d_emb_sum_;
+  kernels::Tensor body_out_, embedded_;
+  std::function<void(size_t)> ready_hook_;
+};
+
+}  // namespace lmforge::model

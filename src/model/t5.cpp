@@ -1,0 +1,335 @@
+// defines: T5Config::validate/padded_vocab_size and the T5 model (composition of layers, forward, backward)
+#include "model/t5.h"
+
+#include <cmath>
+
+#include "util/error.h"
+
+namespace lmforge::model {
+
+using kernels::Tensor;
+
+int T5Config::padded_vocab_size() const {
+  const int64_t m = make_vocab_size_divisible_by;
+  return (int)((vocab_size + m - 1) / m * m);
+}
+
+void T5Config::validate() const {
+  auto fail = [](const std::string& msg) { throw Error("invalid T5 config: " + msg); };
+  auto positive = [&](const char* what, int64_t v) {
+    if (v < 1) fail(std::string(what) + " must be >= 1 (got " + std::to_string(v) + ")");
+  };
+  positive("encoder_num_layers", encoder_num_layers);
+  positive("decoder layers", decoder_layers());
+  positive("hidden size", hidden);
+  positive("number of attention heads", heads);
+  positive("max_positions", max_positions);
+  positive("encoder_seq_length", encoder_seq_length);
+  positive("decoder_seq_length", decoder_seq_length);
+  positive("vocab_size", vocab_size);
+  positive("make_vocab_size_divisible_by", make_vocab_size_divisible_by);
+  if (decoder_num_layers < 0) fail("decoder_num_layers must be >= 0 (0: the encoder's)");
+  if (ffn_hidden < 0) fail("ffn_hidden must be >= 0 (0: 4·hidden)");
+  if (hidden % heads != 0)
+    fail("hidden size " + std::to_string(hidden) + " is not divisible by the number of attention heads " +
+         std::to_string(heads));
+  if (encoder_seq_length > max_positions || decoder_seq_length > max_positions)
+    fail("encoder_seq_length " + std::to_string(encoder_seq_length) + " and decoder_seq_length " +
+         std::to_string(decoder_seq_length) + " must not exceed max_positions " + std::to_string(max_positions) +
+         " (one position table serves both)");
+  if ((int64_t)vocab_size + make_vocab_size_divisible_by > INT32_MAX) fail("vocab_size too large");
+  if (!(layernorm_eps > 0.0f)) fail("layernorm_eps must be positive");
+  if (!(init_std > 0.0f) || !std::isfinite(init_std)) fail("init_std must be a positive number");
+  if (!(hidden_dropout >= 0.0f && hidden_dropout < 1.0f)) fail("hidden dropout must be in [0, 1)");
+  if (!(attention_dropout >= 0.0f && attention_dropout < 1.0f)) fail("attention dropout must be in [0, 1)");
+}
+
+namespace {
+
+struct Parts {
+  std::unique_ptr<layers::Embedding> embedding;
+  std::vector<std::unique_ptr<layers::TransformerLayer>> encoder, decoder;
+  std::vector<size_t> encoder_first, decoder_first;
+  std::unique_ptr<layers::LayerNorm> encoder_norm, decoder_norm;
+  std::unique_ptr<layers::Linear> head;
+};
+
+layers::AttentionSpec self_attention(const T5Config& c, const std::string& prefix, bool causal, int layer,
+                                     double out_std) {
+  layers::AttentionSpec a;
+  a.name = prefix + "self_attention";
+  a.fused_qkv = true;
+  a.qkv_per_head = true;  // Megatron's [head][q|k|v][d] rows
+  a.qkv = "query_key_value";
+  a.out = "dense";
+  a.hidden = c.hidden;
+  a.heads = c.heads;
+  a.layout = kernels::WeightLayout::OUT_IN;
+  a.causal = causal;
+  a.init_std = c.init_std;
+  a.out_init_std = out_std;
+  a.attention_dropout = c.attention_dropout;
+  a.layer = layer;
+  return a;
+}
+
+layers::TransformerLayerSpec layer_spec(const T5Config& c, const std::string& prefix, bool decoder, int layer) {
+  // Megatron scales every output projection by 1/√(2·L) with L the ENCODER's layer count, in both stacks.
+  const double out_std = c.init_std / std::sqrt(2.0 * c.encoder_num_layers);
+  layers::TransformerLayerSpec s;
+  s.layer = layer;
+  s.hidden = c.hidden;
+  s.pre_layernorm = true;
+  s.layernorm_eps = c.layernorm_eps;
+  s.ln1 = prefix + "input_norm";
+  s.attention = self_attention(c, prefix, decoder, layer, out_std);
+  if (decoder) {
+    s.ln_cross = prefix + "post_attention_norm";
+    s.ln2 = prefix + "post_inter_attention_norm";
+    layers::AttentionSpec x;
+    x.name = prefix + "inter_attention";
+    x.cross = true;
+    x.causal = false;
+    x.fused_qkv = false;
+    x.fused_kv = true;  // key_value [2H,H], rows [head][k|v][d]
+    x.q = "query";
+    x.kv = "key_value";
+    x.out = "dense";
+    x.hidden = c.hidden;
+    x.heads = c.heads;
+    x.layout = kernels::WeightLayout::OUT_IN;
+    x.init_std = c.init_std;
+    x.out_init_std = out_std;
+    x.attention_dropout = c.attention_dropout;
+    x.layer = layer;
+    s.cross_attention = x;
+  } else {
+    s.ln2 = prefix + "post_attention_norm";
+  }
+  s.mlp.fc = prefix + "mlp.dense_h_to_4h";
+  s.mlp.proj = prefix + "mlp.dense_4h_to_h";
+  s.mlp.hidden = c.hidden;
+  s.mlp.ffn = c.ffn();
+  s.mlp.layout = kernels::WeightLayout::OUT_IN;
+  s.mlp.gelu = c.gelu;
+  s.mlp.init_std = c.init_std;
+  s.mlp.out_init_std = out_std;
+  s.hidden_dropout = c.hidden_dropout;
+  return s;
+}
+
+Parts build(const T5Config& c, layers::ParameterStore& store, const layers::TensorParallel& tp,
+            layers::Workspace& workspace) {
+  const int T = tp.size();
+  if (c.padded_vocab_size() % T != 0)
+    throw Error("--tensor-model-parallel-size " + std::to_string(T) + " does not divide the padded vocabulary " +
+                std::to_string(c.padded_vocab_size()) + " (use --make-vocab-size-divisible-by a multiple of it)");
+  if (c.heads % T != 0 || c.ffn() % T != 0)
+    throw Error("--tensor-model-parallel-size " + std::to_string(T) + " does not divide --num-attention-heads " +
+                std::to_string(c.heads) + " and --ffn-hidden-size " + std::to_string(c.ffn()));
+  Parts p;
+  layers::EmbeddingSpec e;
+  e.word_name = "language_model.embedding.word_embeddings";
+  e.position_name = "language_model.embedding.position_embeddings";
+  e.padded_vocab = c.padded_vocab_size();
+  e.max_positions = c.max_positions;
+  e.hidden = c.hidden;
+  e.init_std = c.init_std;
+  e.dropout = c.hidden_dropout;
+  p.embedding = std::make_unique<layers::Embedding>(store, tp, e);
+  // Dropout streams: layer 0 the embedding, 1..Le the encoder, Le+1..Le+Ld the decoder.
+  for (int l = 0; l < c.encoder_num_layers; l++) {
+    p.encoder_first.push_back(store.table().size());
+    p.encoder.push_back(std::make_unique<layers::TransformerLayer>(
+        store, tp, workspace,
+        layer_spec(c, "language_model.encoder.layers." + std::to_string(l) + ".", false, l + 1)));
+  }
+  p.encoder_norm =
+      std::make_unique<layers::LayerNorm>(store, "language_model.encoder.final_norm", c.hidden, c.layernorm_eps);
+  for (int l = 0; l < c.decoder_layers(); l++) {
+    p.decoder_first.push_back(store.table().size());
+    p.decoder.push_back(std::make_unique<layers::TransformerLayer>(
+        store, tp, workspace,
+        layer_spec(c, "language_model.decoder.layers." + std::to_string(l) + ".", true,
+                   c.encoder_num_layers + l + 1)));
+  }
+  p.decoder_norm =
+      std::make_unique<layers::LayerNorm>(store, "language_model.decoder.final_norm", c.hidden, c.layernorm_eps);
+  layers::LinearSpec head;
+  head.name = "lm_head";
+  head.bias_name = "lm_head.bias";
+  head.in = c.hidden;
+  head.out = c.padded_vocab_size();
+  head.layout = kernels::WeightLayout::OUT_IN;
+  head.parallelism = layers::Parallelism::COLUMN;
+  head.tied_weight = (int64_t)p.embedding->word_index();
+  p.head = std::make_unique<layers::Linear>(store, tp, workspace, head);
+  return p;
+}
+
+}  // namespace
+
+T5::T5(const T5Config& config, kernels::Backend& backend, dist::Communicator* tensor_parallel)
+    : config_(config), tp_(tensor_parallel), store_(backend, tp_.rank(), tp_.size()), workspace_(backend),
+      loss_(tp_, backend) {
+  config_.validate();
+  Parts p = build(config_, store_, tp_, workspace_);
+  embedding_ = std::move(p.embedding);
+  encoder_ = std::move(p.encoder);
+  decoder_ = std::move(p.decoder);
+  encoder_first_ = std::move(p.encoder_first);
+  decoder_first_ = std::move(p.decoder_first);
+  encoder_norm_ = std::move(p.encoder_norm);
+  decoder_norm_ = std::move(p.decoder_norm);
+  head_ = std::move(p.head);
+  store_.allocate();
+}
+
+T5::~T5() = default;
+
+param::ParamTable T5::parameter_table(const T5Config& config) {
+  config.validate();
+  layers::TensorParallel tp;
+  layers::ParameterStore store(kernels::cpu_backend(), 0, 1);
+  layers::Workspace workspace(kernels::cpu_backend());
+  Parts p = build(config, store, tp, workspace);
+  return store.table();
+}
+
+void T5::check_inputs(const T5Inputs& in) const {
+  auto fail = [](const std::string& msg) { throw Error("T5 forward: " + msg); };
+  if (in.B < 1 || in.Te < 1 || in.Td < 1) fail("batch and sequence sizes must be >= 1");
+  if (in.Te > config_.max_positions || in.Td > config_.max_positions)
+    fail("encoder length " + std::to_string(in.Te) + " / decoder length " + std::to_string(in.Td) +
+         " exceed max_positions " + std::to_string(config_.max_positions));
+  if (!in.encoder_tokens || !in.decoder_tokens || !in.labels || !in.loss_mask)
+    fail("encoder and decoder tokens, labels and loss_mask are required");
+  const int V = config_.vocab_size;
+  auto ids = [&](const int32_t* v, size_t n, const char* what) {
+    for (size_t i = 0; i < n; i++)
+      if (v[i] < 0 || v[i] >= V)
+        fail(std::string(what) + " id " + std::to_string(v[i]) + " at position " + std::to_string(i) +
+             " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  };
+  auto zero_one = [&](const int32_t* v, size_t n, const char* what) {
+    if (v)
+      for (size_t i = 0; i < n; i++)
+        if (v[i] != 0 && v[i] != 1) fail(std::string(what) + " value at position " + std::to_string(i) + " is not 0/1");
+  };
+  const size_t Ne = (size_t)in.B * in.Te, Nd = (size_t)in.B * in.Td;
+  ids(in.encoder_tokens, Ne, "encoder token");
+  ids(in.decoder_tokens, Nd, "decoder token");
+  zero_one(in.encoder_padding, Ne, "encoder padding");
+  zero_one(in.decoder_padding, Nd, "decoder padding");
+  for (size_t i = 0; i < Nd; i++) {
+    if (in.labels[i] < -1 || in.labels[i] >= V)
+      fail("label " + std::to_string(in.labels[i]) + " at decoder position " + std::to_string(i) +
+           " is outside [-1, " + std::to_string(V) + ")");
+    if (in.labels[i] < 0 && in.loss_mask[i] != 0.0f)
+      fail("decoder position " + std::to_string(i) + " has a nonzero loss mask but no label");
+  }
+}
+
+double T5::forward(const T5Inputs& in, const layers::ForwardStep* step_ptr) {
+  have_forward_ = false;
+  check_inputs(in);
+  const layers::ForwardStep step = step_ptr ? *step_ptr : layers::ForwardStep{};
+  const int B = in.B, Te = in.Te, Td = in.Td;
+  const int64_t Ne = (int64_t)B * Te, Nd = (int64_t)B * Td, H = config_.hidden;
+  kernels::Backend& be = backend();
+  B_ = B, Te_ = Te, Td_ = Td;
+  auto upload = [&](kernels::Buffer& buf, const int32_t* host, size_t n) {
+    buf.resize(be, kernels::DType::I32, n);
+    be.copy_to_device(buf.data(), host, n * sizeof(int32_t));
+  };
+  // One embedding lookup for both sides: rows [0, Ne) the encoder's tokens, [Ne, Ne+Nd) the decoder's, so the
+  // shared table's gradient is one scatter over both (Megatron calls the same module twice).
+  std::vector<int32_t> ids((size_t)(Ne + Nd)), pos((size_t)(Ne + Nd));
+  std::copy(in.encoder_tokens, in.encoder_tokens + Ne, ids.begin());
+  std::copy(in.decoder_tokens, in.decoder_tokens + Nd, ids.begin() + Ne);
+  for (int64_t n = 0; n < Ne; n++) pos[(size_t)n] = (int32_t)(n % Te);
+  for (int64_t n = 0; n < Nd; n++) pos[(size_t)(Ne + n)] = (int32_t)(n % Td);
+  upload(tokens_, ids.data(), ids.size());
+  upload(positions_, pos.data(), pos.size());
+  Tensor enc_pad, dec_pad;
+  if (in.encoder_padding) upload(enc_padding_, in.encoder_padding, (size_t)Ne), enc_pad = enc_padding_.view({B, Te});
+  if (in.decoder_padding) upload(dec_padding_, in.decoder_padding, (size_t)Nd), dec_pad = dec_padding_.view({B, Td});
+  const Tensor emb = embedding_->forward(tokens_.view({Ne + Nd}), positions_.view({Ne + Nd}), Tensor{}, step);
+
+  Tensor x = emb.slice0(0, Ne);
+  for (auto& layer : encoder_) x = layer->forward(x, enc_pad, Tensor{}, Tensor{}, B, Te, 0, step);
+  enc_body_ = x;
+  enc_out_.resize(be, kernels::DType::F32, (size_t)(Ne * H));
+  const Tensor memory = enc_out_.view({Ne, H});
+  encoder_norm_->forward(memory, x);
+
+  Tensor y = emb.slice0(Ne, Nd);
+  for (auto& layer : decoder_) y = layer->forward(y, dec_pad, memory, enc_pad, B, Td, Te, step);
+  dec_body_ = y;
+  dec_out_.resize(be, kernels::DType::F32, (size_t)(Nd * H));
+  const Tensor dec_out = dec_out_.view({Nd, H});
+  decoder_norm_->forward(dec_out, y);
+
+  // logits = dec_out·Eᵀ + b over this rank's vocabulary columns; lm = Σ CE·mask / Σ mask.
+  logits_.resize(be, kernels::DType::F32, (size_t)(Nd * head_->local_out()));
+  const Tensor logits = logits_.view({Nd, head_->local_out()});
+  head_->forward(logits, dec_out);
+  upload(labels_, in.labels, (size_t)Nd);
+  const double masked = loss_.forward(logits, labels_.view({Nd}), in.loss_mask, embedding_->vocab_offset());
+  mask_sum_ = 0.0;
+  for (int64_t n = 0; n < Nd; n++) mask_sum_ += (double)in.loss_mask[n];
+  have_forward_ = true;
+  return masked / mask_sum_;  // 0/0 = NaN when nothing is masked, as in Megatron
+}
+
+void T5::backward(float loss_scale) {
+  if (!have_forward_) throw Error("T5 backward: no forward() precedes it (or backward already ran)");
+  have_forward_ = false;
+  const int64_t Ne = (int64_t)B_ * Te_, Nd = (int64_t)B_ * Td_, H = config_.hidden;
+  kernels::Backend& be = backend();
+  auto zeros = [&](kernels::Buffer& buf, int64_t rows) {
+    buf.resize(be, kernels::DType::F32, (size_t)(rows * H));
+    buf.zero();
+    return buf.view({rows, H});
+  };
+  // d_all is the gradient of the embedding output: rows [0, Ne) the encoder's residual stream, the rest the
+  // decoder's (each carried down through its layers in place).
+  const Tensor d_all = zeros(d_all_, Ne + Nd);
+  const Tensor d_enc = d_all.slice0(0, Ne), d_dec = d_all.slice0(Ne, Nd);
+  const Tensor d_memory = zeros(d_memory_, Ne);
+  if (mask_sum_ > 0.0) {
+    const Tensor logits = logits_.view({Nd, head_->local_out()});
+    loss_.backward(logits, (float)((double)loss_scale / mask_sum_));
+    const Tensor d_out = zeros(d_dec_out_, Nd);
+    head_->backward(d_out, logits, dec_out_.view({Nd, H}));
+    decoder_norm_->backward(d_dec, d_out, dec_body_);
+  }
+  if (ready_hook_) ready_hook_(tensor("language_model.decoder.final_norm.weight").offset);
+  for (size_t l = decoder_.size(); l-- > 0;) {
+    decoder_[l]->backward(d_dec, d_memory);
+    if (ready_hook_) ready_hook_(table()[decoder_first_[l]].offset);
+  }
+  encoder_norm_->backward(d_enc, d_memory, enc_body_);
+  if (ready_hook_) ready_hook_(tensor("language_model.encoder.final_norm.weight").offset);
+  for (size_t l = encoder_.size(); l-- > 0;) {
+    encoder_[l]->backward(d_enc, Tensor{});
+    if (ready_hook_) ready_hook_(table()[encoder_first_[l]].offset);
+  }
+  embedding_->backward(d_all);
+  if (ready_hook_) ready_hook_(0);
+}
+
+double T5::training_flops(int B, int Te, int Td) const {
+  const double H = config_.hidden, F = config_.ffn(), Vp = config_.padded_vocab_size();
+  const double Le = config_.encoder_num_layers, Ld = config_.decoder_layers();
+  const double enc_params = Le * (4.0 * H * H + 2.0 * H * F);
+  // Per decoder token: self-attention, query + dense of the cross-attention, MLP, head; the cross-attention's
+  // key_value runs once per encoder token.
+  const double dec_params = Ld * (6.0 * H * H + 2.0 * H * F) + Vp * H;
+  const double kv_params = Ld * 2.0 * H * H;
+  const double per_step = 6.0 * (Te * (enc_params + kv_params) + Td * dec_params) +
+                          12.0 * (Le * H * Te * Te + Ld * H * (Td * Td + Td * Te));
+  return (double)B * per_step;
+}
+
+}  // namespace lmforge::model

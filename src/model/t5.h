@@ -1,0 +1,150 @@
+// defines: lmforge::model::T5Config, T5Inputs, T5 (Megatron's encoder-decoder "T5" composed from the layer
+//          library: one word+position embedding shared by encoder and decoder, pre-LN encoder with a padding mask and
+//          a final LayerNorm, decoder layers with causal self-attention, cross-attention and three LayerNorms, a
+//          final LayerNorm, a tied LM head with a bias; training forward/backward; any tensor-parallel size)
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "kernels/backend.h"
+#include "kernels/ops.h"
+#include "layers/cross_entropy.h"
+#include "layers/dropout.h"
+#include "layers/embedding.h"
+#include "layers/layernorm.h"
+#include "layers/linear.h"
+#include "layers/parameter_store.h"
+#include "layers/tensor_parallel.h"
+#include "layers/transformer_layer.h"
+#include "layers/workspace.h"
+#include "param/parameter.h"
+
+namespace lmforge::model {
+
+// Megatron T5's shapes (bert-t5-reference-notes §3.1), named as its arguments.
+struct T5Config {
+  int encoder_num_layers = 12;  // --encoder-num-layers (or --num-layers)
+  int decoder_num_layers = 0;   // --decoder-num-layers; 0: the encoder's count (Megatron M23 has no default and
+                                // crashes without it)
+  int hidden = 768;             // --hidden-size
+  int heads = 12;               // --num-attention-heads
+  int ffn_hidden = 0;           // --ffn-hidden-size; 0: 4·hidden
+  int encoder_seq_length = 512;  // --encoder-seq-length (or --seq-length)
+  int decoder_seq_length = 128;  // --decoder-seq-length
+  int max_positions = 512;       // --max-position-embeddings; >= both lengths (one table serves both stacks)
+  // The tokenizer's vocabulary including [BOS]/[EOS] and the --vocab-extra-ids sentinels (30522 + 2 + 100 for
+  // bert-base-uncased), padded as GPTConfig pads it.
+  int vocab_size = 30624;
+  int make_vocab_size_divisible_by = 128;
+  float layernorm_eps = 1e-5f;   // --norm-epsilon
+  kernels::GeluKind gelu = kernels::GeluKind::TANH;  // Megatron's fused bias-GELU (tanh); ERF: --no-bias-gelu-fusion
+  float init_std = 0.02f;        // --init-method-std
+  float hidden_dropout = 0.1f;   // --hidden-dropout
+  float attention_dropout = 0.1f;  // --attention-dropout
+
+  int decoder_layers() const { return decoder_num_layers > 0 ? decoder_num_layers : encoder_num_layers; }
+  int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+  int padded_vocab_size() const;
+  // Throws lmforge::Error naming the first inconsistent field.
+  void validate() const;
+};
+
+// One micro-batch (host memory, row-major), the fields of Megatron's T5Dataset.
+struct T5Inputs {
+  int B = 0, Te = 0, Td = 0;
+  const int32_t* encoder_tokens = nullptr;   // "text_enc" [B,Te]
+  const int32_t* encoder_padding = nullptr;  // [B,Te] 1 real, 0 padding (nullptr: none); Megatron's enc_mask keys
+  const int32_t* decoder_tokens = nullptr;   // "text_dec" [B,Td]
+  const int32_t* decoder_padding = nullptr;  // [B,Td] 1 real, 0 padding (nullptr: none)
+  const int32_t* labels = nullptr;           // "labels" [B,Td], −1 where nothing is predicted
+  const float* loss_mask = nullptr;          // "loss_mask" [B,Td]
+};
+
+// Megatron's T5 on one Backend, as one rank of a tensor-parallel group.
+//
+// Parameters carry Megatron M23's legacy module names (there is no Hugging Face class for this model; HF's T5 is a
+// different architecture, §3.1), in its state_dict order, every weight [out,in]:
+//   language_model.embedding.word_embeddings.weight [Vpad,H]     (also the LM head's weight: tied)
+//   language_model.embedding.position_embeddings.weight [P,H]
+//   language_model.encoder.layers.<i>.input_norm.{weight,bias}
+//     ….self_attention.query_key_value.{weight,bias} [3H,H], rows per head [head][q|k|v][d]
+//     ….self_attention.dense.{weight,bias} [H,H]
+//     ….post_attention_norm.{weight,bias}
+//     ….mlp.dense_h_to_4h.{weight,bias} [F,H], ….mlp.dense_4h_to_h.{weight,bias} [H,F]
+//   language_model.encoder.final_norm.{weight,bias}
+//   language_model.decoder.layers.<i>.input_norm, self_attention.query_key_value, self_attention.dense,
+//     post_attention_norm, inter_attention.query [H,H], inter_attention.key_value [2H,H] (rows [head][k|v][d]),
+//     inter_attention.dense, post_inter_attention_norm, mlp.dense_h_to_4h, mlp.dense_4h_to_h
+//   language_model.decoder.final_norm.{weight,bias}
+//   lm_head.bias [Vpad]
+// (Megatron's checkpoints nest these under "model"; pre-2023 ones say *_layernorm for *_norm.)
+//
+// Initialisation (§1.6): N(0, init_std) for the embeddings, q/k/v projections and dense_h_to_4h; N(0, init_std /
+// √(2·encoder layers)) for every output projection (self- and cross-attention dense, dense_4h_to_h) of BOTH
+// stacks; biases 0, LayerNorms 1/0. Layout-independent streams as GPT's.
+class T5 {
+ public:
+  explicit T5(const T5Config& config, kernels::Backend& backend = kernels::cpu_backend(),
+              dist::Communicator* tensor_parallel = nullptr);
+  ~T5();
+  T5(const T5&) = delete;
+  T5& operator=(const T5&) = delete;
+
+  const T5Config& config() const { return config_; }
+  kernels::Backend& backend() { return store_.backend(); }
+  int tensor_parallel_rank() const { return tp_.rank(); }
+  int tensor_parallel_size() const { return tp_.size(); }
+
+  void init_weights(uint64_t seed) { store_.init(seed); }
+  size_t num_parameters() const { return store_.local_numel(); }  // on this rank
+  float* params() { return store_.values(); }
+  float* grads() { return store_.grads(); }
+  const param::ParamTable& table() const { return store_.table(); }
+  static param::ParamTable parameter_table(const T5Config& config);
+  const param::Parameter& tensor(std::string_view name) const { return table().find(name); }
+  float* param(std::string_view name) { return params() + tensor(name).offset; }
+  float* grad(std::string_view name) { return grads() + tensor(name).offset; }
+  void zero_grad() { store_.zero_grads(); }
+  void set_gradients_ready_hook(std::function<void(size_t from)> hook) { ready_hook_ = std::move(hook); }
+
+  // The micro-batch's lm loss Σ CE·loss_mask / Σ loss_mask over the decoder positions (NaN when nothing is
+  // masked, as in Megatron). `step` (training set) turns dropout on; nullptr: evaluation. Throws lmforge::Error for
+  // lengths beyond max_positions, ids outside the vocabulary, labels outside [−1, vocab) or −1 under a nonzero
+  // mask.
+  double forward(const T5Inputs& in, const layers::ForwardStep* step = nullptr);
+  // Adds loss_scale · d(lm)/dθ of the last forward into grads() (nothing when the loss was NaN).
+  void backward(float loss_scale = 1.0f);
+
+  // 6·(matrix parameters touched per token) per encoder and decoder token + attention terms (PaLM's count).
+  double training_flops(int B, int Te, int Td) const;
+
+ private:
+  void check_inputs(const T5Inputs& in) const;
+
+  T5Config config_;
+  layers::TensorParallel tp_;
+  layers::ParameterStore store_;
+  layers::Workspace workspace_;
+  std::unique_ptr<layers::Embedding> embedding_;
+  std::vector<std::unique_ptr<layers::TransformerLayer>> encoder_, decoder_;
+  std::vector<size_t> encoder_first_, decoder_first_;  // table index of each layer's first tensor
+  std::unique_ptr<layers::LayerNorm> encoder_norm_, decoder_norm_;
+  std::unique_ptr<layers::Linear> head_;
+  layers::VocabParallelCrossEntropy loss_;
+
+  int B_ = 0, Te_ = 0, Td_ = 0;
+  bool have_forward_ = false;
+  double mask_sum_ = 0.0;
+  kernels::Buffer tokens_, positions_, enc_padding_, dec_padding_, labels_;
+  kernels::Buffer enc_out_, dec_out_, logits_, d_all_, d_dec_out_, d_memory_;
+  kernels::Tensor enc_body_, dec_body_;
+  std::function<void(size_t)> ready_hook_;
+};
+
+}  // namespace lmforge::model

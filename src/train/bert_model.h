@@ -1,0 +1,67 @@
+// defines: lmforge::train::BertModel (model::Bert as a train::Model), bert_config_json(), bert_config_from_json()
+//          (a BERT's Hugging Face config.json, both ways), bert_loss_names()
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "model/bert.h"
+#include "train/model.h"
+
+namespace lmforge::train {
+
+// The names the losses are logged under, as Megatron's pretrain_bert.py: {"lm loss", "sop loss"}, or {"lm loss"}
+// without the binary head.
+std::vector<std::string> bert_loss_names(const model::BertConfig& config);
+
+// Hugging Face config.json for a BERT (vocab_size = the padded size, the rows of the word table):
+// * Megatron flavour: MegatronBertForPreTraining's config (model_type "megatron-bert", layer_norm_eps as trained,
+//   1e-5 by default). HF applies ONE activation (hidden_act) in the MLP and the head, Megatron tanh in the MLP and
+//   erf in the head: hidden_act is the MLP's ("gelu_new" = tanh, "gelu" = erf) and lmforge_note says what differs.
+// * Original flavour: BertForPreTraining's config (bert_config.json's fields + model_type "bert", layer_norm_eps).
+// Both add lmforge_* fields (the unpadded vocabulary, divisible-by, seq_length, binary head, both GELUs) that make
+// the file describe the model exactly.
+std::string bert_config_json(const model::BertConfig& config);
+// The inverse, also for a plain HF/Google config (then vocab_size is unpadded, divisible-by 1, both GELUs from
+// hidden_act, binary head on). Error naming `source` for missing or invalid fields.
+model::BertConfig bert_config_from_json(const std::string& text, const std::string& source);
+
+// BERT on this rank's tensor-parallel group (nullptr: the whole model). Batch fields read (host, [B,T] row-major):
+//   tokens       Megatron's "text"
+//   targets      "labels": the masked-LM target ids, −1 where nothing is predicted
+//   loss_mask    "loss_mask" (required)
+//   token_types  "types" (empty: all 0; unused by the Megatron flavour without the binary head)
+//   padding      "padding_mask": 1 real, 0 padding (empty: none)
+//   labels [B]   "is_random": the sentence-order label (binary head only)
+// forward() returns {lm, sop} (bert_loss_names order), each the micro-batch's value as Megatron computes it.
+class BertModel final : public Model {
+ public:
+  BertModel(const model::BertConfig& config, dist::Communicator* tensor_parallel);
+  model::Bert& bert() { return bert_; }
+  std::vector<std::string> loss_names() const { return bert_loss_names(bert_.config()); }
+
+  const param::ParamTable& table() const override { return bert_.table(); }
+  param::ParamTable whole_table() const override { return model::Bert::parameter_table(bert_.config()); }
+  void init_weights(uint64_t seed) override { bert_.init_weights(seed); }
+  float* params() override { return bert_.params(); }
+  float* grads() override { return bert_.grads(); }
+  void zero_grad() override { bert_.zero_grad(); }
+  void set_gradients_ready_hook(std::function<void(size_t from)> hook) override {
+    bert_.set_gradients_ready_hook(std::move(hook));
+  }
+  std::vector<double> forward(const Batch& batch, const layers::ForwardStep& step) override;
+  void backward(float loss_scale) override { bert_.backward(loss_scale); }
+  std::string config_json() const override { return bert_config_json(bert_.config()); }
+  void check_checkpoint_config(const std::string& json, const std::string& source) const override;
+  std::vector<std::string> vocabulary_tensors() const override {
+    return {"bert.embeddings.word_embeddings.weight", "cls.predictions.bias"};
+  }
+  std::string describe() const override;
+  double training_flops(int B, int T) const override { return bert_.training_flops(B, T); }
+
+ private:
+  model::Bert bert_;
+};
+
+}  // namespace lmforge::train

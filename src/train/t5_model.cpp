@@ -1,0 +1,176 @@
+// defines: T5Model, t5_config_json(), t5_config_from_json()
+#include "train/t5_model.h"
+
+#include <cstdio>
+#include <limits>
+#include <variant>
+
+#include "checkpoint/checkpoint.h"
+#include "util/error.h"
+
+namespace lmforge::train {
+namespace {
+
+int get_positive_int(const checkpoint::JsonObject& o, const std::string& key, const std::string& source) {
+  auto it = o.find(key);
+  if (it == o.end()) throw Error(source + ": missing \"" + key + "\"");
+  const int64_t* v = std::get_if<int64_t>(&it->second);
+  if (v == nullptr) throw Error(source + ": \"" + key + "\" must be an integer");
+  if (*v < 1 || *v > std::numeric_limits<int>::max())
+    throw Error(source + ": \"" + key + "\" is " + std::to_string(*v) + ", outside [1, " +
+                std::to_string(std::numeric_limits<int>::max()) + "]");
+  return (int)*v;
+}
+
+double get_number(const checkpoint::JsonObject& o, const std::string& key, double fallback) {
+  auto it = o.find(key);
+  if (it == o.end()) return fallback;
+  if (const double* v = std::get_if<double>(&it->second)) return *v;
+  if (const int64_t* v = std::get_if<int64_t>(&it->second)) return (double)*v;
+  return fallback;
+}
+
+double shortest(float x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.7g", (double)x);
+  return std::stod(buf);
+}
+
+}  // namespace
+
+std::string t5_config_json(const model::T5Config& c) {
+  checkpoint::JsonObject o;
+  o["architectures"] = checkpoint::RawJson{"[\"MegatronT5\"]"};
+  o["model_type"] = std::string("lmforge-megatron-t5");
+  o["encoder_num_layers"] = (int64_t)c.encoder_num_layers;
+  o["decoder_num_layers"] = (int64_t)c.decoder_layers();
+  o["hidden_size"] = (int64_t)c.hidden;
+  o["num_attention_heads"] = (int64_t)c.heads;
+  o["ffn_hidden_size"] = (int64_t)c.ffn();
+  o["encoder_seq_length"] = (int64_t)c.encoder_seq_length;
+  o["decoder_seq_length"] = (int64_t)c.decoder_seq_length;
+  o["max_position_embeddings"] = (int64_t)c.max_positions;
+  o["vocab_size"] = (int64_t)c.padded_vocab_size();
+  o["lmforge_vocab_size"] = (int64_t)c.vocab_size;
+  o["lmforge_make_vocab_size_divisible_by"] = (int64_t)c.make_vocab_size_divisible_by;
+  o["layer_norm_eps"] = shortest(c.layernorm_eps);
+  o["hidden_act"] = std::string(c.gelu == kernels::GeluKind::TANH ? "gelu_new" : "gelu");
+  o["hidden_dropout"] = shortest(c.hidden_dropout);
+  o["attention_dropout"] = shortest(c.attention_dropout);
+  o["init_method_std"] = shortest(c.init_std);
+  o["lmforge_note"] = std::string(
+      "Megatron's T5 (learned absolute positions shared by encoder and decoder, LayerNorm with bias, biases on "
+      "every linear, GELU MLP, head tied to the word embedding with a bias). Hugging Face has no class for it "
+      "(its T5 uses relative position buckets, RMSNorm and no biases). Tensor names are Megatron's legacy module "
+      "names; query_key_value rows are [head][q|k|v][d], inter_attention.key_value rows [head][k|v][d]. "
+      "vocab_size is the padded vocabulary.");
+  return checkpoint::to_json(o);
+}
+
+model::T5Config t5_config_from_json(const std::string& text, const std::string& source) {
+  const checkpoint::JsonObject o = checkpoint::parse_json_object(text, source);
+  auto type = o.find("model_type");
+  if (type == o.end() || std::get_if<std::string>(&type->second) == nullptr ||
+      std::get<std::string>(type->second) != "lmforge-megatron-t5")
+    throw Error(source + ": model_type must be \"lmforge-megatron-t5\"");
+  model::T5Config c;
+  c.encoder_num_layers = get_positive_int(o, "encoder_num_layers", source);
+  c.decoder_num_layers = get_positive_int(o, "decoder_num_layers", source);
+  c.hidden = get_positive_int(o, "hidden_size", source);
+  c.heads = get_positive_int(o, "num_attention_heads", source);
+  c.ffn_hidden = get_positive_int(o, "ffn_hidden_size", source);
+  c.encoder_seq_length = get_positive_int(o, "encoder_seq_length", source);
+  c.decoder_seq_length = get_positive_int(o, "decoder_seq_length", source);
+  c.max_positions = get_positive_int(o, "max_position_embeddings", source);
+  c.vocab_size = get_positive_int(o, "lmforge_vocab_size", source);
+  c.make_vocab_size_divisible_by = get_positive_int(o, "lmforge_make_vocab_size_divisible_by", source);
+  if (c.padded_vocab_size() != get_positive_int(o, "vocab_size", source))
+    throw Error(source + ": vocab_size is not lmforge_vocab_size padded to lmforge_make_vocab_size_divisible_by");
+  c.layernorm_eps = (float)get_number(o, "layer_norm_eps", 1e-5);
+  c.hidden_dropout = (float)get_number(o, "hidden_dropout", 0.1);
+  c.attention_dropout = (float)get_number(o, "attention_dropout", 0.1);
+  c.init_std = (float)get_number(o, "init_method_std", 0.02);
+  auto act = o.find("hidden_act");
+  const std::string* a = act == o.end() ? nullptr : std::get_if<std::string>(&act->second);
+  if (a == nullptr || (*a != "gelu_new" && *a != "gelu"))
+    throw Error(source + ": hidden_act must be \"gelu_new\" (tanh) or \"gelu\" (erf)");
+  c.gelu = *a == "gelu_new" ? kernels::GeluKind::TANH : kernels::GeluKind::ERF;
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    throw Error(source + ": " + e.what());
+  }
+  return c;
+}
+
+T5Model::T5Model(const model::T5Config& config, dist::Communicator* tensor_parallel)
+    : t5_(config, kernels::cpu_backend(), tensor_parallel) {}
+
+std::vector<double> T5Model::forward(const Batch& batch, const layers::ForwardStep& step) {
+  const size_t Ne = (size_t)batch.B * batch.T, Nd = (size_t)batch.B * batch.Td;
+  auto need = [&](size_t size, size_t want, const char* what, bool optional) {
+    if ((optional && size == 0) || size == want) return;
+    throw Error(std::string("T5: the micro-batch's ") + what + " has " + std::to_string(size) +
+                " entries, expected " + std::to_string(want));
+  };
+  if (batch.Td < 1) throw Error("T5: the micro-batch has no decoder side (Batch::Td)");
+  need(batch.tokens.size(), Ne, "tokens (encoder input)", false);
+  need(batch.padding.size(), Ne, "padding (encoder)", true);
+  need(batch.decoder_tokens.size(), Nd, "decoder_tokens", false);
+  need(batch.decoder_padding.size(), Nd, "decoder_padding", true);
+  need(batch.targets.size(), Nd, "targets (decoder labels)", false);
+  need(batch.loss_mask.size(), Nd, "loss_mask (decoder)", false);
+  model::T5Inputs in;
+  in.B = batch.B;
+  in.Te = batch.T;
+  in.Td = batch.Td;
+  in.encoder_tokens = batch.tokens.data();
+  in.encoder_padding = batch.padding.empty() ? nullptr : batch.padding.data();
+  in.decoder_tokens = batch.decoder_tokens.data();
+  in.decoder_padding = batch.decoder_padding.empty() ? nullptr : batch.decoder_padding.data();
+  in.labels = batch.targets.data();
+  in.loss_mask = batch.loss_mask.data();
+  return {t5_.forward(in, &step)};
+}
+
+void T5Model::check_checkpoint_config(const std::string& json, const std::string& source) const {
+  const model::T5Config saved = t5_config_from_json(json, source);
+  const model::T5Config& c = t5_.config();
+  if (saved.vocab_size != c.vocab_size)
+    throw Error(source + ": the checkpoint's vocabulary has " + std::to_string(saved.vocab_size) +
+                " tokens, the tokenizer " + std::to_string(c.vocab_size) +
+                " (another --vocab-file or --vocab-extra-ids?); use --finetune to start a new run from these weights");
+  const struct {
+    const char* flag;
+    int64_t saved, now;
+  } fields[] = {
+      {"--encoder-num-layers", saved.encoder_num_layers, c.encoder_num_layers},
+      {"--decoder-num-layers", saved.decoder_layers(), c.decoder_layers()},
+      {"--hidden-size", saved.hidden, c.hidden},
+      {"--num-attention-heads", saved.heads, c.heads},
+      {"--ffn-hidden-size", saved.ffn(), c.ffn()},
+      {"--max-position-embeddings", saved.max_positions, c.max_positions},
+      {"--make-vocab-size-divisible-by (padded vocabulary)", saved.padded_vocab_size(), c.padded_vocab_size()},
+      {"the MLP GELU (0 tanh, 1 erf)", (int64_t)saved.gelu, (int64_t)c.gelu},
+  };
+  for (const auto& f : fields)
+    if (f.saved != f.now)
+      throw Error(source + ": the checkpoint was trained with " + f.flag + " " + std::to_string(f.saved) +
+                  ", this run asks for " + std::to_string(f.now) +
+                  "; resume with the checkpoint's value, or start a new run from its weights with --finetune "
+                  "(where the shapes allow)");
+}
+
+std::string T5Model::describe() const {
+  const model::T5Config& c = t5_.config();
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "T5 (Megatron): %d encoder and %d decoder layers, hidden %d, %d heads, ffn %d, encoder seq %d, "
+                "decoder seq %d, vocab %d (padded %d), %zu parameters, dropout hidden %g attention %g\n",
+                c.encoder_num_layers, c.decoder_layers(), c.hidden, c.heads, c.ffn(), c.encoder_seq_length,
+                c.decoder_seq_length, c.vocab_size, c.padded_vocab_size(), t5_.table().whole_numel(),
+                c.hidden_dropout, c.attention_dropout);
+  return line;
+}
+
+}  // namespace lmforge::train

@@ -1,0 +1,63 @@
+// defines: lmforge::train::T5Model (model::T5 as a train::Model), t5_config_json(), t5_config_from_json()
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "model/t5.h"
+#include "train/model.h"
+
+namespace lmforge::train {
+
+// The config.json of a T5 checkpoint. There is no Hugging Face class for Megatron's T5 (HF's T5 has relative
+// position buckets, RMSNorm, no biases: §3.1 of the reference notes), so the fields are named after Megatron's
+// arguments: model_type "lmforge-megatron-t5", encoder_num_layers, decoder_num_layers, hidden_size,
+// num_attention_heads, ffn_hidden_size, encoder_seq_length, decoder_seq_length, max_position_embeddings, vocab_size
+// (padded: the rows of the word table), lmforge_vocab_size, lmforge_make_vocab_size_divisible_by, layer_norm_eps,
+// hidden_act ("gelu_new" tanh / "gelu" erf), hidden_dropout, attention_dropout, init_method_std, and a note.
+std::string t5_config_json(const model::T5Config& config);
+// The inverse; Error naming `source` for missing or invalid fields.
+model::T5Config t5_config_from_json(const std::string& text, const std::string& source);
+
+// T5 on this rank's tensor-parallel group (nullptr: the whole model). Batch fields read (host, row-major):
+//   tokens [B,T]            the encoder's input (Megatron's text_enc), T = the encoder length
+//   padding [B,T]           the encoder's padding, 1 real / 0 pad (empty: none)
+//   Td, decoder_tokens [B,Td]  the decoder's input (text_dec)
+//   decoder_padding [B,Td]  1 real / 0 pad (empty: none)
+//   targets [B,Td]          "labels": −1 where nothing is predicted
+//   loss_mask [B,Td]        "loss_mask" (required)
+// One loss, "lm loss".
+class T5Model final : public Model {
+ public:
+  T5Model(const model::T5Config& config, dist::Communicator* tensor_parallel);
+  model::T5& t5() { return t5_; }
+  std::vector<std::string> loss_names() const { return {"lm loss"}; }
+
+  const param::ParamTable& table() const override { return t5_.table(); }
+  param::ParamTable whole_table() const override { return model::T5::parameter_table(t5_.config()); }
+  void init_weights(uint64_t seed) override { t5_.init_weights(seed); }
+  float* params() override { return t5_.params(); }
+  float* grads() override { return t5_.grads(); }
+  void zero_grad() override { t5_.zero_grad(); }
+  void set_gradients_ready_hook(std::function<void(size_t from)> hook) override {
+    t5_.set_gradients_ready_hook(std::move(hook));
+  }
+  std::vector<double> forward(const Batch& batch, const layers::ForwardStep& step) override;
+  void backward(float loss_scale) override { t5_.backward(loss_scale); }
+  std::string config_json() const override { return t5_config_json(t5_.config()); }
+  void check_checkpoint_config(const std::string& json, const std::string& source) const override;
+  std::vector<std::string> vocabulary_tensors() const override {
+    return {"language_model.embedding.word_embeddings.weight", "lm_head.bias"};
+  }
+  std::string describe() const override;
+  // T is the encoder length; the decoder's is the config's decoder_seq_length.
+  double training_flops(int B, int T) const override {
+    return t5_.training_flops(B, T, t5_.config().decoder_seq_length);
+  }
+
+ private:
+  model::T5 t5_;
+};
+
+}  // namespace lmforge::train
