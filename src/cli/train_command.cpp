@@ -160,11 +160,17 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state) {
                     "Decoder layers (default: the encoder's; Megatron's own T5 script omits it and then fails)")
         ->check(CLI::PositiveNumber);
   } else {
-    cmd->add_option("--num-layers", o->num_layers, "Transformer layers")->required();
+    // (BERT: the sizes may come from --bert-config-file; the trainer says which flag is missing.)
+    CLI::Option* opt = cmd->add_option("--num-layers", o->num_layers, "Transformer layers");
+    if (o->model_type == "gpt") opt->required();
   }
-  cmd->add_option("--hidden-size", o->hidden_size, "Model width")->required();
-  cmd->add_option("--num-attention-heads", o->num_attention_heads, "Attention heads (must divide --hidden-size)")
-      ->required();
+  CLI::Option* hidden_opt = cmd->add_option("--hidden-size", o->hidden_size, "Model width");
+  CLI::Option* heads_opt =
+      cmd->add_option("--num-attention-heads", o->num_attention_heads, "Attention heads (must divide --hidden-size)");
+  if (o->model_type != "bert") {
+    hidden_opt->required();
+    heads_opt->required();
+  }
   if (t5) {
     state.seq_length_opt = cmd->add_option("--seq-length,--encoder-seq-length", o->seq_length,
                                            "Encoder tokens per sample (give one of the two names, as Megatron)")
@@ -189,6 +195,12 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state) {
                     "Share of samples given a random target length in [2, max] instead of the maximum (Megatron)")
         ->check(CLI::Range(0.0, 1.0))
         ->capture_default_str();
+    cmd->add_flag("--no-bias-gelu-fusion", o->no_bias_gelu_fusion,
+                  "Exact erf GELU in the MLP (Megatron's default fused bias-GELU computes the tanh form)");
+    cmd->add_flag("--openai-gelu", o->openai_gelu, "The tanh GELU everywhere, also in BERT's LM head (Megatron)");
+    cmd->add_option("--layernorm-epsilon,--norm-epsilon", o->layernorm_epsilon,
+                    "Epsilon of every LayerNorm (default: 1e-5 as Megatron; 1e-12 for the original BERT)")
+        ->check(CLI::PositiveNumber);
   }
   cmd->add_option("--max-position-embeddings", o->max_position_embeddings,
                   "Rows of the position table (default: --seq-length)");
@@ -414,10 +426,27 @@ void add_train_command(CLI::App& app) {
     cmd->add_flag("--bert-post-layernorm", state.options->bert_post_layernorm,
                   "The original BERT: LayerNorm on the embeddings and after each residual add, no final LayerNorm, "
                   "eps 1e-12, erf GELU (Google/NVIDIA/Hugging Face BertForPreTraining) instead of Megatron's pre-LN");
-    cmd->add_option("--bert-config-file", state.options->bert_config_file,
+    cmd->add_option("--bert-config-file,--config_file", state.options->bert_config_file,
                     "A Google/NVIDIA bert_config.json describing an original (post-LN) BERT: its sizes, hidden_act, "
                     "dropouts, max_position_embeddings, type_vocab_size and initializer_range replace the "
                     "corresponding flags (which may then be omitted)");
+    cmd->callback([state] { run_command(state); });
+  }
+  {
+    CommandState state;
+    state.options->model_type = "t5";
+    CLI::App* cmd = train->add_subcommand(
+        "t5",
+        "Pretrain Megatron's T5 on a sentence-level Megatron dataset with Megatron's pretrain_t5.py flags: "
+        "whole-word span corruption with sentinel tokens, samples bit-identical to Megatron's T5Dataset.\n\n"
+        "Model: Megatron's encoder-decoder (not Hugging Face's T5): one word + learned position embedding shared "
+        "by encoder and decoder, pre-LN layers with biases (LayerNorm eps 1e-5, tanh GELU), decoder layers with "
+        "causal self-attention and cross-attention, final LayerNorms, LM head tied to the word embedding with a "
+        "bias; lm loss over the decoder's loss mask.\n"
+        "Tokenizer: --tokenizer-type BertWordPieceLowerCase --vocab-file vocab.txt --vocab-extra-ids 100 (the "
+        "sentinels <extra_id_i> follow [BOS] and [EOS]: 30524 + i for bert-base-uncased). Checkpoints: "
+        "safetensors under Megatron's legacy T5 names with a config.json of Megatron's argument names.");
+    add_common_train_flags(cmd, state);
     cmd->callback([state] { run_command(state); });
   }
 }

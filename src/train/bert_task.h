@@ -33,4 +33,26 @@ class BertTask final : public Task {
   datasets::BertSample sample_;
 };
 
+// Megatron's T5Dataset samples as pretrain_t5.py hands them to the model: tokens = text_enc [B,T], padding = its
+// padding (id >= 1, Megatron's mask rule), decoder_tokens = text_dec [B,Td], decoder_padding, targets = labels (−1
+// where nothing is predicted) and loss_mask over the decoder positions. One loss, "lm loss".
+class T5Task final : public Task {
+ public:
+  explicit T5Task(datasets::T5Datasets datasets);
+  std::string name() const override { return "t5"; }
+  std::vector<std::string> loss_names() const override { return {"lm loss"}; }
+  bool has_split(SplitKind split) const override { return datasets_.split[(int)split] != nullptr; }
+  int64_t split_size(SplitKind split) const override;
+  void fill(SplitKind split, int64_t first, int micro_batch, Batch& batch) override;
+  std::string summary() const override;
+  // The fields Megatron's T5Dataset returns except the three 2-D masks, which follow from the padding.
+  std::string sample_json(SplitKind split, int64_t index) override;
+
+ private:
+  const datasets::T5Dataset& dataset(SplitKind split, int64_t index) const;
+
+  datasets::T5Datasets datasets_;
+  datasets::T5Sample sample_;
+};
+
 }  // namespace lmforge::train

@@ -3,11 +3,16 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "datasets/gpt_dataset.h"
 #include "model/gpt.h"
+#include "train/bert_model.h"
 #include "train/bert_task.h"
+#include "train/t5_model.h"
 #include "train/gpt_task.h"
 #include "util/error.h"
 
@@ -23,6 +28,70 @@ model::GPTConfig gpt_config(const TrainOptions& o, int64_t vocab_size) {
   c.max_positions = o.max_position_embeddings;
   c.vocab_size = (int)vocab_size;
   c.make_vocab_size_divisible_by = o.make_vocab_size_divisible_by;
+  c.init_std = (float)o.init_method_std;
+  c.hidden_dropout = (float)o.hidden_dropout;
+  c.attention_dropout = (float)o.attention_dropout;
+  c.validate();
+  return c;
+}
+
+kernels::GeluKind gelu_kind(bool erf) { return erf ? kernels::GeluKind::ERF : kernels::GeluKind::TANH; }
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot read the model config file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+model::BertConfig bert_config(const TrainOptions& o, int64_t vocab_size) {
+  model::BertConfig c;
+  if (!o.bert_config_file.empty()) c = bert_config_from_json(read_text(o.bert_config_file), o.bert_config_file);
+  c.num_layers = o.num_layers;
+  c.hidden = o.hidden_size;
+  c.heads = o.num_attention_heads;
+  c.ffn_hidden = o.ffn_hidden_size;
+  c.seq_length = o.seq_length;
+  c.max_positions = o.max_position_embeddings;
+  // The tokenizer's vocabulary (with Megatron's [BOS]/[EOS]: random replacements may draw them), padded.
+  c.vocab_size = (int)vocab_size;
+  c.make_vocab_size_divisible_by = o.make_vocab_size_divisible_by;
+  c.binary_head = o.bert_binary_head;
+  if (o.bert_config_file.empty()) {
+    c.post_layernorm = o.bert_post_layernorm;
+    // Megatron: fused bias-GELU (tanh) in the MLP, F.gelu (erf) in the head; the original BERT (HF/DLE "gelu"):
+    // erf in both.
+    c.mlp_gelu = gelu_kind(o.bert_post_layernorm || o.no_bias_gelu_fusion);
+    c.head_gelu = kernels::GeluKind::ERF;
+    c.layernorm_eps = o.bert_post_layernorm ? 1e-12f : 1e-5f;
+  } else {
+    c.post_layernorm = true;
+    if (o.no_bias_gelu_fusion) c.mlp_gelu = kernels::GeluKind::ERF;
+  }
+  if (o.openai_gelu) c.mlp_gelu = c.head_gelu = kernels::GeluKind::TANH;
+  if (o.layernorm_epsilon > 0.0) c.layernorm_eps = (float)o.layernorm_epsilon;
+  c.init_std = (float)o.init_method_std;
+  c.hidden_dropout = (float)o.hidden_dropout;
+  c.attention_dropout = (float)o.attention_dropout;
+  c.validate();
+  return c;
+}
+
+model::T5Config t5_config(const TrainOptions& o, int64_t vocab_size) {
+  model::T5Config c;
+  c.encoder_num_layers = o.num_layers;
+  c.decoder_num_layers = o.decoder_num_layers;
+  c.hidden = o.hidden_size;
+  c.heads = o.num_attention_heads;
+  c.ffn_hidden = o.ffn_hidden_size;
+  c.encoder_seq_length = o.seq_length;
+  c.decoder_seq_length = o.decoder_seq_length;
+  c.max_positions = o.max_position_embeddings;
+  c.vocab_size = (int)vocab_size;
+  c.make_vocab_size_divisible_by = o.make_vocab_size_divisible_by;
+  c.gelu = gelu_kind(o.no_bias_gelu_fusion && !o.openai_gelu);
+  if (o.layernorm_epsilon > 0.0) c.layernorm_eps = (float)o.layernorm_epsilon;
   c.init_std = (float)o.init_method_std;
   c.hidden_dropout = (float)o.hidden_dropout;
   c.attention_dropout = (float)o.attention_dropout;
@@ -66,17 +135,22 @@ ModelShape model_shape(const TrainOptions& o, int64_t vocab_size) {
     s.positions = c.seq_length;
     return s;
   }
-  if (o.model_type == "bert" || o.model_type == "t5") {
-    // Transformer layers (q, k, v, output: 4·H²; MLP 2·H·F) and the tables (padded vocabulary, positions).
-    const int64_t H = o.hidden_size, F = o.ffn_hidden_size > 0 ? o.ffn_hidden_size : 4 * H;
-    const int64_t d = o.make_vocab_size_divisible_by;
-    s.padded_vocab = (vocab_size + d - 1) / d * d;
-    const int64_t decoder = o.model_type == "t5" ? (o.decoder_num_layers > 0 ? o.decoder_num_layers : o.num_layers) : 0;
-    s.layers = o.num_layers + 2 * decoder;  // a decoder layer attends twice (itself, the encoder)
-    s.whole_parameters = (o.num_layers + decoder) * (4 * H * H + 2 * H * F) + decoder * 4 * H * H +
-                         (s.padded_vocab + o.max_position_embeddings + 2) * H;
-    s.heads = o.num_attention_heads;
-    s.positions = o.seq_length;
+  if (o.model_type == "bert") {
+    const model::BertConfig c = bert_config(o, vocab_size);
+    s.whole_parameters = (int64_t)model::Bert::parameter_table(c).whole_numel();
+    s.padded_vocab = c.padded_vocab_size();
+    s.layers = c.num_layers;
+    s.heads = c.heads;
+    s.positions = c.seq_length;
+    return s;
+  }
+  if (o.model_type == "t5") {
+    const model::T5Config c = t5_config(o, vocab_size);
+    s.whole_parameters = (int64_t)model::T5::parameter_table(c).whole_numel();
+    s.padded_vocab = c.padded_vocab_size();
+    s.layers = c.encoder_num_layers + 2 * c.decoder_layers();  // a decoder layer attends twice
+    s.heads = c.heads;
+    s.positions = std::max(c.encoder_seq_length, c.decoder_seq_length);
     return s;
   }
   unknown_model(o.model_type);
@@ -100,8 +174,44 @@ void check_memory(const ModelShape& s, const TrainOptions& o) {
   }
 }
 
+std::string apply_model_config_file(TrainOptions& o) {
+  if (o.bert_config_file.empty()) return "";
+  if (o.model_type != "bert") throw Error("--bert-config-file applies to `lmforge train bert` only");
+  const model::BertConfig c = bert_config_from_json(read_text(o.bert_config_file), o.bert_config_file);
+  const struct {
+    const char* flag;
+    int* field;
+    int value;
+  } sizes[] = {
+      {"--num-layers", &o.num_layers, c.num_layers},
+      {"--hidden-size", &o.hidden_size, c.hidden},
+      {"--num-attention-heads", &o.num_attention_heads, c.heads},
+      {"--ffn-hidden-size", &o.ffn_hidden_size, c.ffn()},
+      {"--max-position-embeddings", &o.max_position_embeddings, c.max_positions},
+  };
+  for (const auto& f : sizes) {
+    if (*f.field != 0 && *f.field != f.value)
+      throw Error(std::string(f.flag) + " " + std::to_string(*f.field) + " contradicts " + o.bert_config_file +
+                  " (" + std::to_string(f.value) + "); give one or the other");
+    *f.field = f.value;
+  }
+  o.hidden_dropout = c.hidden_dropout;
+  o.attention_dropout = c.attention_dropout;
+  o.init_method_std = c.init_std;
+  char note[600];
+  std::snprintf(note, sizeof note,
+                "--bert-config-file %s: original (post-LN) BERT, %d layers, hidden %d, %d heads, ffn %d, max positions "
+                "%d, type vocabulary %d, GELU %s, LayerNorm eps %g, dropout hidden %g attention %g, init std %g\n",
+                o.bert_config_file.c_str(), c.num_layers, c.hidden, c.heads, c.ffn(), c.max_positions,
+                c.type_vocab_size, c.mlp_gelu == kernels::GeluKind::ERF ? "erf" : "tanh", c.layernorm_eps,
+                c.hidden_dropout, c.attention_dropout, c.init_std);
+  return note;
+}
+
 std::unique_ptr<Model> make_model(const TrainOptions& o, int64_t vocab_size, dist::Communicator* tensor_parallel) {
   if (o.model_type == "gpt") return std::make_unique<GptModel>(gpt_config(o, vocab_size), tensor_parallel);
+  if (o.model_type == "bert") return std::make_unique<BertModel>(bert_config(o, vocab_size), tensor_parallel);
+  if (o.model_type == "t5") return std::make_unique<T5Model>(t5_config(o, vocab_size), tensor_parallel);
   unknown_model(o.model_type);
 }
 
@@ -128,6 +238,19 @@ std::unique_ptr<Task> make_task(const TrainOptions& o, const text::Tokenizer& /*
     dc.cache_dir = o.data_cache_path;
     dc.vocab = masked_lm_vocab(o);
     return std::make_unique<BertTask>(datasets::build_bert_datasets(dc, samples_per_split), o.bert_binary_head);
+  }
+  if (o.model_type == "t5") {
+    datasets::T5DatasetConfig dc;
+    dc.prefix = single_prefix(o);
+    dc.split = o.split;
+    dc.encoder_seq_length = o.seq_length;
+    dc.decoder_seq_length = o.decoder_seq_length;
+    dc.mask_prob = o.mask_prob;
+    dc.short_seq_prob = o.short_seq_prob;
+    dc.seed = (int32_t)o.seed;
+    dc.cache_dir = o.data_cache_path;
+    dc.vocab = masked_lm_vocab(o);
+    return std::make_unique<T5Task>(datasets::build_t5_datasets(dc, samples_per_split));
   }
   unknown_model(o.model_type);
 }

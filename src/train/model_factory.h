@@ -25,6 +25,12 @@ struct ModelShape {
 
 ModelShape model_shape(const TrainOptions& options, int64_t vocab_size);
 
+// --bert-config-file: the model sizes of a Google/NVIDIA bert_config.json (or an lmforge/HF BERT config.json) into
+// the options (num_layers, hidden_size, num_attention_heads, ffn_hidden_size, max_position_embeddings, dropouts,
+// init_method_std); a flag given with another value is an Error naming both. Returns the notice to log ("" when
+// there is no file).
+std::string apply_model_config_file(TrainOptions& options);
+
 // A lower bound of the memory a run needs on each rank (parameters, gradients and optimizer state, the attention
 // probabilities of every layer and the logits of one micro-batch), checked against the machine's memory so that an
 // absurd --seq-length or --micro-batch-size is an error saying how much it would take, not a std::bad_alloc later.

@@ -30,6 +30,11 @@ void validate_train_options(TrainOptions& o) {
   auto need_positive = [](int64_t v, const char* flag) {
     if (v < 1) throw Error(std::string(flag) + " must be a positive integer (got " + str(v) + ")");
   };
+  // Model sizes may come from --bert-config-file instead of flags, so the command line does not require them.
+  for (const auto& [value, flag] : {std::pair{o.num_layers, "--num-layers"}, std::pair{o.hidden_size, "--hidden-size"},
+                                    std::pair{o.num_attention_heads, "--num-attention-heads"},
+                                    std::pair{o.seq_length, "--seq-length"}})
+    if (value == 0) throw Error(std::string(flag) + " is required");
   need_positive(o.num_layers, "--num-layers");
   need_positive(o.hidden_size, "--hidden-size");
   need_positive(o.num_attention_heads, "--num-attention-heads");
@@ -88,6 +93,22 @@ void validate_train_options(TrainOptions& o) {
                                   std::pair{o.no_load_optim, "--no-load-optim"}, std::pair{o.no_load_rng, "--no-load-rng"}})
     if (set && o.load.empty()) throw Error(std::string(flag) + " needs --load (it says how to resume)");
   if (o.threads < 0) throw Error("--threads must be >= 0");
+  if (o.print_samples < 0) throw Error("--print-samples must be >= 0");
+  if (o.model_type != "gpt") {
+    if (o.ffn_hidden_size < 0) throw Error("--ffn-hidden-size must be positive");
+    if (!(o.mask_prob >= 0.0 && o.mask_prob <= 1.0)) throw Error("--mask-prob must be in [0, 1]");
+    if (!(o.short_seq_prob >= 0.0 && o.short_seq_prob <= 1.0)) throw Error("--short-seq-prob must be in [0, 1]");
+    if (o.seed == 0 || o.seed > 2147483647u)
+      throw Error("--seed " + std::to_string(o.seed) + ": Megatron's BERT/T5 samples map needs 0 < seed < 2^31");
+  }
+  if (o.model_type == "t5") {
+    need_positive(o.decoder_seq_length, "--decoder-seq-length");
+    if (o.decoder_num_layers < 0) throw Error("--decoder-num-layers must be positive");
+    if (o.decoder_seq_length > o.max_position_embeddings)
+      throw Error("--decoder-seq-length " + str(o.decoder_seq_length) + " exceeds --max-position-embeddings " +
+                  str(o.max_position_embeddings) + " (encoder and decoder share one position table)");
+  }
+  if (o.layernorm_epsilon < 0.0) throw Error("--layernorm-epsilon must be positive");
   need_positive(o.tensor_model_parallel_size, "--tensor-model-parallel-size");
   if (o.ddp_bucket_size < 0) throw Error("--ddp-bucket-size must be >= 0 (0: 4194304 elements)");
   if (o.num_attention_heads % o.tensor_model_parallel_size != 0)

@@ -34,6 +34,10 @@ struct TrainOptions {
   double short_seq_prob = 0.1;      // --short-seq-prob: share of samples with a random shorter target length
   bool bert_post_layernorm = false; // --bert-post-layernorm: the original BERT (Google/NVIDIA/HF BertForPreTraining)
   std::string bert_config_file;     // --bert-config-file: a Google/NVIDIA bert_config.json (original BERT)
+  bool no_bias_gelu_fusion = false; // --no-bias-gelu-fusion: exact erf GELU in the MLP too (Megatron's default fused
+                                    // bias-GELU is the tanh form; BERT's LM head always uses erf)
+  bool openai_gelu = false;         // --openai-gelu: the tanh GELU everywhere (MLP and LM head)
+  double layernorm_epsilon = 0.0;   // --layernorm-epsilon / --norm-epsilon (0: 1e-5, the original BERT 1e-12)
   int decoder_num_layers = 0;       // --decoder-num-layers (T5; 0: the encoder's --num-layers)
   int decoder_seq_length = 0;       // --decoder-seq-length (T5; required)
 

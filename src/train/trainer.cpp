@@ -248,6 +248,8 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   TrainOptions& o = m.o;
   m.world = m.comm = &comm;
   // 1. Flags alone, then the files they name, then the work: every user error surfaces before indices are built.
+  const std::string config_note = apply_model_config_file(o);
+  if (!config_note.empty()) log << config_note;
   validate_train_options(o);
   const int TP = o.tensor_model_parallel_size;
   check_parallel_layout(comm.size(), TP, o.global_batch_size, o.micro_batch_size);

@@ -1,0 +1,211 @@
+// `lmforge train bert` and `lmforge train t5` as users run them, on Megatron's sentence-level sample dataset:
+// every parallel layout (data, tensor, both) reproduces the single process's losses with dropout on; a run stopped
+// by --exit-interval and resumed with --load logs exactly the uninterrupted run's lines; the original (post-LN) BERT
+// from a Google bert_config.json trains; T5's --print-samples equals Megatron's own T5Dataset output.
+#include <cstring>
+
+#include "datasets/npy.h"
+#include "train/train_run_util.h"
+
+namespace {
+
+using namespace train_runs;
+using lmforge::testing::loss_lines;
+
+const std::string kVocab = shared_path("data/vocab/bert-base-uncased-vocab.txt");
+const std::string kData = shared_path("data/sample/sample_bert_text_sentence");
+
+Flags model_flags(const TempDir& dir, const std::string& model) {
+  Flags f = {{"--hidden-dropout", "0.1"}, {"--attention-dropout", "0.1"}, {"--num-layers", "2"},
+             {"--hidden-size", "32"}, {"--num-attention-heads", "2"}, {"--max-position-embeddings", "64"},
+             {"--micro-batch-size", "2"}, {"--global-batch-size", "8"}, {"--lr", "0.003"},
+             {"--lr-decay-style", "linear"}, {"--lr-warmup-iters", "2"}, {"--weight-decay", "0.01"},
+             {"--clip-grad", "1.0"}, {"--split", "949,50,1"}, {"--log-interval", "1"}, {"--eval-interval", "5"},
+             {"--eval-iters", "1"}, {"--data-cache-path", dir.file("cache-" + model)}, {"--train-iters", "10"},
+             {"--threads", "1"}, {"--tokenizer-type", "BertWordPieceLowerCase"}, {"--vocab-file", kVocab},
+             {"--data-path", kData}, {"--make-vocab-size-divisible-by", "128"}};
+  if (model == "bert") {
+    f["--seq-length"] = "64";
+    f["--optimizer"] = "lamb";
+  } else {
+    f["--encoder-seq-length"] = "64";
+    f["--decoder-seq-length"] = "32";
+    f["--vocab-extra-ids"] = "100";
+  }
+  return f;
+}
+
+std::string command(const TempDir& dir, const std::string& model, const Flags& overrides) {
+  Flags flags = model_flags(dir, model);
+  for (const auto& [k, v] : overrides) flags[k] = v;
+  std::string cmd = std::string(LMFORGE_EXE) + " train " + model;
+  for (const auto& [k, v] : flags)
+    if (v != "-") cmd += " " + k + (v.empty() ? "" : " '" + v + "'");
+  return cmd;
+}
+
+// Runs on np ranks (0: one plain process) and reads every loss back from TensorBoard.
+struct ModelRun {
+  int status = -1;
+  std::string output;
+  std::map<std::string, std::vector<float>> scalars;
+};
+ModelRun run(const TempDir& dir, const std::string& model, const std::string& name, int np, Flags flags = {}) {
+  const std::string tb = dir.file("tb-" + model + "-" + name);
+  fs::remove_all(tb);
+  flags["--tensorboard-dir"] = tb;
+  ModelRun r;
+  const auto c = run_command("timeout 300 env OMP_NUM_THREADS=1 " + (np > 0 ? mpirun_prefix(np) : std::string()) +
+                             command(dir, model, flags));
+  r.status = c.status;
+  r.output = c.output;
+  if (c.status == 0 && fs::exists(tb)) r.scalars = read_scalars(tb);
+  return r;
+}
+
+void expect_same_losses(const ModelRun& got, const ModelRun& want, const std::vector<std::string>& tags, double tolerance,
+                        const std::string& what) {
+  ASSERT_EQ(got.status, 0) << what << ":\n" << got.output;
+  ASSERT_EQ(want.status, 0) << want.output;
+  for (const std::string& tag : tags) {
+    const auto g = got.scalars.find(tag), w = want.scalars.find(tag);
+    ASSERT_NE(w, want.scalars.end()) << tag;
+    ASSERT_NE(g, got.scalars.end()) << what << " " << tag;
+    ASSERT_EQ(g->second.size(), w->second.size()) << what << " " << tag;
+    const double d = max_relative_difference(g->second, w->second);
+    std::printf("[ parity ] %s %s: max relative difference %.3g over %zu values\n", what.c_str(), tag.c_str(), d,
+                w->second.size());
+    EXPECT_LT(d, tolerance) << what << " " << tag;
+  }
+}
+
+TEST(TrainBert, EveryLayoutReproducesTheSingleProcess) {
+  TempDir dir;
+  const ModelRun single = run(dir, "bert", "single", 0);
+  ASSERT_EQ(single.status, 0) << single.output;
+  const std::vector<float>& lm = single.scalars.at("lm loss");
+  ASSERT_EQ(lm.size(), 10u);
+  EXPECT_LT(lm.back(), lm.front() - 0.05f) << single.output;  // it learns
+  const std::vector<std::string> tags = {"lm loss", "sop loss", "grad-norm", "lm loss validation", "sop loss validation",
+                                         "lm loss test"};
+  expect_same_losses(run(dir, "bert", "dp2", 2), single, tags, 1e-5, "BERT DP=2");
+  expect_same_losses(run(dir, "bert", "tp2", 2, {{"--tensor-model-parallel-size", "2"}}), single, tags, 1e-5,
+                     "BERT TP=2");
+  expect_same_losses(run(dir, "bert", "tp2dp2", 4,
+                         {{"--tensor-model-parallel-size", "2"}, {"--use-distributed-optimizer", ""}}),
+                     single, tags, 1e-5, "BERT TP=2 x DP=2, distributed optimizer");
+}
+
+TEST(TrainBert, ResumeLogsTheUninterruptedRun) {
+  TempDir dir;
+  const Flags base = {{"--save", dir.file("ckpt")}, {"--save-interval", "100"}};
+  Flags first = base;
+  first["--exit-interval"] = "4";
+  const ModelRun a = run(dir, "bert", "part1", 0, first);
+  ASSERT_EQ(a.status, 0) << a.output;
+  Flags second = base;
+  second["--load"] = dir.file("ckpt");
+  const ModelRun b = run(dir, "bert", "part2", 0, second);
+  ASSERT_EQ(b.status, 0) << b.output;
+  const ModelRun whole = run(dir, "bert", "whole", 0);
+  ASSERT_EQ(whole.status, 0) << whole.output;
+  std::vector<std::string> resumed = loss_lines(a.output);
+  for (const std::string& l : loss_lines(b.output)) resumed.push_back(l);
+  EXPECT_EQ(resumed, loss_lines(whole.output)) << a.output << b.output;
+  EXPECT_NE(b.output.find("loaded checkpoint"), std::string::npos) << b.output;
+}
+
+TEST(TrainBert, OriginalBertFromGoogleConfigAndNoBinaryHead) {
+  TempDir dir;
+  const std::string config = dir.file("bert_config.json");
+  std::ofstream(config) << R"({"attention_probs_dropout_prob": 0.1, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+    "hidden_size": 32, "initializer_range": 0.02, "intermediate_size": 64, "max_position_embeddings": 64,
+    "num_attention_heads": 2, "num_hidden_layers": 2, "type_vocab_size": 2, "vocab_size": 30522})";
+  const ModelRun post = run(dir, "bert", "post", 0,
+                       {{"--num-layers", "-"}, {"--hidden-size", "-"}, {"--num-attention-heads", "-"},
+                        {"--max-position-embeddings", "-"}, {"--bert-config-file", config}, {"--save", dir.file("ck")},
+                        {"--lr", "0.01"}, {"--train-iters", "20"}, {"--eval-interval", "20"}});
+  ASSERT_EQ(post.status, 0) << post.output;
+  EXPECT_NE(post.output.find("original (post-LN) BERT, 2 layers, hidden 32, 2 heads, ffn 64"), std::string::npos)
+      << post.output;
+  const std::vector<float>& lm = post.scalars.at("lm loss");
+  EXPECT_LT(lm.back(), lm.front() - 0.05f) << post.output;
+  // Hugging Face BertForPreTraining names in the checkpoint.
+  const std::string model = read_file(dir.file("ck/iter_0000020/model.safetensors"));
+  EXPECT_NE(model.find("bert.embeddings.LayerNorm.weight"), std::string::npos);
+  EXPECT_NE(model.find("cls.seq_relationship.weight"), std::string::npos);
+  // A flag that contradicts the file is an error naming both.
+  const ModelRun contradiction = run(dir, "bert", "contra", 0, {{"--bert-config-file", config}, {"--hidden-size", "64"}});
+  EXPECT_NE(contradiction.status, 0);
+  EXPECT_NE(contradiction.output.find("--hidden-size 64 contradicts"), std::string::npos) << contradiction.output;
+
+  const ModelRun headless = run(dir, "bert", "nohead", 0, {{"--bert-no-binary-head", ""}});
+  ASSERT_EQ(headless.status, 0) << headless.output;
+  EXPECT_EQ(headless.scalars.count("sop loss"), 0u);
+  EXPECT_EQ(headless.output.find("sop loss"), std::string::npos);
+}
+
+TEST(TrainT5, EveryLayoutReproducesTheSingleProcessAndResumes) {
+  TempDir dir;
+  const ModelRun single = run(dir, "t5", "single", 0);
+  ASSERT_EQ(single.status, 0) << single.output;
+  const std::vector<float>& lm = single.scalars.at("lm loss");
+  EXPECT_LT(lm.back(), lm.front() - 0.05f) << single.output;
+  const std::vector<std::string> tags = {"lm loss", "grad-norm", "lm loss validation", "lm loss test"};
+  expect_same_losses(run(dir, "t5", "dp2", 2), single, tags, 1e-5, "T5 DP=2");
+  expect_same_losses(run(dir, "t5", "tp2", 2, {{"--tensor-model-parallel-size", "2"}}), single, tags, 1e-5, "T5 TP=2");
+  Flags first = {{"--save", dir.file("ckpt")}, {"--exit-interval", "4"}};
+  const ModelRun a = run(dir, "t5", "part1", 0, first);
+  const ModelRun b = run(dir, "t5", "part2", 0, {{"--save", dir.file("ckpt")}, {"--load", dir.file("ckpt")}});
+  ASSERT_EQ(b.status, 0) << b.output;
+  std::vector<std::string> resumed = loss_lines(a.output);
+  for (const std::string& l : loss_lines(b.output)) resumed.push_back(l);
+  EXPECT_EQ(resumed, loss_lines(single.output)) << a.output << b.output;
+}
+
+std::vector<int64_t> json_field(const std::string& line, const std::string& name) {
+  const std::string key = "\"" + name + "\": ";
+  const size_t at = line.find(key);
+  if (at == std::string::npos) return {};
+  const char* p = line.c_str() + at + key.size();
+  if (*p != '[') return {std::strtoll(p, nullptr, 10)};
+  std::vector<int64_t> out;
+  for (++p; *p && *p != ']';) {
+    char* end = nullptr;
+    out.push_back(std::strtoll(p, &end, 10));
+    for (p = end; *p == ',' || *p == ' ';) ++p;
+  }
+  return out;
+}
+
+// Megatron's own T5Dataset output for the same dataset and flags (meta.json of t5_e128_d64).
+TEST(TrainT5, PrintSamplesEqualsMegatronsT5Dataset) {
+  TempDir dir;
+  const auto r = run_command(command(dir, "t5", {{"--encoder-seq-length", "128"}, {"--decoder-seq-length", "64"},
+                                                 {"--max-position-embeddings", "512"}, {"--micro-batch-size", "4"},
+                                                 {"--global-batch-size", "4"}, {"--train-iters", "500"},
+                                                 {"--eval-interval", "200"}, {"--eval-iters", "25"},
+                                                 {"--print-samples", "64"}}));
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::istringstream lines(r.output);
+  std::map<std::string, std::vector<std::string>> by_split;
+  for (std::string line; std::getline(lines, line);)
+    for (const char* s : {"train", "valid", "test"})
+      if (line.rfind(std::string("{\"split\": \"") + s + "\"", 0) == 0) by_split[s].push_back(line);
+  const std::string ref = shared_path("data/sample/megatron_samples/t5_e128_d64/");
+  for (const char* s : {"train", "valid", "test"}) {
+    ASSERT_EQ(by_split[s].size(), 64u) << s;
+    for (const char* name : {"text_enc", "text_dec", "labels", "loss_mask", "truncated"}) {
+      const lmforge::datasets::NpyArray a = lmforge::datasets::read_npy(ref + s + "_" + name + ".npy");
+      std::vector<int64_t> want(a.data.size() / 8), got;
+      std::memcpy(want.data(), a.data.data(), a.data.size());
+      for (const std::string& line : by_split[s]) {
+        const std::vector<int64_t> v = json_field(line, name);
+        got.insert(got.end(), v.begin(), v.end());
+      }
+      EXPECT_EQ(got, want) << s << " " << name;
+    }
+  }
+}
+
+}  // namespace
