@@ -235,8 +235,13 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state) {
       cmd->add_option("--train-samples", unset->train_samples, "Samples to train on (or --train-iters)");
   cmd->add_option("--lr", s.lr, "Peak learning rate")->required();
   cmd->add_option("--min-lr", s.min_lr, "Learning rate at the end of the decay")->capture_default_str();
-  cmd->add_option("--lr-decay-style", s.lr_decay_style, "Decay after warm-up")
-      ->check(CLI::IsMember({"constant", "linear", "cosine", "inverse-square-root"}))
+  cmd->add_option("--lr-decay-style", s.lr_decay_style,
+                  "Decay after warm-up (Megatron's styles). nvidia-poly-warmup: NVIDIA DLE BERT's PolyWarmUpScheduler "
+                  "for the LAMB recipe: with x = k/T (k the number of the step about to be taken, from 1; T the decay "
+                  "iterations), lr = lr*x/w while x < w (w = --lr-warmup-fraction, or the warm-up iterations over "
+                  "T), then lr*(1-x)^0.5 — a step down at the end of warm-up (15% for w = 0.2843), 0 at the last "
+                  "step; --min-lr and --lr-warmup-init must stay 0")
+      ->check(CLI::IsMember({"constant", "linear", "cosine", "inverse-square-root", "nvidia-poly-warmup"}))
       ->capture_default_str();
   unset->lr_decay_iters_opt =
       cmd->add_option("--lr-decay-iters", unset->lr_decay_iters, "Iterations of decay (default: --train-iters)");

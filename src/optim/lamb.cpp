@@ -37,14 +37,18 @@ std::map<std::string, std::string> Lamb::hyperparameters() const {
           {"use_nvlamb", config_.use_nvlamb ? "true" : "false"}};
 }
 
+// apex hands beta1/beta2 to its kernel as float, so β3 = 1 − β1 and 1 − β2 are float subtractions of the rounded
+// betas (1 − 0.999f = 0.99998713e-3, 1.3e-5 below 1e-3) and the bias corrections are 1 − std::pow(float β, int t),
+// evaluated in double and stored as float. The same constants here keep m and v equal to apex's, not 1e-5 apart.
 Lamb::Scalars Lamb::scalars() const {
   const double t = static_cast<double>(step_);
-  return Scalars{static_cast<float>(config_.beta1),
-                 static_cast<float>(config_.grad_averaging ? 1.0 - config_.beta1 : 1.0),
-                 static_cast<float>(config_.beta2),
-                 static_cast<float>(1.0 - config_.beta2),
-                 static_cast<float>(config_.bias_correction ? 1.0 - std::pow(config_.beta1, t) : 1.0),
-                 static_cast<float>(config_.bias_correction ? 1.0 - std::pow(config_.beta2, t) : 1.0),
+  const float beta1 = static_cast<float>(config_.beta1), beta2 = static_cast<float>(config_.beta2);
+  return Scalars{beta1,
+                 config_.grad_averaging ? 1.0f - beta1 : 1.0f,
+                 beta2,
+                 1.0f - beta2,
+                 static_cast<float>(config_.bias_correction ? 1.0 - std::pow(double(beta1), t) : 1.0),
+                 static_cast<float>(config_.bias_correction ? 1.0 - std::pow(double(beta2), t) : 1.0),
                  static_cast<float>(config_.eps)};
 }
 

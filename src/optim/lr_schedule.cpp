@@ -19,7 +19,7 @@ std::string num(double x) {
 }
 
 bool known_decay_style(const std::string& s) {
-  return s == "constant" || s == "linear" || s == "cosine" || s == "inverse-square-root";
+  return s == "constant" || s == "linear" || s == "cosine" || s == "inverse-square-root" || s == "nvidia-poly-warmup";
 }
 bool known_incr_style(const std::string& s) { return s == "constant" || s == "linear" || s == "cosine"; }
 
@@ -28,7 +28,7 @@ bool known_incr_style(const std::string& s) { return s == "constant" || s == "li
 OptimizerParamScheduler::OptimizerParamScheduler(double init_lr, double max_lr, double min_lr, double lr_warmup_steps,
                                                  int64_t lr_decay_steps, const std::string& lr_decay_style,
                                                  double start_wd, double end_wd, int64_t wd_incr_steps,
-                                                 const std::string& wd_incr_style)
+                                                 const std::string& wd_incr_style, int64_t samples_per_step)
     : init_lr_(init_lr),
       max_lr_(max_lr),
       min_lr_(min_lr),
@@ -38,7 +38,8 @@ OptimizerParamScheduler::OptimizerParamScheduler(double init_lr, double max_lr, 
       start_wd_(start_wd),
       end_wd_(end_wd),
       wd_incr_steps_(wd_incr_steps),
-      wd_incr_style_(wd_incr_style) {
+      wd_incr_style_(wd_incr_style),
+      samples_per_step_(samples_per_step) {
   validate();
 }
 
@@ -83,13 +84,23 @@ OptimizerParamScheduler::OptimizerParamScheduler(const LrScheduleArgs& a) {
   end_wd_ = a.end_weight_decay.value_or(a.weight_decay);
   wd_incr_steps_ = incr_steps;
   wd_incr_style_ = a.weight_decay_incr_style;
+  samples_per_step_ = a.global_batch_size;
   validate();
 }
 
 void OptimizerParamScheduler::validate() const {
   if (!known_decay_style(lr_decay_style_))
     throw Error("--lr-decay-style: unknown style '" + lr_decay_style_ +
-                "' (constant, linear, cosine or inverse-square-root)");
+                "' (constant, linear, cosine, inverse-square-root or nvidia-poly-warmup)");
+  if (lr_decay_style_ == "nvidia-poly-warmup") {
+    if (min_lr_ != 0.0)
+      throw Error("--lr-decay-style nvidia-poly-warmup decays to 0 as NVIDIA's PolyWarmUpScheduler does; --min-lr " +
+                  num(min_lr_) + " does not apply (leave it at 0)");
+    if (init_lr_ != 0.0)
+      throw Error("--lr-decay-style nvidia-poly-warmup warms up from 0 as NVIDIA's PolyWarmUpScheduler does; "
+                  "--lr-warmup-init " + num(init_lr_) + " does not apply (leave it at 0)");
+    if (samples_per_step_ <= 0) throw Error("nvidia-poly-warmup: samples per step must be positive");
+  }
   if (!known_incr_style(wd_incr_style_))
     throw Error("--weight-decay-incr-style: unknown style '" + wd_incr_style_ + "' (constant, linear or cosine)");
   if (!(min_lr_ >= 0.0)) throw Error("--min-lr must be >= 0, got " + num(min_lr_));
@@ -107,8 +118,25 @@ void OptimizerParamScheduler::validate() const {
   if (wd_incr_style_ != "constant" && wd_incr_steps_ <= 0) throw Error("weight-decay increment length must be > 0");
 }
 
+namespace {
+
+// NVIDIA DLE's PolyWarmUpScheduler.get_lr (schedulers.py), term for term, with k/T and the warm-up fraction
+// formed from sample counts (both exact integers, so x is the same double as k/T; see the header).
+double nvidia_poly_warmup_lr(double max_lr, double warmup_steps, int64_t decay_steps, int64_t next_step_end) {
+  if (next_step_end > decay_steps) return 0.0;  // past total_steps: (1 − x)^0.5 has no real value
+  const double total = static_cast<double>(decay_steps);
+  const double progress = static_cast<double>(next_step_end) / total;
+  const double warmup = warmup_steps / total;
+  if (progress < warmup) return max_lr * progress / warmup;
+  return max_lr * std::pow(1.0 - progress, 0.5);
+}
+
+}  // namespace
+
 // Megatron's get_lr, term for term (the same double operations in the same order).
 double OptimizerParamScheduler::lr_at(int64_t num_steps) const {
+  if (lr_decay_style_ == "nvidia-poly-warmup")
+    return nvidia_poly_warmup_lr(max_lr_, lr_warmup_steps_, lr_decay_steps_, num_steps + samples_per_step_);
   const double steps = static_cast<double>(num_steps);
   // Linear warm-up from init_lr, including the step that reaches the peak.
   if (lr_warmup_steps_ > 0 && steps <= lr_warmup_steps_)
@@ -164,7 +192,8 @@ void OptimizerParamScheduler::load_state(const SchedulerState& s, LoadMode mode)
     check(s.wd_incr_style == wd_incr_style_, "weight-decay increment style", wd_incr_style_, s.wd_incr_style);
   } else if (mode == LoadMode::kUseCheckpoint) {
     OptimizerParamScheduler restored(init_lr_, s.max_lr, s.min_lr, s.lr_warmup_steps, s.lr_decay_steps,
-                                     s.lr_decay_style, s.start_wd, s.end_wd, s.wd_incr_steps, s.wd_incr_style);
+                                     s.lr_decay_style, s.start_wd, s.end_wd, s.wd_incr_steps, s.wd_incr_style,
+                                     samples_per_step_);
     *this = restored;
   }
   if (s.num_steps < 0) throw Error("checkpoint's scheduler step count is negative");

@@ -1,4 +1,5 @@
-// defines: lmforge::optim::LrScheduleArgs, SchedulerState, OptimizerParamScheduler (Megatron's LR and weight-decay schedule)
+// defines: lmforge::optim::LrScheduleArgs, SchedulerState, OptimizerParamScheduler (Megatron's LR and weight-decay
+//   schedule, plus NVIDIA DLE BERT's PolyWarmUpScheduler as the decay style "nvidia-poly-warmup")
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -13,7 +14,8 @@ struct LrScheduleArgs {
   double lr = 0.0;                       // --lr (the peak, max_lr)
   double min_lr = 0.0;                   // --min-lr
   double lr_warmup_init = 0.0;           // --lr-warmup-init (warm-up starts here)
-  std::string lr_decay_style = "linear"; // --lr-decay-style constant|linear|cosine|inverse-square-root
+  std::string lr_decay_style = "linear"; // --lr-decay-style constant|linear|cosine|inverse-square-root|
+                                         //   nvidia-poly-warmup (see lr_at())
   std::optional<int64_t> train_iters;    // --train-iters
   std::optional<int64_t> train_samples;  // --train-samples
   int64_t global_batch_size = 1;         // --global-batch-size
@@ -58,14 +60,24 @@ class OptimizerParamScheduler {
   // Resolves warm-up/decay/increment steps from the flags as Megatron's get_optimizer_param_scheduler
   // does; throws Error for invalid or conflicting flags (naming them).
   explicit OptimizerParamScheduler(const LrScheduleArgs& args);
-  // Direct form with steps already in samples (Megatron's constructor).
+  // Direct form with steps already in samples (Megatron's constructor). samples_per_step: what step() adds per
+  // optimizer step (the global batch size); only nvidia-poly-warmup reads it.
   OptimizerParamScheduler(double init_lr, double max_lr, double min_lr, double lr_warmup_steps,
                           int64_t lr_decay_steps, const std::string& lr_decay_style, double start_wd, double end_wd,
-                          int64_t wd_incr_steps, const std::string& wd_incr_style);
+                          int64_t wd_incr_steps, const std::string& wd_incr_style, int64_t samples_per_step = 1);
 
   double lr() const { return lr_at(num_steps_); }
   double weight_decay() const { return wd_at(num_steps_); }
-  double lr_at(int64_t num_steps) const;  // Megatron's get_lr with num_steps in place of self.num_steps
+  // Megatron's get_lr with num_steps in place of self.num_steps; for nvidia-poly-warmup, NVIDIA DLE BERT's
+  // PolyWarmUpScheduler (schedulers.py, degree 0.5), which its run_pretraining.py steps just before each optimizer
+  // step with k = the number of the step about to be taken (1 for the first) and T = total steps:
+  //   x = k/T;  lr = max_lr·x/w if x < w (w = the warm-up fraction), else max_lr·(1 − x)^0.5
+  // In samples, as this class counts: k/T = (num_steps + samples_per_step)/lr_decay_steps and
+  // w = lr_warmup_steps/lr_decay_steps (--lr-warmup-fraction, or --lr-warmup-iters/-samples over the decay). The
+  // warm-up ends at max_lr·x/w ≤ max_lr and the decay starts at max_lr·(1 − w)^0.5: a drop (15% for NVIDIA's
+  // w = 0.2843) kept on purpose. The last step (k = T) has lr 0, and so does any step past T (NVIDIA's formula
+  // has no value there). Warm-up starts at 0 and the decay ends at 0: --lr-warmup-init and --min-lr must be 0.
+  double lr_at(int64_t num_steps) const;
   double wd_at(int64_t num_steps) const;  // Megatron's get_wd
   void step(int64_t increment) { num_steps_ += increment; }
   int64_t num_steps() const { return num_steps_; }
@@ -88,6 +100,7 @@ class OptimizerParamScheduler {
   double start_wd_ = 0.0, end_wd_ = 0.0;
   int64_t wd_incr_steps_ = 0;
   std::string wd_incr_style_;
+  int64_t samples_per_step_ = 1;
   int64_t num_steps_ = 0;
 };
 

@@ -1,6 +1,9 @@
 # defines: the reference for tests/optim/test_lamb.cpp — apex FusedLAMB's AdamW-mode arithmetic (multi_tensor_lamb
 # stage 1 and 2) transcribed in fp32 torch ops, after torch's clip_grad_norm_, on random data, for use_nvlamb False
 # (arrays "param{i}.step{s}", "exp_avg{i}", ...) and True (the same names prefixed "nv.")
+# apex passes beta1/beta2 to the kernel as float: beta3 = 1 - beta1 and (1 - beta2) are float subtractions, and the
+# bias corrections are 1 - std::pow(float beta, int step) (promoted to double on the host, stored as float). With
+# beta2 = 0.999 that (1 - beta2) is 0.99998713e-3, not 1e-3: a 1.3e-5 relative difference in v if done in double.
 # Usage: lamb_reference.py OUT_DIR   (same file layout as adamw_reference.py)
 import os
 import sys
@@ -47,13 +50,17 @@ def run(use_nvlamb, prefix):
             w.grad = g
         torch.nn.utils.clip_grad_norm_(wrapped, clip)
         t = step + 1
-        bc1, bc2 = 1 - beta1 ** t, 1 - beta2 ** t
+        b1, b2 = np.float32(beta1), np.float32(beta2)
+        beta3, one_minus_b2 = np.float32(1) - b1, np.float32(1) - b2  # float arithmetic, as in the kernel
+        bc1, bc2 = np.float32(1 - float(b1) ** t), np.float32(1 - float(b2) ** t)
+        # as Python floats (exactly the float32 values) so torch applies them as fp32 scalars
+        b1, b2, beta3, one_minus_b2, bc1, bc2 = map(float, (b1, b2, beta3, one_minus_b2, bc1, bc2))
         lr = lrs[step]
         for i, p in enumerate(params):
             g = g_list[i]
             wd = weight_decay if decay[i] else 0.0
-            m[i] = m[i] * beta1 + g * (1 - beta1)
-            v[i] = v[i] * beta2 + g * g * (1 - beta2)
+            m[i] = m[i] * b1 + beta3 * g
+            v[i] = v[i] * b2 + one_minus_b2 * g * g
             u = (m[i] / bc1) / (torch.sqrt(v[i] / bc2) + eps) + p * wd
             p_norm = float(torch.norm(p.double()))
             u_norm = float(torch.norm(u.double()))

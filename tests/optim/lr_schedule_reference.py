@@ -1,5 +1,6 @@
 # defines: a transcription of Megatron-LM's LR/weight-decay schedule (optimizer_param_scheduler.py and
-# training.get_optimizer_param_scheduler, with arguments.py's checks) for tests/optim/test_lr_schedule.cpp.
+# training.get_optimizer_param_scheduler, with arguments.py's checks) and of NVIDIA DLE BERT's PolyWarmUpScheduler
+# (schedulers.py, as run_pretraining.py steps it) for tests/optim/test_lr_schedule.cpp.
 # Usage: lr_schedule_reference.py OUT_FILE
 # Writes per case a line "case key=value ..." then either "error" or one line per iteration
 # "num_steps lr wd" with the lr/wd the optimizer uses at that iteration (repr floats).
@@ -79,6 +80,68 @@ class OptimizerParamScheduler:
         self.wd = self.get_wd()
 
 
+class PolyWarmUpScheduler:
+    """NVIDIA DeepLearningExamples PyTorch/LanguageModeling/BERT/schedulers.py, one param group, torch removed."""
+
+    def __init__(self, base_lr, warmup, total_steps, degree=0.5):
+        self.base_lrs = [base_lr]
+        self.warmup = warmup
+        self.total_steps = total_steps
+        self.degree = degree
+        self.last_epoch = 0
+
+    def step(self, param_group):
+        # run_pretraining.py calls this just before optimizer.step(); FusedLAMB keeps group['step'] (absent
+        # before its first step), so last_epoch is the number of the step about to be taken.
+        if 'step' in param_group:
+            self.last_epoch = param_group['step'] + 1
+        else:
+            self.last_epoch = 1
+        param_group['lr'] = self.get_lr()[0]
+
+    def get_lr(self):
+        progress = self.last_epoch / self.total_steps
+        if progress < self.warmup:
+            return [base_lr * progress / self.warmup for base_lr in self.base_lrs]
+        else:
+            return [base_lr * ((1.0 - progress) ** self.degree) for base_lr in self.base_lrs]
+
+
+def nvidia_rows(a, iters):
+    """(num_steps, lr, wd) per optimizer step for --lr-decay-style nvidia-poly-warmup.
+
+    Iteration-based: total_steps = the decay iterations, warmup = --lr-warmup-fraction (or --lr-warmup-iters over
+    the decay iterations). Sample-based (lmforge's extension; NVIDIA counts steps): progress = samples through the
+    step about to be taken / decay samples. Past the end NVIDIA's formula has no real value; lmforge uses 0."""
+    assert a.get('min_lr', 0.0) == 0.0 and a.get('lr_warmup_init', 0.0) == 0.0
+    gbs = a['global_batch_size']
+    megatron = build(dict(a, lr_decay_style='linear'))  # same flag checks; gives the weight-decay schedule
+    frac = a.get('lr_warmup_fraction')
+    if a.get('train_iters'):
+        total = a.get('lr_decay_iters', a['train_iters'])
+        warmup = frac if frac is not None else a.get('lr_warmup_iters', 0) / total
+        sched = PolyWarmUpScheduler(a['lr'], warmup, total)
+        unit = 1
+    else:
+        total = a.get('lr_decay_samples', a['train_samples'])
+        warmup = frac if frac is not None else a.get('lr_warmup_samples', 0) / total
+        sched = PolyWarmUpScheduler(a['lr'], warmup, total)
+        unit = gbs
+    rows = []
+    group = {}
+    for k in range(1, iters + 1):
+        sched.step(group)
+        if unit != 1:  # samples: progress = k·gbs / decay samples (the step about to be taken ends at sample k·gbs)
+            sched.last_epoch = k * gbs
+            group['lr'] = sched.get_lr()[0]
+        if k * unit > total:  # past total_steps
+            group['lr'] = 0.0
+        rows.append((megatron.num_steps, group['lr'], megatron.wd))
+        group['step'] = k  # optimizer.step()
+        megatron.step(gbs)
+    return rows
+
+
 def build(a):
     """training.get_optimizer_param_scheduler with arguments.py's validation of these flags."""
     wd = a.get('weight_decay', 0.01)
@@ -131,6 +194,21 @@ CASES = [
          start_weight_decay=0.01, end_weight_decay=0.1, weight_decay_incr_style='cosine'),
     dict(lr=1e-3, lr_decay_style='linear', train_iters=40, global_batch_size=2,
          start_weight_decay=0.0, end_weight_decay=0.05, weight_decay_incr_style='linear'),
+    # NVIDIA's PolyWarmUpScheduler: its phase-1 and phase-2 warm-up fractions, boundary fractions (x = w exactly at
+    # some step: the decay branch takes it), no warm-up, warm-up in iterations, a shorter decay, sample counts.
+    dict(lr=6e-3, lr_decay_style='nvidia-poly-warmup', train_iters=70, lr_warmup_fraction=0.2843,
+         global_batch_size=4, weight_decay=0.01),
+    dict(lr=4e-3, lr_decay_style='nvidia-poly-warmup', train_iters=125, lr_warmup_fraction=0.128,
+         global_batch_size=3),
+    dict(lr=1e-3, lr_decay_style='nvidia-poly-warmup', train_iters=10, lr_warmup_fraction=0.2, global_batch_size=1),
+    dict(lr=1e-3, lr_decay_style='nvidia-poly-warmup', train_iters=40, lr_warmup_fraction=0.25, global_batch_size=8),
+    dict(lr=1e-3, lr_decay_style='nvidia-poly-warmup', train_iters=30, lr_warmup_fraction=0.1, global_batch_size=5),
+    dict(lr=2e-3, lr_decay_style='nvidia-poly-warmup', train_iters=20, global_batch_size=2),
+    dict(lr=2e-3, lr_decay_style='nvidia-poly-warmup', train_iters=33, lr_warmup_iters=7, global_batch_size=2),
+    dict(lr=2e-3, lr_decay_style='nvidia-poly-warmup', train_iters=50, lr_decay_iters=30, lr_warmup_fraction=0.3,
+         global_batch_size=6),
+    dict(lr=5e-4, lr_decay_style='nvidia-poly-warmup', train_samples=1000, lr_warmup_fraction=0.2843,
+         global_batch_size=16),
     # Rejected configurations.
     dict(lr=1e-3, lr_decay_style='cosine', train_iters=10, lr_warmup_iters=10, global_batch_size=2),
     dict(lr=1e-3, min_lr=2e-3, lr_decay_style='cosine', train_iters=10, global_batch_size=2),
@@ -140,17 +218,30 @@ CASES = [
     dict(lr=1e-3, lr_decay_style='cosine', train_iters=10, lr_decay_samples=50, global_batch_size=2),
     dict(lr=1e-3, lr_decay_style='linear', train_iters=10, global_batch_size=2, start_weight_decay=0.1,
          end_weight_decay=0.01, weight_decay_incr_style='linear'),
+    dict(lr=1e-3, min_lr=1e-5, lr_decay_style='nvidia-poly-warmup', train_iters=10, lr_warmup_fraction=0.2,
+         global_batch_size=2),
+    dict(lr=1e-3, lr_warmup_init=1e-5, lr_decay_style='nvidia-poly-warmup', train_iters=10,
+         lr_warmup_fraction=0.2, global_batch_size=2),
 ]
 
 with open(sys.argv[1], 'w') as out:
     for case in CASES:
         out.write('case ' + ' '.join(f'{k}={v!r}'.replace("'", '') for k, v in case.items()) + '\n')
+        iters = case.get('train_iters') or (case['train_samples'] // case['global_batch_size'])
+        if case.get('lr_decay_style') == 'nvidia-poly-warmup':
+            try:
+                rows = nvidia_rows(case, iters + iters // 5 + 1)
+            except AssertionError:
+                out.write('error\n')
+                continue
+            for num_steps, lr, wd in rows:
+                out.write(f'{num_steps} {lr!r} {wd!r}\n')
+            continue
         try:
             sched = build(case)
         except AssertionError:
             out.write('error\n')
             continue
-        iters = case.get('train_iters') or (case['train_samples'] // case['global_batch_size'])
         # Megatron's loop: the optimizer steps with the current lr, then the scheduler advances by the
         # global batch size; go 20% past the end to cover the tail.
         for _ in range(iters + iters // 5 + 1):

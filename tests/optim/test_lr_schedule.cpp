@@ -84,7 +84,7 @@ bool close(double a, double b) { return std::fabs(a - b) <= 1e-15 * std::max(std
 
 TEST(LrSchedule, MatchesMegatronTranscription) {
   const std::vector<Case> cases = reference_cases();
-  ASSERT_GE(cases.size(), 18u);
+  ASSERT_GE(cases.size(), 29u);
   int errors = 0;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.line);
@@ -103,7 +103,7 @@ TEST(LrSchedule, MatchesMegatronTranscription) {
       sched.step(c.args.global_batch_size);
     }
   }
-  EXPECT_EQ(errors, 6);
+  EXPECT_EQ(errors, 8);
 }
 
 TEST(LrSchedule, FirstStepWithWarmupHasZeroLr) {
@@ -155,6 +155,41 @@ TEST(LrSchedule, RejectsUnknownStylesAndMissingLength) {
   EXPECT_THROW(OptimizerParamScheduler{a}, Error);  // neither train_iters nor train_samples
   a.train_iters = 5;
   a.lr_decay_style = "exponential";
+  EXPECT_THROW(OptimizerParamScheduler{a}, Error);
+}
+
+// NVIDIA's phase-1 recipe (lr 6e-3, warm-up 0.2843 of 7,038 steps): the first step already has lr > 0, the warm-up
+// climbs to just under the peak, and the next step drops to (1 − 0.2843)^0.5 ≈ 0.846 of it; the last step has 0.
+TEST(LrSchedule, NvidiaPolyWarmupStepsDownAtTheEndOfWarmupAndEndsAtZero) {
+  LrScheduleArgs a;
+  a.lr = 6e-3;
+  a.lr_decay_style = "nvidia-poly-warmup";
+  a.train_iters = 7038;
+  a.lr_warmup_fraction = 0.2843;
+  a.global_batch_size = 65536;
+  OptimizerParamScheduler sched(a);
+  EXPECT_DOUBLE_EQ(sched.lr(), 6e-3 * (1.0 / 7038) / 0.2843);  // step k = 1
+  const int64_t last_warmup = 2000;  // 2000/7038 = 0.28417 < 0.2843 ≤ 2001/7038
+  for (int64_t k = 1; k < last_warmup; ++k) sched.step(a.global_batch_size);
+  const double top = sched.lr();
+  sched.step(a.global_batch_size);
+  const double after = sched.lr();
+  EXPECT_GT(top, 0.999 * 6e-3);
+  EXPECT_NEAR(after / 6e-3, std::sqrt(1.0 - 2001.0 / 7038), 1e-15);
+  EXPECT_LT(after, 0.85 * top);
+  for (int64_t k = last_warmup + 1; k < 7038; ++k) sched.step(a.global_batch_size);
+  EXPECT_EQ(sched.lr(), 0.0);  // k = T
+  EXPECT_GT(sched.lr_at(sched.num_steps() - a.global_batch_size), 0.0);
+
+  // A checkpoint's schedule taken over keeps the samples per step (the lr depends on it).
+  const SchedulerState saved = sched.state();
+  LrScheduleArgs b = a;
+  b.lr_decay_style = "linear";
+  OptimizerParamScheduler other(b);
+  other.load_state(saved, OptimizerParamScheduler::LoadMode::kUseCheckpoint);
+  EXPECT_EQ(other.lr_at(100 * 65536), sched.lr_at(100 * 65536));
+
+  a.min_lr = 1e-5;  // the decay ends at 0, so --min-lr would be ignored: refused
   EXPECT_THROW(OptimizerParamScheduler{a}, Error);
 }
 

@@ -1,0 +1,212 @@
+# defines: the fixtures and independent expectations for tests/datasets/test_hdf5_bert_shards.cpp —
+#   NVIDIA BERT .hdf5 shards with random content written the way NVIDIA's create_pretraining_data.py writes them
+#   (h5py create_dataset(..., dtype='i4'/'i1', compression='gzip')), the fields NVIDIA's run_pretraining.py loader
+#   derives from each row (its code, transcribed), the stream order documented in src/datasets/hdf5_bert_shards.h
+#   re-stated here, and broken shards with the words their error must name.
+# Usage: /usr/bin/python3 make_bert_hdf5.py OUT_DIR   (Debian python3-h5py, python3-numpy)
+# Writes OUT_DIR/good/*.hdf5 (+ a notes.txt a directory listing must skip), OUT_DIR/narrow/, OUT_DIR/bad/<case>/,
+# OUT_DIR/mixed_len/, OUT_DIR/unnamed/ and the text files expected.txt, order.txt, bad.txt (formats below).
+import os
+import shutil
+import sys
+
+import h5py
+import numpy as np
+
+out = sys.argv[1]
+rng = np.random.default_rng(20240611)
+L, P, VOCAB = 24, 5, 30522
+
+
+def make_arrays(n, seq_len=L, preds=P):
+    """n instances laid out as create_pretraining_data.py's write_instance_to_example_files lays them out."""
+    ids = np.zeros((n, seq_len), np.int64)
+    mask = np.zeros((n, seq_len), np.int64)
+    seg = np.zeros((n, seq_len), np.int64)
+    pos = np.zeros((n, preds), np.int64)
+    mids = np.zeros((n, preds), np.int64)
+    nsp = rng.integers(0, 2, n)
+    for r in range(n):
+        length = int(rng.integers(8, seq_len + 1))  # [CLS] A [SEP] B [SEP], at least one token each
+        a_end = int(rng.integers(2, length - 2))     # index of the first [SEP]
+        ids[r, :length] = rng.integers(999, VOCAB, length)
+        ids[r, 0], ids[r, a_end], ids[r, length - 1] = 101, 102, 102
+        mask[r, :length] = 1
+        seg[r, a_end + 1:length] = 1
+        # 0..P masked positions (some rows none, some all P), ascending, never [CLS]/[SEP]; then 0 padding.
+        candidates = [i for i in range(1, length - 1) if i != a_end]
+        m = min([0, preds, int(rng.integers(1, preds + 1))][r % 3], len(candidates))
+        chosen = np.sort(rng.choice(candidates, m, replace=False))
+        pos[r, :m] = chosen
+        mids[r, :m] = ids[r, chosen]
+        # 80% [MASK], else a random id (NVIDIA's 10% kept unchanged are folded in; content is random anyway)
+        ids[r, chosen] = np.where(rng.random(m) < 0.8, 103, rng.integers(0, VOCAB, m))
+    return dict(input_ids=ids, input_mask=mask, segment_ids=seg, masked_lm_positions=pos, masked_lm_ids=mids,
+                next_sentence_labels=nsp)
+
+
+NVIDIA_DTYPES = dict(input_ids='i4', input_mask='i1', segment_ids='i1', masked_lm_positions='i4',
+                     masked_lm_ids='i4', next_sentence_labels='i1')
+
+
+def write_shard(path, arrays, dtypes=NVIDIA_DTYPES, skip=()):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with h5py.File(path, 'w') as f:
+        for name in NVIDIA_DTYPES:  # create_pretraining_data.py's order
+            if name not in skip:
+                f.create_dataset(name, data=arrays[name], dtype=dtypes[name], compression='gzip')
+
+
+def nvidia_fields(f, index):
+    """run_pretraining.py's pretraining_dataset.__getitem__ (DLE @ 7a4c4250) on an open h5py file, torch replaced by
+    numpy (torch's (x == 0).nonzero()[0].item() is numpy's flatnonzero(x == 0)[0]); Megatron's field names."""
+    keys = ['input_ids', 'input_mask', 'segment_ids', 'masked_lm_positions', 'masked_lm_ids', 'next_sentence_labels']
+    inputs = [np.asarray(f[key][:]) for key in keys]
+    [input_ids, input_mask, segment_ids, masked_lm_positions, masked_lm_ids, next_sentence_labels] = [
+        input[index].astype(np.int64) if indice < 5 else np.asarray(input[index].astype(np.int64))
+        for indice, input in enumerate(inputs)]
+    masked_lm_labels = np.ones(input_ids.shape, dtype=np.int64) * -1
+    index = P
+    padded_mask_indices = np.flatnonzero(masked_lm_positions == 0)
+    if len(padded_mask_indices) != 0:
+        index = padded_mask_indices[0]
+    masked_lm_labels[masked_lm_positions[:index]] = masked_lm_ids[:index]
+    loss_mask = (masked_lm_labels != -1).astype(np.int64)
+    return dict(text=input_ids, types=segment_ids, labels=masked_lm_labels, loss_mask=loss_mask,
+                padding_mask=input_mask, is_random=int(next_sentence_labels))
+
+
+# The documented stream order (src/datasets/hdf5_bert_shards.h), re-stated.
+M64 = (1 << 64) - 1
+
+
+def mix(z):
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def permutation(n, state):
+    a = list(range(n))
+
+    def draw(b):
+        nonlocal state
+        while True:
+            state = (state + 0x9E3779B97F4A7C15) & M64
+            r = mix(state)
+            if r >= ((1 << 64) - b) % b:
+                return r % b
+
+    for j in range(n - 1, 0, -1):
+        k = draw(j + 1)
+        a[j], a[k] = a[k], a[j]
+    return a
+
+
+def stream(files, rows, seed, count):
+    """(file index, row) of samples 0..count-1."""
+    result = []
+    epoch = 0
+    while len(result) < count:
+        order = permutation(len(files), mix(mix(seed ^ 0x5348415244) ^ epoch))
+        for f in order:
+            sigma = permutation(rows[f], mix(mix(mix(seed ^ 0x524F57) ^ epoch) ^ f))
+            result.extend((f, r) for r in sigma)
+        epoch += 1
+    return result[:count]
+
+
+if os.path.exists(out):
+    shutil.rmtree(out)
+good = os.path.join(out, 'good')
+sizes = {'wiki_training_0.hdf5': 7, 'wiki_training_1.hdf5': 1, 'wiki_training_2.hdf5': 0,
+         'books_training_3.hdf5': 13, 'wiki_training_4.hdf5': 9, 'wiki_test_0.hdf5': 4}
+arrays_of = {}
+for name, n in sizes.items():
+    arrays_of[name] = make_arrays(n)
+    write_shard(os.path.join(good, name), arrays_of[name])
+with open(os.path.join(good, 'notes.txt'), 'w') as f:
+    f.write('wiki_training shards, not an HDF5 file\n')
+
+# The same rows as wiki_training_0 in narrower integer types (int16 ids, uint8 masks): widened on reading.
+narrow = dict(NVIDIA_DTYPES, input_ids='i2', masked_lm_positions='u1', masked_lm_ids='i2', input_mask='u1')
+write_shard(os.path.join(out, 'narrow', 'wiki_training_0.hdf5'), arrays_of['wiki_training_0.hdf5'], narrow)
+
+# expected.txt: per shard row "row <file> <row> <is_random>" then lines "<field> v v ..." for the five vectors.
+with open(os.path.join(out, 'expected.txt'), 'w') as e:
+    for name in sorted(sizes):
+        with h5py.File(os.path.join(good, name), 'r') as f:
+            for r in range(sizes[name]):
+                x = nvidia_fields(f, r)
+                e.write(f'row {name} {r} {x["is_random"]}\n')
+                for field in ('text', 'types', 'labels', 'loss_mask', 'padding_mask'):
+                    e.write(field + ' ' + ' '.join(str(int(v)) for v in x[field]) + '\n')
+
+# order.txt: "order <seed> <index> <file> <row>" for the training shards (sorted by path) over three epochs.
+train = sorted(os.path.join(good, n) for n in sizes if 'training' in n)
+train_rows = [sizes[os.path.basename(p)] for p in train]
+with open(os.path.join(out, 'order.txt'), 'w') as o:
+    for seed in (1234, 7, 2**63 + 5):
+        for i, (f, r) in enumerate(stream(train, train_rows, seed, 3 * sum(train_rows))):
+            o.write(f'order {seed} {i} {os.path.basename(train[f])} {r}\n')
+
+# Broken shards: bad.txt lines "<case> <stage> <path> <word>|<word>..." — stage probe (the shape check refuses
+# it) or read (only reading the values does); the error message must contain every word.
+bad = []
+
+
+def bad_case(case, stage, words, arrays=None, dtypes=NVIDIA_DTYPES, skip=(), raw=None):
+    path = os.path.join(out, 'bad', case, 'x_training_0.hdf5')
+    if raw is not None:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, 'wb') as f:
+            f.write(raw)
+    else:
+        write_shard(path, arrays, dtypes, skip)
+    bad.append(f'{case} {stage} {path} ' + '|'.join([path] + words))
+
+
+def variant(**changes):
+    a = {k: v.copy() for k, v in make_arrays(6).items()}
+    a.update(changes)
+    return a
+
+
+base = make_arrays(6)
+bad_case('missing', 'probe', ['next_sentence_labels', 'missing'], base, skip=('next_sentence_labels',))
+bad_case('wrong_width', 'probe', ['input_mask', '[6, 25]'], variant(input_mask=np.ones((6, L + 1), np.int64)))
+bad_case('wrong_rank', 'probe', ['next_sentence_labels', '2 dimensions'],
+         variant(next_sentence_labels=np.zeros((6, 1), np.int64)))
+bad_case('rows_mismatch', 'probe', ['masked_lm_ids', '5 rows', 'N = 6'],
+         variant(masked_lm_ids=np.zeros((5, P), np.int64)))
+bad_case('p_mismatch', 'probe', ['masked_lm_ids', 'P = 5'], variant(masked_lm_ids=np.zeros((6, P + 1), np.int64)))
+bad_case('wide_ids', 'probe', ['input_ids', '64-bit', 'int32'], base, dict(NVIDIA_DTYPES, input_ids='i8'))
+bad_case('float_mask', 'probe', ['input_mask', 'not integer'], base, dict(NVIDIA_DTYPES, input_mask='f4'))
+pos_high = base['masked_lm_positions'].copy()
+pos_high[1, 0] = L  # row 1 always has P masked positions: slot 0 is used
+bad_case('position_high', 'read', ['masked_lm_positions', 'row 1', 'position 24'], variant(masked_lm_positions=pos_high))
+pos_neg = base['masked_lm_positions'].copy()
+pos_neg[4, 2] = -3
+bad_case('position_negative', 'read', ['masked_lm_positions', 'row 4', '-3'], variant(masked_lm_positions=pos_neg))
+mask2 = base['input_mask'].copy()
+mask2[3, 0] = 2
+bad_case('mask_value', 'read', ['input_mask', 'row 3'], variant(input_mask=mask2))
+good_bytes = open(os.path.join(good, 'books_training_3.hdf5'), 'rb').read()
+bad_case('truncated', 'probe', ['HDF5'], raw=good_bytes[:len(good_bytes) // 2])
+bad_case('not_hdf5', 'probe', ['cannot open as HDF5'], raw=b'this is not an HDF5 file\n' * 40)
+# A gzip chunk of input_ids overwritten with garbage: the metadata is intact, decompression fails.
+bad_case('corrupt_chunk', 'read', ['input_ids', 'cannot read'], base)
+corrupt = os.path.join(out, 'bad', 'corrupt_chunk', 'x_training_0.hdf5')
+with h5py.File(corrupt, 'r') as f:
+    chunk = f['input_ids'].id.get_chunk_info(0)
+with open(corrupt, 'r+b') as f:
+    f.seek(chunk.byte_offset)
+    f.write(bytes(range(256))[:chunk.size])
+with open(os.path.join(out, 'bad.txt'), 'w') as b:
+    b.write('\n'.join(bad) + '\n')
+
+# Shards of two sequence lengths, and a file whose name says neither training nor validation.
+write_shard(os.path.join(out, 'mixed_len', 'a_training_0.hdf5'), make_arrays(3))
+write_shard(os.path.join(out, 'mixed_len', 'b_training_1.hdf5'), make_arrays(3, seq_len=32))
+write_shard(os.path.join(out, 'unnamed', 'a_training_0.hdf5'), make_arrays(2))
+write_shard(os.path.join(out, 'unnamed', 'shard_1.hdf5'), make_arrays(2))
