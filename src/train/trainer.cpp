@@ -19,6 +19,8 @@
 #include "optim/factory.h"
 #include "optim/lr_schedule.h"
 #include "datasets/gpt_dataset.h"
+#include "kernels/ops.h"
+#include "train/mixed_precision.h"
 #include "train/parallel.h"
 #include "train/gpt_task.h"
 #include "train/schedule.h"
@@ -53,6 +55,9 @@ model::GPTConfig model_config(const TrainOptions& o, int vocab_size) {
   c.init_std = (float)o.init_method_std;
   c.hidden_dropout = (float)o.hidden_dropout;
   c.attention_dropout = (float)o.attention_dropout;
+  c.recompute_granularity = o.recompute_granularity;
+  if (!o.recompute_method.empty()) c.recompute_method = o.recompute_method;
+  c.recompute_num_layers = o.recompute_num_layers;
   return c;
 }
 
@@ -98,6 +103,7 @@ void check_memory(const model::GPTConfig& c, const TrainOptions& o) {
 struct Trainer::Impl {
   TrainOptions o;
   std::ostream& log;
+  LossScaler scaler{o.precision};  // --fp16's loss scale (inactive otherwise)
   std::unique_ptr<text::Tokenizer> tokenizer;
   model::GPTConfig config;
   std::unique_ptr<Model> model;  // the model being trained (this rank's tensor-parallel pieces)
@@ -187,6 +193,9 @@ struct Trainer::Impl {
     // The data order and the dropout masks are functions of the seed, the iteration and the consumed-sample
     // counters, so the seed is the whole RNG state.
     request.state.rng["seed"] = std::to_string(o.seed);
+    // Megatron saves its grad scaler with the optimizer; it is text beside the seed here, so a resumed fp16 run
+    // continues with the same scale and trackers.
+    if (scaler.active()) request.state.rng["grad_scaler"] = scaler.save();
     request.state.args = args_json();
     const auto t0 = std::chrono::steady_clock::now();
     std::string dir = o.save + "/" + checkpoint::iteration_dir_name(iteration);
@@ -235,6 +244,8 @@ struct Trainer::Impl {
     if (!o.no_load_optim) target.set_steps(state.step);
     dp->scatter_loaded_optimizer();
     const checkpoint::TrainerState& s = loaded.state;
+    if (auto it = s.rng.find("grad_scaler"); it != s.rng.end() && scaler.active() && !o.no_load_optim)
+      scaler.load(it->second);
     if (auto it = s.rng.find("seed"); it != s.rng.end() && it->second != std::to_string(o.seed))
       throw Error(*dir + ": the checkpoint was trained with --seed " + it->second + ", not " + std::to_string(o.seed) +
                   " (the data order depends on it); use the same seed, or --finetune to start a new run");
@@ -312,6 +323,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   auto gpt = std::make_unique<GptModel>(m.config, m.tp_group.get());
   m.gpt = &gpt->gpt();
   m.model = std::move(gpt);
+  m.gpt->set_compute_dtype(compute_dtype(o.precision));  // before init: init fills the working copy too
   m.model->init_weights(o.seed);
   m.spans = param_spans(m.model->table(), m.model->params(), m.model->grads());
   m.dp = std::make_unique<DataParallel>(*m.comm, m.spans, m.model->params(), m.model->grads(),
@@ -325,6 +337,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   if (m.comm->size() > 1)
     m.model->set_gradients_ready_hook([dp = m.dp.get()](size_t from) { dp->gradients_ready(from); });
   if (!o.load.empty()) m.load();
+  m.gpt->params_updated();  // the working copy of loaded weights (nothing in fp32)
 
   // 3. Data: Megatron's sample counts per split.
   const int64_t train_samples =
@@ -353,6 +366,13 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   const size_t whole_params = m.model->table().whole_numel(), local_params = m.model->table().local_numel();
   log << m.model->describe();
   log << "backend: " << m.gpt->backend().info() << "\n" << m.task->summary();
+  log << precision_summary(o.precision, kernels::bf16_gemm_native());
+  if (o.recompute_granularity == "selective")
+    log << "activation recomputation: selective (the attention core of every layer)\n";
+  else if (o.recompute_granularity == "full")
+    log << format("activation recomputation: full, %s, %d layer%s %s\n", o.recompute_method.c_str(),
+                  o.recompute_num_layers, o.recompute_num_layers == 1 ? "" : "s",
+                  o.recompute_method == "uniform" ? "per chunk" : "recomputed (the first ones)");
   log << format("training: %lld iterations of %lld samples (%lld micro-batches of %d)\n", (long long)m.train_iters,
                 (long long)o.global_batch_size, (long long)m.micro_batches(), o.micro_batch_size);
   if (TP > 1)
@@ -405,54 +425,86 @@ void Trainer::run() {
   };
 
   double interval_loss = 0.0, interval_ms = 0.0;
-  int interval_count = 0;
+  int interval_count = 0, interval_skipped = 0, interval_nan = 0;
+  const bool mixed = o.precision.fp16 || o.precision.bf16;
   const auto start = std::chrono::steady_clock::now();
   while (m.iteration < m.train_iters) {
     const auto t0 = std::chrono::steady_clock::now();
     m.model->zero_grad();
-    // This rank's share of the global batch (all of it in one process), forward and backward.
-    double loss_sum = m.schedule.run(m.plan(SplitKind::TRAIN, m.consumed_train, true), *m.model, *m.task, *m.dp)[0];
+    // This rank's share of the global batch (all of it in one process), forward and backward; with --fp16 the
+    // backward runs on the loss times the loss scale.
+    StepPlan plan = m.plan(SplitKind::TRAIN, m.consumed_train, true);
+    const double loss_scale = m.scaler.active() ? m.scaler.scale() : 1.0;
+    plan.loss_scale = (float)loss_scale;
+    double loss_sum = m.schedule.run(plan, *m.model, *m.task, *m.dp)[0];
     loss_sum = m.dp->sum(loss_sum);
+    // --fp16: the (scaled) parameter gradients are held in fp16 before they are unscaled, as Megatron's fp16 model
+    // gradients: a value beyond 65504 is inf and the step is skipped.
+    if (m.scaler.active()) round_to_f16_storage(m.model->grads(), m.model->table().local_numel());
     // The global-batch gradient is the mean over micro-batches (Megatron divides each loss by their number),
-    // summed across data-parallel ranks first; the norm is global.
-    const double norm = m.dp->reduce_gradients(M, o.clip_grad);
+    // summed across data-parallel ranks first; the norm is global (and unscaled).
+    const double norm = m.dp->reduce_gradients(M, o.clip_grad, loss_scale);
     const float loss = (float)(loss_sum / (double)M);
-    if (!std::isfinite(loss) || !std::isfinite(norm))
+    // An fp16 overflow (inf or NaN anywhere in the gradients makes the global norm so, on every rank) skips the
+    // update and lowers the scale, as Megatron's optimizer.step() returning update_successful = False.
+    const bool overflow = m.scaler.active() && (!std::isfinite(norm) || !std::isfinite(loss));
+    if (m.scaler.active()) m.scaler.update(overflow);
+    if (!overflow && (!std::isfinite(loss) || !std::isfinite(norm)))
       throw Error("iteration " + str(m.iteration + 1) + ": loss " + std::to_string(loss) + ", grad norm " +
                   std::to_string(norm) + " — training diverged (try a lower --lr or --clip-grad)");
     // Megatron's convention: this step uses lr(num_steps) before the increment, so the first warm-up step has lr 0.
+    // A skipped iteration leaves the weights and the schedule where they were (Megatron steps the scheduler only
+    // after a successful update) but counts as an iteration and consumes its samples.
     const double lr = m.scheduler->lr();
-    m.dp->step(lr, m.scheduler->weight_decay());
-    m.scheduler->step(o.global_batch_size);
+    if (!overflow) {
+      m.dp->step(lr, m.scheduler->weight_decay());
+      m.gpt->params_updated();  // the bf16/fp16 working copy of the new weights
+      m.scheduler->step(o.global_batch_size);
+    }
     m.iteration++;
     m.consumed_train += o.global_batch_size;
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    m.history.push_back({m.iteration, m.consumed_train, loss, lr, norm, ms});
+    m.history.push_back({m.iteration, m.consumed_train, loss, lr, norm, ms, loss_scale, overflow});
 
-    interval_loss += loss;
+    if (overflow) {
+      interval_skipped++;
+      interval_nan += !std::isfinite(loss);
+    } else {
+      interval_loss += loss;
+      interval_count++;
+    }
     interval_ms += ms;
-    interval_count++;
     if (m.iteration % o.log_interval == 0 || m.iteration == m.train_iters) {
-      const double avg_loss = interval_loss / interval_count, avg_ms = interval_ms / interval_count;
+      const int iterations = interval_count + interval_skipped;
+      const double avg_loss = interval_count > 0 ? interval_loss / interval_count : NAN,
+                   avg_ms = interval_ms / iterations;
       const double tokens_per_s = (double)o.global_batch_size * T / (avg_ms / 1000.0);
-      // Megatron's line; like Megatron the learning rate shown is the one the next iteration will use.
-      m.log << format(" iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f | "
-                      "throughput (tokens/s): %.1f | learning rate: %.6E | global batch size: %5lld | "
-                      "lm loss: %.6E | grad norm: %.3f |\n",
-                      (long long)m.iteration, (long long)m.train_iters, (long long)m.consumed_train, avg_ms,
-                      tokens_per_s, m.scheduler->lr(), (long long)o.global_batch_size, avg_loss, norm);
+      // Megatron's line; like Megatron the learning rate shown is the one the next iteration will use, the loss
+      // the mean over the interval's successful iterations and (mixed precision) the loss scale the current one.
+      std::string line = format(" iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): "
+                                "%.1f | throughput (tokens/s): %.1f | learning rate: %.6E | global batch size: %5lld |",
+                                (long long)m.iteration, (long long)m.train_iters, (long long)m.consumed_train, avg_ms,
+                                tokens_per_s, m.scheduler->lr(), (long long)o.global_batch_size);
+      if (interval_count > 0) line += format(" lm loss: %.6E |", avg_loss);
+      if (mixed) line += format(" loss scale: %.1f |", m.scaler.active() ? m.scaler.scale() : 1.0);
+      line += format(" grad norm: %.3f |", norm);
+      if (mixed)
+        line += format(" number of skipped iterations: %3d | number of nan iterations: %3d |", interval_skipped,
+                       interval_nan);
+      m.log << line << "\n";
       m.log.flush();
       if (m.tensorboard) {
         m.tensorboard->add_scalar("lm loss", avg_loss, m.iteration);
         m.tensorboard->add_scalar("lm loss vs samples", avg_loss, m.consumed_train);
         m.tensorboard->add_scalar("learning-rate", m.scheduler->lr(), m.iteration);
         m.tensorboard->add_scalar("grad-norm", norm, m.iteration);
+        if (mixed) m.tensorboard->add_scalar("loss-scale", m.scaler.active() ? m.scaler.scale() : 1.0, m.iteration);
         m.tensorboard->add_scalar("throughput (tokens/s)", tokens_per_s, m.iteration);
         m.tensorboard->add_scalar("iteration-time (ms)", avg_ms, m.iteration);
         m.tensorboard->flush();
       }
       interval_loss = interval_ms = 0.0;
-      interval_count = 0;
+      interval_count = interval_skipped = interval_nan = 0;
     }
     if (do_valid && m.iteration % o.eval_interval == 0) {
       run_eval(SplitKind::VALID, m.consumed_valid, "iteration " + str(m.iteration), "validation");
