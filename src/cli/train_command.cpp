@@ -15,6 +15,33 @@
 namespace lmforge::cli {
 namespace {
 
+// Megatron's mixed-precision flags (train/mixed_precision.h).
+void add_mixed_precision_flags(CLI::App* cmd, train::MixedPrecisionOptions& p) {
+  cmd->add_flag("--bf16", p.bf16,
+                "bf16 mixed precision (Megatron --bf16): fp32 master weights, gradients and optimizer state; a bf16 "
+                "working copy of the weights and bf16 activations; matrix products on bf16 inputs with fp32 "
+                "accumulation (oneDNN, AVX512-BF16); LayerNorm statistics, softmax and cross-entropy in fp32");
+  cmd->add_flag("--fp16", p.fp16,
+                "fp16 mixed precision with loss scaling (Megatron --fp16): fp32 master weights and optimizer state; "
+                "the working weights, activations and gradients before unscaling are STORED in fp16 (so overflow "
+                "and underflow are real), while the arithmetic runs in fp32 on the fp16-stored operands (the CPU has "
+                "no fp16 arithmetic); an iteration whose gradients overflow is skipped");
+  cmd->add_option("--loss-scale", p.loss_scale, "Static loss scale for --fp16 (a power of 2 helps; 0: dynamic)")
+      ->capture_default_str();
+  cmd->add_option("--initial-loss-scale", p.initial_loss_scale, "Initial dynamic loss scale (--fp16)")
+      ->capture_default_str();
+  cmd->add_option("--min-loss-scale", p.min_loss_scale, "Smallest dynamic loss scale (--fp16)")->capture_default_str();
+  cmd->add_option("--loss-scale-window", p.loss_scale_window,
+                  "Iterations without overflow before the dynamic loss scale doubles (--fp16)")
+      ->capture_default_str();
+  cmd->add_option("--hysteresis", p.hysteresis,
+                  "Overflowing iterations before the dynamic loss scale halves (--fp16; refilled when it grows)")
+      ->capture_default_str();
+}
+
+}  // namespace
+namespace {
+
 // CLI11 fills plain values; flags Megatron leaves unset (None) are read into these and moved to std::optional.
 struct UnsetFlags {
   int64_t train_iters = -1, train_samples = -1, lr_decay_iters = -1, lr_decay_samples = -1;
@@ -341,6 +368,25 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state) {
                 "per-tensor norms are all-reduced, so a shard may cut a tensor). Ranks: mpirun -np N lmforge train gpt "
                 "... (each rank runs global-batch / (micro-batch x N) micro-batches)");
 
+  add_mixed_precision_flags(cmd, o->precision);
+  cmd->add_flag("--recompute-activations", o->recompute_activations,
+                "Selective activation recomputation (= --recompute-granularity selective): the attention core's "
+                "[B,H,T,T] probabilities are recomputed in the backward instead of kept");
+  cmd->add_option("--recompute-granularity", o->recompute_granularity,
+                  "full: whole transformer layers are recomputed in the backward, only chunk boundaries kept; "
+                  "selective: the attention core only (losses bit for bit those without recomputation)");
+  cmd->add_option("--recompute-method", o->recompute_method,
+                  "With full: uniform (layers in chunks of --recompute-num-layers, each chunk's input kept) or "
+                  "block (the first --recompute-num-layers layers recomputed, the rest kept)");
+  cmd->add_option("--recompute-num-layers", o->recompute_num_layers,
+                  "Layers per recomputed chunk (uniform) or layers recomputed (block)")
+      ->capture_default_str();
+  cmd->add_flag("--checkpoint-activations", o->checkpoint_activations,
+                "Megatron v1's spelling of full recomputation: --recompute-granularity full --recompute-method "
+                "uniform in chunks of --checkpoint-num-layers");
+  cmd->add_option("--checkpoint-num-layers", o->checkpoint_num_layers,
+                  "Layers per chunk with --checkpoint-activations (Megatron v1)")
+      ->capture_default_str();
   cmd->add_option("--print-samples", o->print_samples,
                   "Build the datasets exactly as training would with these flags, write the first N samples of each "
                   "split to stdout as JSON lines {\"split\": \"train\"|\"valid\"|\"test\", \"index\": i, <fields "

@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/lowp.h"
 #include "util/error.h"
 
 namespace lmforge::kernels {
@@ -16,7 +17,10 @@ void need(bool ok, Op op, const std::string& why) {
   if (!ok) fail(op, why);
 }
 
-// Every present operand on the first one's device; floating operands of the op's dtype; ids i32.
+// Every present operand on the first one's device; floating operands f32 or the op's low-precision dtype; ids i32.
+// The op's dtype is the low-precision dtype among its floating operands (bf16 or f16; f32 when all are f32): a
+// low-precision op may take fp32 operands beside its own dtype — the fp32 main gradients of bf16 weights, fp32
+// logits from bf16 activations, the always-f32 statistics — but never bf16 and f16 together.
 struct Checked {
   Op op;
   Device device;
@@ -26,12 +30,19 @@ struct Checked {
 Checked check(Op op, const Tensor& first, std::initializer_list<const Tensor*> floats,
               std::initializer_list<const Tensor*> ids = {}) {
   need(first.present(), op, "missing operand");
-  Checked c{op, first.device, first.dtype};
-  for (const Tensor* t : floats) {
-    if (!t->present()) continue;
-    need(t->device == c.device, op, "operands on different devices: " + first.describe() + " and " + t->describe());
-    need(t->dtype == c.dtype, op, "operands of different dtypes: " + first.describe() + " and " + t->describe());
-  }
+  Checked c{op, first.device, DType::F32};
+  auto floating = [&](const Tensor& t) {
+    if (!t.present()) return;
+    need(t.device == c.device, op, "operands on different devices: " + first.describe() + " and " + t.describe());
+    need(is_floating(t.dtype), op, "operands of different dtypes: " + first.describe() + " and " + t.describe() +
+                                       " (a floating operand is expected)");
+    if (t.dtype == DType::F32) return;
+    need(c.dtype == DType::F32 || c.dtype == t.dtype, op,
+         "operands of different dtypes: " + std::string(dtype_name(c.dtype)) + " and " + t.describe());
+    c.dtype = t.dtype;
+  };
+  if (first.dtype != DType::I32) floating(first);
+  for (const Tensor* t : floats) floating(*t);
   for (const Tensor* t : ids) {
     if (!t->present()) continue;
     need(t->device == c.device, op, "operands on different devices: " + first.describe() + " and " + t->describe());
@@ -48,7 +59,11 @@ void same_numel(Op op, const Tensor& a, const Tensor& b) {
 
 void contiguous(Op op, const Tensor& t) { need(!t.present() || t.contiguous(), op, "strided operand " + t.describe()); }
 
-float* f(const Tensor& t) { return t.present() ? static_cast<float*>(t.data) : nullptr; }
+// Floating operands reach the CPU kernels as fp32 (cpu::AsF32: bf16/f16 storage converted in, and out again for
+// outputs), so every op exists in every storage dtype with fp32 arithmetic; the linear layer's bf16 GEMMs are the
+// exception, running on the bf16 data itself (cpu::linear_forward_bf16).
+using In = cpu::AsF32;
+constexpr cpu::AsF32::Mode IN = cpu::AsF32::IN, OUT = cpu::AsF32::OUT, INOUT = cpu::AsF32::INOUT;
 const int32_t* ids(const Tensor& t) { return t.present() ? static_cast<const int32_t*>(t.data) : nullptr; }
 
 }  // namespace
@@ -70,11 +85,13 @@ const char* op_name(Op op) {
   return "?";
 }
 
-// The CPU implements every op in fp32. A backend or dtype added later lists its ops here.
+// The CPU implements every op in fp32 and on bf16 and f16 storage. A backend or dtype added later lists its ops here.
 bool op_supported(Op op, Device device, DType dtype) {
   (void)op;
-  return device == Device::CPU && dtype == DType::F32;
+  return device == Device::CPU && is_floating(dtype);
 }
+
+bool bf16_gemm_native() { return cpu::has_avx512_bf16(); }
 
 // ---- embedding ----------------------------------------------------------------------------------------------------
 
@@ -83,7 +100,8 @@ void embedding_forward(const Tensor& out, const Tensor& ids_, const Tensor& tabl
   need(table.ndim == 2 && out.dim(-1) == table.dim(1) && out.rows() == ids_.numel(), Op::EMBEDDING,
        "shapes out " + out.describe() + ", ids " + ids_.describe() + ", table " + table.describe());
   contiguous(Op::EMBEDDING, out);
-  cpu::embedding_forward(f(out), ids(ids_), f(table), table.dim(0), row_offset, (int)out.rows(), (int)out.dim(-1),
+  const In o(out, accumulate ? INOUT : OUT), tb(table, IN);
+  cpu::embedding_forward(o, ids(ids_), tb, table.dim(0), row_offset, (int)out.rows(), (int)out.dim(-1),
                          accumulate);
 }
 
@@ -91,7 +109,8 @@ void embedding_backward(const Tensor& dtable, const Tensor& dout, const Tensor& 
   check(Op::EMBEDDING, dtable, {&dout}, {&ids_});
   need(dtable.ndim == 2 && dout.dim(-1) == dtable.dim(1) && dout.rows() == ids_.numel(), Op::EMBEDDING,
        "shapes dtable " + dtable.describe() + ", dout " + dout.describe() + ", ids " + ids_.describe());
-  cpu::embedding_backward(f(dtable), f(dout), ids(ids_), dtable.dim(0), row_offset, (int)dout.rows(),
+  const In dt(dtable, INOUT), d(dout, IN);
+  cpu::embedding_backward(dt, d, ids(ids_), dtable.dim(0), row_offset, (int)dout.rows(),
                           (int)dout.dim(-1));
 }
 
@@ -103,7 +122,8 @@ void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd
   const int64_t N = inp.rows(), C = inp.dim(-1);
   need(out.numel() == N * C && weight.numel() == C && bias.numel() == C && mean.numel() >= N && rstd.numel() >= N,
        Op::LAYERNORM, "shapes out " + out.describe() + ", inp " + inp.describe() + ", weight " + weight.describe());
-  cpu::layernorm_forward(f(out), f(mean), f(rstd), f(inp), f(weight), f(bias), (int)N, (int)C, eps);
+  const In o(out, OUT), mu(mean, OUT), rs(rstd, OUT), x(inp, IN), w(weight, IN), b(bias, IN);
+  cpu::layernorm_forward(o, mu, rs, x, w, b, (int)N, (int)C, eps);
 }
 
 void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
@@ -112,7 +132,9 @@ void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor&
   const int64_t N = inp.rows(), C = inp.dim(-1);
   need(dinp.numel() == N * C && dout.numel() == N * C && dweight.numel() == C && dbias.numel() == C, Op::LAYERNORM,
        "shapes dinp " + dinp.describe() + ", dout " + dout.describe() + ", dweight " + dweight.describe());
-  cpu::layernorm_backward(f(dinp), f(dweight), f(dbias), f(dout), f(inp), f(weight), f(mean), f(rstd), (int)N, (int)C);
+  const In dx(dinp, INOUT), dw(dweight, INOUT), db(dbias, INOUT), d(dout, IN), x(inp, IN), w(weight, IN), mu(mean, IN),
+      rs(rstd, IN);
+  cpu::layernorm_backward(dx, dw, db, d, x, w, mu, rs, (int)N, (int)C);
 }
 
 // ---- linear -------------------------------------------------------------------------------------------------------
@@ -133,36 +155,48 @@ void linear_shapes(const Tensor& out, const Tensor& inp, const Tensor& weight, W
 
 void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
                     WeightLayout layout) {
-  check(Op::LINEAR, out, {&inp, &weight, &bias});
+  const Checked c = check(Op::LINEAR, out, {&inp, &weight, &bias});
   int64_t N, IC, OC;
   linear_shapes(out, inp, weight, layout, N, IC, OC);
   need(!bias.present() || bias.numel() == OC, Op::LINEAR, "bias " + bias.describe());
-  cpu::linear_forward(f(out), f(inp), f(weight), f(bias), (int)N, (int)IC, (int)OC, layout);
+  if (c.dtype == DType::BF16 && bf16_gemm_native()) {
+    cpu::linear_forward_bf16(out, inp, weight, bias, (int)N, (int)IC, (int)OC, layout);
+    return;
+  }
+  const In o(out, OUT), x(inp, IN), w(weight, IN), b(bias, IN);
+  cpu::linear_forward(o, x, w, b, (int)N, (int)IC, (int)OC, layout);
 }
 
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                      const Tensor& inp, const Tensor& weight, WeightLayout layout) {
-  check(Op::LINEAR, dout, {&dinp, &dweight, &dbias, &inp, &weight});
+  const Checked c = check(Op::LINEAR, dout, {&dinp, &dweight, &dbias, &inp, &weight});
   int64_t N, IC, OC;
   linear_shapes(dout, inp, weight, layout, N, IC, OC);
   need(!dinp.present() || dinp.numel() == N * IC, Op::LINEAR, "dinp " + dinp.describe());
   need(!dweight.present() || dweight.numel() == IC * OC, Op::LINEAR, "dweight " + dweight.describe());
   need(!dbias.present() || dbias.numel() == OC, Op::LINEAR, "dbias " + dbias.describe());
   contiguous(Op::LINEAR, dinp);
-  cpu::linear_backward(f(dinp), f(dweight), f(dbias), f(dout), f(inp), f(weight), (int)N, (int)IC, (int)OC, layout);
+  if (c.dtype == DType::BF16 && bf16_gemm_native()) {
+    cpu::linear_backward_bf16(dinp, dweight, dbias, dout, inp, weight, (int)N, (int)IC, (int)OC, layout);
+    return;
+  }
+  const In dx(dinp, INOUT), dw(dweight, INOUT), db(dbias, INOUT), d(dout, IN), x(inp, IN), w(weight, IN);
+  cpu::linear_backward(dx, dw, db, d, x, w, (int)N, (int)IC, (int)OC, layout);
 }
 
 void bias_add_forward(const Tensor& x, const Tensor& bias) {
   check(Op::BIAS_ADD, x, {&bias});
   need(bias.numel() == x.dim(-1), Op::BIAS_ADD, "bias " + bias.describe() + " for " + x.describe());
   contiguous(Op::BIAS_ADD, x);
-  cpu::bias_add_forward(f(x), f(bias), (int)x.rows(), (int)x.dim(-1));
+  const In y(x, INOUT), b(bias, IN);
+  cpu::bias_add_forward(y, b, (int)x.rows(), (int)x.dim(-1));
 }
 
 void bias_add_backward(const Tensor& dbias, const Tensor& dout) {
   check(Op::BIAS_ADD, dbias, {&dout});
   need(dbias.numel() == dout.dim(-1), Op::BIAS_ADD, "dbias " + dbias.describe() + " for " + dout.describe());
-  cpu::column_sums(f(dbias), f(dout), (int)dout.rows(), (int)dout.dim(-1));
+  const In db(dbias, INOUT), d(dout, IN);
+  cpu::column_sums(db, d, (int)dout.rows(), (int)dout.dim(-1));
 }
 
 // ---- add, gelu, dropout, copy ---------------------------------------------------------------------------------------
@@ -172,7 +206,8 @@ void add_forward(const Tensor& out, const Tensor& a, const Tensor& b) {
   same_numel(Op::ADD, out, a);
   same_numel(Op::ADD, out, b);
   contiguous(Op::ADD, out), contiguous(Op::ADD, a), contiguous(Op::ADD, b);
-  cpu::add_forward(f(out), f(a), f(b), (size_t)out.numel());
+  const In x(a, IN), y(b, IN), o(out, OUT);
+  cpu::add_forward(o, x, y, (size_t)out.numel());
 }
 
 void add_backward(const Tensor& da, const Tensor& db, const Tensor& dout) {
@@ -181,21 +216,24 @@ void add_backward(const Tensor& da, const Tensor& db, const Tensor& dout) {
     if (!d->present()) continue;
     same_numel(Op::ADD, *d, dout);
     contiguous(Op::ADD, *d);
-    cpu::accumulate(f(*d), f(dout), (size_t)dout.numel());
+    const In acc(*d, INOUT), g(dout, IN);
+    cpu::accumulate(acc, g, (size_t)dout.numel());
   }
 }
 
 void gelu_forward(const Tensor& out, const Tensor& inp, GeluKind kind) {
   check(Op::GELU, out, {&inp});
   same_numel(Op::GELU, out, inp);
-  cpu::gelu_forward(f(out), f(inp), (size_t)out.numel(), kind);
+  const In x(inp, IN), o(out, OUT);
+  cpu::gelu_forward(o, x, (size_t)out.numel(), kind);
 }
 
 void gelu_backward(const Tensor& dinp, const Tensor& inp, const Tensor& dout, GeluKind kind) {
   check(Op::GELU, dinp, {&inp, &dout});
   same_numel(Op::GELU, dinp, inp);
   same_numel(Op::GELU, dinp, dout);
-  cpu::gelu_backward(f(dinp), f(inp), f(dout), (size_t)dinp.numel(), kind);
+  const In dx(dinp, INOUT), x(inp, IN), d(dout, IN);
+  cpu::gelu_backward(dx, x, d, (size_t)dinp.numel(), kind);
 }
 
 void dropout_forward(const Tensor& out, const Tensor& inp, const DropoutKey& key) {
@@ -203,21 +241,24 @@ void dropout_forward(const Tensor& out, const Tensor& inp, const DropoutKey& key
   same_numel(Op::DROPOUT, out, inp);
   need(key.p >= 0.0f && key.p < 1.0f, Op::DROPOUT, "probability " + std::to_string(key.p) + " outside [0, 1)");
   contiguous(Op::DROPOUT, out), contiguous(Op::DROPOUT, inp);
-  cpu::dropout_forward(f(out), f(inp), (size_t)out.numel(), key);
+  const In x(inp, IN), o(out, OUT);
+  cpu::dropout_forward(o, x, (size_t)out.numel(), key);
 }
 
 void dropout_backward(const Tensor& dinp, const Tensor& dout, const DropoutKey& key) {
   check(Op::DROPOUT, dinp, {&dout});
   same_numel(Op::DROPOUT, dinp, dout);
   contiguous(Op::DROPOUT, dinp), contiguous(Op::DROPOUT, dout);
-  cpu::dropout_backward(f(dinp), f(dout), (size_t)dinp.numel(), key);
+  const In dx(dinp, INOUT), d(dout, IN);
+  cpu::dropout_backward(dx, d, (size_t)dinp.numel(), key);
 }
 
 void copy(const Tensor& dst, const Tensor& src) {
   check(Op::COPY, dst, {&src});
   need(dst.rows() == src.rows() && dst.dim(-1) == src.dim(-1), Op::COPY,
        "shapes " + dst.describe() + " and " + src.describe());
-  cpu::copy_rows(f(dst), dst.stride(), f(src), src.stride(), dst.rows(), dst.dim(-1));
+  const In x(src, IN), o(dst, OUT);
+  cpu::copy_rows(o, dst.stride(), x, src.stride(), dst.rows(), dst.dim(-1));
 }
 
 // ---- attention ----------------------------------------------------------------------------------------------------
@@ -247,7 +288,8 @@ void attention_forward(const Tensor& out, const Tensor& probs, const Tensor& q, 
                        int heads, AttentionMask mask, const Tensor& key_padding, const AttentionDropout& dropout) {
   check(Op::ATTENTION, out, {&probs, &q, &k, &v}, {&key_padding});
   const cpu::AttentionShape s = attention_shape(out, probs, q, k, v, heads, mask, key_padding);
-  cpu::attention_forward(f(out), f(probs), f(q), f(k), f(v), s, mask == AttentionMask::CAUSAL, ids(key_padding),
+  const In o(out, OUT), p(probs, OUT), qf(q, IN), kf(k, IN), vf(v, IN);
+  cpu::attention_forward(o, p, qf, kf, vf, s, mask == AttentionMask::CAUSAL, ids(key_padding),
                          dropout);
 }
 
@@ -259,7 +301,8 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
   need(dq.stride() == s.ldq && dk.stride() == s.ldk && dv.stride() == s.ldv && dq.numel() == q.numel() &&
            dk.numel() == k.numel() && dv.numel() == v.numel(),
        Op::ATTENTION, "dq, dk, dv must be shaped and strided like q, k, v");
-  cpu::attention_backward(f(dq), f(dk), f(dv), f(dout), f(q), f(k), f(v), f(probs), s, mask == AttentionMask::CAUSAL,
+  const In dqf(dq, INOUT), dkf(dk, INOUT), dvf(dv, INOUT), d(dout, IN), qf(q, IN), kf(k, IN), vf(v, IN), p(probs, IN);
+  cpu::attention_backward(dqf, dkf, dvf, d, qf, kf, vf, p, s, mask == AttentionMask::CAUSAL,
                           ids(key_padding), dropout);
 }
 
@@ -272,7 +315,8 @@ void attention_decode_forward(const Tensor& out, const Tensor& scratch, const Te
            scratch.numel() >= B * heads * P,
        Op::ATTENTION_DECODE, "shapes q " + q.describe() + ", cache " + kcache.describe() + ", len " + std::to_string(len));
   contiguous(Op::ATTENTION_DECODE, out);
-  cpu::attention_decode_forward(f(out), f(scratch), f(q), q.stride(), f(kcache), f(vcache), (int)B, len, (int)P, (int)C,
+  const In o(out, OUT), sc(scratch, OUT), qf(q, IN), kc(kcache, IN), vc(vcache, IN);
+  cpu::attention_decode_forward(o, sc, qf, q.stride(), kc, vc, (int)B, len, (int)P, (int)C,
                                 heads);
 }
 
@@ -282,7 +326,8 @@ void crossentropy_row_max(const Tensor& row_max, const Tensor& logits) {
   check(Op::CROSSENTROPY, logits, {&row_max});
   need(row_max.numel() == logits.rows(), Op::CROSSENTROPY, "row_max " + row_max.describe());
   contiguous(Op::CROSSENTROPY, logits);
-  cpu::crossentropy_row_max(f(row_max), f(logits), (int)logits.rows(), (int)logits.dim(-1));
+  const In m(row_max, OUT), l(logits, IN);
+  cpu::crossentropy_row_max(m, l, (int)logits.rows(), (int)logits.dim(-1));
 }
 
 void crossentropy_sumexp(const Tensor& sumexp, const Tensor& target_logit, const Tensor& logits, const Tensor& m,
@@ -291,7 +336,8 @@ void crossentropy_sumexp(const Tensor& sumexp, const Tensor& target_logit, const
   const int64_t N = logits.rows();
   need(sumexp.numel() == N && target_logit.numel() == N && m.numel() == N && targets.numel() == N, Op::CROSSENTROPY,
        "per-row operands for " + logits.describe());
-  cpu::crossentropy_sumexp(f(sumexp), f(target_logit), f(logits), f(m), ids(targets), col_offset, (int)N,
+  const In se(sumexp, OUT), tl(target_logit, OUT), l(logits, IN), mx(m, IN);
+  cpu::crossentropy_sumexp(se, tl, l, mx, ids(targets), col_offset, (int)N,
                            (int)logits.dim(-1));
 }
 
@@ -302,7 +348,8 @@ void crossentropy_backward(const Tensor& dlogits, const Tensor& logits, const Te
   same_numel(Op::CROSSENTROPY, dlogits, logits);
   need(lse.numel() == N && targets.numel() == N && dloss.numel() == N, Op::CROSSENTROPY,
        "per-row operands for " + logits.describe());
-  cpu::crossentropy_backward(f(dlogits), f(logits), f(lse), ids(targets), f(dloss), col_offset, (int)N,
+  const In l(logits, IN), dl(dlogits, OUT), ls(lse, IN), dls(dloss, IN);
+  cpu::crossentropy_backward(dl, l, ls, ids(targets), dls, col_offset, (int)N,
                              (int)logits.dim(-1));
 }
 

@@ -14,7 +14,13 @@
 // combinations exist, so one list of op cases (tests/kernels) runs every op on every available combination.
 //
 // Shapes: N rows (= B·T), C channels, B batch, T / Tq / Tk sequence lengths, H heads of hs channels.
-// Dtype of an op = dtype of its first floating operand; ids, targets, positions and masks are always I32.
+// Dtype of an op = the low-precision dtype (BF16 or F16) among its floating operands, F32 when all are F32; a
+// low-precision op also takes F32 operands (fp32 main gradients of bf16 weights, fp32 logits, the f32 statistics),
+// never BF16 and F16 together. Ids, targets, positions and masks are always I32.
+// Precision: on the CPU every op exists for F32, BF16 and F16 STORAGE; arithmetic is fp32 (operands converted on
+// load, results rounded to the storage dtype on store, round to nearest even), so bf16/f16 results carry the
+// storage's rounding and f16 its overflow (|x| >= 65520 → inf). The BF16 linear layer multiplies the bf16 values
+// themselves (oneDNN matmul, AVX512-BF16, fp32 accumulation; fp32 operands are rounded to bf16 first).
 //
 // Gradient convention (llm.c): every *_backward ACCUMULATES (+=) into the gradients it writes, parameter and
 // input gradients alike, so micro-batches and residual branches need no extra adds; forward outputs are
@@ -28,6 +34,10 @@ enum class Op : uint8_t {
 const char* op_name(Op op);
 // Whether (device, dtype) implements op (forward and backward).
 bool op_supported(Op op, Device device, DType dtype);
+// Whether BF16 linear layers run on the CPU's bf16 instructions (oneDNN matmul; the CPU has AVX512-BF16). Without
+// them a BF16 linear rounds its operands to bf16 and multiplies them in fp32 with OpenBLAS: the same inputs and
+// fp32 accumulation, slower.
+bool bf16_gemm_native();
 
 // ---- embedding lookup (vocabulary-parallel) ---------------------------------------------------------------------
 // out[n,:] = table[ids[n] − row_offset, :] when row_offset <= ids[n] < row_offset + R, else 0;

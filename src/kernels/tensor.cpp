@@ -9,6 +9,7 @@ size_t dtype_size(DType dtype) {
   switch (dtype) {
     case DType::F32: return 4;
     case DType::BF16: return 2;
+    case DType::F16: return 2;
     case DType::I32: return 4;
   }
   return 0;
@@ -18,6 +19,7 @@ const char* dtype_name(DType dtype) {
   switch (dtype) {
     case DType::F32: return "f32";
     case DType::BF16: return "bf16";
+    case DType::F16: return "f16";
     case DType::I32: return "i32";
   }
   return "?";
@@ -48,6 +50,7 @@ T* typed(const Tensor& t, DType want, const char* what) {
 float* Tensor::f32(const char* what) const { return typed<float>(*this, DType::F32, what); }
 int32_t* Tensor::i32(const char* what) const { return typed<int32_t>(*this, DType::I32, what); }
 uint16_t* Tensor::bf16(const char* what) const { return typed<uint16_t>(*this, DType::BF16, what); }
+uint16_t* Tensor::f16(const char* what) const { return typed<uint16_t>(*this, DType::F16, what); }
 
 Tensor Tensor::reshaped(std::initializer_list<int64_t> new_shape) const {
   if (!contiguous()) throw std::logic_error("reshaped(): a strided view " + describe());

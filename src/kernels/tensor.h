@@ -10,14 +10,16 @@
 namespace lmforge::kernels {
 
 // Element types the ops are written for. Token ids, positions and masks are I32; BF16 is bfloat16 stored as its
-// 16 raw bits (the upper half of an fp32).
-enum class DType : uint8_t { F32, BF16, I32 };
+// 16 raw bits (the upper half of an fp32); F16 is IEEE binary16 (max 65504: larger values overflow to inf, which
+// is what fp16 loss scaling exists for). Enumerators are only ever appended (files and tests keep their values).
+enum class DType : uint8_t { F32, BF16, I32, F16 };
+inline bool is_floating(DType d) { return d != DType::I32; }
 // Where the memory lives. A backend for another device adds its enumerator, its Backend and its op files
 // (kernels/<device>/); model code never branches on it.
 enum class Device : uint8_t { CPU };
 
 size_t dtype_size(DType dtype);
-const char* dtype_name(DType dtype);    // "f32", "bf16", "i32"
+const char* dtype_name(DType dtype);    // "f32", "bf16", "i32", "f16"
 const char* device_name(Device device);  // "cpu"
 
 // A view of n-dimensional row-major device memory (at most 4 dimensions). It owns nothing: buffers come from a
@@ -45,6 +47,7 @@ struct Tensor {
   float* f32(const char* what = "tensor") const;
   int32_t* i32(const char* what = "tensor") const;
   uint16_t* bf16(const char* what = "tensor") const;
+  uint16_t* f16(const char* what = "tensor") const;
   // The same memory seen with another shape of equal numel (contiguous views only).
   Tensor reshaped(std::initializer_list<int64_t> new_shape) const;
   // Rows [begin, begin+count) of dimension 0.

@@ -11,7 +11,7 @@ namespace {
 // A [rows, cols] view starting `col` columns into each row of a [rows, stride]-shaped buffer, as [B, T, cols].
 Tensor columns(const Tensor& base, int B, int T, int64_t col, int64_t cols) {
   Tensor t = base;
-  t.data = static_cast<float*>(base.data) + col;
+  t.data = static_cast<char*>(base.data) + (size_t)col * kernels::dtype_size(base.dtype);
   t.ndim = 3;
   t.shape = {B, T, cols, 0};
   t.row_stride = base.dim(-1);
@@ -112,7 +112,7 @@ void Attention::forward(const Tensor& out, const Tensor& x, const Tensor& memory
   dropout_ = dropout_spec(step);
   Tensor q, k, v;
   if (spec_.fused_qkv) {
-    qkv_act_.resize(backend_, kernels::DType::F32, (size_t)(Nq * 3 * Cl));
+    qkv_act_.resize(backend_, workspace_.dtype(), (size_t)(Nq * 3 * Cl));
     const Tensor qkv = qkv_act_.view({Nq, 3 * Cl});
     if (spec_.qkv_per_head) {
       per_head_.resize(backend_, kernels::DType::F32, (size_t)(Nq * 3 * Cl));
@@ -128,8 +128,8 @@ void Attention::forward(const Tensor& out, const Tensor& x, const Tensor& memory
     v = columns(qkv, B, Tq, 2 * Cl, Cl);
   } else {
     // q [Nq, Cl], then k and v as two contiguous [Nk, Cl] halves of one buffer.
-    q_act_.resize(backend_, kernels::DType::F32, (size_t)(Nq * Cl));
-    kv_act_.resize(backend_, kernels::DType::F32, (size_t)(2 * Nk * Cl));
+    q_act_.resize(backend_, workspace_.dtype(), (size_t)(Nq * Cl));
+    kv_act_.resize(backend_, workspace_.dtype(), (size_t)(2 * Nk * Cl));
     const Tensor qa = q_act_.view({Nq, Cl});
     const Tensor ka = kv_act_.view({Nk, Cl});
     const Tensor va = kv_act_.view({2, Nk, Cl}).slice0(1, 1).reshaped({Nk, Cl});
@@ -149,11 +149,17 @@ void Attention::forward(const Tensor& out, const Tensor& x, const Tensor& memory
     v = va.reshaped({B, Tk, Cl});
   }
   probs_.resize(backend_, kernels::DType::F32, (size_t)B * local_heads_ * Tq * Tk);
-  heads_out_.resize(backend_, kernels::DType::F32, (size_t)(Nq * Cl));
+  heads_out_.resize(backend_, workspace_.dtype(), (size_t)(Nq * Cl));
   const Tensor heads = heads_out_.view({B, Tq, Cl});
   kernels::attention_forward(heads, probs_.view({B, local_heads_, Tq, Tk}), q, k, v, (int)local_heads_, mask(),
                              key_padding, dropout_);
   out_->forward(out, heads.reshaped({Nq, Cl}));
+  if (spec_.recompute_core) probs_ = kernels::Buffer();  // recomputed by backward()
+}
+
+void Attention::release_activations() {
+  qkv_act_ = kernels::Buffer(), q_act_ = kernels::Buffer(), kv_act_ = kernels::Buffer();
+  probs_ = kernels::Buffer(), heads_out_ = kernels::Buffer();
 }
 
 void Attention::backward(const Tensor& dx, const Tensor& dmemory, const Tensor& dout) {
@@ -162,6 +168,21 @@ void Attention::backward(const Tensor& dx, const Tensor& dmemory, const Tensor& 
   const Tensor heads = heads_out_.view({Nq, Cl});
   const Tensor dheads = workspace_.take(Slot::D_ATTENTION, {Nq, Cl}, true);
   out_->backward(dheads, dout, heads);
+  if (spec_.recompute_core) {
+    // The core again, from the kept q, k, v: the same probabilities (and the same heads, rewritten in place).
+    probs_.resize(backend_, kernels::DType::F32, (size_t)B * local_heads_ * Tq * Tk);
+    Tensor q, k, v;
+    if (spec_.fused_qkv) {
+      const Tensor qkv = qkv_act_.view({Nq, 3 * Cl});
+      q = columns(qkv, B, Tq, 0, Cl), k = columns(qkv, B, Tq, Cl, Cl), v = columns(qkv, B, Tq, 2 * Cl, Cl);
+    } else {
+      q = q_act_.view({B, Tq, Cl});
+      k = kv_act_.view({Nk, Cl}).reshaped({B, Tk, Cl});
+      v = kv_act_.view({2, Nk, Cl}).slice0(1, 1).reshaped({B, Tk, Cl});
+    }
+    kernels::attention_forward(heads.reshaped({B, Tq, Cl}), probs_.view({B, local_heads_, Tq, Tk}), q, k, v,
+                               (int)local_heads_, mask(), key_padding_, dropout_);
+  }
   const Tensor probs = probs_.view({B, local_heads_, Tq, Tk});
   if (spec_.fused_qkv) {
     const Tensor qkv = qkv_act_.view({Nq, 3 * Cl});
@@ -180,6 +201,7 @@ void Attention::backward(const Tensor& dx, const Tensor& dmemory, const Tensor& 
     } else {
       qkv_->backward(dx, dqkv, x_);
     }
+    if (spec_.recompute_core) probs_ = kernels::Buffer();
     return;
   }
   const Tensor qa = q_act_.view({Nq, Cl});
@@ -203,15 +225,16 @@ void Attention::backward(const Tensor& dx, const Tensor& dmemory, const Tensor& 
   }
   k_->backward(dmem, dk, memory_);
   v_->backward(dmem, dv, memory_);
+  if (spec_.recompute_core) probs_ = kernels::Buffer();
 }
 
 void Attention::decode_begin(int B, int max_len) {
   if (spec_.cross) throw std::logic_error("decode_begin on cross-attention");
   const int64_t Cl = local_c_;
-  kcache_.resize(backend_, kernels::DType::F32, (size_t)B * max_len * Cl);
-  vcache_.resize(backend_, kernels::DType::F32, (size_t)B * max_len * Cl);
-  dec_qkv_.resize(backend_, kernels::DType::F32, (size_t)B * 3 * Cl);
-  dec_heads_.resize(backend_, kernels::DType::F32, (size_t)B * Cl);
+  kcache_.resize(backend_, workspace_.dtype(), (size_t)B * max_len * Cl);
+  vcache_.resize(backend_, workspace_.dtype(), (size_t)B * max_len * Cl);
+  dec_qkv_.resize(backend_, workspace_.dtype(), (size_t)B * 3 * Cl);
+  dec_heads_.resize(backend_, workspace_.dtype(), (size_t)B * Cl);
   dec_scores_.resize(backend_, kernels::DType::F32, (size_t)B * local_heads_ * max_len);
   cache_B_ = B;
   cache_len_ = max_len;
@@ -254,7 +277,7 @@ void Attention::decode_forward(const Tensor& out, const Tensor& x, int pos) {
   // Position pos of every row of the caches: [B, Cl] views with a row stride of P·Cl.
   auto cache_row = [&](const kernels::Buffer& cache) {
     Tensor t = cache.view({B, Cl});
-    t.data = static_cast<float*>(cache.data()) + (size_t)pos * Cl;
+    t.data = static_cast<char*>(cache.data()) + (size_t)pos * Cl * kernels::dtype_size(cache.dtype());
     t.row_stride = (int64_t)P * Cl;
     return t;
   };

@@ -42,6 +42,10 @@ struct AttentionSpec {
   double out_init_std = 0.02;    // the output projection (Megatron: init_std / sqrt(2·layers))
   float attention_dropout = 0.0f;
   int layer = 0;                 // the layer number (dropout streams)
+  // Megatron's selective recomputation (--recompute-activations): the attention core's probabilities [B,H,Tq,Tk]
+  // are not kept from the forward pass; backward() recomputes them from the saved q, k, v (the same softmax and
+  // dropout masks, so the gradients are bit for bit those of a kept copy).
+  bool recompute_core = false;
 };
 
 // Tensor parallelism (Megatron): rank t holds heads [t·H/T, (t+1)·H/T) — the matching output columns of the q, k, v
@@ -59,6 +63,8 @@ class Attention {
                const kernels::Tensor& key_padding, int B, int Tq, int Tk, const ForwardStep& step);
   // dx += d/dx, dmemory += d/dmemory (cross-attention; optional) from dout [B·Tq, C].
   void backward(const kernels::Tensor& dx, const kernels::Tensor& dmemory, const kernels::Tensor& dout);
+  // Frees what forward() kept for backward() (full recomputation: the forward runs again before the backward).
+  void release_activations();
 
   // Generation with a key/value cache (self-attention): decode_begin empties the cache for B rows of at most
   // max_len positions; decode_forward appends position `pos` of every row from x [B,C] and writes out [B,C].

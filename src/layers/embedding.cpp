@@ -26,14 +26,14 @@ Tensor Embedding::forward(const Tensor& tokens, const Tensor& positions, const T
   types_ = types;
   dropped_ = dropout_.active(step);
   kernels::Buffer& target = dropped_ ? sum_ : out_;
-  target.resize(store_.backend(), kernels::DType::F32, (size_t)(N * C));
+  target.resize(store_.backend(), store_.activation_dtype(), (size_t)(N * C));
   const Tensor sum = target.view({N, C});
-  kernels::embedding_forward(sum, tokens, store_.value(word_), vocab_offset_, false);
+  kernels::embedding_forward(sum, tokens, store_.compute_value(word_), vocab_offset_, false);
   tp_.all_reduce(sum);
-  if (!spec_.position_name.empty()) kernels::embedding_forward(sum, positions, store_.value(position_), 0, true);
-  if (!spec_.token_type_name.empty()) kernels::embedding_forward(sum, types, store_.value(token_type_), 0, true);
+  if (!spec_.position_name.empty()) kernels::embedding_forward(sum, positions, store_.compute_value(position_), 0, true);
+  if (!spec_.token_type_name.empty()) kernels::embedding_forward(sum, types, store_.compute_value(token_type_), 0, true);
   if (!dropped_) return sum;
-  out_.resize(store_.backend(), kernels::DType::F32, (size_t)(N * C));
+  out_.resize(store_.backend(), store_.activation_dtype(), (size_t)(N * C));
   const Tensor out = out_.view({N, C});
   dropout_.forward(out, sum, step);
   return out;
@@ -43,7 +43,7 @@ void Embedding::backward(const Tensor& dout) {
   Tensor d = dout;
   if (dropped_) {
     const int64_t N = dout.rows(), C = spec_.hidden;
-    ddrop_.resize(store_.backend(), kernels::DType::F32, (size_t)(N * C));
+    ddrop_.resize(store_.backend(), dout.dtype, (size_t)(N * C));
     ddrop_.zero();
     d = ddrop_.view({N, C});
     dropout_.backward(d, dout);

@@ -15,13 +15,13 @@ void LayerNorm::forward(const Tensor& out, const Tensor& inp) {
   const int64_t N = inp.rows();
   mean_.resize(store_.backend(), kernels::DType::F32, (size_t)N);
   rstd_.resize(store_.backend(), kernels::DType::F32, (size_t)N);
-  kernels::layernorm_forward(out, mean_.view({N}), rstd_.view({N}), inp, store_.value(weight_), store_.value(bias_),
+  kernels::layernorm_forward(out, mean_.view({N}), rstd_.view({N}), inp, store_.compute_value(weight_), store_.compute_value(bias_),
                              eps_);
 }
 
 void LayerNorm::backward(const Tensor& dinp, const Tensor& dout, const Tensor& inp) {
   const int64_t N = inp.rows();
-  kernels::layernorm_backward(dinp, store_.grad(weight_), store_.grad(bias_), dout, inp, store_.value(weight_),
+  kernels::layernorm_backward(dinp, store_.grad(weight_), store_.grad(bias_), dout, inp, store_.compute_value(weight_),
                               mean_.view({N}), rstd_.view({N}));
 }
 

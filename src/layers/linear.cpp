@@ -41,8 +41,8 @@ Linear::Linear(ParameterStore& store, const TensorParallel& tp, Workspace& works
 }
 
 void Linear::forward(const Tensor& out, const Tensor& inp) {
-  const Tensor w = store_.value(weight_);
-  const Tensor b = has_bias_ ? store_.value(bias_) : Tensor{};
+  const Tensor w = store_.compute_value(weight_);
+  const Tensor b = has_bias_ ? store_.compute_value(bias_) : Tensor{};
   if (spec_.parallelism == Parallelism::ROW && tp_.active()) {
     // Partial products summed over the group; the replicated bias is added once, after the sum.
     kernels::linear_forward(out, inp, w, Tensor{}, spec_.layout);
@@ -54,7 +54,7 @@ void Linear::forward(const Tensor& out, const Tensor& inp) {
 }
 
 void Linear::backward(const Tensor& dinp, const Tensor& dout, const Tensor& inp) {
-  const Tensor w = store_.value(weight_);
+  const Tensor w = store_.compute_value(weight_);
   const Tensor dw = store_.grad(weight_);
   const Tensor db = has_bias_ ? store_.grad(bias_) : Tensor{};
   if (spec_.parallelism == Parallelism::COLUMN && tp_.active() && dinp.present()) {

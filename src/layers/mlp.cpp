@@ -28,13 +28,15 @@ Mlp::Mlp(ParameterStore& store, const TensorParallel& tp, Workspace& workspace, 
 void Mlp::forward(const Tensor& out, const Tensor& x) {
   const int64_t N = x.rows(), F = fc_->local_out();
   x_ = x;
-  pre_.resize(backend_, kernels::DType::F32, (size_t)(N * F));
-  act_.resize(backend_, kernels::DType::F32, (size_t)(N * F));
+  pre_.resize(backend_, workspace_.dtype(), (size_t)(N * F));
+  act_.resize(backend_, workspace_.dtype(), (size_t)(N * F));
   const Tensor pre = pre_.view({N, F}), act = act_.view({N, F});
   fc_->forward(pre, x);
   kernels::gelu_forward(act, pre, spec_.gelu);
   proj_->forward(out, act);
 }
+
+void Mlp::release_activations() { pre_ = kernels::Buffer(), act_ = kernels::Buffer(); }
 
 void Mlp::backward(const Tensor& dx, const Tensor& dout) {
   const int64_t N = x_.rows(), F = fc_->local_out();

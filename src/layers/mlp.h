@@ -30,6 +30,8 @@ class Mlp {
   void forward(const kernels::Tensor& out, const kernels::Tensor& x);
   // dx += d/dx from dout [N,C].
   void backward(const kernels::Tensor& dx, const kernels::Tensor& dout);
+  // Frees what forward() kept for backward() (full recomputation).
+  void release_activations();
 
  private:
   Workspace& workspace_;

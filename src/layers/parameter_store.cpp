@@ -4,6 +4,7 @@
 #include <cmath>
 #include <random>
 
+#include "kernels/ops.h"
 #include "util/error.h"
 
 namespace lmforge::layers {
@@ -38,6 +39,33 @@ kernels::Tensor ParameterStore::view(const kernels::Buffer& buffer, size_t i) co
 }
 
 kernels::Tensor ParameterStore::value(size_t i) const { return view(values_, i); }
+
+void ParameterStore::set_compute_dtype(kernels::DType dtype) {
+  if (dtype == kernels::DType::I32) throw std::logic_error("ParameterStore: an integer compute dtype");
+  compute_dtype_ = dtype;
+  if (dtype == kernels::DType::F32) {
+    working_ = kernels::Buffer();
+    return;
+  }
+  if (allocated()) sync_compute_copy();
+}
+
+kernels::Tensor ParameterStore::compute_value(size_t i) const {
+  if (compute_dtype_ == kernels::DType::F32) return value(i);
+  kernels::Tensor t = view(values_, i);
+  t.data = static_cast<char*>(working_.data()) + table_[i].offset * kernels::dtype_size(compute_dtype_);
+  t.dtype = compute_dtype_;
+  return t;
+}
+
+void ParameterStore::sync_compute_copy() {
+  if (compute_dtype_ == kernels::DType::F32 || !allocated()) return;
+  const int64_t n = (int64_t)table_.local_numel();
+  working_.resize(backend_, compute_dtype_, (size_t)n);
+  // The copy op converts (round to nearest even) into the working dtype.
+  kernels::copy(kernels::make_view(working_.data(), compute_dtype_, {n}, backend_.device()),
+                kernels::make_view(values_.f32(), {n}, backend_.device()));
+}
 kernels::Tensor ParameterStore::grad(size_t i) const { return view(grads_, i); }
 
 void ParameterStore::zero_grads() { grads_.zero(); }
@@ -73,6 +101,7 @@ void ParameterStore::init(uint64_t seed) {
     backend_.copy_to_device(values_.f32() + p.offset, host.data(), p.numel * sizeof(float));
   }
   zero_grads();
+  sync_compute_copy();
 }
 
 }  // namespace lmforge::layers

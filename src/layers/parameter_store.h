@@ -38,6 +38,17 @@ class ParameterStore {
   kernels::Tensor value(size_t i) const;
   kernels::Tensor grad(size_t i) const;
   float* values() const { return values_.f32(); }
+
+  // Mixed precision (Megatron's --bf16 / --fp16 with fp32 main parameters): values() and grads() stay the fp32
+  // master weights and main gradients the optimizer updates; with a compute dtype of BF16 or F16 the layers
+  // multiply a working copy of the weights in that dtype (compute_value) and keep their activations in it
+  // (activation_dtype). The copy is made from the fp32 values by sync_compute_copy(): after init(), after a load
+  // and after every optimizer step. F32 (the default): compute_value(i) is value(i) and nothing is copied.
+  void set_compute_dtype(kernels::DType dtype);
+  kernels::DType compute_dtype() const { return compute_dtype_; }
+  kernels::DType activation_dtype() const { return compute_dtype_; }
+  kernels::Tensor compute_value(size_t i) const;
+  void sync_compute_copy();
   float* grads() const { return grads_.f32(); }
   size_t local_numel() const { return table_.local_numel(); }
   void zero_grads();
@@ -55,6 +66,8 @@ class ParameterStore {
   param::ParamTable table_;
   std::vector<Init> inits_;
   kernels::Buffer values_, grads_;
+  kernels::DType compute_dtype_ = kernels::DType::F32;
+  kernels::Buffer working_;  // the compute-dtype copy of values_ (empty in fp32)
 };
 
 }  // namespace lmforge::layers

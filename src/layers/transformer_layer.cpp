@@ -61,7 +61,7 @@ Tensor TransformerLayer::forward(const Tensor& x, const Tensor& key_padding, con
   memory_ = memory;
   dropped_ = step.training;
   auto buffer = [&](kernels::Buffer& b) {
-    b.resize(backend_, kernels::DType::F32, (size_t)(N * C));
+    b.resize(backend_, workspace_.dtype(), (size_t)(N * C));
     return b.view({N, C});
   };
   const Tensor n1 = buffer(normed1_), h1 = buffer(h1_), n2 = buffer(normed2_), out = buffer(out_);
@@ -100,6 +100,13 @@ Tensor TransformerLayer::forward(const Tensor& x, const Tensor& key_padding, con
   join(n2, cur, branch, drop_mlp_, step);
   ln2_->forward(out, n2);
   return out;
+}
+
+void TransformerLayer::release_activations() {
+  for (kernels::Buffer* b : {&normed1_, &h1_, &normed_cross_, &h2_, &normed2_, &out_}) *b = kernels::Buffer();
+  attention_->release_activations();
+  if (cross_) cross_->release_activations();
+  mlp_->release_activations();
 }
 
 void TransformerLayer::backward(const Tensor& d, const Tensor& dmemory) {
@@ -144,8 +151,8 @@ void TransformerLayer::backward(const Tensor& d, const Tensor& dmemory) {
 void TransformerLayer::decode_begin(int B, int max_len) {
   if (cross_) throw Error("key/value-cache decoding of an encoder-decoder layer is not supported");
   attention_->decode_begin(B, max_len);
-  dec_normed_.resize(backend_, kernels::DType::F32, (size_t)B * spec_.hidden);
-  dec_branch_.resize(backend_, kernels::DType::F32, (size_t)B * spec_.hidden);
+  dec_normed_.resize(backend_, workspace_.dtype(), (size_t)B * spec_.hidden);
+  dec_branch_.resize(backend_, workspace_.dtype(), (size_t)B * spec_.hidden);
 }
 
 void TransformerLayer::decode_step(const Tensor& x, int pos) {

@@ -42,6 +42,9 @@ class TransformerLayer {
   // On entry d holds d(loss)/dy, on exit d(loss)/dx (in place: the residual stream's gradient flows through one
   // buffer); dmemory += d/dmemory for cross-attention (optional).
   void backward(const kernels::Tensor& d, const kernels::Tensor& dmemory);
+  // Frees every activation forward() kept, its output included (Megatron's full recomputation: the caller keeps
+  // the layer's input and runs forward() again, with the same step, before backward()).
+  void release_activations();
 
   // Decoding (self-attention only, pre- or post-LN): x [B,C] is the new position of every row, replaced by the
   // layer's output for it.

@@ -31,12 +31,17 @@ class Workspace {
  public:
   explicit Workspace(kernels::Backend& backend) : backend_(backend) {}
   kernels::Backend& backend() const { return backend_; }
+  // The dtype of the slots (activation gradients and branch outputs): F32 unless a model runs in mixed precision
+  // (then its ParameterStore's activation_dtype()). Set before a forward; later takes use it.
+  void set_dtype(kernels::DType dtype) { dtype_ = dtype; }
+  kernels::DType dtype() const { return dtype_; }
   // A view of `shape` in the slot (grown when needed; contents undefined unless zero).
   kernels::Tensor take(Slot slot, std::initializer_list<int64_t> shape, bool zero = false);
 
  private:
   kernels::Backend& backend_;
   std::array<kernels::Buffer, (size_t)Slot::COUNT> buffers_;
+  kernels::DType dtype_ = kernels::DType::F32;
 };
 
 }  // namespace lmforge::layers

@@ -38,6 +38,13 @@ void GPTConfig::validate() const {
     fail("hidden dropout must be in [0, 1) (got " + std::to_string(hidden_dropout) + ")");
   if (!(attention_dropout >= 0.0f && attention_dropout < 1.0f))
     fail("attention dropout must be in [0, 1) (got " + std::to_string(attention_dropout) + ")");
+  if (!recompute_granularity.empty() && recompute_granularity != "full" && recompute_granularity != "selective")
+    fail("recompute granularity must be full or selective (got " + recompute_granularity + ")");
+  if (recompute_method != "uniform" && recompute_method != "block")
+    fail("recompute method must be uniform or block (got " + recompute_method + ")");
+  if (recompute_num_layers < 1 || recompute_num_layers > num_layers)
+    fail("recompute num layers must be in [1, num_layers = " + std::to_string(num_layers) + "] (got " +
+         std::to_string(recompute_num_layers) + ")");
 }
 
 namespace {
@@ -91,6 +98,7 @@ Parts build(const GPTConfig& c, layers::ParameterStore& store, const layers::Ten
     s.attention.out_init_std = out_std;
     s.attention.attention_dropout = c.attention_dropout;
     s.attention.layer = l + 1;
+    s.attention.recompute_core = c.recompute_granularity == "selective";
     s.mlp.fc = h + "mlp.c_fc";
     s.mlp.proj = h + "mlp.c_proj";
     s.mlp.hidden = C;
@@ -133,6 +141,19 @@ GPT::GPT(const GPTConfig& config, kernels::Backend& backend, dist::Communicator*
   ln_f_ = std::move(p.ln_f);
   head_ = std::move(p.head);
   store_.allocate();
+  chunks_ = make_chunks();
+}
+
+std::vector<GPT::Chunk> GPT::make_chunks() const {
+  std::vector<Chunk> chunks;
+  if (config_.recompute_granularity != "full") return chunks;
+  const int L = config_.num_layers, n = config_.recompute_num_layers;
+  if (config_.recompute_method == "uniform") {
+    for (int a = 0; a < L; a += n) chunks.push_back({a, std::min(a + n, L), {}, {}});
+  } else {
+    for (int a = 0; a < n; a++) chunks.push_back({a, a + 1, {}, {}});
+  }
+  return chunks;
 }
 
 GPT::~GPT() = default;
@@ -147,6 +168,11 @@ param::ParamTable GPT::parameter_table(const GPTConfig& config) {
 }
 
 void GPT::init_weights(uint64_t seed) { store_.init(seed); }
+
+void GPT::set_compute_dtype(kernels::DType dtype) {
+  store_.set_compute_dtype(dtype);
+  workspace_.set_dtype(store_.activation_dtype());
+}
 
 void GPT::check_ids(const int32_t* ids, size_t n, const char* what) const {
   for (size_t i = 0; i < n; i++)
@@ -173,10 +199,23 @@ Tensor GPT::forward_body(const int32_t* tokens, int B, int T, const layers::Forw
   }
   B_ = B;
   T_ = T;
+  step_ = step;
   Tensor x = embedding_->forward(tokens_.view({N}), positions_.view({N}), Tensor{}, step);
-  for (auto& layer : layers_) x = layer->forward(x, Tensor{}, Tensor{}, Tensor{}, B, T, 0, step);
+  size_t c = 0;  // the next recomputed chunk
+  for (int l = 0; l < (int)layers_.size(); l++) {
+    if (c < chunks_.size() && l == chunks_[c].begin) chunks_[c].input = x;
+    x = layers_[(size_t)l]->forward(x, Tensor{}, Tensor{}, Tensor{}, B, T, 0, step);
+    if (c < chunks_.size() && l + 1 == chunks_[c].end) {
+      // Keep only the chunk's output (the next layer's input); its layers run again in the backward.
+      Chunk& k = chunks_[c++];
+      k.output.resize(be, x.dtype, (size_t)(N * C));
+      kernels::copy(k.output.view({N, C}), x);
+      for (int i = k.begin; i < k.end; i++) layers_[(size_t)i]->release_activations();
+      x = k.output.view({N, C});
+    }
+  }
   body_out_ = x;
-  normed_.resize(be, kernels::DType::F32, (size_t)(N * C));
+  normed_.resize(be, store_.activation_dtype(), (size_t)(N * C));
   const Tensor normed = normed_.view({N, C});
   ln_f_->forward(normed, x);
   return normed;
@@ -211,17 +250,31 @@ void GPT::backward(float loss_scale) {
   head_->backward(d_normed, logits, normed_.view({N, C}));
   // d_residual carries the gradient of the residual stream down through the layers (in place, see
   // TransformerLayer::backward).
-  d_residual_.resize(be, kernels::DType::F32, (size_t)(N * C));
+  d_residual_.resize(be, store_.activation_dtype(), (size_t)(N * C));
   const Tensor d = d_residual_.view({N, C});
   d_residual_.zero();
   ln_f_->backward(d, d_normed, body_out_);
   if (ready_hook_) ready_hook_(tensor("transformer.ln_f.weight").offset);  // ln_f, the last tensors of the table
+  size_t c = chunks_.size();  // recomputed chunks, walked from the last
   for (size_t l = layers_.size(); l-- > 0;) {
-    layers_[l]->backward(d, Tensor{});
-    if (ready_hook_) ready_hook_(table()[layer_first_[l]].offset);  // layer l and everything after it
+    if (c > 0 && (int)l + 1 == chunks_[c - 1].end) {
+      // Full recomputation: the chunk's forward again from its kept input, with the same step (dropout masks).
+      const Chunk& k = chunks_[--c];
+      Tensor x = k.input;
+      for (int i = k.begin; i < k.end; i++)
+        x = layers_[(size_t)i]->forward(x, Tensor{}, Tensor{}, Tensor{}, B_, T_, 0, step_);
+    }
+    backward_layer(l);
+    if (c < chunks_.size() && (int)l == chunks_[c].begin)
+      for (int i = chunks_[c].begin; i < chunks_[c].end; i++) layers_[(size_t)i]->release_activations();
   }
   embedding_->backward(d);
   if (ready_hook_) ready_hook_(0);
+}
+
+void GPT::backward_layer(size_t l) {
+  layers_[l]->backward(d_residual_.view({(int64_t)B_ * T_, config_.hidden}), Tensor{});
+  if (ready_hook_) ready_hook_(table()[layer_first_[l]].offset);  // layer l and everything after it
 }
 
 const float* GPT::forward_logits(const int32_t* tokens, int B, int T) {
@@ -229,9 +282,11 @@ const float* GPT::forward_logits(const int32_t* tokens, int B, int T) {
   forward_body(tokens, B, T, layers::ForwardStep{});
   const int64_t C = config_.hidden, Vl = head_->local_out();
   kernels::Backend& be = backend();
-  last_.resize(be, kernels::DType::F32, (size_t)B * C);
+  last_.resize(be, store_.activation_dtype(), (size_t)B * C);
+  const size_t row = (size_t)C * kernels::dtype_size(store_.activation_dtype());
   for (int b = 0; b < B; b++)
-    be.copy_on_device(last_.f32() + (size_t)b * C, normed_.f32() + ((size_t)b * T + T - 1) * C, C * sizeof(float));
+    be.copy_on_device(static_cast<char*>(last_.data()) + (size_t)b * row,
+                      static_cast<const char*>(normed_.data()) + ((size_t)b * T + T - 1) * row, row);
   last_logits_.resize(be, kernels::DType::F32, (size_t)(B * Vl));
   head_->forward(last_logits_.view({B, Vl}), last_.view({B, C}));
   return last_logits_.f32();
@@ -263,7 +318,7 @@ const float* GPT::decode_step(const int32_t* tokens) {
   T_ = 0;  // the positions buffer no longer holds a training sequence's
   const Tensor x = embedding_->forward(tokens_.view({B}), positions_.view({B}), Tensor{}, layers::ForwardStep{});
   for (auto& layer : layers_) layer->decode_step(x, decode_pos_);
-  last_.resize(be, kernels::DType::F32, (size_t)B * C);
+  last_.resize(be, store_.activation_dtype(), (size_t)B * C);
   ln_f_->forward(last_.view({B, C}), x);
   last_logits_.resize(be, kernels::DType::F32, (size_t)(B * Vl));
   head_->forward(last_logits_.view({B, Vl}), last_.view({B, C}));

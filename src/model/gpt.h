@@ -46,6 +46,14 @@ struct GPTConfig {
   // training forwards (a ForwardStep with training set).
   float hidden_dropout = 0.1f;
   float attention_dropout = 0.1f;
+  // Megatron's activation recomputation (what is not kept from the forward pass is computed again in the backward,
+  // bit for bit the same): "" none; "selective" (--recompute-activations) the attention core, whose [B,H,T,T]
+  // probabilities are recomputed from q, k, v; "full" whole layers, only chunk boundaries kept: method "uniform"
+  // cuts the layers into chunks of recompute_num_layers (each chunk's input kept), "block" recomputes the first
+  // recompute_num_layers layers one by one and keeps the rest.
+  std::string recompute_granularity;
+  std::string recompute_method = "uniform";
+  int recompute_num_layers = 1;
 
   int padded_vocab_size() const;
   // Throws lmforge::Error naming the first inconsistent field (heads not dividing hidden, seq_length >
@@ -77,6 +85,14 @@ class GPT {
   // layers::ParameterStore::init): wte, wpe, c_attn and c_fc weights N(0, init_std); c_proj weights
   // N(0, init_std/sqrt(2·num_layers)); biases 0; LayerNorm weight 1, bias 0. Also zeroes the gradients.
   void init_weights(uint64_t seed);
+
+  // Mixed precision (Megatron's --bf16 / --fp16): the layers compute with a BF16 or F16 working copy of the
+  // weights and keep activations and their gradients in that dtype; params()/grads() stay the fp32 master weights
+  // and main gradients (LayerNorm statistics, softmax, logits and cross-entropy stay fp32). F32: the default.
+  void set_compute_dtype(kernels::DType dtype);
+  kernels::DType compute_dtype() const { return store_.compute_dtype(); }
+  // After params() changed (an optimizer step, a load): refresh the working copy (nothing in fp32).
+  void params_updated() { store_.sync_compute_copy(); }
 
   size_t num_parameters() const { return store_.local_numel(); }  // on this rank
   float* params() { return store_.values(); }
@@ -126,6 +142,14 @@ class GPT {
 
  private:
   void check_ids(const int32_t* ids, size_t n, const char* what) const;
+  // Full recomputation: the chunks [begin, end) of layers that are recomputed (empty: none).
+  struct Chunk {
+    int begin = 0, end = 0;
+    kernels::Tensor input;   // the chunk's input (the embedding's output or the previous chunk's kept output)
+    kernels::Buffer output;  // a copy of the chunk's last layer output, which the next layer reads
+  };
+  std::vector<Chunk> make_chunks() const;
+  void backward_layer(size_t l);
   kernels::Tensor forward_body(const int32_t* tokens, int B, int T, const layers::ForwardStep& step);
 
   GPTConfig config_;
@@ -143,6 +167,8 @@ class GPT {
   bool have_targets_ = false;
   kernels::Buffer tokens_, targets_, positions_, normed_, logits_, d_residual_, last_, last_logits_;
   kernels::Tensor body_out_;
+  std::vector<Chunk> chunks_;
+  layers::ForwardStep step_;  // the last training forward's step (a recomputation draws the same masks)
   int decode_B_ = 0, decode_pos_ = 0;
   std::function<void(size_t)> ready_hook_;
 };

@@ -35,6 +35,11 @@ class GptModel final : public Model {
   std::string config_json() const override;
   void check_checkpoint_config(const std::string& json, const std::string& source) const override;
   std::vector<std::string> vocabulary_tensors() const override { return {"transformer.wte.weight"}; }
+  bool set_compute_dtype(kernels::DType dtype) override {
+    gpt_.set_compute_dtype(dtype);
+    return true;
+  }
+  void params_updated() override { gpt_.params_updated(); }
   std::string describe() const override;
   double training_flops(int B, int T) const override { return gpt_.training_flops(B, T); }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/tensor.h"
 #include "layers/dropout.h"
 #include "param/parameter.h"
 
@@ -63,6 +64,11 @@ class Model {
   // Tensors whose rows are the vocabulary (padded here, unpadded in Hugging Face files): loaded with zero rows
   // appended when a file holds fewer.
   virtual std::vector<std::string> vocabulary_tensors() const = 0;
+  // Mixed precision (--bf16 / --fp16): the dtype of the working copy of the weights and of the activations, set
+  // before init_weights(); returns false when the model runs in fp32 only (the trainer then refuses the flag).
+  virtual bool set_compute_dtype(kernels::DType dtype) { return dtype == kernels::DType::F32; }
+  // After the optimizer wrote params(): refresh the low-precision working copy (nothing to do in fp32).
+  virtual void params_updated() {}
   // One log line: architecture, sizes, parameters on this rank.
   virtual std::string describe() const = 0;
   // Model FLOPs of one training step on B×T tokens (throughput figures).

@@ -126,6 +126,9 @@ datasets::MaskedLmVocab masked_lm_vocab(const TrainOptions& o) {
 
 ModelShape model_shape(const TrainOptions& o, int64_t vocab_size) {
   ModelShape s;
+  if (o.model_type != "gpt" && !o.recompute_granularity.empty())
+    throw Error("activation recomputation (--recompute-*, --checkpoint-activations) is implemented for train gpt "
+                "only; train " + o.model_type + " keeps its activations");
   if (o.model_type == "gpt") {
     const model::GPTConfig c = gpt_config(o, vocab_size);
     s.whole_parameters = (int64_t)model::GPT::parameter_table(c).whole_numel();

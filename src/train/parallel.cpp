@@ -95,11 +95,13 @@ double DataParallel::sum(double local) {
   return local;
 }
 
-double DataParallel::reduce_gradients(int64_t global_micro_batches, double max_norm) {
-  const float scale = 1.0f / (float)global_micro_batches;
+double DataParallel::reduce_gradients(int64_t global_micro_batches, double max_norm, double loss_scale) {
+  const bool unscale = loss_scale != 1.0;
+  const float scale = unscale ? (float)(1.0 / ((double)global_micro_batches * loss_scale))
+                              : 1.0f / (float)global_micro_batches;
   if (comm_.size() == 1 && !distributed_ && model_parallel_ == nullptr) {
     // One process: exactly the single-process trainer's arithmetic.
-    if (global_micro_batches > 1) optim::scale_grads(spans_, scale);
+    if (global_micro_batches > 1 || unscale) optim::scale_grads(spans_, scale);
     return optim::clip_grad_norm(spans_, max_norm);
   }
   for (size_t i = 0; i < buckets_.size(); i++) {
@@ -114,7 +116,7 @@ double DataParallel::reduce_gradients(int64_t global_micro_batches, double max_n
     float* g = grads_ + k.mine_begin;
     const int64_t len = (int64_t)(k.mine_end - k.mine_begin);
     double s = 0.0;
-    if (global_micro_batches > 1) {
+    if (global_micro_batches > 1 || unscale) {
 #pragma omp parallel for simd schedule(static) if (len > 65536)
       for (int64_t i = 0; i < len; i++) g[i] *= scale;
     }

@@ -76,7 +76,9 @@ class DataParallel {
 
   // After this rank's micro-batches have accumulated into the gradient buffer: sums across ranks, scales by
   // 1/global_micro_batches and clips to max_norm (<= 0: no clipping). Returns the global norm before clipping.
-  double reduce_gradients(int64_t global_micro_batches, double max_norm);
+  // loss_scale: the gradients are loss_scale times the true ones (fp16 loss scaling), divided out with the 1/M;
+  // a gradient that overflowed makes the norm inf or NaN on every rank (the caller then skips the step).
+  double reduce_gradients(int64_t global_micro_batches, double max_norm, double loss_scale = 1.0);
   // The optimizer step with this lr and weight decay (collective when the optimizer needs whole-tensor norms);
   // the distributed optimizer then all-gathers the parameters.
   void step(double lr, double weight_decay);

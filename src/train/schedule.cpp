@@ -37,7 +37,7 @@ std::vector<double> SequentialSchedule::run(const StepPlan& plan, Model& model, 
     for (size_t i = 0; i < losses.size(); i++) sums[i] += losses[i];
     if (!plan.training) continue;
     if (k + 1 == local) dp.arm_overlap();  // the last backward starts the reduction
-    model.backward(1.0f);                   // accumulates d(micro-batch mean)/dθ; the 1/M comes with the reduction
+    model.backward(plan.loss_scale);        // accumulates d(micro-batch mean)/dθ; the 1/M comes with the reduction
   }
   return sums;
 }

@@ -18,6 +18,7 @@ struct StepPlan {
   uint64_t seed = 0;             // dropout
   bool training = true;          // false: evaluation (no dropout, no backward)
   SplitKind split = SplitKind::TRAIN;
+  float loss_scale = 1.0f;       // each backward runs on loss_scale · the micro-batch loss (fp16 loss scaling)
 };
 
 // The order of forward and backward passes within a step is its own piece so that a pipeline schedule (1F1B) can

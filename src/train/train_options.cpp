@@ -56,6 +56,39 @@ void validate_train_options(TrainOptions& o) {
   if (o.tokenizer.vocab_file.empty())
     throw Error("--vocab-file is required: the tokenizer decides the model's vocabulary size");
 
+  validate_mixed_precision(o.precision);
+  // Megatron's rules (arguments.py): the v1 spelling is full uniform recomputation in chunks of
+  // --checkpoint-num-layers; --recompute-activations is selective; a method only goes with full.
+  if (o.checkpoint_activations) {
+    if (!o.recompute_granularity.empty() || o.recompute_activations)
+      throw Error("--checkpoint-activations is Megatron v1's --recompute-granularity full --recompute-method uniform: "
+                  "give one or the other");
+    o.recompute_granularity = "full";
+    o.recompute_method = "uniform";
+    o.recompute_num_layers = o.checkpoint_num_layers;
+  } else if (o.checkpoint_num_layers != 1) {
+    throw Error("--checkpoint-num-layers goes with --checkpoint-activations");
+  }
+  if (o.recompute_activations) {
+    if (!o.recompute_granularity.empty() && o.recompute_granularity != "selective")
+      throw Error("--recompute-activations means --recompute-granularity selective, not " + o.recompute_granularity);
+    o.recompute_granularity = "selective";
+  }
+  if (!o.recompute_granularity.empty() && o.recompute_granularity != "full" && o.recompute_granularity != "selective")
+    throw Error("--recompute-granularity must be full or selective (got " + o.recompute_granularity + ")");
+  if (o.recompute_granularity == "selective" && !o.recompute_method.empty())
+    throw Error("--recompute-method is not supported with --recompute-granularity selective (Megatron: selective "
+                "recomputes the attention core of every layer)");
+  if (o.recompute_granularity == "full" && o.recompute_method.empty())
+    throw Error("--recompute-granularity full needs --recompute-method uniform or block");
+  if (!o.recompute_method.empty() && o.recompute_method != "uniform" && o.recompute_method != "block")
+    throw Error("--recompute-method must be uniform or block (got " + o.recompute_method + ")");
+  if (o.recompute_granularity.empty() && !o.recompute_method.empty())
+    throw Error("--recompute-method needs --recompute-granularity full");
+  if (o.recompute_num_layers < 1 || o.recompute_num_layers > o.num_layers)
+    throw Error("--recompute-num-layers must be in [1, --num-layers " + str(o.num_layers) + "] (got " +
+                str(o.recompute_num_layers) + ")");
+
   need_positive(o.micro_batch_size, "--micro-batch-size");
   if (o.global_batch_size == 0) o.global_batch_size = o.micro_batch_size;
   need_positive(o.global_batch_size, "--global-batch-size");

@@ -8,6 +8,7 @@
 #include "optim/factory.h"
 #include "optim/lr_schedule.h"
 #include "text/tokenizer_factory.h"
+#include "train/mixed_precision.h"
 
 namespace lmforge::train {
 
@@ -88,6 +89,18 @@ struct TrainOptions {
   int64_t print_samples = 0;           // --print-samples N: write the first N samples of each split as JSON lines
                                        // (Megatron's field names) and exit without training
   bool skip_train = false;             // --skip-train: no training; evaluate (a --load'ed model) only (Megatron)
+
+  // ---- activation recomputation (Megatron; model::GPTConfig says what each keeps) ----
+  bool recompute_activations = false;  // --recompute-activations: = --recompute-granularity selective
+  std::string recompute_granularity;   // --recompute-granularity full|selective (empty: none)
+  std::string recompute_method;        // --recompute-method uniform|block (full only; required with it)
+  int recompute_num_layers = 1;        // --recompute-num-layers: layers per chunk (uniform) or recomputed (block)
+  bool checkpoint_activations = false; // --checkpoint-activations (Megatron v1): = full, uniform, chunks of
+  int checkpoint_num_layers = 1;       //   --checkpoint-num-layers layers
+
+  // ---- mixed precision ----
+  MixedPrecisionOptions precision;     // --fp16, --bf16, --loss-scale, --initial-loss-scale, --min-loss-scale,
+                                       // --loss-scale-window, --hysteresis (train/mixed_precision.h)
 
   // ---- parallelism (ranks come from the launcher: mpirun / srun) ----
   bool use_distributed_optimizer = false;  // --use-distributed-optimizer: optimizer state and update sharded across

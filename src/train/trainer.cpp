@@ -19,6 +19,8 @@
 #include "optim/factory.h"
 #include "optim/lr_schedule.h"
 #include "datasets/gpt_dataset.h"
+#include "kernels/ops.h"
+#include "train/mixed_precision.h"
 #include "train/parallel.h"
 #include "train/gpt_task.h"
 #include "train/model_factory.h"
@@ -63,6 +65,7 @@ dist::Communicator& single_process() {
 struct Trainer::Impl {
   TrainOptions o;
   std::ostream& log;
+  LossScaler scaler{o.precision};  // --fp16's loss scale (inactive otherwise)
   std::unique_ptr<text::Tokenizer> tokenizer;
   std::unique_ptr<Model> model;  // the model being trained (this rank's tensor-parallel pieces)
   model::GPT* gpt = nullptr;     // the same model when it is a GPT (Trainer::gpt())
@@ -151,6 +154,9 @@ struct Trainer::Impl {
     // The data order and the dropout masks are functions of the seed, the iteration and the consumed-sample
     // counters, so the seed is the whole RNG state.
     request.state.rng["seed"] = std::to_string(o.seed);
+    // Megatron saves its grad scaler with the optimizer; it is text beside the seed here, so a resumed fp16 run
+    // continues with the same scale and trackers.
+    if (scaler.active()) request.state.rng["grad_scaler"] = scaler.save();
     request.state.args = args_json();
     const auto t0 = std::chrono::steady_clock::now();
     std::string dir = o.save + "/" + checkpoint::iteration_dir_name(iteration);
@@ -199,6 +205,8 @@ struct Trainer::Impl {
     if (!o.no_load_optim) target.set_steps(state.step);
     dp->scatter_loaded_optimizer();
     const checkpoint::TrainerState& s = loaded.state;
+    if (auto it = s.rng.find("grad_scaler"); it != s.rng.end() && scaler.active() && !o.no_load_optim)
+      scaler.load(it->second);
     if (auto it = s.rng.find("seed"); it != s.rng.end() && it->second != std::to_string(o.seed))
       throw Error(*dir + ": the checkpoint was trained with --seed " + it->second + ", not " + std::to_string(o.seed) +
                   " (the data order depends on it); use the same seed, or --finetune to start a new run");
@@ -291,6 +299,10 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   // keeps them, so every layout starts from the single-process weights.
   m.model = make_model(o, vocab, m.tp_group.get());
   if (auto* gpt = dynamic_cast<GptModel*>(m.model.get())) m.gpt = &gpt->gpt();
+  // Before init: init fills the working copy too.
+  if (!m.model->set_compute_dtype(compute_dtype(o.precision)))
+    throw Error(std::string(o.precision.bf16 ? "--bf16" : "--fp16") + ": lmforge train " + o.model_type +
+                " runs in fp32 only for now (mixed precision is implemented for train gpt)");
   m.model->init_weights(o.seed);
   m.spans = param_spans(m.model->table(), m.model->params(), m.model->grads());
   m.dp = std::make_unique<DataParallel>(*m.comm, m.spans, m.model->params(), m.model->grads(),
@@ -304,6 +316,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   if (m.comm->size() > 1)
     m.model->set_gradients_ready_hook([dp = m.dp.get()](size_t from) { dp->gradients_ready(from); });
   if (!o.load.empty()) m.load();
+  m.model->params_updated();  // the working copy of loaded weights (nothing in fp32)
 
   if (!o.save.empty() && comm.rank() == 0) {  // an unusable --save fails now, not after training
     const uint64_t state_arrays = o.optimizer.kind == "sgd" ? (o.optimizer.sgd_momentum != 0.0 ? 1 : 0) : 2;
@@ -316,6 +329,13 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   const size_t whole_params = m.model->table().whole_numel(), local_params = m.model->table().local_numel();
   log << m.model->describe();
   log << "backend: " << kernels::cpu_backend().info() << "\n" << m.task->summary();
+  log << precision_summary(o.precision, kernels::bf16_gemm_native());
+  if (o.recompute_granularity == "selective")
+    log << "activation recomputation: selective (the attention core of every layer)\n";
+  else if (o.recompute_granularity == "full")
+    log << format("activation recomputation: full, %s, %d layer%s %s\n", o.recompute_method.c_str(),
+                  o.recompute_num_layers, o.recompute_num_layers == 1 ? "" : "s",
+                  o.recompute_method == "uniform" ? "per chunk" : "recomputed (the first ones)");
   log << format("training: %lld iterations of %lld samples (%lld micro-batches of %d)\n", (long long)m.train_iters,
                 (long long)o.global_batch_size, (long long)m.micro_batches(), o.micro_batch_size);
   if (TP > 1)
@@ -399,18 +419,25 @@ void Trainer::run() {
 
   std::vector<double> interval_losses(loss_names.size(), 0.0);
   double interval_ms = 0.0;
-  int interval_count = 0;
+  int interval_count = 0, interval_skipped = 0, interval_nan = 0;
+  const bool mixed = o.precision.fp16 || o.precision.bf16;
   const auto start = std::chrono::steady_clock::now();
   while (!o.skip_train && m.iteration < m.train_iters) {
     const auto t0 = std::chrono::steady_clock::now();
     m.model->zero_grad();
-    // This rank's share of the global batch (all of it in one process), forward and backward.
-    std::vector<double> loss_sums =
-        m.schedule.run(m.plan(SplitKind::TRAIN, m.consumed_train, true), *m.model, *m.task, *m.dp);
+    // This rank's share of the global batch (all of it in one process), forward and backward; with --fp16 the
+    // backward runs on the loss times the loss scale.
+    StepPlan plan = m.plan(SplitKind::TRAIN, m.consumed_train, true);
+    const double loss_scale = m.scaler.active() ? m.scaler.scale() : 1.0;
+    plan.loss_scale = (float)loss_scale;
+    std::vector<double> loss_sums = m.schedule.run(plan, *m.model, *m.task, *m.dp);
     for (double& v : loss_sums) v = m.dp->sum(v);
+    // --fp16: the (scaled) parameter gradients are held in fp16 before they are unscaled, as Megatron's fp16 model
+    // gradients: a value beyond 65504 is inf and the step is skipped.
+    if (m.scaler.active()) round_to_f16_storage(m.model->grads(), m.model->table().local_numel());
     // The global-batch gradient is the mean over micro-batches (Megatron divides each loss by their number),
-    // summed across data-parallel ranks first; the norm is global.
-    const double norm = m.dp->reduce_gradients(M, o.clip_grad);
+    // summed across data-parallel ranks first; the norm is global (and unscaled).
+    const double norm = m.dp->reduce_gradients(M, o.clip_grad, loss_scale);
     // The objective is the sum of the task's losses (BERT: lm + sop), each the mean over the global batch's
     // micro-batches.
     std::vector<float> losses;
@@ -420,49 +447,71 @@ void Trainer::run() {
       total += v / (double)M;
     }
     const float loss = (float)total;
-    if (!std::isfinite(loss) || !std::isfinite(norm))
+    // An fp16 overflow (inf or NaN anywhere in the gradients makes the global norm so, on every rank) skips the
+    // update and lowers the scale, as Megatron's optimizer.step() returning update_successful = False.
+    const bool overflow = m.scaler.active() && (!std::isfinite(norm) || !std::isfinite(loss));
+    if (m.scaler.active()) m.scaler.update(overflow);
+    if (!overflow && (!std::isfinite(loss) || !std::isfinite(norm)))
       throw Error("iteration " + str(m.iteration + 1) + ": loss " + std::to_string(loss) + ", grad norm " +
                   std::to_string(norm) + " — training diverged (try a lower --lr or --clip-grad)");
     // Megatron's convention: this step uses lr(num_steps) before the increment, so the first warm-up step has lr 0.
+    // A skipped iteration leaves the weights and the schedule where they were (Megatron steps the scheduler only
+    // after a successful update) but counts as an iteration and consumes its samples.
     const double lr = m.scheduler->lr();
-    m.dp->step(lr, m.scheduler->weight_decay());
-    m.scheduler->step(o.global_batch_size);
+    if (!overflow) {
+      m.dp->step(lr, m.scheduler->weight_decay());
+      m.model->params_updated();  // the bf16/fp16 working copy of the new weights
+      m.scheduler->step(o.global_batch_size);
+    }
     m.iteration++;
     m.consumed_train += o.global_batch_size;
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    m.history.push_back({m.iteration, m.consumed_train, loss, lr, norm, ms, losses});
+    m.history.push_back({m.iteration, m.consumed_train, loss, lr, norm, ms, loss_scale, overflow, losses});
 
-    for (size_t i = 0; i < losses.size(); i++) interval_losses[i] += losses[i];
+    if (overflow) {
+      interval_skipped++;
+      interval_nan += !std::isfinite(loss);
+    } else {
+      for (size_t i = 0; i < losses.size(); i++) interval_losses[i] += losses[i];
+      interval_count++;
+    }
     interval_ms += ms;
-    interval_count++;
     if (m.iteration % o.log_interval == 0 || m.iteration == m.train_iters) {
-      const double avg_ms = interval_ms / interval_count;
+      const int iterations = interval_count + interval_skipped;
+      const double avg_ms = interval_ms / iterations;
       const double tokens_per_s = (double)o.global_batch_size * T / (avg_ms / 1000.0);
-      std::string loss_fields;
-      for (size_t i = 0; i < loss_names.size(); i++)
-        loss_fields += format("%s: %.6E | ", loss_names[i].c_str(), interval_losses[i] / interval_count);
-      // Megatron's line; like Megatron the learning rate shown is the one the next iteration will use.
-      m.log << format(" iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f | "
-                      "throughput (tokens/s): %.1f | learning rate: %.6E | global batch size: %5lld | ",
-                      (long long)m.iteration, (long long)m.train_iters, (long long)m.consumed_train, avg_ms,
-                      tokens_per_s, m.scheduler->lr(), (long long)o.global_batch_size)
-            << loss_fields << format("grad norm: %.3f |\n", norm);
+      // Megatron's line; like Megatron the learning rate shown is the one the next iteration will use, the losses
+      // the means over the interval's successful iterations and (mixed precision) the loss scale the current one.
+      std::string line = format(" iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): "
+                                "%.1f | throughput (tokens/s): %.1f | learning rate: %.6E | global batch size: %5lld |",
+                                (long long)m.iteration, (long long)m.train_iters, (long long)m.consumed_train, avg_ms,
+                                tokens_per_s, m.scheduler->lr(), (long long)o.global_batch_size);
+      if (interval_count > 0)
+        for (size_t i = 0; i < loss_names.size(); i++)
+          line += format(" %s: %.6E |", loss_names[i].c_str(), interval_losses[i] / interval_count);
+      if (mixed) line += format(" loss scale: %.1f |", m.scaler.active() ? m.scaler.scale() : 1.0);
+      line += format(" grad norm: %.3f |", norm);
+      if (mixed)
+        line += format(" number of skipped iterations: %3d | number of nan iterations: %3d |", interval_skipped,
+                       interval_nan);
+      m.log << line << "\n";
       m.log.flush();
       if (m.tensorboard) {
-        for (size_t i = 0; i < loss_names.size(); i++) {
+        for (size_t i = 0; i < loss_names.size() && interval_count > 0; i++) {
           m.tensorboard->add_scalar(loss_names[i], interval_losses[i] / interval_count, m.iteration);
           m.tensorboard->add_scalar(loss_names[i] + " vs samples", interval_losses[i] / interval_count,
                                     m.consumed_train);
         }
         m.tensorboard->add_scalar("learning-rate", m.scheduler->lr(), m.iteration);
         m.tensorboard->add_scalar("grad-norm", norm, m.iteration);
+        if (mixed) m.tensorboard->add_scalar("loss-scale", m.scaler.active() ? m.scaler.scale() : 1.0, m.iteration);
         m.tensorboard->add_scalar("throughput (tokens/s)", tokens_per_s, m.iteration);
         m.tensorboard->add_scalar("iteration-time (ms)", avg_ms, m.iteration);
         m.tensorboard->flush();
       }
       std::fill(interval_losses.begin(), interval_losses.end(), 0.0);
       interval_ms = 0.0;
-      interval_count = 0;
+      interval_count = interval_skipped = interval_nan = 0;
     }
     if (do_valid && m.iteration % o.eval_interval == 0) {
       run_eval(SplitKind::VALID, m.consumed_valid, "iteration " + str(m.iteration), "validation");

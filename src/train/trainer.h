@@ -21,6 +21,8 @@ struct IterationRecord {
   double lr = 0.0;               // the learning rate this step applied
   double grad_norm = 0.0;        // global gradient norm before clipping
   double ms = 0.0;               // wall time of the iteration
+  double loss_scale = 1.0;       // the loss scale this step's backward used (--fp16; 1 otherwise)
+  bool skipped = false;          // --fp16: the gradients overflowed, no update was made (the scale was updated)
   std::vector<float> losses;     // each of the task's losses (Task::loss_names()), mean over the global batch;
                                  // `loss` is their sum, the objective
 };

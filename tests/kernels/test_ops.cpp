@@ -34,7 +34,7 @@ struct Target {
 std::vector<Target> targets() {
   std::vector<Target> all;
   for (Device d : {Device::CPU})
-    for (DType t : {DType::F32, DType::BF16}) all.push_back({d, t});
+    for (DType t : {DType::F32, DType::BF16, DType::F16}) all.push_back({d, t});
   return all;
 }
 
@@ -48,6 +48,20 @@ float from_bf16(uint16_t b) {
   float x;
   std::memcpy(&x, &u, 4);
   return x;
+}
+
+// binary16 through the compiler's _Float16 (GCC >= 12 on x86-64): round to nearest even, overflow to inf —
+// independent of the kernels' own conversion.
+uint16_t to_f16(float x) {
+  const _Float16 h = (_Float16)x;
+  uint16_t u;
+  std::memcpy(&u, &h, 2);
+  return u;
+}
+float from_f16(uint16_t u) {
+  _Float16 h;
+  std::memcpy(&h, &u, 2);
+  return (float)h;
 }
 
 Tensor view_of(const kernels::Buffer& b, const std::vector<int64_t>& shape) {
@@ -70,7 +84,7 @@ Buffer upload(Backend& be, DType dtype, const std::vector<float>& host) {
     be.copy_to_device(b.data(), host.data(), host.size() * 4);
   } else {
     std::vector<uint16_t> h(host.size());
-    for (size_t i = 0; i < h.size(); i++) h[i] = to_bf16(host[i]);
+    for (size_t i = 0; i < h.size(); i++) h[i] = dtype == DType::F16 ? to_f16(host[i]) : to_bf16(host[i]);
     be.copy_to_device(b.data(), h.data(), h.size() * 2);
   }
   return b;
@@ -82,7 +96,7 @@ std::vector<float> download(Backend& be, const Buffer& b) {
   } else {
     std::vector<uint16_t> h(host.size());
     be.copy_to_host(h.data(), b.data(), h.size() * 2);
-    for (size_t i = 0; i < h.size(); i++) host[i] = from_bf16(h[i]);
+    for (size_t i = 0; i < h.size(); i++) host[i] = b.dtype() == DType::F16 ? from_f16(h[i]) : from_bf16(h[i]);
   }
   return host;
 }
@@ -158,8 +172,19 @@ std::vector<float> noise(size_t n, uint32_t seed) {
   return v;
 }
 
-// Relative tolerance of a dtype's results (of the largest magnitude in the result).
-double tolerance(DType dtype) { return dtype == DType::F32 ? 2e-5 : 3e-2; }
+// Relative tolerance of a dtype's results (of the largest magnitude in the result): fp32 arithmetic error; bf16
+// (8 significant bits, unit roundoff 2^-9 ≈ 2e-3) and f16 (11 bits, 2^-12 ≈ 2.4e-4) storage of the operands and
+// results, amplified by the ops' sums and cancellations (layernorm, softmax) to about 15 units.
+double tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::BF16: return 3e-2;
+    case DType::F16: return 4e-3;
+    default: return 2e-5;
+  }
+}
+// A low-precision run that agrees with fp32 more closely than this (relative to the largest magnitude) would be
+// fp32 in disguise: storage rounding alone moves bf16 results by ~2^-9 and f16 by ~2^-12.
+double least_difference(DType dtype) { return dtype == DType::BF16 ? 3e-4 : 3e-5; }
 
 void expect_close(const std::vector<float>& got, const std::vector<double>& want, double rel, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
@@ -184,7 +209,7 @@ TEST(OpCases, ForwardMatchesTheReferenceOnEveryBackend) {
       const auto want = c.reference(values_of(c), ids_of(c));
       ASSERT_EQ(r.out.size(), want.size()) << c.name;
       for (size_t j = 0; j < want.size(); j++)
-        expect_close(r.out[j], want[j], c.out[j].f32 ? 2e-5 : tolerance(target.dtype),
+        expect_close(r.out[j], want[j], tolerance(target.dtype),
                      target.name() + " " + c.name + " output " + std::to_string(j));
       runs++;
     }
@@ -209,6 +234,36 @@ TEST(OpCases, EveryBackendMatchesCpuF32) {
         expect_close(got.din[i], widen(want.din[i]), tolerance(target.dtype),
                      target.name() + " " + c.name + " d" + c.in[i].name);
     }
+  }
+}
+
+// bf16 and f16 runs are really low precision: every case's outputs or gradients differ from the fp32 run by more
+// than fp32 rounding could explain (and, EveryBackendMatchesCpuF32, by less than the dtype's tolerance).
+TEST(OpCases, LowPrecisionDiffersFromF32) {
+  const Target reference{Device::CPU, DType::F32};
+  for (const Target& target : targets()) {
+    if (target.dtype == DType::F32) continue;
+    int cases = 0;
+    for (const OpCase& c : testing::op_cases(false)) {
+      if (!op_supported(c.op, target.device, target.dtype)) continue;
+      std::vector<std::vector<float>> dout, prefill;
+      for (size_t j = 0; j < c.out.size(); j++) dout.push_back(noise(count(c.out[j].shape), 700 + (uint32_t)j));
+      for (size_t i = 0; i < c.in.size(); i++) prefill.push_back(noise(c.in[i].values.size(), 800 + (uint32_t)i));
+      const Result want = execute(c, reference, values_of(c), &dout, &prefill);
+      const Result got = execute(c, target, values_of(c), &dout, &prefill);
+      double worst = 0;  // largest difference relative to the result's largest magnitude
+      auto compare = [&](const std::vector<float>& g, const std::vector<float>& w) {
+        double scale = 1e-30, diff = 0;
+        for (size_t e = 0; e < w.size(); e++)
+          scale = std::max(scale, (double)std::fabs(w[e])), diff = std::max(diff, (double)std::fabs(g[e] - w[e]));
+        worst = std::max(worst, diff / std::max(1.0, scale));
+      };
+      for (size_t j = 0; j < want.out.size(); j++) compare(got.out[j], want.out[j]);
+      for (size_t i = 0; i < want.din.size(); i++) compare(got.din[i], want.din[i]);
+      EXPECT_GT(worst, least_difference(target.dtype)) << target.name() << " " << c.name << " equals fp32";
+      cases++;
+    }
+    EXPECT_GE(cases, 20) << target.name() << " implements every case";
   }
 }
 
@@ -272,10 +327,12 @@ TEST(OpCases, TwoThreadsMatchOne) {
       be.set_num_threads(2);
       const Result two = execute(c, target, values_of(c), &dout, &prefill);
       be.set_num_threads(saved);
+      // fp32 reduction order, which rounding to bf16/f16 storage can turn into one unit of the last place.
+      const double tol = target.dtype == DType::F32 ? 1e-5 : target.dtype == DType::F16 ? 1e-3 : 8e-3;
       for (size_t j = 0; j < one.out.size(); j++)
-        expect_close(two.out[j], widen(one.out[j]), 1e-5, target.name() + " " + c.name + " (2 threads)");
+        expect_close(two.out[j], widen(one.out[j]), tol, target.name() + " " + c.name + " (2 threads)");
       for (size_t i = 0; i < one.din.size(); i++)
-        expect_close(two.din[i], widen(one.din[i]), 1e-5, target.name() + " " + c.name + " d" + c.in[i].name);
+        expect_close(two.din[i], widen(one.din[i]), tol, target.name() + " " + c.name + " d" + c.in[i].name);
     }
   }
 }

@@ -1,4 +1,4 @@
-// defines: the CPU fp32 implementations behind kernels/ops.h (raw pointers and sizes; kernels/ops.cpp has checked
+// defines: the CPU implementations behind kernels/ops.h (fp32, and the bf16 linear layer) (raw pointers and sizes; kernels/ops.cpp has checked
 //          the views and passes their strides). Private to the kernels module.
 #pragma once
 #include <cstddef>
@@ -23,6 +23,17 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int N, int IC, int OC, WeightLayout layout);
 void bias_add_forward(float* x, const float* bias, int N, int C);
+
+// bf16 (kernels/cpu/linear_bf16.cpp, onednn_gemm.cpp): row-major C[M,N] = op(A)[M,K]·op(B)[K,N] (+ bias[N])
+// (+ C when accumulating) with bf16 A, B and fp32 accumulation; C is f32 or bf16 (c_dtype).
+void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B,
+               int ldb, bool accumulate, void* C, DType c_dtype, int ldc, const float* bias);
+// linear_forward/backward of ops.h with bf16 GEMM inputs (f32 operands are rounded to bf16 first) and outputs /
+// gradients of their own dtype (f32 or bf16).
+void linear_forward_bf16(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias, int N,
+                         int IC, int OC, WeightLayout layout);
+void linear_backward_bf16(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                          const Tensor& inp, const Tensor& weight, int N, int IC, int OC, WeightLayout layout);
 
 void add_forward(float* out, const float* a, const float* b, size_t n);
 void accumulate(float* dst, const float* src, size_t n);  // dst += src

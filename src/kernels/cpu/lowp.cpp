@@ -1,0 +1,138 @@
+// defines: bf16/f16 conversions, has_avx512_bf16(), AsF32
+#include "kernels/cpu/lowp.h"
+
+#include <cpuid.h>
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "kernels/cpu/cpu_common.h"
+
+namespace lmforge::kernels::cpu {
+
+uint16_t f32_to_f16(float f) {
+  uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint32_t sign = x & 0x80000000u;
+  x ^= sign;
+  uint16_t o;
+  if (x >= 0x47800000u) {  // >= 65536, inf or NaN: inf (overflow) or a quiet NaN
+    o = x > 0x7F800000u ? 0x7E00 : 0x7C00;
+  } else if (x < 0x38800000u) {  // below 2^-14: a subnormal half (or 0); adding 0.5 makes the FPU round it
+    const float t = std::bit_cast<float>(x) + 0.5f;
+    o = (uint16_t)(std::bit_cast<uint32_t>(t) - 0x3F000000u);
+  } else {  // normal: rebias the exponent, round the 13 dropped mantissa bits to nearest even
+    const uint32_t odd = (x >> 13) & 1u;
+    x += ((uint32_t)(15 - 127) << 23) + 0xFFFu + odd;  // may carry into the exponent: 65520 → inf, as RNE does
+    o = (uint16_t)(x >> 13);
+  }
+  return (uint16_t)(o | (sign >> 16));
+}
+
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  const uint32_t em = h & 0x7FFFu;
+  if (em >= 0x7C00u) return std::bit_cast<float>(sign | 0x7F800000u | ((em & 0x3FFu) << 13));  // inf, NaN
+  if (em < 0x400u) {  // subnormal: em · 2^-24
+    const float v = (float)em * (1.0f / 16777216.0f);
+    return sign ? -v : v;
+  }
+  return std::bit_cast<float>(sign | ((em << 13) + ((uint32_t)(127 - 15) << 23)));
+}
+
+namespace {
+
+void bf16_in(float* dst, const uint16_t* src, size_t n) {
+#pragma omp simd
+  for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
+}
+void bf16_out(uint16_t* dst, const float* src, size_t n) {
+#pragma omp simd
+  for (size_t i = 0; i < n; i++) dst[i] = f32_to_bf16(src[i]);
+}
+// F16C converts 8 at a time with the hardware's round-to-nearest-even; the scalar code is the same rule.
+void f16_in(float* dst, const uint16_t* src, size_t n) {
+  size_t i = 0;
+#ifdef __F16C__
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+#endif
+  for (; i < n; i++) dst[i] = f16_to_f32(src[i]);
+}
+void f16_out(uint16_t* dst, const float* src, size_t n) {
+  size_t i = 0;
+#ifdef __F16C__
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
+  for (; i < n; i++) dst[i] = f32_to_f16(src[i]);
+}
+
+void row_to_f32(float* dst, const void* src, DType dtype, size_t n) {
+  if (dtype == DType::BF16) bf16_in(dst, static_cast<const uint16_t*>(src), n);
+  else if (dtype == DType::F16) f16_in(dst, static_cast<const uint16_t*>(src), n);
+  else std::copy_n(static_cast<const float*>(src), n, dst);
+}
+void row_from_f32(void* dst, DType dtype, const float* src, size_t n) {
+  if (dtype == DType::BF16) bf16_out(static_cast<uint16_t*>(dst), src, n);
+  else if (dtype == DType::F16) f16_out(static_cast<uint16_t*>(dst), src, n);
+  else std::copy_n(src, n, static_cast<float*>(dst));
+}
+
+}  // namespace
+
+void to_f32(float* dst, const void* src, DType dtype, size_t n) { to_f32_rows(dst, src, dtype, 1, (int64_t)n, (int64_t)n); }
+void from_f32(void* dst, DType dtype, const float* src, size_t n) {
+  from_f32_rows(dst, dtype, src, 1, (int64_t)n, (int64_t)n);
+}
+
+// Large conversions split into blocks over the team (memory-bound: one thread cannot fill the bandwidth).
+void to_f32_rows(float* dst, const void* src, DType dtype, int64_t rows, int64_t cols, int64_t stride) {
+  const size_t es = dtype_size(dtype);
+  const int64_t block = rows == 1 ? 1 << 16 : cols;
+  const int64_t pieces = rows == 1 ? (cols + block - 1) / block : rows;
+#pragma omp parallel for schedule(static) if ((size_t)(rows * cols) >= kParallelMin * 4)
+  for (int64_t r = 0; r < pieces; r++) {
+    const int64_t off = rows == 1 ? r * block : r * stride;
+    const int64_t n = rows == 1 ? std::min(block, cols - r * block) : cols;
+    row_to_f32(dst + off, static_cast<const char*>(src) + (size_t)off * es, dtype, (size_t)n);
+  }
+}
+
+void from_f32_rows(void* dst, DType dtype, const float* src, int64_t rows, int64_t cols, int64_t stride) {
+  const size_t es = dtype_size(dtype);
+  const int64_t block = rows == 1 ? 1 << 16 : cols;
+  const int64_t pieces = rows == 1 ? (cols + block - 1) / block : rows;
+#pragma omp parallel for schedule(static) if ((size_t)(rows * cols) >= kParallelMin * 4)
+  for (int64_t r = 0; r < pieces; r++) {
+    const int64_t off = rows == 1 ? r * block : r * stride;
+    const int64_t n = rows == 1 ? std::min(block, cols - r * block) : cols;
+    row_from_f32(static_cast<char*>(dst) + (size_t)off * es, dtype, src + off, (size_t)n);
+  }
+}
+
+bool has_avx512_bf16() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+  return (a >> 5) & 1u;
+}
+
+AsF32::AsF32(const Tensor& t, Mode mode) : t_(t), mode_(mode) {
+  if (!t.present()) return;
+  if (t.dtype == DType::F32) {
+    p_ = static_cast<float*>(t.data);
+    return;
+  }
+  const int64_t rows = t.rows(), cols = t.ndim == 0 ? 1 : t.dim(-1), stride = t.stride();
+  const size_t span = rows == 0 ? 0 : (size_t)((rows - 1) * stride + cols);
+  temp_.reset(new float[span > 0 ? span : 1]);
+  p_ = temp_.get();
+  if (mode != OUT) to_f32_rows(p_, t.data, t.dtype, rows, cols, stride);
+}
+
+AsF32::~AsF32() {
+  if (temp_ == nullptr || mode_ == IN) return;
+  from_f32_rows(t_.data, t_.dtype, p_, t_.rows(), t_.ndim == 0 ? 1 : t_.dim(-1), t_.stride());
+}
+
+}  // namespace lmforge::kernels::cpu

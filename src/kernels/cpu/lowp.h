@@ -1,0 +1,60 @@
+// defines: the CPU's low-precision storage helpers: bf16/f16 <-> f32 conversion (round to nearest even),
+//          AsF32 (an op operand seen as fp32: converted in, and for outputs back out), has_avx512_bf16()
+#pragma once
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "kernels/tensor.h"
+
+namespace lmforge::kernels::cpu {
+
+// bf16 = the upper 16 bits of an fp32, rounded to nearest even; a NaN stays a (quiet) NaN.
+#pragma omp declare simd
+inline uint16_t f32_to_bf16(float x) {
+  const uint32_t u = std::bit_cast<uint32_t>(x);
+  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  return (u & 0x7FFFFFFFu) > 0x7F800000u ? (uint16_t)((u >> 16) | 0x40u) : (uint16_t)rounded;
+}
+#pragma omp declare simd
+inline float bf16_to_f32(uint16_t b) { return std::bit_cast<float>((uint32_t)b << 16); }
+
+// IEEE binary16, round to nearest even: |x| >= 65520 becomes inf (the overflow fp16 loss scaling watches for),
+// |x| < 2^-24 flushes to ±0 through the subnormals as the hardware does (F. Giesen's float_to_half_fast3_rtne).
+uint16_t f32_to_f16(float x);
+float f16_to_f32(uint16_t h);
+
+// n elements of `dtype` (F32, BF16 or F16) to fp32 and back.
+void to_f32(float* dst, const void* src, DType dtype, size_t n);
+void from_f32(void* dst, DType dtype, const float* src, size_t n);
+// rows × cols elements with row strides (elements) into / out of a typed buffer of the same layout.
+void to_f32_rows(float* dst, const void* src, DType dtype, int64_t rows, int64_t cols, int64_t stride);
+void from_f32_rows(void* dst, DType dtype, const float* src, int64_t rows, int64_t cols, int64_t stride);
+
+// The CPU implements the AVX512-BF16 instructions (vdpbf16ps) that oneDNN's bf16 GEMMs use (cpuid leaf 7,
+// sub-leaf 1, eax bit 5).
+bool has_avx512_bf16();
+
+// An op's floating operand as fp32. An F32 view is used as it is; a BF16 or F16 view is converted into an fp32
+// temporary of the same layout (rows at the view's row stride) — for IN and INOUT — and an OUT or INOUT temporary
+// is converted back on destruction, element by element of the view only, so strided views into one fused buffer
+// (dq|dk|dv) never clobber each other's columns. Absent operands give nullptr.
+class AsF32 {
+ public:
+  enum Mode { IN, OUT, INOUT };
+  AsF32(const Tensor& t, Mode mode);
+  ~AsF32();
+  AsF32(const AsF32&) = delete;
+  AsF32& operator=(const AsF32&) = delete;
+  float* get() const { return p_; }
+  operator float*() const { return p_; }
+
+ private:
+  Tensor t_;
+  Mode mode_;
+  float* p_ = nullptr;
+  std::unique_ptr<float[]> temp_;
+};
+
+}  // namespace lmforge::kernels::cpu
