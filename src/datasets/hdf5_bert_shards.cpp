@@ -116,10 +116,12 @@ std::vector<int64_t> dataset_dims(hid_t dataset, const std::string& path, const 
   if (H5Tget_class(type.get()) != H5T_INTEGER)
     throw Error(where(path, spec.name) + " is not integer (NVIDIA's shards hold int" + std::to_string(8 * spec.bytes) +
                 ")");
-  if (bytes > spec.bytes)
-    throw Error(where(path, spec.name) + " holds " + std::to_string(8 * bytes) + "-bit integers where NVIDIA's " +
-                "create_pretraining_data.py writes int" + std::to_string(8 * spec.bytes) +
-                " (wider values could not be narrowed without loss; convert the shard)");
+  // HDF5 converts on reading and clamps what does not fit, so only types whose every value fits are taken.
+  const bool is_unsigned = H5Tget_sign(type.get()) == H5T_SGN_NONE;
+  if (bytes > spec.bytes || (is_unsigned && bytes == spec.bytes))
+    throw Error(where(path, spec.name) + " holds " + (is_unsigned ? "unsigned " : "") + std::to_string(8 * bytes) +
+                "-bit integers where NVIDIA's create_pretraining_data.py writes int" + std::to_string(8 * spec.bytes) +
+                " (their values could not all be read without loss; convert the shard)");
   Handle space(H5Dget_space(dataset), H5Sclose);
   const int rank = space.ok() ? H5Sget_simple_extent_ndims(space.get()) : -1;
   if (rank < 0) throw Error(where(path, spec.name) + ": cannot read its shape (" + hdf5_reason() + ")");
@@ -231,11 +233,12 @@ std::vector<std::string> expand(const std::string& spec) {
     globfree(&g);
     if (files.empty()) throw Error(spec + ": the pattern matches no files");
   } else if (fs::is_directory(spec, ec)) {
-    for (const fs::directory_entry& e : fs::directory_iterator(spec, ec)) {
+    std::error_code list_error;
+    for (const fs::directory_entry& e : fs::directory_iterator(spec, list_error)) {
       const std::string ext = e.path().extension().string();
       if (e.is_regular_file(ec) && (ext == ".hdf5" || ext == ".h5")) files.push_back(e.path().string());
     }
-    if (ec) throw Error(spec + ": cannot list the directory (" + ec.message() + ")");
+    if (list_error) throw Error(spec + ": cannot list the directory (" + list_error.message() + ")");
     if (files.empty()) throw Error(spec + ": the directory holds no .hdf5 or .h5 files");
   } else {
     if (!fs::is_regular_file(spec, ec)) throw Error(spec + ": no such file, directory or matching pattern");

@@ -48,7 +48,8 @@ struct Hdf5ShardInfo {
 
 // Opens `path` and checks the six datasets exist with NVIDIA's shapes ([N,L], [N,P], [N]; one N, one L, one P) and
 // integer types no wider than NVIDIA's (int32 ids and positions, int8 masks and labels; narrower integers are
-// widened, wider ones refused since they could not be narrowed without loss). Error naming the file and dataset.
+// widened; wider ones, and unsigned ones of the same width, are refused since not all their values would fit).
+// Error naming the file and dataset.
 Hdf5ShardInfo probe_hdf5_bert_shard(const std::string& path);
 // probe_hdf5_bert_shard(), then reads all six datasets (gzip is undone by HDF5) and validates the values:
 // input_mask, segment_ids and next_sentence_labels in {0,1}, input_ids ≥ 0, and the used masked_lm_positions

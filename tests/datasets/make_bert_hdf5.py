@@ -128,8 +128,9 @@ for name, n in sizes.items():
 with open(os.path.join(good, 'notes.txt'), 'w') as f:
     f.write('wiki_training shards, not an HDF5 file\n')
 
-# The same rows as wiki_training_0 in narrower integer types (int16 ids, uint8 masks): widened on reading.
-narrow = dict(NVIDIA_DTYPES, input_ids='i2', masked_lm_positions='u1', masked_lm_ids='i2', input_mask='u1')
+# The same rows as wiki_training_0 in narrower integer types (int16 ids, uint8 positions, uint16 labels): widened on
+# reading.
+narrow = dict(NVIDIA_DTYPES, input_ids='i2', masked_lm_positions='u1', masked_lm_ids='u2')
 write_shard(os.path.join(out, 'narrow', 'wiki_training_0.hdf5'), arrays_of['wiki_training_0.hdf5'], narrow)
 
 # expected.txt: per shard row "row <file> <row> <is_random>" then lines "<field> v v ..." for the five vectors.
@@ -181,6 +182,8 @@ bad_case('rows_mismatch', 'probe', ['masked_lm_ids', '5 rows', 'N = 6'],
          variant(masked_lm_ids=np.zeros((5, P), np.int64)))
 bad_case('p_mismatch', 'probe', ['masked_lm_ids', 'P = 5'], variant(masked_lm_ids=np.zeros((6, P + 1), np.int64)))
 bad_case('wide_ids', 'probe', ['input_ids', '64-bit', 'int32'], base, dict(NVIDIA_DTYPES, input_ids='i8'))
+bad_case('unsigned_nsp', 'probe', ['next_sentence_labels', 'unsigned 8-bit'], base,
+         dict(NVIDIA_DTYPES, next_sentence_labels='u1'))
 bad_case('float_mask', 'probe', ['input_mask', 'not integer'], base, dict(NVIDIA_DTYPES, input_mask='f4'))
 pos_high = base['masked_lm_positions'].copy()
 pos_high[1, 0] = L  # row 1 always has P masked positions: slot 0 is used
