@@ -1,4 +1,5 @@
 // defines: add_train_command(): `lmforge train gpt`, Megatron's pretrain_gpt.py flags on lmforge's trainer
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -46,6 +47,8 @@ namespace {
 struct UnsetFlags {
   int64_t train_iters = -1, train_samples = -1, lr_decay_iters = -1, lr_decay_samples = -1;
   double lr_warmup_fraction = -1.0, start_weight_decay = -1.0, end_weight_decay = -1.0;
+  int pipe_parallel_size = -1;  // DeepSpeed's --pipe-parallel-size (0: no pipeline)
+  CLI::Option *pipeline_opt = nullptr, *pipe_opt = nullptr;
   CLI::Option *train_iters_opt, *train_samples_opt, *lr_decay_iters_opt, *lr_decay_samples_opt, *lr_warmup_fraction_opt,
       *start_weight_decay_opt, *end_weight_decay_opt;
 };
@@ -61,15 +64,16 @@ struct DistributedFlags {
 // Trains on `comm`'s ranks; any error on this rank ends the job with this rank's reason (comm.abort).
 void train_on(dist::Communicator& comm, train::TrainOptions options) {
   try {
-    std::ostream quiet(nullptr);  // only rank 0 logs
-    const int tensor_parallel = options.tensor_model_parallel_size;
-    train::Trainer trainer(std::move(options), comm.rank() == 0 ? std::cout : quiet, comm);
+    std::ostream quiet(nullptr);  // only one rank logs (rank 0; under pipelines the last rank)
+    const int tensor_parallel = options.tensor_model_parallel_size * options.pipeline_model_parallel_size;
+    const int log_rank = train::logging_rank(options, comm.size());
+    train::Trainer trainer(std::move(options), comm.rank() == log_rank ? std::cout : quiet, comm);
     trainer.run();
     // What each step put on the wire, against a bandwidth-optimal all-reduce of the fp32 gradients
     // (reduce-scatter + all-gather, 2·(N−1)/N·4·P bytes per rank; the distributed optimizer moves the same
     // volume: gradients reduce-scattered, parameters all-gathered).
     const size_t steps = trainer.history().size();
-    if (comm.rank() == 0 && steps > 0 && tensor_parallel == 1) {  // (with T > 1 the traffic is in sub-groups)
+    if (comm.rank() == 0 && steps > 0 && tensor_parallel == 1) {  // (with T·P > 1 the traffic is in sub-groups)
       const dist::CommStats& s = comm.stats();
       const double n = comm.size(), params = (double)trainer.model().table().local_numel();
       const double per_step = double(s.reduce_scatter_bytes + s.all_gather_bytes) / (double)steps;
@@ -358,6 +362,24 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state) {
                   "vocabulary-parallel embedding and cross-entropy); world size = this x data-parallel size; "
                   "checkpoints stay whole Hugging Face models, so any layout loads any other")
       ->capture_default_str();
+  unset->pipeline_opt =
+      cmd->add_option("--pipeline-model-parallel-size", o->pipeline_model_parallel_size,
+                      "Pipeline stages per model (Megatron): consecutive transformer layers in P stages, the embedding "
+                      "on the first and the final LayerNorm, tied LM head and loss on the last, run by Megatron's 1F1B "
+                      "schedule (activations sent point to point; stages recompute a micro-batch's forward before "
+                      "its backward, so each holds one micro-batch of activations). World size = tensor x pipeline x "
+                      "data-parallel size, ranks laid out as Megatron's (tensor innermost, then data, then pipeline); "
+                      "the last rank logs")
+          ->capture_default_str();
+  unset->pipe_opt = cmd->add_option("--pipe-parallel-size", unset->pipe_parallel_size,
+                                    "DeepSpeed's spelling of --pipeline-model-parallel-size (Megatron-DeepSpeed 3D "
+                                    "scripts); 0 means no pipeline (one stage)");
+  cmd->add_option("--decoder-first-pipeline-num-layers", o->decoder_first_pipeline_num_layers,
+                  "Transformer layers on the first pipeline stage (it also holds the embedding); the other stages "
+                  "split the rest evenly (default: an even share)");
+  cmd->add_option("--decoder-last-pipeline-num-layers", o->decoder_last_pipeline_num_layers,
+                  "Transformer layers on the last pipeline stage (it also holds the LM head and the loss); the other "
+                  "stages split the rest evenly (default: an even share)");
   cmd->add_option("--ddp-bucket-size", o->ddp_bucket_size,
                   "Gradient elements per data-parallel bucket (0: 4194304); each bucket's reduction starts in the "
                   "backward pass as soon as its gradients are final")
@@ -408,6 +430,15 @@ void run_command(const CommandState& state) {
   if (state.sgd_momentum_opt->count() > 0 && options.optimizer.kind != "sgd")
     std::cerr << "lmforge train: notice: --sgd-momentum has no effect with --optimizer " << options.optimizer.kind
               << " (it applies to sgd only)\n";
+  if (unset->pipe_opt->count() > 0) {
+    if (unset->pipe_parallel_size < 0) throw Error("--pipe-parallel-size must be >= 0 (0: no pipeline)");
+    const int stages = std::max(1, unset->pipe_parallel_size);
+    if (unset->pipeline_opt->count() > 0 && options.pipeline_model_parallel_size != stages)
+      throw Error("--pipe-parallel-size " + std::to_string(unset->pipe_parallel_size) +
+                  " and --pipeline-model-parallel-size " + std::to_string(options.pipeline_model_parallel_size) +
+                  " disagree (they are two spellings of one setting)");
+    options.pipeline_model_parallel_size = stages;
+  }
   optim::LrScheduleArgs& s = options.schedule;
   if (unset->train_iters_opt->count() > 0) s.train_iters = unset->train_iters;
   if (unset->train_samples_opt->count() > 0) s.train_samples = unset->train_samples;

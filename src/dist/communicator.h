@@ -65,6 +65,15 @@ class Communicator {
   // Gathering a tensor's pieces on one rank this way keeps every other rank free of receive buffers.
   virtual void send(const void* data, size_t bytes, int dest) = 0;
   virtual void recv(void* data, size_t bytes, int source) = 0;
+  // Non-blocking send (pipeline activations, so a stage computes while its output travels): starts sending `bytes`
+  // to `dest`, matched in order with send() by dest's recv(), and returns a handle; `data` must stay untouched until
+  // send_done(handle) returns true or wait_send(handle) returns. The default sends at once (blocking) and returns -1.
+  virtual int isend(const void* data, size_t bytes, int dest) {
+    send(data, bytes, dest);
+    return -1;
+  }
+  virtual bool send_done(int handle) { return (void)handle, true; }
+  virtual void wait_send(int handle) { (void)handle; }
   virtual void barrier() = 0;
   // The ranks with the same color form a new group, ordered by key (then by rank). Collective over this group.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;

@@ -212,6 +212,26 @@ class GlooCommunicator final : public Communicator {
     ex.wait();
   }
 
+  // Gloo's unbound-buffer send is asynchronous already: the Exchange is kept until wait_send. Gloo has no test
+  // for a send, so send_done only reports sends already waited for.
+  int isend(const void* data, size_t bytes, int dest) override {
+    if (bytes == 0) return -1;
+    size_t slot = 0;
+    while (slot < isends_.size() && isends_[slot]) slot++;
+    if (slot == isends_.size()) isends_.emplace_back();
+    isends_[slot] = std::make_unique<Exchange>(*this, "send");
+    isends_[slot]->send_buffer(const_cast<void*>(data), bytes);
+    isends_[slot]->send(dest, kPointToPointSlot | send_seq_.at((size_t)dest)++, 0, bytes);
+    stats_.sent_bytes += bytes;
+    return (int)slot;
+  }
+  bool send_done(int handle) override { return handle < 0 || !isends_.at((size_t)handle); }
+  void wait_send(int handle) override {
+    if (handle < 0 || !isends_.at((size_t)handle)) return;
+    isends_[(size_t)handle]->wait();
+    isends_[(size_t)handle].reset();
+  }
+
   void barrier() override {
     char token = 1;
     std::vector<char> all((size_t)size());
@@ -335,6 +355,8 @@ class GlooCommunicator final : public Communicator {
     std::vector<Op> sends_, recvs_;
     Clock::time_point deadline_ = Clock::time_point::max();  // set by wait()
   };
+
+  std::vector<std::unique_ptr<Exchange>> isends_;  // isend handles (null: free)
 
   uint64_t next_collective_slot() { return kCollectiveSlot | collectives_++; }
 

@@ -178,6 +178,40 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
+  // One MPI_Isend per GB-sized chunk; the handle is a slot of sends_ (reused once waited for).
+  int isend(const void* data, size_t bytes, int dest) override {
+    size_t slot = 0;
+    while (slot < sends_.size() && !sends_[slot].empty()) slot++;
+    if (slot == sends_.size()) sends_.emplace_back();
+    std::vector<MPI_Request>& requests = sends_[slot];
+    for (size_t off = 0; off < bytes || (bytes == 0 && requests.empty());) {
+      const int chunk = (int)std::min<size_t>(bytes - off, (size_t)1 << 30);
+      requests.push_back(MPI_REQUEST_NULL);
+      mpi_check(MPI_Isend((const char*)data + off, chunk, MPI_BYTE, dest, kPointToPointTag, comm_, &requests.back()),
+                "isend");
+      off += (size_t)chunk;
+      if (chunk == 0) break;
+    }
+    stats_.sent_bytes += bytes;
+    return (int)slot;
+  }
+
+  bool send_done(int handle) override {
+    if (handle < 0) return true;
+    std::vector<MPI_Request>& requests = sends_.at((size_t)handle);
+    int flag = 0;
+    mpi_check(MPI_Testall((int)requests.size(), requests.data(), &flag, MPI_STATUSES_IGNORE), "isend (test)");
+    if (flag) requests.clear();
+    return flag != 0;
+  }
+
+  void wait_send(int handle) override {
+    if (handle < 0) return;
+    std::vector<MPI_Request>& requests = sends_.at((size_t)handle);
+    mpi_check(MPI_Waitall((int)requests.size(), requests.data(), MPI_STATUSES_IGNORE), "isend (wait)");
+    requests.clear();
+  }
+
   void barrier() override { mpi_check(MPI_Barrier(comm_), "barrier"); }
 
   std::unique_ptr<Communicator> split(int color, int key) override {
@@ -214,6 +248,7 @@ class MpiCommunicator final : public Communicator {
     std::vector<float> rows;  // one row per sender
   };
   std::vector<std::unique_ptr<Pending>> pending_;  // by handle
+  std::vector<std::vector<MPI_Request>> sends_;     // isend handles: a free slot is empty
 };
 
 }  // namespace

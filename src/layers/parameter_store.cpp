@@ -70,7 +70,15 @@ kernels::Tensor ParameterStore::grad(size_t i) const { return view(grads_, i); }
 
 void ParameterStore::zero_grads() { grads_.zero(); }
 
-void ParameterStore::init(uint64_t seed) {
+uint64_t ParameterStore::stream_draws(size_t i) const {
+  if (inits_.at(i).kind != Init::NORMAL) return 0;
+  const uint64_t n = table_[i].whole_numel();
+  return 2 * ((n + 1) / 2);  // two uniforms per pair, a last odd element still draws a pair
+}
+
+void ParameterStore::init(uint64_t seed, const std::vector<uint64_t>& discard_before) {
+  if (!discard_before.empty() && discard_before.size() != table_.size())
+    throw std::logic_error("ParameterStore::init: one discard count per tensor");
   // Box-Muller over mt19937_64 rather than std::normal_distribution, whose algorithm differs between standard
   // libraries: the same seed gives the same model everywhere.
   std::mt19937_64 rng(seed);
@@ -79,6 +87,7 @@ void ParameterStore::init(uint64_t seed) {
   for (size_t i = 0; i < table_.size(); i++) {
     const param::Parameter& p = table_[i];
     const Init& init = inits_[i];
+    if (!discard_before.empty()) rng.discard(discard_before[i]);
     host.assign(p.numel, init.kind == Init::ONES ? 1.0f : 0.0f);
     if (init.kind == Init::NORMAL) {
       // The whole tensor's stream in row-major order; runs come in increasing whole offset, so one pass keeps them.

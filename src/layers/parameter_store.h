@@ -57,7 +57,12 @@ class ParameterStore {
   // `seed` runs through the WHOLE model's tensors in table order (normal tensors drawing Box-Muller pairs over their
   // whole row-major elements); each rank keeps the elements of its pieces as they stream past, so no rank ever holds
   // a whole tensor and every T×D layout starts from the single-process weights. Also zeroes the gradients.
-  void init(uint64_t seed);
+  // A pipeline stage holds only some of the model's tensors: discard_before[i] (when given, one per tensor) is the
+  // number of generator draws the whole model's stream spends on absent tensors between tensor i-1 and tensor i,
+  // so each stage keeps exactly the values one process draws for its tensors.
+  void init(uint64_t seed, const std::vector<uint64_t>& discard_before = {});
+  // The generator draws tensor i takes from the stream (Box-Muller pairs of a NORMAL tensor; 0 otherwise).
+  uint64_t stream_draws(size_t i) const;
 
  private:
   kernels::Tensor view(const kernels::Buffer& buffer, size_t i) const;

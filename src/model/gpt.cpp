@@ -59,7 +59,7 @@ struct Parts {
 
 // GPT-2 out of layers, adding the parameters in Hugging Face's order and names.
 Parts build(const GPTConfig& c, layers::ParameterStore& store, const layers::TensorParallel& tp,
-            layers::Workspace& workspace) {
+            layers::Workspace& workspace, const GPTStage& stage = {}) {
   const int T = tp.size();
   if (c.padded_vocab_size() % T != 0)
     throw Error("--tensor-model-parallel-size " + std::to_string(T) + " does not divide the padded vocabulary " +
@@ -78,8 +78,21 @@ Parts build(const GPTConfig& c, layers::ParameterStore& store, const layers::Ten
   e.hidden = C;
   e.init_std = c.init_std;
   e.dropout = c.hidden_dropout;
-  p.embedding = std::make_unique<layers::Embedding>(store, tp, e);
-  for (int l = 0; l < c.num_layers; l++) {
+  size_t word = 0;  // the word table the tied head reads
+  if (stage.pre_process) {
+    p.embedding = std::make_unique<layers::Embedding>(store, tp, e);
+    word = p.embedding->word_index();
+  } else if (stage.post_process) {
+    // The last stage's copy of the tied table, added as the embedding adds it (same name, shape and split).
+    word = store.add(e.word_name + ".weight", {e.padded_vocab, e.hidden}, true, layers::Init::normal(e.init_std),
+                     /*split_dim=*/0);
+  }
+  const int first = stage.first_layer, end = stage.num_layers < 0 ? c.num_layers : first + stage.num_layers;
+  if (first < 0 || end > c.num_layers || first >= end)
+    throw Error("GPT stage: layers [" + std::to_string(first) + ", " + std::to_string(end) + ") of " +
+                std::to_string(c.num_layers));
+  // Layer numbers are the whole model's (dropout streams and names), so a stage draws one process's masks.
+  for (int l = first; l < end; l++) {
     const std::string h = "transformer.h." + std::to_string(l) + ".";
     layers::TransformerLayerSpec s;
     s.layer = l + 1;  // 0 is the embedding's dropout
@@ -111,6 +124,7 @@ Parts build(const GPTConfig& c, layers::ParameterStore& store, const layers::Ten
     p.layer_first.push_back(store.table().size());
     p.layers.push_back(std::make_unique<layers::TransformerLayer>(store, tp, workspace, s));
   }
+  if (!stage.post_process) return p;
   p.ln_f = std::make_unique<layers::LayerNorm>(store, "transformer.ln_f", C, 1e-5f);
   // The LM head: logits = x·wteᵀ over this rank's vocabulary rows (column-parallel over the tied table).
   layers::LinearSpec head;
@@ -120,21 +134,22 @@ Parts build(const GPTConfig& c, layers::ParameterStore& store, const layers::Ten
   head.layout = kernels::WeightLayout::OUT_IN;
   head.bias = false;
   head.parallelism = layers::Parallelism::COLUMN;
-  head.tied_weight = (int64_t)p.embedding->word_index();
+  head.tied_weight = (int64_t)word;
   p.head = std::make_unique<layers::Linear>(store, tp, workspace, head);
   return p;
 }
 
 }  // namespace
 
-GPT::GPT(const GPTConfig& config, kernels::Backend& backend, dist::Communicator* tensor_parallel)
+GPT::GPT(const GPTConfig& config, kernels::Backend& backend, dist::Communicator* tensor_parallel, GPTStage stage)
     : config_(config),
+      stage_(stage),
       tp_(tensor_parallel),
       store_(backend, tp_.rank(), tp_.size()),
       workspace_(backend),
       loss_(tp_, backend) {
   config_.validate();
-  Parts p = build(config_, store_, tp_, workspace_);
+  Parts p = build(config_, store_, tp_, workspace_, stage_);
   embedding_ = std::move(p.embedding);
   layers_ = std::move(p.layers);
   layer_first_ = std::move(p.layer_first);
@@ -167,7 +182,33 @@ param::ParamTable GPT::parameter_table(const GPTConfig& config) {
   return store.table();
 }
 
-void GPT::init_weights(uint64_t seed) { store_.init(seed); }
+// A stage initialises its tensors from the whole model's stream: the draws of the tensors it lacks are discarded
+// (the whole model is built as a table only, no buffers).
+void GPT::init_weights(uint64_t seed) {
+  if (stage_.whole(config_)) return store_.init(seed);
+  layers::TensorParallel one;
+  layers::ParameterStore whole(kernels::cpu_backend(), 0, 1);
+  layers::Workspace workspace(kernels::cpu_backend());
+  Parts p = build(config_, whole, one, workspace);
+  std::vector<uint64_t> discard(table().size(), 0);
+  uint64_t skipped = 0;
+  size_t next = 0;  // the stage's tensors appear in the whole table in the same order
+  for (size_t i = 0; i < whole.table().size(); i++) {
+    if (next < table().size() && whole.table()[i].name == table()[next].name) {
+      discard[next++] = skipped;
+      skipped = 0;
+    } else {
+      skipped += whole.stream_draws(i);
+    }
+  }
+  if (next != table().size()) throw std::logic_error("GPT stage: tensors out of the whole model's order");
+  store_.init(seed, discard);
+}
+
+void GPT::require_whole(const char* what) const {
+  if (!stage_.whole(config_))
+    throw Error(std::string("GPT ") + what + ": this is one pipeline stage, not the whole model");
+}
 
 void GPT::set_compute_dtype(kernels::DType dtype) {
   store_.set_compute_dtype(dtype);
@@ -181,26 +222,34 @@ void GPT::check_ids(const int32_t* ids, size_t n, const char* what) const {
                   std::to_string(i) + " is outside the vocabulary [0, " + std::to_string(config_.vocab_size) + ")");
 }
 
-Tensor GPT::forward_body(const int32_t* tokens, int B, int T, const layers::ForwardStep& step) {
+Tensor GPT::forward_body(const int32_t* tokens, const float* input, int B, int T, const layers::ForwardStep& step) {
   if (B < 1 || T < 1) throw Error("GPT forward: batch and sequence sizes must be >= 1");
   if (T > config_.max_positions)
     throw Error("GPT forward: sequence length " + std::to_string(T) + " exceeds max_positions " +
                 std::to_string(config_.max_positions));
   const int64_t N = (int64_t)B * T, C = config_.hidden;
-  check_ids(tokens, (size_t)N, "token");
   kernels::Backend& be = backend();
-  tokens_.resize(be, kernels::DType::I32, (size_t)N);
-  be.copy_to_device(tokens_.data(), tokens, (size_t)N * sizeof(int32_t));
-  if (positions_.count() != (size_t)N || T_ != T) {
-    std::vector<int32_t> pos((size_t)N);
-    for (int64_t n = 0; n < N; n++) pos[(size_t)n] = (int32_t)(n % T);
-    positions_.resize(be, kernels::DType::I32, (size_t)N);
-    be.copy_to_device(positions_.data(), pos.data(), pos.size() * sizeof(int32_t));
-  }
   B_ = B;
   T_ = T;
   step_ = step;
-  Tensor x = embedding_->forward(tokens_.view({N}), positions_.view({N}), Tensor{}, step);
+  Tensor x;
+  if (stage_.pre_process) {
+    check_ids(tokens, (size_t)N, "token");
+    tokens_.resize(be, kernels::DType::I32, (size_t)N);
+    be.copy_to_device(tokens_.data(), tokens, (size_t)N * sizeof(int32_t));
+    if (positions_.count() != (size_t)N || positions_T_ != T) {
+      std::vector<int32_t> pos((size_t)N);
+      for (int64_t n = 0; n < N; n++) pos[(size_t)n] = (int32_t)(n % T);
+      positions_.resize(be, kernels::DType::I32, (size_t)N);
+      be.copy_to_device(positions_.data(), pos.data(), pos.size() * sizeof(int32_t));
+      positions_T_ = T;
+    }
+    x = embedding_->forward(tokens_.view({N}), positions_.view({N}), Tensor{}, step);
+  } else {
+    input_.resize(be, kernels::DType::F32, (size_t)(N * C));
+    be.copy_to_device(input_.data(), input, (size_t)(N * C) * sizeof(float));
+    x = input_.view({N, C});
+  }
   size_t c = 0;  // the next recomputed chunk
   for (int l = 0; l < (int)layers_.size(); l++) {
     if (c < chunks_.size() && l == chunks_[c].begin) chunks_[c].input = x;
@@ -215,6 +264,7 @@ Tensor GPT::forward_body(const int32_t* tokens, int B, int T, const layers::Forw
     }
   }
   body_out_ = x;
+  if (!stage_.post_process) return x;
   normed_.resize(be, store_.activation_dtype(), (size_t)(N * C));
   const Tensor normed = normed_.view({N, C});
   ln_f_->forward(normed, x);
@@ -222,10 +272,19 @@ Tensor GPT::forward_body(const int32_t* tokens, int B, int T, const layers::Forw
 }
 
 float GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T, const layers::ForwardStep* step) {
+  require_whole("forward");
+  return forward_stage(tokens, nullptr, targets, B, T, step);
+}
+
+float GPT::forward_stage(const int32_t* tokens, const float* input, const int32_t* targets, int B, int T,
+                         const layers::ForwardStep* step) {
   have_targets_ = false;
+  have_forward_ = false;
   const int64_t N = (int64_t)B * T;
-  if (B >= 1 && T >= 1) check_ids(targets, (size_t)N, "target");
-  const Tensor normed = forward_body(tokens, B, T, step ? *step : layers::ForwardStep{});
+  if (stage_.post_process && B >= 1 && T >= 1) check_ids(targets, (size_t)N, "target");
+  const Tensor normed = forward_body(tokens, input, B, T, step ? *step : layers::ForwardStep{});
+  have_forward_ = true;
+  if (!stage_.post_process) return 0.0f;
   kernels::Backend& be = backend();
   targets_.resize(be, kernels::DType::I32, (size_t)N);
   be.copy_to_device(targets_.data(), targets, (size_t)N * sizeof(int32_t));
@@ -233,28 +292,42 @@ float GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T, 
   logits_.resize(be, kernels::DType::F32, (size_t)(N * Vl));
   const Tensor logits = logits_.view({N, Vl});
   head_->forward(logits, normed);
-  const double sum = loss_.forward(logits, targets_.view({N}), nullptr, embedding_->vocab_offset());
+  // This rank's vocabulary rows start where its piece of the (row-split) word table starts.
+  const int64_t vocab_offset = (int64_t)config_.padded_vocab_size() / tp_.size() * tp_.rank();
+  const double sum = loss_.forward(logits, targets_.view({N}), nullptr, vocab_offset);
   have_targets_ = true;
   return (float)(sum / (double)N);
 }
 
 void GPT::backward(float loss_scale) {
-  if (!have_targets_) throw Error("GPT backward: no forward() with targets precedes it (or backward already ran)");
-  have_targets_ = false;
-  const int64_t N = (int64_t)B_ * T_, C = config_.hidden, Vl = head_->local_out();
+  require_whole("backward");
+  backward_stage(nullptr, loss_scale);
+}
+
+void GPT::backward_stage(const float* output_grad, float loss_scale) {
+  if (stage_.post_process ? !have_targets_ : !have_forward_)
+    throw Error("GPT backward: no forward() with targets precedes it (or backward already ran)");
+  have_targets_ = have_forward_ = false;
+  const int64_t N = (int64_t)B_ * T_, C = config_.hidden;
   kernels::Backend& be = backend();
-  const Tensor logits = logits_.view({N, Vl});
-  // Mean over N positions: each row's loss has weight loss_scale/N. dlogits overwrite the logits in place.
-  loss_.backward(logits, loss_scale / (float)N);
-  const Tensor d_normed = workspace_.take(layers::Slot::D_NORMED, {N, C}, true);
-  head_->backward(d_normed, logits, normed_.view({N, C}));
   // d_residual carries the gradient of the residual stream down through the layers (in place, see
   // TransformerLayer::backward).
   d_residual_.resize(be, store_.activation_dtype(), (size_t)(N * C));
   const Tensor d = d_residual_.view({N, C});
-  d_residual_.zero();
-  ln_f_->backward(d, d_normed, body_out_);
-  if (ready_hook_) ready_hook_(tensor("transformer.ln_f.weight").offset);  // ln_f, the last tensors of the table
+  if (stage_.post_process) {
+    const int64_t Vl = head_->local_out();
+    const Tensor logits = logits_.view({N, Vl});
+    // Mean over N positions: each row's loss has weight loss_scale/N. dlogits overwrite the logits in place.
+    loss_.backward(logits, loss_scale / (float)N);
+    const Tensor d_normed = workspace_.take(layers::Slot::D_NORMED, {N, C}, true);
+    head_->backward(d_normed, logits, normed_.view({N, C}));
+    d_residual_.zero();
+    ln_f_->backward(d, d_normed, body_out_);
+    if (ready_hook_) ready_hook_(tensor("transformer.ln_f.weight").offset);  // ln_f, the last tensors of the table
+  } else {
+    // The next stage's d(loss)/d(output) already carries loss_scale.
+    be.copy_to_device(d_residual_.data(), output_grad, (size_t)(N * C) * sizeof(float));
+  }
   size_t c = chunks_.size();  // recomputed chunks, walked from the last
   for (size_t l = layers_.size(); l-- > 0;) {
     if (c > 0 && (int)l + 1 == chunks_[c - 1].end) {
@@ -268,7 +341,7 @@ void GPT::backward(float loss_scale) {
     if (c < chunks_.size() && (int)l == chunks_[c].begin)
       for (int i = chunks_[c].begin; i < chunks_[c].end; i++) layers_[(size_t)i]->release_activations();
   }
-  embedding_->backward(d);
+  if (embedding_) embedding_->backward(d);  // otherwise d now holds d(loss)/d(input): input_grad()
   if (ready_hook_) ready_hook_(0);
 }
 
@@ -278,8 +351,9 @@ void GPT::backward_layer(size_t l) {
 }
 
 const float* GPT::forward_logits(const int32_t* tokens, int B, int T) {
+  require_whole("forward_logits");
   have_targets_ = false;
-  forward_body(tokens, B, T, layers::ForwardStep{});
+  forward_body(tokens, nullptr, B, T, layers::ForwardStep{});
   const int64_t C = config_.hidden, Vl = head_->local_out();
   kernels::Backend& be = backend();
   last_.resize(be, store_.activation_dtype(), (size_t)B * C);
@@ -293,6 +367,7 @@ const float* GPT::forward_logits(const int32_t* tokens, int B, int T) {
 }
 
 void GPT::decode_begin(int B) {
+  require_whole("decoding");
   if (B < 1) throw Error("GPT decode: batch size must be >= 1");
   for (auto& layer : layers_) layer->decode_begin(B, config_.max_positions);
   decode_B_ = B;
@@ -315,7 +390,7 @@ const float* GPT::decode_step(const int32_t* tokens) {
   const std::vector<int32_t> pos((size_t)B, decode_pos_);
   positions_.resize(be, kernels::DType::I32, (size_t)B);
   be.copy_to_device(positions_.data(), pos.data(), pos.size() * sizeof(int32_t));
-  T_ = 0;  // the positions buffer no longer holds a training sequence's
+  T_ = positions_T_ = 0;  // the positions buffer no longer holds a training sequence's
   const Tensor x = embedding_->forward(tokens_.view({B}), positions_.view({B}), Tensor{}, layers::ForwardStep{});
   for (auto& layer : layers_) layer->decode_step(x, decode_pos_);
   last_.resize(be, store_.activation_dtype(), (size_t)B * C);

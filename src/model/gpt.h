@@ -61,6 +61,21 @@ struct GPTConfig {
   void validate() const;
 };
 
+// One pipeline stage of a GPT (Megatron's pre_process / post_process): transformer layers [first_layer,
+// first_layer + num_layers) of the whole model; the first stage also holds the embedding, the last the final
+// LayerNorm, the LM head and the loss. When the last stage is not also the first it holds its own copy of the tied
+// word embedding "transformer.wte.weight" (initialised to the same values; the trainer sums its gradient with the
+// first stage's every step, as Megatron's embedding group does, so the copies stay equal). Default: the whole model.
+struct GPTStage {
+  int first_layer = 0;
+  int num_layers = -1;        // -1: every layer from first_layer on
+  bool pre_process = true;    // holds the embedding: reads tokens
+  bool post_process = true;   // holds ln_f, the head and the loss
+  bool whole(const GPTConfig& c) const {
+    return pre_process && post_process && first_layer == 0 && (num_layers < 0 || num_layers == c.num_layers);
+  }
+};
+
 // GPT-2 (pre-LayerNorm, GELU tanh approximation, tied embedding/LM head) on one Backend, as one rank of a
 // tensor-parallel group (none: the whole model).
 //
@@ -71,12 +86,13 @@ struct GPTConfig {
 class GPT {
  public:
   explicit GPT(const GPTConfig& config, kernels::Backend& backend = kernels::cpu_backend(),
-               dist::Communicator* tensor_parallel = nullptr);
+               dist::Communicator* tensor_parallel = nullptr, GPTStage stage = {});
   ~GPT();
   GPT(const GPT&) = delete;
   GPT& operator=(const GPT&) = delete;
 
   const GPTConfig& config() const { return config_; }
+  const GPTStage& stage() const { return stage_; }
   kernels::Backend& backend() { return store_.backend(); }
   int tensor_parallel_rank() const { return tp_.rank(); }
   int tensor_parallel_size() const { return tp_.size(); }
@@ -125,6 +141,19 @@ class GPT {
   // start while earlier layers are still being differentiated. Empty: none.
   void set_gradients_ready_hook(std::function<void(size_t from)> hook) { ready_hook_ = std::move(hook); }
 
+  // Pipeline stages (see GPTStage). forward_stage: the first stage reads `tokens`, the others `input` [B·T, C]
+  // (copied: the layers keep views of their inputs until backward); the last stage computes and returns the mean
+  // loss over `targets`, the others return 0 and leave their output [B·T, C] at stage_output() (valid until the
+  // next forward). On the whole model it is forward().
+  float forward_stage(const int32_t* tokens, const float* input, const int32_t* targets, int B, int T,
+                      const layers::ForwardStep* step);
+  const float* stage_output() const { return body_out_.f32(); }
+  // backward_stage: the last stage starts from its loss (output_grad unused), the others from output_grad
+  // d(loss)/d(output) [B·T, C]; adds loss_scale · d/dθ into grads() like backward(); afterwards, unless this is the
+  // first stage, input_grad() holds d(loss)/d(input) [B·T, C] (valid until the next forward or backward).
+  void backward_stage(const float* output_grad, float loss_scale = 1.0f);
+  const float* input_grad() const { return d_residual_.f32(); }
+
   // Inference: logits [B, padded_vocab / T] of this rank's vocabulary columns at the last position of each row.
   const float* forward_logits(const int32_t* tokens, int B, int T);
 
@@ -150,9 +179,12 @@ class GPT {
   };
   std::vector<Chunk> make_chunks() const;
   void backward_layer(size_t l);
-  kernels::Tensor forward_body(const int32_t* tokens, int B, int T, const layers::ForwardStep& step);
+  kernels::Tensor forward_body(const int32_t* tokens, const float* input, int B, int T,
+                               const layers::ForwardStep& step);
+  void require_whole(const char* what) const;
 
   GPTConfig config_;
+  GPTStage stage_;
   layers::TensorParallel tp_;
   layers::ParameterStore store_;
   layers::Workspace workspace_;
@@ -163,9 +195,9 @@ class GPT {
   std::unique_ptr<layers::Linear> head_;
   layers::VocabParallelCrossEntropy loss_;
 
-  int B_ = 0, T_ = 0;
-  bool have_targets_ = false;
-  kernels::Buffer tokens_, targets_, positions_, normed_, logits_, d_residual_, last_, last_logits_;
+  int B_ = 0, T_ = 0, positions_T_ = 0;
+  bool have_targets_ = false, have_forward_ = false;
+  kernels::Buffer tokens_, targets_, positions_, normed_, logits_, d_residual_, last_, last_logits_, input_;
   kernels::Tensor body_out_;
   std::vector<Chunk> chunks_;
   layers::ForwardStep step_;  // the last training forward's step (a recomputation draws the same masks)

@@ -9,8 +9,25 @@
 
 namespace lmforge::train {
 
-GptModel::GptModel(const model::GPTConfig& config, dist::Communicator* tensor_parallel)
-    : gpt_(config, kernels::cpu_backend(), tensor_parallel) {}
+GptModel::GptModel(const model::GPTConfig& config, dist::Communicator* tensor_parallel, model::GPTStage stage)
+    : gpt_(config, kernels::cpu_backend(), tensor_parallel, stage) {}
+
+std::vector<double> GptModel::forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step) {
+  const bool last = last_stage();
+  if (batch.tokens.size() != (size_t)batch.B * batch.T || (last && batch.targets.size() != batch.tokens.size()))
+    throw Error("GPT: a micro-batch needs B·T tokens and targets");
+  const float loss =
+      gpt_.forward_stage(batch.tokens.data(), input, last ? batch.targets.data() : nullptr, batch.B, batch.T, &step);
+  if (!last) return {};
+  return {(double)loss};
+}
+
+// The tied word embedding lives on the first stage (lookup) and the last (LM head) when they are different stages.
+std::vector<std::string> GptModel::shared_tensors() const {
+  const model::GPTStage& s = gpt_.stage();
+  if (s.pre_process == s.post_process) return {};
+  return {"transformer.wte.weight"};
+}
 
 std::vector<double> GptModel::forward(const Batch& batch, const layers::ForwardStep& step) {
   if (batch.tokens.size() != (size_t)batch.B * batch.T || batch.targets.size() != batch.tokens.size())

@@ -11,14 +11,16 @@
 #include "model/gpt.h"
 #include "datasets/gpt_dataset.h"
 #include "train/model.h"
+#include "train/pipeline_stage.h"
 
 namespace lmforge::train {
 
 // GPT-2 on this rank's tensor-parallel group (nullptr: the whole model). One loss, "lm loss": the mean
 // cross-entropy over every position of the micro-batch (Megatron's GPT with its default all-ones loss mask).
-class GptModel final : public Model {
+// With a pipeline `stage` it holds that stage's layers only and runs under a PipelineSchedule.
+class GptModel final : public Model, public PipelineStage {
  public:
-  GptModel(const model::GPTConfig& config, dist::Communicator* tensor_parallel);
+  GptModel(const model::GPTConfig& config, dist::Communicator* tensor_parallel, model::GPTStage stage = {});
   model::GPT& gpt() { return gpt_; }
 
   const param::ParamTable& table() const override { return gpt_.table(); }
@@ -42,6 +44,20 @@ class GptModel final : public Model {
   void params_updated() override { gpt_.params_updated(); }
   std::string describe() const override;
   double training_flops(int B, int T) const override { return gpt_.training_flops(B, T); }
+
+  // PipelineStage: the residual stream [B·T, hidden] passes between stages.
+  bool first_stage() const override { return gpt_.stage().pre_process; }
+  bool last_stage() const override { return gpt_.stage().post_process; }
+  size_t activation_elements(const Batch& batch) const override {
+    return (size_t)batch.B * batch.T * gpt_.config().hidden;
+  }
+  std::vector<double> forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step) override;
+  const float* stage_output() const override { return gpt_.stage_output(); }
+  void backward_stage(const float* output_grad, float loss_scale) override {
+    gpt_.backward_stage(output_grad, loss_scale);
+  }
+  const float* input_grad() const override { return gpt_.input_grad(); }
+  std::vector<std::string> shared_tensors() const override;
 
  private:
   model::GPT gpt_;

@@ -129,6 +129,9 @@ ModelShape model_shape(const TrainOptions& o, int64_t vocab_size) {
   if (o.model_type != "gpt" && !o.recompute_granularity.empty())
     throw Error("activation recomputation (--recompute-*, --checkpoint-activations) is implemented for train gpt "
                 "only; train " + o.model_type + " keeps its activations");
+  if (o.pipeline_model_parallel_size > 1 && (o.precision.bf16 || o.precision.fp16 || !o.recompute_granularity.empty()))
+    throw Error("--pipeline-model-parallel-size with --bf16/--fp16 or activation recomputation is not implemented "
+                "yet: pipeline stages exchange fp32 activations and keep them");
   if (o.model_type == "gpt") {
     const model::GPTConfig c = gpt_config(o, vocab_size);
     s.whole_parameters = (int64_t)model::GPT::parameter_table(c).whole_numel();
@@ -211,8 +214,9 @@ std::string apply_model_config_file(TrainOptions& o) {
   return note;
 }
 
-std::unique_ptr<Model> make_model(const TrainOptions& o, int64_t vocab_size, dist::Communicator* tensor_parallel) {
-  if (o.model_type == "gpt") return std::make_unique<GptModel>(gpt_config(o, vocab_size), tensor_parallel);
+std::unique_ptr<Model> make_model(const TrainOptions& o, int64_t vocab_size, dist::Communicator* tensor_parallel,
+                                  const model::GPTStage& stage) {
+  if (o.model_type == "gpt") return std::make_unique<GptModel>(gpt_config(o, vocab_size), tensor_parallel, stage);
   if (o.model_type == "bert") return std::make_unique<BertModel>(bert_config(o, vocab_size), tensor_parallel);
   if (o.model_type == "t5") return std::make_unique<T5Model>(t5_config(o, vocab_size), tensor_parallel);
   unknown_model(o.model_type);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "dist/communicator.h"
+#include "model/gpt.h"
 #include "text/tokenizer.h"
 #include "train/model.h"
 #include "train/train_options.h"
@@ -38,8 +39,9 @@ void check_memory(const ModelShape& shape, const TrainOptions& options);
 
 // The model of options.model_type with a vocabulary of vocab_size tokens (the tokenizer's, padded by the model), on
 // `tensor_parallel`'s ranks (nullptr: the whole model in this process). Its weights are not initialised yet.
+// `stage`: this rank's pipeline stage (GPT only; the default is the whole model).
 std::unique_ptr<Model> make_model(const TrainOptions& options, int64_t vocab_size,
-                                  dist::Communicator* tensor_parallel);
+                                  dist::Communicator* tensor_parallel, const model::GPTStage& stage = {});
 
 // The task (datasets and splits) of options.model_type, asking `samples_per_split` samples of train, validation and
 // test (Megatron's counts: the sample order depends on them).

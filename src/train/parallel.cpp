@@ -11,12 +11,21 @@
 
 namespace lmforge::train {
 
-void check_parallel_layout(int world_size, int tensor_parallel, int64_t global_batch, int micro_batch) {
+void check_parallel_layout(int world_size, int tensor_parallel, int64_t global_batch, int micro_batch,
+                           int pipeline_parallel) {
   if (tensor_parallel < 1) throw Error("--tensor-model-parallel-size must be >= 1");
-  if (world_size % tensor_parallel != 0)
+  if (pipeline_parallel < 1) throw Error("--pipeline-model-parallel-size must be >= 1");
+  const int model_parallel = tensor_parallel * pipeline_parallel;
+  if (world_size % model_parallel != 0) {
+    if (pipeline_parallel == 1)
+      throw Error("the world size " + std::to_string(world_size) +
+                  " is not divisible by --tensor-model-parallel-size " + std::to_string(tensor_parallel) +
+                  " (ranks = tensor-parallel size × data-parallel size)");
     throw Error("the world size " + std::to_string(world_size) + " is not divisible by --tensor-model-parallel-size " +
-                std::to_string(tensor_parallel) + " (ranks = tensor-parallel size × data-parallel size)");
-  const int64_t dp = world_size / tensor_parallel;
+                std::to_string(tensor_parallel) + " × --pipeline-model-parallel-size " +
+                std::to_string(pipeline_parallel) + " (ranks = tensor × pipeline × data-parallel size)");
+  }
+  const int64_t dp = world_size / model_parallel;
   if (micro_batch > 0 && global_batch % ((int64_t)micro_batch * dp) != 0)
     throw Error("--global-batch-size " + std::to_string(global_batch) + " is not divisible by --micro-batch-size " +
                 std::to_string(micro_batch) + " × data-parallel size " + std::to_string(dp) + " (world size " +
@@ -61,10 +70,24 @@ void DataParallel::set_model_parallel(dist::Communicator* model_parallel, std::v
   if (counted_in_norm.size() != spans_.size()) throw std::logic_error("set_model_parallel: one flag per span");
   model_parallel_ = model_parallel;
   counted_spans_ = counted_in_norm;
+  tp_counted_ = std::move(counted_in_norm);
+  update_counted();
+}
+
+void DataParallel::set_pipeline(dist::Communicator* pipeline, std::vector<bool> copy) {
+  if (copy.size() != spans_.size()) throw std::logic_error("set_pipeline: one flag per span");
+  pipeline_ = pipeline;
+  pipeline_copy_ = std::move(copy);
+  update_counted();
+}
+
+// The flat ranges the global norm counts: tensor-parallel replicas once, pipeline copies not at all.
+void DataParallel::update_counted() {
   counted_.clear();
   size_t at = 0;
   for (size_t i = 0; i < spans_.size(); i++) {
-    if (counted_in_norm[i]) {
+    const bool counted = (tp_counted_.empty() || tp_counted_[i]) && (pipeline_copy_.empty() || !pipeline_copy_[i]);
+    if (counted) {
       if (!counted_.empty() && counted_.back().second == at) counted_.back().second = at + spans_[i].size;
       else counted_.push_back({at, at + spans_[i].size});
     }
@@ -99,7 +122,7 @@ double DataParallel::reduce_gradients(int64_t global_micro_batches, double max_n
   const bool unscale = loss_scale != 1.0;
   const float scale = unscale ? (float)(1.0 / ((double)global_micro_batches * loss_scale))
                               : 1.0f / (float)global_micro_batches;
-  if (comm_.size() == 1 && !distributed_ && model_parallel_ == nullptr) {
+  if (comm_.size() == 1 && !distributed_ && model_parallel_ == nullptr && pipeline_ == nullptr) {
     // One process: exactly the single-process trainer's arithmetic.
     if (global_micro_batches > 1 || unscale) optim::scale_grads(spans_, scale);
     return optim::clip_grad_norm(spans_, max_norm);
@@ -120,7 +143,7 @@ double DataParallel::reduce_gradients(int64_t global_micro_batches, double max_n
 #pragma omp parallel for simd schedule(static) if (len > 65536)
       for (int64_t i = 0; i < len; i++) g[i] *= scale;
     }
-    if (model_parallel_ == nullptr) {
+    if (model_parallel_ == nullptr && pipeline_ == nullptr) {
 #pragma omp parallel for simd reduction(+ : s) schedule(static) if (len > 65536)
       for (int64_t i = 0; i < len; i++) s += (double)g[i] * (double)g[i];
     } else {
@@ -133,6 +156,7 @@ double DataParallel::reduce_gradients(int64_t global_micro_batches, double max_n
   }
   comm_.all_reduce_sum(&sq, 1);
   if (model_parallel_ != nullptr) model_parallel_->all_reduce_sum(&sq, 1);
+  if (pipeline_ != nullptr) pipeline_->all_reduce_sum(&sq, 1);
   const double norm = std::sqrt(sq);
   const float coef = optim::clip_coefficient(norm, max_norm);
   for (const Bucket& k : buckets_) {

@@ -13,9 +13,10 @@
 
 namespace lmforge::train {
 
-// Megatron's batch rules for D data-parallel ranks: the global batch is a whole number of (micro batch × D)
-// rounds. Throws lmforge::Error naming the flags and the world size.
-void check_parallel_layout(int world_size, int tensor_parallel, int64_t global_batch, int micro_batch);
+// Megatron's batch rules for D = world / (T·P) data-parallel ranks: the global batch is a whole number of
+// (micro batch × D) rounds. Throws lmforge::Error naming the flags and the world size.
+void check_parallel_layout(int world_size, int tensor_parallel, int64_t global_batch, int micro_batch,
+                           int pipeline_parallel = 1);
 
 // Data parallelism over a communicator of D ranks for one model whose parameters and gradients are two flat
 // buffers of n floats (the spans cover them in order, as model::GPT lays them out).
@@ -50,6 +51,10 @@ class DataParallel {
   // tensor-parallel group), and spans replicated across it (counted_in_norm[i] false on all but one of its ranks)
   // are counted once.
   void set_model_parallel(dist::Communicator* model_parallel, std::vector<bool> counted_in_norm);
+  // With pipeline parallelism: the global norm also sums over `pipeline` (this rank's pipeline, one rank per stage,
+  // after the tensor-parallel sum), and spans that are copies of a tensor another stage counts (copy[i]: the tied
+  // word embedding on the last stage) are left out of it. LAMB's per-tensor norms stay within the stage.
+  void set_pipeline(dist::Communicator* pipeline, std::vector<bool> copy);
 
   int rank() const { return comm_.rank(); }
   int size() const { return comm_.size(); }
@@ -112,10 +117,13 @@ class DataParallel {
   bool distributed_;
   std::vector<Bucket> buckets_;
   dist::Communicator* model_parallel_ = nullptr;
+  dist::Communicator* pipeline_ = nullptr;
+  std::vector<bool> tp_counted_, pipeline_copy_;  // per span (set_model_parallel, set_pipeline)
+  void update_counted();
   bool armed_ = false;
   std::vector<int> handles_;   // per bucket: -2 not started, else the communicator's handle
   int64_t overlapped_ = 0, reduced_ = 0;
-  std::vector<std::pair<size_t, size_t>> counted_;  // flat ranges counted in the norm (model parallel only)
+  std::vector<std::pair<size_t, size_t>> counted_;  // flat ranges counted in the norm (model/pipeline parallel only)
   std::vector<bool> counted_spans_;                 // per span: counted in norms (model parallel only)
   std::unique_ptr<optim::Optimizer> full_;                 // plain DP; or a temporary whole copy (checkpoints)
   std::vector<std::unique_ptr<optim::Optimizer>> shards_;  // distributed optimizer: one per bucket

@@ -6,6 +6,7 @@
 
 #include "optim/factory.h"
 #include "optim/lr_schedule.h"
+#include "train/process_groups.h"
 #include "util/error.h"
 
 namespace lmforge::train {
@@ -143,6 +144,13 @@ void validate_train_options(TrainOptions& o) {
   }
   if (o.layernorm_epsilon < 0.0) throw Error("--layernorm-epsilon must be positive");
   need_positive(o.tensor_model_parallel_size, "--tensor-model-parallel-size");
+  need_positive(o.pipeline_model_parallel_size, "--pipeline-model-parallel-size");
+  if (o.pipeline_model_parallel_size == 1 &&
+      (o.decoder_first_pipeline_num_layers >= 0 || o.decoder_last_pipeline_num_layers >= 0))
+    throw Error("--decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers need "
+                "--pipeline-model-parallel-size > 1");
+  stage_layer_counts(o.num_layers, o.pipeline_model_parallel_size, o.decoder_first_pipeline_num_layers,
+                     o.decoder_last_pipeline_num_layers);  // throws naming the flags when the layers do not split
   if (o.ddp_bucket_size < 0) throw Error("--ddp-bucket-size must be >= 0 (0: 4194304 elements)");
   if (o.num_attention_heads % o.tensor_model_parallel_size != 0)
     throw Error("--tensor-model-parallel-size " + str(o.tensor_model_parallel_size) + " does not divide " +

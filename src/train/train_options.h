@@ -109,6 +109,11 @@ struct TrainOptions {
                                            // 4,194,304); smaller buckets start reducing earlier in the backward
   int tensor_model_parallel_size = 1;      // --tensor-model-parallel-size T: attention heads, MLP columns and the
                                            // vocabulary split over T ranks (Megatron); world size = T x data-parallel
+  int pipeline_model_parallel_size = 1;    // --pipeline-model-parallel-size P (or DeepSpeed's --pipe-parallel-size,
+                                           // 0 = 1): consecutive layers in P stages run by Megatron's 1F1B schedule;
+                                           // world size = T x P x data-parallel
+  int decoder_first_pipeline_num_layers = -1;  // --decoder-first-pipeline-num-layers (-1: an even share)
+  int decoder_last_pipeline_num_layers = -1;   // --decoder-last-pipeline-num-layers (-1: an even share)
 };
 
 // Checks the flags alone (no file is opened): required flags, heads dividing hidden size, seq-length within

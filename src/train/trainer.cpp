@@ -1,6 +1,7 @@
 // defines: Trainer
 #include "train/trainer.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +25,9 @@
 #include "train/parallel.h"
 #include "train/gpt_task.h"
 #include "train/model_factory.h"
+#include "train/pipeline_checkpoint.h"
+#include "train/pipeline_schedule.h"
+#include "train/process_groups.h"
 #include "train/schedule.h"
 #include "train/sharded_checkpoint.h"
 #include "train/tensorboard_writer.h"
@@ -70,15 +74,20 @@ struct Trainer::Impl {
   std::unique_ptr<Model> model;  // the model being trained (this rank's tensor-parallel pieces)
   model::GPT* gpt = nullptr;     // the same model when it is a GPT (Trainer::gpt())
   std::unique_ptr<Task> task;    // batches and loss names
-  SequentialSchedule schedule;   // the order of a step's micro-batches
+  std::unique_ptr<MicroBatchSchedule> schedule;  // the order of a step's micro-batches
+  PipelineSchedule* pipeline = nullptr;           // the same when --pipeline-model-parallel-size > 1
   std::vector<optim::ParamSpan> spans;
   dist::Communicator* comm = nullptr;  // the data-parallel group (one process: a local communicator)
   std::unique_ptr<DataParallel> dp;    // gradient reduction and the (replicated or sharded) AdamW
   dist::Communicator* world = nullptr;  // every rank of the job (rank 0 logs and writes)
-  // --tensor-model-parallel-size > 1: the groups of Megatron's layout; `model` then holds this rank's pieces only.
-  std::unique_ptr<dist::Communicator> tp_group, dp_group;
+  // T·P > 1: the groups of Megatron's layout (process_groups.h); `model` then holds this rank's pieces (of its
+  // pipeline stage) only.
+  ProcessGroups groups;
+  StageTensors stage_map;  // P > 1: where each tensor of the whole model lives
+  int log_rank = 0;        // the rank that logs and writes TensorBoard (Megatron: the last rank under pipelines)
 
-  bool tensor_parallel() const { return tp_group != nullptr; }
+  dist::Communicator* tp_group() const { return groups.tensor.get(); }
+  dist::Communicator* pp_group() const { return groups.pipeline.get(); }
   std::unique_ptr<optim::OptimizerParamScheduler> scheduler;
   std::unique_ptr<TensorBoardWriter> tensorboard;
   int64_t train_iters = 0;
@@ -126,6 +135,7 @@ struct Trainer::Impl {
     a["hidden_dropout"] = o.hidden_dropout;
     a["attention_dropout"] = o.attention_dropout;
     a["tensor_model_parallel_size"] = (int64_t)o.tensor_model_parallel_size;
+    a["pipeline_model_parallel_size"] = (int64_t)o.pipeline_model_parallel_size;
     a["tokenizer_type"] = o.tokenizer.type;
     std::string data;
     for (const std::string& p : o.data_path) data += (data.empty() ? "" : " ") + p;
@@ -139,9 +149,13 @@ struct Trainer::Impl {
     const optim::Optimizer& local = dp->gathered_optimizer();  // collective: every rank takes part, rank 0 writes
     const param::ParamTable whole = model->whole_table();
     const param::ParamTable& table = model->table();
+    // Under pipelines every stage lists the whole model; each tensor comes from the stage owning it.
     const std::vector<checkpoint::NamedTensor> tensors =
-        gathering_tensors(table, whole, model->params(), tp_group.get());
-    const checkpoint::OptimizerCheckpoint state = gathering_optimizer(local, table, whole, tp_group.get());
+        pp_group() ? stage_gathering_tensors(table, whole, stage_map, model->params(), tp_group(), pp_group())
+                   : gathering_tensors(table, whole, model->params(), tp_group());
+    const checkpoint::OptimizerCheckpoint state =
+        pp_group() ? stage_gathering_optimizer(local, table, whole, stage_map, tp_group(), pp_group())
+                   : gathering_optimizer(local, table, whole, tp_group());
     checkpoint::SaveRequest request;
     request.model = tensors;
     request.config_json = model->config_json();
@@ -174,7 +188,9 @@ struct Trainer::Impl {
   void load() {
     const param::ParamTable whole = model->whole_table();
     const param::ParamTable& table = model->table();
-    const std::vector<checkpoint::NamedTensor> tensors = slicing_tensors(table, whole, model->params());
+    const std::vector<checkpoint::NamedTensor> tensors =
+        pp_group() ? stage_slicing_tensors(table, whole, stage_map, model->params())
+                   : slicing_tensors(table, whole, model->params());
     if (o.finetune) {
       checkpoint::WeightsOptions wo;
       for (const std::string& name : model->vocabulary_tensors()) wo.row_padded.insert(name);  // HF: 50257 rows
@@ -198,7 +214,8 @@ struct Trainer::Impl {
       }
     }
     optim::Optimizer& target = dp->optimizer_to_load();
-    checkpoint::OptimizerCheckpoint state = slicing_optimizer(target, table, whole);
+    checkpoint::OptimizerCheckpoint state = pp_group() ? stage_slicing_optimizer(target, table, whole, stage_map)
+                                                       : slicing_optimizer(target, table, whole);
     // --no-load-optim: as Megatron, neither the optimizer state nor the schedule's position is read.
     checkpoint::LoadedCheckpoint loaded =
         checkpoint::load_checkpoint_tensors(*dir, tensors, o.no_load_optim ? nullptr : &state);
@@ -235,6 +252,36 @@ struct Trainer::Impl {
         << consumed_train << ", validation " << consumed_valid << ")\n";
   }
 
+  // Each stage's share of the steps run (its pipeline's figures, gathered to every stage): busy and idle time
+  // against the 1F1B bubble (P−1)/(m+P−1), bytes sent to the neighbours per step, the largest input stash and the
+  // process's peak resident memory.
+  void log_pipeline_timing() {
+    const int P = pp_group()->size(), s = pp_group()->rank();
+    constexpr size_t kFields = 8;
+    std::vector<double> v((size_t)P * kFields, 0.0);
+    const PipelineTiming& t = pipeline->timing();
+    struct rusage usage {};
+    ::getrusage(RUSAGE_SELF, &usage);
+    const double fields[kFields] = {(double)t.steps, t.wall_ms, t.busy_ms, t.recompute_ms, (double)t.sent_bytes,
+                                    (double)t.peak_stash_bytes, (double)usage.ru_maxrss * 1024.0,
+                                    (double)model->table().local_numel() * 4.0};
+    std::copy(fields, fields + kFields, v.begin() + (ptrdiff_t)((size_t)s * kFields));
+    pp_group()->all_reduce_sum(v.data(), v.size());
+    const double m_local = (double)dp->local_micro_batches(micro_batches());
+    log << format("pipeline bubble: theory (P-1)/(m+P-1) = %.3f for P = %d stages and m = %.0f micro-batches\n",
+                  (P - 1) / (m_local + P - 1), P, m_local);
+    for (int q = 0; q < P; q++) {
+      const double* f = v.data() + (size_t)q * kFields;
+      const double steps = std::max(1.0, f[0]);
+      log << format("pipeline stage %d: per step busy %.1f ms (recomputation %.1f), idle %.1f ms (%.3f of %.1f ms); "
+                    "sent %.0f bytes; stashed inputs at most %.3f MB; parameters %.3f MB; peak resident memory "
+                    "%.1f MB\n",
+                    q, f[2] / steps, f[3] / steps, (f[1] - f[2]) / steps, f[1] > 0 ? (f[1] - f[2]) / f[1] : 0.0,
+                    f[1] / steps, f[4] / steps, f[5] / 1e6, f[7] / 1e6, f[6] / 1e6);
+    }
+    log.flush();
+  }
+
   // Megatron's evaluation block: "<name> value: X | <name> PPL: Y | " for every loss of the task.
   void print_eval(const std::string& where, const std::vector<double>& losses) {
     std::string line = " validation loss at " + where + " | ";
@@ -248,6 +295,10 @@ struct Trainer::Impl {
   }
 };
 
+int logging_rank(const TrainOptions& options, int world_size) {
+  return options.pipeline_model_parallel_size > 1 ? world_size - 1 : 0;
+}
+
 Trainer::Trainer(TrainOptions options, std::ostream& log) : Trainer(std::move(options), log, single_process()) {}
 
 Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& comm)
@@ -259,15 +310,13 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   const std::string config_note = apply_model_config_file(o);
   if (!config_note.empty()) log << config_note;
   validate_train_options(o);
-  const int TP = o.tensor_model_parallel_size;
-  check_parallel_layout(comm.size(), TP, o.global_batch_size, o.micro_batch_size);
-  if (TP > 1) {
-    // Megatron's rank order: the T ranks of a tensor-parallel group are adjacent, data-parallel groups strided.
-    const int tp_rank = comm.rank() % TP, dp_rank = comm.rank() / TP;
-    m.tp_group = comm.split(dp_rank, tp_rank);
-    m.dp_group = comm.split(tp_rank, dp_rank);
-    m.comm = m.dp_group.get();
-  }
+  const int TP = o.tensor_model_parallel_size, PP = o.pipeline_model_parallel_size;
+  check_parallel_layout(comm.size(), TP, o.global_batch_size, o.micro_batch_size, PP);
+  // Megatron's rank order: the T ranks of a tensor-parallel group are adjacent, then data-parallel replicas, then
+  // pipeline stages (process_groups.h).
+  m.groups = make_process_groups(comm, TP, PP);
+  if (m.groups.data) m.comm = m.groups.data.get();
+  m.log_rank = logging_rank(o, comm.size());
   m.tokenizer = text::make_tokenizer(o.tokenizer);
   const int64_t vocab = (int64_t)m.tokenizer->vocab_size();
   for (const std::string& prefix : data_prefixes(o.data_path)) {
@@ -297,7 +346,21 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   // 3. Model, optimizer, checkpoint.
   // Every rank builds only its tensor-parallel pieces; the initialisation streams the whole model's generator and
   // keeps them, so every layout starts from the single-process weights.
-  m.model = make_model(o, vocab, m.tp_group.get());
+  const ParallelLayout& layout = m.groups.layout;
+  model::GPTStage stage;
+  std::vector<int> stage_layers;
+  if (PP > 1) {
+    if (o.model_type != "gpt")
+      throw Error("--pipeline-model-parallel-size: pipeline stages are implemented for train gpt; train " +
+                  o.model_type + " runs with tensor and data parallelism");
+    stage_layers = stage_layer_counts(o.num_layers, PP, o.decoder_first_pipeline_num_layers,
+                                                             o.decoder_last_pipeline_num_layers);
+    for (int s = 0; s < layout.pp_rank; s++) stage.first_layer += stage_layers[(size_t)s];
+    stage.num_layers = stage_layers[(size_t)layout.pp_rank];
+    stage.pre_process = layout.first_stage();
+    stage.post_process = layout.last_stage();
+  }
+  m.model = make_model(o, vocab, m.tp_group(), stage);
   if (auto* gpt = dynamic_cast<GptModel*>(m.model.get())) m.gpt = &gpt->gpt();
   // Before init: init fills the working copy too.
   if (!m.model->set_compute_dtype(compute_dtype(o.precision)))
@@ -310,8 +373,24 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
                                         (size_t)o.ddp_bucket_size);
   if (TP > 1) {
     std::vector<bool> counted;  // replicated tensors count once in the global norm
-    for (const param::Parameter& t : m.model->table()) counted.push_back(!t.replicated() || m.tp_group->rank() == 0);
-    m.dp->set_model_parallel(m.tp_group.get(), counted);
+    for (const param::Parameter& t : m.model->table()) counted.push_back(!t.replicated() || m.tp_group()->rank() == 0);
+    m.dp->set_model_parallel(m.tp_group(), counted);
+  }
+  if (PP > 1) {
+    auto* stage_model = dynamic_cast<PipelineStage*>(m.model.get());
+    if (stage_model == nullptr) throw Error("--pipeline-model-parallel-size: this model cannot be cut into stages");
+    auto schedule = std::make_unique<PipelineSchedule>(*m.pp_group(), *stage_model);
+    m.pipeline = schedule.get();
+    m.schedule = std::move(schedule);
+    m.stage_map = map_stage_tensors(m.model->table(), m.model->whole_table(), m.pp_group());
+    // A tensor another stage owns (the tied embedding's copy on the last stage) is not counted in the norm.
+    std::vector<bool> copy;
+    const param::ParamTable whole = m.model->whole_table();
+    for (const param::Parameter& t : m.model->table())
+      copy.push_back(m.stage_map.owner[whole.index_of(t.name)] != layout.pp_rank);
+    m.dp->set_pipeline(m.pp_group(), copy);
+  } else {
+    m.schedule = std::make_unique<SequentialSchedule>();
   }
   if (m.comm->size() > 1)
     m.model->set_gradients_ready_hook([dp = m.dp.get()](size_t from) { dp->gradients_ready(from); });
@@ -324,7 +403,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
         checkpoint::check_save_dir(o.save, (uint64_t)m.model->table().whole_numel() * 4 * (1 + state_arrays));
     if (!warning.empty()) log << "warning: --save " << warning << "\n";
   }
-  if (!o.tensorboard_dir.empty() && comm.rank() == 0) m.tensorboard = std::make_unique<TensorBoardWriter>(o.tensorboard_dir);
+  if (!o.tensorboard_dir.empty() && comm.rank() == m.log_rank) m.tensorboard = std::make_unique<TensorBoardWriter>(o.tensorboard_dir);
 
   const size_t whole_params = m.model->table().whole_numel(), local_params = m.model->table().local_numel();
   log << m.model->describe();
@@ -341,9 +420,19 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   if (TP > 1)
     log << format("tensor parallel: %d ranks per group (%zu of %zu parameters on each), %d data-parallel groups\n", TP,
                   local_params, whole_params, comm.size() / TP);
-  // What this rank holds (rank 0's figures; every tensor-parallel rank holds the same amount).
-  log << format("memory on rank 0: parameters %.1f MB, gradients %.1f MB, optimizer state %.1f MB (%s)\n",
-                local_params * 4.0 / 1e6, local_params * 4.0 / 1e6,
+  if (PP > 1) {
+    std::string split;
+    for (size_t s = 0; s < stage_layers.size(); s++) {
+      if (s) split += " ";
+      split += std::to_string(stage_layers[s]);
+    }
+    log << format("pipeline parallel: %d stages (layers per stage: %s), 1F1B schedule, %d data-parallel replicas\n",
+                  PP, split.c_str(), layout.data)
+        << layout.describe();
+  }
+  // What this rank holds (every tensor-parallel rank holds the same amount).
+  log << format("memory on rank %d: parameters %.1f MB, gradients %.1f MB, optimizer state %.1f MB (%s)\n",
+                comm.rank(), local_params * 4.0 / 1e6, local_params * 4.0 / 1e6,
                 (double)m.dp->optimizer_state_bytes() / 1e6, o.optimizer.kind.c_str());
   if (comm.size() > 1 || o.use_distributed_optimizer) log << m.dp->describe();
   log.flush();
@@ -378,7 +467,7 @@ std::vector<double> Trainer::evaluate_losses(int split_number, int64_t first) {
   std::vector<double> sums;
   for (int it = 0; it < m.o.eval_iters; it++) {
     const std::vector<double> batch =
-        m.schedule.run(m.plan(split, first + it * m.o.global_batch_size, false), *m.model, *m.task, *m.dp);
+        m.schedule->run(m.plan(split, first + it * m.o.global_batch_size, false), *m.model, *m.task, *m.dp);
     if (sums.empty()) sums.assign(batch.size(), 0.0);
     for (size_t i = 0; i < batch.size(); i++) sums[i] += batch[i];
   }
@@ -430,7 +519,7 @@ void Trainer::run() {
     StepPlan plan = m.plan(SplitKind::TRAIN, m.consumed_train, true);
     const double loss_scale = m.scaler.active() ? m.scaler.scale() : 1.0;
     plan.loss_scale = (float)loss_scale;
-    std::vector<double> loss_sums = m.schedule.run(plan, *m.model, *m.task, *m.dp);
+    std::vector<double> loss_sums = m.schedule->run(plan, *m.model, *m.task, *m.dp);
     for (double& v : loss_sums) v = m.dp->sum(v);
     // --fp16: the (scaled) parameter gradients are held in fp16 before they are unscaled, as Megatron's fp16 model
     // gradients: a value beyond 65504 is inf and the step is skipped.
@@ -543,6 +632,7 @@ void Trainer::run() {
     m.consumed_valid += (int64_t)o.eval_iters * o.global_batch_size;
   }
   if (do_test) run_eval(SplitKind::TEST, 0, "the end of training for test data", "test");
+  if (m.pipeline) m.log_pipeline_timing();
   if (m.comm->size() > 1)
     m.log << format("data parallel: %lld of %lld bucket reductions started during the backward pass\n",
                     (long long)m.dp->overlapped_buckets(), (long long)m.dp->reduced_buckets());

@@ -35,6 +35,10 @@ struct EvalRecord {
   std::vector<double> losses;  // every loss of the task (the first is `loss`)
 };
 
+// The rank that logs and writes TensorBoard: rank 0, or under pipeline parallelism the last rank (a rank of the
+// last stage, which computes the losses; Megatron's print_rank_last). Rank 0 writes checkpoints.
+int logging_rank(const TrainOptions& options, int world_size);
+
 // One training run. The constructor validates the options, opens the tokenizer and the data (checking the
 // token ids against the vocabulary), builds the sample indices, the model, the optimizer and the schedule,
 // and loads --load / --finetune weights; nothing is trained before run().

@@ -1,0 +1,123 @@
+// defines: map_stage_tensors, stage_gathering_tensors, stage_gathering_optimizer, stage_slicing_tensors,
+//          stage_slicing_optimizer
+#include "train/pipeline_checkpoint.h"
+
+#include <stdexcept>
+
+#include "train/sharded_checkpoint.h"
+
+namespace lmforge::train {
+
+StageTensors map_stage_tensors(const param::ParamTable& table, const param::ParamTable& whole,
+                               dist::Communicator* pipeline) {
+  StageTensors m;
+  m.stage = pipeline ? pipeline->rank() : 0;
+  const int P = pipeline ? pipeline->size() : 1;
+  m.local.assign(whole.size(), StageTensors::npos);
+  // holders[j·P + s] = 1 when stage s holds tensor j; summed over the pipeline every stage knows every holder.
+  std::vector<double> holders(whole.size() * (size_t)P, 0.0);
+  for (size_t j = 0; j < whole.size(); j++)
+    if (table.contains(whole[j].name)) {
+      m.local[j] = table.index_of(whole[j].name);
+      holders[j * (size_t)P + (size_t)m.stage] = 1.0;
+    }
+  if (pipeline) pipeline->all_reduce_sum(holders.data(), holders.size());
+  m.owner.assign(whole.size(), -1);
+  for (size_t j = 0; j < whole.size(); j++) {
+    for (int s = 0; s < P && m.owner[j] < 0; s++)
+      if (holders[j * (size_t)P + (size_t)s] > 0.0) m.owner[j] = s;
+    if (m.owner[j] < 0) throw std::logic_error("pipeline: tensor " + whole[j].name + " is on no stage");
+  }
+  return m;
+}
+
+namespace {
+
+// The producer of whole tensor j from this rank's piece `local` (nullptr when the stage lacks it).
+std::function<void(float*)> producer(const param::ParamTable& table, const StageTensors& map, size_t j,
+                                     const float* local, size_t n, dist::Communicator* tp,
+                                     dist::Communicator* pipeline) {
+  return [&table, &map, j, local, n, tp, pipeline](float* dst) {
+    const int owner = map.owner[j];
+    const bool tp_root = tp == nullptr || tp->rank() == 0;
+    if (owner == map.stage) {
+      const size_t i = map.local[j];
+      if (owner == 0) {  // stage 0: its tensor-parallel rank 0 is the writer
+        gather_to_root(table, i, local, dst ? std::span<float>(dst, n) : std::span<float>(), tp);
+        return;
+      }
+      std::vector<float> whole(tp_root ? n : 0);
+      gather_to_root(table, i, local, std::span<float>(whole), tp);
+      if (tp_root) pipeline->send(whole.data(), n * sizeof(float), 0);
+    } else if (map.stage == 0 && tp_root && dst != nullptr) {
+      pipeline->recv(dst, n * sizeof(float), owner);
+    }
+  };
+}
+
+}  // namespace
+
+std::vector<checkpoint::NamedTensor> stage_gathering_tensors(const param::ParamTable& table,
+                                                             const param::ParamTable& whole, const StageTensors& map,
+                                                             const float* base, dist::Communicator* tp,
+                                                             dist::Communicator* pipeline) {
+  std::vector<checkpoint::NamedTensor> out;
+  for (size_t j = 0; j < whole.size(); j++) {
+    checkpoint::NamedTensor t{whole[j].name, whole[j].shape, nullptr};
+    const float* local = map.local[j] == StageTensors::npos ? nullptr : base + table[map.local[j]].offset;
+    t.produce = producer(table, map, j, local, whole[j].numel, tp, pipeline);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+checkpoint::OptimizerCheckpoint stage_gathering_optimizer(const optim::Optimizer& local, const param::ParamTable& table,
+                                                          const param::ParamTable& whole, const StageTensors& map,
+                                                          dist::Communicator* tp, dist::Communicator* pipeline) {
+  checkpoint::OptimizerCheckpoint out;
+  out.kind = std::string(local.name());
+  out.step = local.steps();
+  out.hyperparameters = local.hyperparameters();
+  for (size_t j = 0; j < whole.size(); j++)
+    for (size_t k = 0; k < local.state_names().size(); k++) {
+      checkpoint::NamedTensor t{local.state_names()[k] + "." + whole[j].name, whole[j].shape, nullptr};
+      const float* state = map.local[j] == StageTensors::npos ? nullptr : local.state_of(k, map.local[j]).data();
+      t.produce = producer(table, map, j, state, whole[j].numel, tp, pipeline);
+      out.tensors.push_back(std::move(t));
+    }
+  return out;
+}
+
+std::vector<checkpoint::NamedTensor> stage_slicing_tensors(const param::ParamTable& table,
+                                                           const param::ParamTable& whole, const StageTensors& map,
+                                                           float* base) {
+  std::vector<checkpoint::NamedTensor> out;
+  for (size_t j = 0; j < whole.size(); j++) {
+    checkpoint::NamedTensor t{whole[j].name, whole[j].shape, nullptr};
+    const size_t i = map.local[j];
+    t.consume = [&table, i, local = i == StageTensors::npos ? nullptr : base + table[i].offset](const float* w) {
+      if (local) table.slice(i, w, local);
+    };
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+checkpoint::OptimizerCheckpoint stage_slicing_optimizer(optim::Optimizer& local, const param::ParamTable& table,
+                                                        const param::ParamTable& whole, const StageTensors& map) {
+  checkpoint::OptimizerCheckpoint out;
+  out.kind = std::string(local.name());
+  for (size_t j = 0; j < whole.size(); j++)
+    for (size_t k = 0; k < local.state_names().size(); k++) {
+      checkpoint::NamedTensor t{local.state_names()[k] + "." + whole[j].name, whole[j].shape, nullptr};
+      const size_t i = map.local[j];
+      float* state = i == StageTensors::npos ? nullptr : local.state_of(k, i).data();
+      t.consume = [&table, i, state](const float* w) {
+        if (state) table.slice(i, w, state);
+      };
+      out.tensors.push_back(std::move(t));
+    }
+  return out;
+}
+
+}  // namespace lmforge::train

@@ -1,0 +1,82 @@
+// defines: lmforge::train::PipelineSchedule (Megatron's 1F1B schedule, forward_backward_pipelining_without_
+//          interleaving, over point-to-point messages between the stages of one pipeline), PipelineTiming
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "train/pipeline_stage.h"
+#include "train/schedule.h"
+
+namespace lmforge::train {
+
+// What one stage did, summed over the training steps run so far (the bubble of bench/RESULTS.md).
+struct PipelineTiming {
+  int64_t steps = 0;
+  double wall_ms = 0.0;        // inside run() for training steps
+  double busy_ms = 0.0;        // in forward_stage / backward_stage (recomputation included)
+  double recompute_ms = 0.0;   // of which repeated forwards
+  int64_t forwards = 0, backwards = 0, recomputed = 0;
+  uint64_t sent_bytes = 0;     // activations and their gradients sent to the neighbouring stages
+  size_t peak_stash_bytes = 0; // largest total of stashed stage inputs (the activation memory held between passes)
+  double idle_ms() const { return wall_ms - busy_ms; }
+};
+
+// 1F1B on stage s of P (Megatron's schedules.py): with m micro-batches on this data-parallel rank,
+//   warm-up:   min(P − s − 1, m) forwards,
+//   steady:    m − warm-up rounds of one forward then one backward (of the oldest micro-batch in flight),
+//   cool-down: the warm-up's backwards.
+// So stage s holds at most P − s micro-batches in flight and the last stage runs each backward right after its
+// forward. Activations go to stage s+1 and their gradients back to s−1 by non-blocking sends (the stage computes
+// while they travel, as far as the transport progresses them) and blocking receives in schedule order; messages
+// between two stages flow one kind per direction, in order, so no tags are needed.
+//
+// Activation memory: the layers keep the activations of ONE micro-batch, so a stage stashes only each in-flight
+// micro-batch's input (B·T·hidden floats) and, when its backward comes after another micro-batch's forward, runs
+// that forward again from the stash first (Megatron's full activation recomputation: same dropout masks, same
+// values), then backward. The last stage never recomputes; the others recompute every micro-batch.
+//
+// Micro-batch k of data-parallel rank r is the global micro-batch k·D + r (as SequentialSchedule), on every stage.
+// The returned loss sums are the last stage's, summed over the pipeline so every stage returns them. At the end of a
+// training step the gradients of the tensors shared between stages (PipelineStage::shared_tensors) are summed
+// between the first and the last stage, in that order on both, so the copies stay bitwise equal.
+class PipelineSchedule final : public MicroBatchSchedule {
+ public:
+  // `pipeline`: the ranks of this pipeline, ordered by stage (ProcessGroups::pipeline); both must outlive this.
+  PipelineSchedule(dist::Communicator& pipeline, PipelineStage& stage);
+  std::vector<double> run(const StepPlan& plan, Model& model, Task& task, DataParallel& dp) override;
+  const PipelineTiming& timing() const { return timing_; }
+
+ private:
+  struct InFlight {
+    int64_t k = 0;  // local micro-batch
+    Batch batch;
+    std::vector<float> input;  // the stage's input (not on the first stage)
+  };
+  struct Sending {
+    int handle = -1;
+    std::vector<float> data;
+  };
+
+  layers::ForwardStep step_of(const StepPlan& plan, int64_t k, const DataParallel& dp) const;
+  void forward(const StepPlan& plan, int64_t k, Task& task, DataParallel& dp, std::vector<double>& sums);
+  void backward(const StepPlan& plan, DataParallel& dp, bool last);
+  void send(const float* data, size_t n, int dest);
+  void reap_sends(bool wait);
+  void sum_shared_gradients(Model& model);
+
+  dist::Communicator& pipe_;
+  PipelineStage& stage_;
+  std::deque<InFlight> in_flight_;
+  std::vector<InFlight> spare_;         // reused stash entries (no allocation per micro-batch)
+  std::deque<Sending> sending_;
+  std::vector<std::vector<float>> free_buffers_;
+  std::vector<float> grad_;             // the gradient received from the next stage
+  int64_t held_ = -1;                   // the micro-batch whose activations the layers hold (-1: none)
+  size_t stash_bytes_ = 0;
+  bool training_ = false;               // the step being run trains (timing counts training steps only)
+  PipelineTiming timing_;
+};
+
+}  // namespace lmforge::train

@@ -1,0 +1,85 @@
+// defines: ParallelLayout, make_process_groups, stage_layer_counts
+#include "train/process_groups.h"
+
+#include <cstdio>
+
+#include "util/error.h"
+
+namespace lmforge::train {
+
+ParallelLayout ParallelLayout::of(int world_rank, int world_size, int tensor, int pipeline) {
+  if (tensor < 1 || pipeline < 1) throw Error("tensor- and pipeline-parallel sizes must be >= 1");
+  if (world_size % (tensor * pipeline) != 0)
+    throw Error("the world size " + std::to_string(world_size) + " is not divisible by --tensor-model-parallel-size " +
+                std::to_string(tensor) + " × --pipeline-model-parallel-size " + std::to_string(pipeline) +
+                " (ranks = tensor × pipeline × data-parallel size)");
+  ParallelLayout l;
+  l.tensor = tensor;
+  l.pipeline = pipeline;
+  l.data = world_size / (tensor * pipeline);
+  l.tp_rank = world_rank % tensor;
+  l.dp_rank = world_rank / tensor % l.data;
+  l.pp_rank = world_rank / (tensor * l.data);
+  return l;
+}
+
+std::string ParallelLayout::describe() const {
+  std::string out = "rank map (rank = tp + " + std::to_string(tensor) + "·(dp + " + std::to_string(data) +
+                    "·pp)): ";
+  for (int pp = 0; pp < pipeline; pp++) {
+    out += pp ? "; stage " : "stage ";
+    out += std::to_string(pp);
+    out += ":";
+    for (int dp = 0; dp < data; dp++) {
+      out += " [";
+      for (int tp = 0; tp < tensor; tp++) {
+        if (tp) out += " ";
+        out += std::to_string(world_rank(tp, dp, pp));
+      }
+      out += "]";
+    }
+  }
+  return out + " (brackets: tensor-parallel groups, one per data-parallel replica)\n";
+}
+
+ProcessGroups make_process_groups(dist::Communicator& world, int tensor, int pipeline) {
+  ProcessGroups g;
+  g.layout = ParallelLayout::of(world.rank(), world.size(), tensor, pipeline);
+  const ParallelLayout& l = g.layout;
+  // Every rank takes part in every split (MPI_Comm_split is collective over the parent), in the same order.
+  if (tensor > 1 || pipeline > 1) {
+    g.tensor = world.split(l.pp_rank * l.data + l.dp_rank, l.tp_rank);
+    g.data = world.split(l.pp_rank * l.tensor + l.tp_rank, l.dp_rank);
+  }
+  if (pipeline > 1) g.pipeline = world.split(l.dp_rank * l.tensor + l.tp_rank, l.pp_rank);
+  if (tensor == 1) g.tensor.reset();  // a group of one: the model runs unsplit
+  return g;
+}
+
+std::vector<int> stage_layer_counts(int num_layers, int pipeline, int first_layers, int last_layers) {
+  if (pipeline < 1) throw Error("--pipeline-model-parallel-size must be >= 1");
+  const bool first = first_layers >= 0 && pipeline > 1, last = last_layers >= 0 && pipeline > 1;
+  if ((first && first_layers < 1) || (last && last_layers < 1))
+    throw Error("--decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers must be >= 1");
+  std::vector<int> counts((size_t)pipeline, 0);
+  const int given = (first ? 1 : 0) + (last ? 1 : 0);
+  const int rest = num_layers - (first ? first_layers : 0) - (last ? last_layers : 0);
+  const int middle = pipeline - given;
+  auto fail = [&](const std::string& why) {
+    throw Error("--num-layers " + std::to_string(num_layers) + " cannot be split over --pipeline-model-parallel-size " +
+                std::to_string(pipeline) +
+                (first ? " with --decoder-first-pipeline-num-layers " + std::to_string(first_layers) : "") +
+                (last ? " with --decoder-last-pipeline-num-layers " + std::to_string(last_layers) : "") + ": " + why);
+  };
+  if (rest < 0) fail("the first and last stages take more layers than the model has");
+  if (middle == 0 && rest != 0) fail(std::to_string(rest) + " layers would belong to no stage");
+  if (middle > 0 && (rest % middle != 0 || rest / middle < 1))
+    fail(std::to_string(rest) + " layers do not split evenly over " + std::to_string(middle) +
+         " stages (each stage needs at least one layer)");
+  for (int s = 0; s < pipeline; s++) counts[(size_t)s] = middle > 0 ? rest / middle : 0;
+  if (first) counts.front() = first_layers;
+  if (last) counts.back() = last_layers;
+  return counts;
+}
+
+}  // namespace lmforge::train

@@ -1,0 +1,223 @@
+// `lmforge train gpt --pipeline-model-parallel-size`: P = 2, P = 4, T = 2 × P = 2, P = 2 × D = 2 and
+// T = 2 × P = 2 × D = 2 (8 ranks), with and without the distributed optimizer, and uneven first/last stages,
+// reproduce the single-process losses, gradient norms and validation losses of a 4-layer GPT over 20 iterations
+// (relative difference < 1e-5); a checkpoint written by one layout resumes under another and in one process and
+// continues the uninterrupted run; a stage that dies ends the job within 30 s; two hosts (network namespaces)
+// run one stage each over TCP; layouts that do not fit fail before any work.
+#include "train_run_util.h"
+
+namespace {
+
+using namespace train_runs;
+
+// Every run here trains the 4-layer model (so that 4 stages have a layer each).
+Flags four(Flags flags) {
+  flags["--num-layers"] = "4";
+  return flags;
+}
+
+class PipelineParallel : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir;
+    single_ = new TrainRun(train(*dir_, "single", 0, four({})));
+  }
+  static void TearDownTestSuite() {
+    delete single_;
+    delete dir_;
+  }
+  static inline TempDir* dir_ = nullptr;
+  static inline TrainRun* single_ = nullptr;
+};
+
+TEST_F(PipelineParallel, TwoAndFourStagesReproduceOneProcess) {
+  const TrainRun p2 = train(*dir_, "p2", 2, four({{"--pipeline-model-parallel-size", "2"}}));
+  expect_parity(p2, *single_, 1e-5, "P=2");
+  // The last rank logs (Megatron's print_rank_last), with the rank map and each stage's bubble.
+  EXPECT_NE(p2.output.find("pipeline parallel: 2 stages (layers per stage: 2 2), 1F1B schedule"), std::string::npos)
+      << p2.output;
+  EXPECT_NE(p2.output.find("stage 0: [0]; stage 1: [1]"), std::string::npos) << p2.output;
+  EXPECT_NE(p2.output.find("pipeline stage 1: per step busy"), std::string::npos) << p2.output;
+  const TrainRun p4 = train(*dir_, "p4", 4, four({{"--pipe-parallel-size", "4"}}));
+  expect_parity(p4, *single_, 1e-5, "P=4 (--pipe-parallel-size)");
+  const TrainRun uneven = train(*dir_, "uneven", 2,
+                                four({{"--pipeline-model-parallel-size", "2"},
+                                      {"--decoder-first-pipeline-num-layers", "1"},
+                                      {"--decoder-last-pipeline-num-layers", "3"}}));
+  expect_parity(uneven, *single_, 1e-5, "P=2, layers 1 + 3");
+  EXPECT_NE(uneven.output.find("layers per stage: 1 3"), std::string::npos) << uneven.output;
+}
+
+TEST_F(PipelineParallel, PipelineWithTensorAndDataParallelReproducesOneProcess) {
+  const TrainRun tp2pp2 = train(*dir_, "tp2pp2", 4,
+                                four({{"--pipeline-model-parallel-size", "2"}, {"--tensor-model-parallel-size", "2"}}));
+  expect_parity(tp2pp2, *single_, 1e-5, "T=2 x P=2");
+  const TrainRun pp2dp2 = train(*dir_, "pp2dp2", 4, four({{"--pipeline-model-parallel-size", "2"}}));
+  expect_parity(pp2dp2, *single_, 1e-5, "P=2 x D=2");
+  const TrainRun pp2dp2z = train(*dir_, "pp2dp2z", 4,
+                                 four({{"--pipeline-model-parallel-size", "2"}, {"--use-distributed-optimizer", ""}}));
+  expect_parity(pp2dp2z, *single_, 1e-5, "P=2 x D=2, distributed optimizer");
+  const Flags three_d = four({{"--pipeline-model-parallel-size", "2"}, {"--tensor-model-parallel-size", "2"},
+                              {"--global-batch-size", "8"}});
+  Flags single_8 = four({{"--global-batch-size", "8"}});
+  const TrainRun want = train(*dir_, "single-gb8", 0, single_8);
+  const TrainRun t2p2d2 = train(*dir_, "t2p2d2", 8, three_d);
+  expect_parity(t2p2d2, want, 1e-5, "T=2 x P=2 x D=2 (8 ranks)");
+  EXPECT_NE(t2p2d2.output.find("stage 0: [0 1] [2 3]; stage 1: [4 5] [6 7]"), std::string::npos) << t2p2d2.output;
+  Flags zero = three_d;
+  zero["--use-distributed-optimizer"] = "";
+  const TrainRun t2p2d2z = train(*dir_, "t2p2d2z", 8, zero);
+  expect_parity(t2p2d2z, want, 1e-5, "T=2 x P=2 x D=2 (8 ranks), distributed optimizer");
+}
+
+TEST_F(PipelineParallel, CheckpointFromOneLayoutResumesUnderAnother) {
+  const std::string ckpt = dir_->file("ckpt");
+  // P = 2 × D = 2 with a sharded optimizer stops at 8; one process resumes to 14; T = 2 × P = 2 resumes to 20.
+  const TrainRun first = train(*dir_, "first", 4,
+                               four({{"--pipeline-model-parallel-size", "2"}, {"--use-distributed-optimizer", ""},
+                                     {"--save", ckpt}, {"--exit-interval", "8"}}));
+  ASSERT_EQ(first.status, 0) << first.output;
+  ASSERT_EQ(first.loss.size(), 8u) << first.output;
+  const TrainRun second = train(*dir_, "second", 0, four({{"--save", ckpt}, {"--load", ckpt}, {"--exit-interval", "14"}}));
+  ASSERT_EQ(second.status, 0) << second.output;
+  EXPECT_NE(second.output.find("loaded checkpoint"), std::string::npos) << second.output;
+  const TrainRun third = train(*dir_, "third", 4,
+                               four({{"--save", ckpt}, {"--load", ckpt}, {"--pipeline-model-parallel-size", "2"},
+                                     {"--tensor-model-parallel-size", "2"}}));
+  ASSERT_EQ(third.status, 0) << third.output;
+  TrainRun resumed = first;
+  for (const TrainRun* r : {&second, &third}) {
+    resumed.loss.insert(resumed.loss.end(), r->loss.begin(), r->loss.end());
+    resumed.grad_norm.insert(resumed.grad_norm.end(), r->grad_norm.begin(), r->grad_norm.end());
+    resumed.valid.insert(resumed.valid.end(), r->valid.begin(), r->valid.end());
+  }
+  expect_parity(resumed, *single_, 1e-5, "P=2 x D=2 ZeRO -> 1 process -> T=2 x P=2, resumed");
+  // Every saved model is one whole Hugging Face model (each tensor once), whatever the layout that wrote it.
+  for (const char* iter : {"iter_0000008", "iter_0000014", "iter_0000020"}) {
+    const std::string model = read_file(ckpt + "/" + iter + "/model.safetensors");
+    uint64_t header_bytes = 0;  // safetensors: a little-endian u64 length, then the JSON header
+    ASSERT_GE(model.size(), 8u) << iter;
+    std::memcpy(&header_bytes, model.data(), 8);
+    const std::string header = model.substr(8, header_bytes);
+    for (const char* name : {"\"transformer.wte.weight\":{\"dtype\":\"F32\",\"shape\":[50304,32]",
+                             "\"transformer.h.0.attn.c_attn.weight\":{\"dtype\":\"F32\",\"shape\":[32,96]",
+                             "\"transformer.h.3.mlp.c_proj.weight\":{\"dtype\":\"F32\",\"shape\":[128,32]",
+                             "\"transformer.ln_f.weight\":{\"dtype\":\"F32\",\"shape\":[32]"}) {
+      const size_t at = header.find(name);
+      EXPECT_NE(at, std::string::npos) << iter << ": " << name;
+      EXPECT_EQ(header.find(name, at + 1), std::string::npos) << iter << ": twice: " << name;
+    }
+  }
+}
+
+TEST_F(PipelineParallel, TwoHostsAsNetworkNamespacesRunOneStageEach) {
+  NetnsPair hosts(*dir_, 234);
+  LMFORGE_REQUIRE_NETNS(hosts);
+  // Ranks are filled host by host (one slot each): stage 0 on the first host, stage 1 on the second.
+  const TrainRun run = train(*dir_, "netns", 2, four({{"--pipeline-model-parallel-size", "2"}}), hosts.mpirun(1));
+  expect_parity(run, *single_, 1e-5, "P=2 across 2 hosts over TCP");
+}
+
+// The child processes of `parent` whose command name is `name`.
+std::vector<pid_t> children(pid_t parent, const std::string& name) {
+  std::vector<pid_t> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string s((std::istreambuf_iterator<char>(stat)), {});
+    const size_t open = s.find('('), close = s.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    if (s.substr(open + 1, close - open - 1) != name) continue;
+    std::istringstream rest(s.substr(close + 2));
+    char state;
+    long ppid;
+    rest >> state >> ppid;
+    if (ppid == parent) out.push_back((pid_t)std::stol(pid));
+  }
+  return out;
+}
+
+TEST(PipelineFaults, AKilledStageEndsTheJobWithin30Seconds) {
+  TempDir dir;
+  const std::string log = dir.file("run.log");
+  const Flags flags = four({{"--pipeline-model-parallel-size", "2"}, {"--train-iters", "100000"},
+                            {"--eval-iters", "0"}});
+  const std::string cmd = "exec env OMP_NUM_THREADS=1 " + mpirun_prefix(2) + train_args(dir, flags) + " > " + log +
+                          " 2>&1";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  auto since = [](auto t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
+  const auto start = std::chrono::steady_clock::now();
+  auto text = [&] {  // the log so far (empty before mpirun created it)
+    std::ifstream in(log);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  while (since(start) < 60 && text().find(" iteration        3/") == std::string::npos)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::vector<pid_t> ranks = children(pid, "lmforge");
+  int status = 0;
+  if (ranks.size() != 2 || ::waitpid(pid, &status, WNOHANG) != 0) {
+    ::kill(-pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    FAIL() << "expected 2 running ranks, found " << ranks.size() << ": " << read_file(log);
+  }
+  // Stage 0 dies while stage 1 waits for its activations.
+  std::sort(ranks.begin(), ranks.end());
+  ASSERT_EQ(::kill(ranks.front(), SIGKILL), 0);
+  const auto killed = std::chrono::steady_clock::now();
+  pid_t done = 0;
+  while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 && since(killed) < 30)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const double seconds = since(killed);
+  if (done == 0) {
+    ::kill(-pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    FAIL() << "mpirun did not end within 30 s of a stage being killed: " << read_file(log);
+  }
+  std::printf("[ fault ] pipeline job ended %.2f s after stage 0 was SIGKILLed\n", seconds);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << read_file(log);
+  EXPECT_NE(read_file(log).find("signal 9"), std::string::npos) << read_file(log);
+}
+
+TEST(PipelineFaults, AnErrorOnTheLastStageEndsTheJobWithItsReason) {
+  TempDir dir;
+  // Only the last rank writes TensorBoard: a regular file where its directory should be fails it alone.
+  lmforge::testing::write_file(dir.file("not-a-dir"), "x");
+  auto r = run_command("timeout 60 env OMP_NUM_THREADS=1 " + mpirun_prefix(2) +
+                       train_args(dir, four({{"--pipeline-model-parallel-size", "2"},
+                                             {"--tensorboard-dir", dir.file("not-a-dir")}})));
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("lmforge train: error: rank 1 of 2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("not-a-dir"), std::string::npos) << r.output;
+}
+
+TEST(PipelineLayout, LayoutsThatDoNotFitFailAtOnce) {
+  TempDir dir;
+  auto r = run_command("timeout 60 " + mpirun_prefix(3) +
+                       train_args(dir, four({{"--pipeline-model-parallel-size", "2"}})));
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("the world size 3 is not divisible by --tensor-model-parallel-size 1 × "
+                          "--pipeline-model-parallel-size 2"),
+            std::string::npos)
+      << r.output;
+  r = run_command("timeout 60 " + mpirun_prefix(3) + train_args(dir, four({{"--pipeline-model-parallel-size", "3"}})));
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--num-layers 4 cannot be split over --pipeline-model-parallel-size 3: 4 layers do not "
+                          "split evenly over 3 stages"),
+            std::string::npos)
+      << r.output;
+  r = run_command("timeout 60 " + train_args(dir, four({{"--pipe-parallel-size", "2"},
+                                                        {"--pipeline-model-parallel-size", "4"}})));
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--pipe-parallel-size 2 and --pipeline-model-parallel-size 4 disagree"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(dir.file("cache"))) << "work started before the layout was checked";
+}
+
+}  // namespace
