@@ -2,6 +2,7 @@
 //          decoding)
 #include "model/gpt.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/ops.h"
@@ -42,6 +43,7 @@ void GPTConfig::validate() const {
     fail("recompute granularity must be full or selective (got " + recompute_granularity + ")");
   if (recompute_method != "uniform" && recompute_method != "block")
     fail("recompute method must be uniform or block (got " + recompute_method + ")");
+  if (loss_chunk_rows < 0) fail("loss_chunk_rows must be >= 0 (got " + std::to_string(loss_chunk_rows) + ")");
   if (recompute_num_layers < 1 || recompute_num_layers > num_layers)
     fail("recompute num layers must be in [1, num_layers = " + std::to_string(num_layers) + "] (got " +
          std::to_string(recompute_num_layers) + ")");
@@ -229,11 +231,17 @@ float GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T, 
   kernels::Backend& be = backend();
   targets_.resize(be, kernels::DType::I32, (size_t)N);
   be.copy_to_device(targets_.data(), targets, (size_t)N * sizeof(int32_t));
-  const int64_t Vl = head_->local_out();
-  logits_.resize(be, kernels::DType::F32, (size_t)(N * Vl));
-  const Tensor logits = logits_.view({N, Vl});
-  head_->forward(logits, normed);
-  const double sum = loss_.forward(logits, targets_.view({N}), nullptr, embedding_->vocab_offset());
+  const int64_t Vl = head_->local_out(), rows = loss_chunk_rows(N);
+  logits_.resize(be, kernels::DType::F32, (size_t)(rows * Vl));
+  // The loss of each row depends on its logits only, so chunks of rows give the same per-row losses.
+  double sum = 0.0;
+  loss_chunks_ = 0;
+  for (int64_t r0 = 0; r0 < N; r0 += rows, loss_chunks_++) {
+    const int64_t n = std::min(rows, N - r0);
+    const Tensor logits = logits_.view({n, Vl});
+    head_->forward(logits, normed.slice0(r0, n));
+    sum += loss_.forward(logits, targets_.view({N}).slice0(r0, n), nullptr, embedding_->vocab_offset());
+  }
   have_targets_ = true;
   return (float)(sum / (double)N);
 }
@@ -243,11 +251,20 @@ void GPT::backward(float loss_scale) {
   have_targets_ = false;
   const int64_t N = (int64_t)B_ * T_, C = config_.hidden, Vl = head_->local_out();
   kernels::Backend& be = backend();
-  const Tensor logits = logits_.view({N, Vl});
-  // Mean over N positions: each row's loss has weight loss_scale/N. dlogits overwrite the logits in place.
-  loss_.backward(logits, loss_scale / (float)N);
   const Tensor d_normed = workspace_.take(layers::Slot::D_NORMED, {N, C}, true);
-  head_->backward(d_normed, logits, normed_.view({N, C}));
+  const Tensor normed = normed_.view({N, C});
+  const int64_t rows = loss_chunks_ == 1 ? N : loss_chunk_rows(N);
+  for (int64_t r0 = 0; r0 < N; r0 += rows) {
+    const int64_t n = std::min(rows, N - r0);
+    const Tensor logits = logits_.view({n, Vl});
+    if (loss_chunks_ > 1) {  // the chunk's logits and loss statistics again (the forward dropped them)
+      head_->forward(logits, normed.slice0(r0, n));
+      loss_.forward(logits, targets_.view({N}).slice0(r0, n), nullptr, embedding_->vocab_offset());
+    }
+    // Mean over N positions: each row's loss has weight loss_scale/N. dlogits overwrite the logits in place.
+    loss_.backward(logits, loss_scale / (float)N);
+    head_->backward(d_normed.slice0(r0, n), logits, normed.slice0(r0, n));
+  }
   // d_residual carries the gradient of the residual stream down through the layers (in place, see
   // TransformerLayer::backward).
   d_residual_.resize(be, store_.activation_dtype(), (size_t)(N * C));
@@ -270,6 +287,12 @@ void GPT::backward(float loss_scale) {
   }
   embedding_->backward(d);
   if (ready_hook_) ready_hook_(0);
+}
+
+int64_t GPT::loss_chunk_rows(int64_t N) const {
+  if (config_.loss_chunk_rows > 0) return std::min<int64_t>(config_.loss_chunk_rows, N);
+  const int64_t Vl = head_->local_out();
+  return std::clamp<int64_t>(GPTConfig::kLossChunkLogits / Vl, 1, N);
 }
 
 void GPT::backward_layer(size_t l) {
