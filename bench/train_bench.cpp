@@ -1,5 +1,7 @@
 // defines: bench_train — GPT-2 training-step throughput (forward + backward + AdamW) of lmforge's CPU model on
 // the configurations of docs/gpt2-reference-notes.md; bench/run_train_bench.sh runs it beside PyTorch
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -9,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/ops.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
 
@@ -22,8 +25,16 @@ struct BenchConfig {
   int B, T;
 };
 
-void run(const BenchConfig& bc, int steps) {
+// Peak resident set of the process so far (Linux: ru_maxrss in KiB).
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return (double)u.ru_maxrss / 1024.0;
+}
+
+void run(const BenchConfig& bc, int steps, kernels::DType dtype) {
   model::GPT gpt(bc.gpt);
+  gpt.set_compute_dtype(dtype);
   gpt.init_weights(1234);
   std::vector<optim::ParamSpan> spans;
   for (const param::Parameter& t : gpt.tensors())
@@ -44,6 +55,7 @@ void run(const BenchConfig& bc, int steps) {
     gpt.backward();
     const auto tb = std::chrono::steady_clock::now();
     adam.step(1e-4, 0.1);
+    gpt.params_updated();  // the bf16 working copy (nothing in fp32)
     const auto t1 = std::chrono::steady_clock::now();
     if (s > 0) {
       times.push_back(std::chrono::duration<double>(t1 - t0).count());
@@ -59,8 +71,10 @@ void run(const BenchConfig& bc, int steps) {
   const double med = median(times);
   const double flops = gpt.training_flops(bc.B, bc.T);
   std::printf("lmforge %s: params %.2fM, %.1f GFLOP/step, median %.3f s/step over %d steps -> %.0f tok/s, %.1f "
-              "GFLOP/s (loss %.3f)\n",
-              bc.name, gpt.num_parameters() / 1e6, flops / 1e9, med, steps, N / med, flops / med / 1e9, loss);
+              "GFLOP/s (loss %.3f, %s%s%s, peak RSS %.0f MB)\n",
+              bc.name, gpt.num_parameters() / 1e6, flops / 1e9, med, steps, N / med, flops / med / 1e9, loss,
+              kernels::dtype_name(dtype), bc.gpt.recompute_granularity.empty() ? "" : ", recompute ",
+              bc.gpt.recompute_granularity.c_str(), peak_rss_mb());
   std::printf("lmforge %s phases (median s): zero_grad+forward %.3f, backward %.3f, AdamW %.3f\n", bc.name,
               median(fwd), median(bwd), median(opt));
 }
@@ -68,15 +82,23 @@ void run(const BenchConfig& bc, int steps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string which = "A";
-  int steps = 8;
+  std::string which = "A", recompute;
+  int steps = 8, seq = 0, batch = 0;
+  kernels::DType dtype = kernels::DType::F32;
   for (int i = 1; i < argc; i++) {
     if (!std::strcmp(argv[i], "--config") && i + 1 < argc) which = argv[++i];
     else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--seq") && i + 1 < argc) seq = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--batch") && i + 1 < argc) batch = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--recompute") && i + 1 < argc) recompute = argv[++i];
+    else if (!std::strcmp(argv[i], "--bf16")) dtype = kernels::DType::BF16;
     else {
-      std::fprintf(stderr, "usage: bench_train [--config A|B|AB] [--steps N]\n"
+      std::fprintf(stderr, "usage: bench_train [--config A|B|AB] [--steps N] [--bf16] [--recompute full|selective]\n"
+                           "                   [--seq T] [--batch B]\n"
                            "  A: vocab 50257, 4 layers, hidden 256, 4 heads, seq 256, batch 4\n"
-                           "  B: GPT-2 124M shapes, seq 256, batch 2\n");
+                           "  B: GPT-2 124M shapes, seq 256, batch 2\n"
+                           "  --seq/--batch override the configuration's (e.g. B at --seq 1024 for memory)\n"
+                           "  --recompute full: one layer per chunk (uniform); selective: the attention core\n");
       return 2;
     }
   }
@@ -85,7 +107,12 @@ int main(int argc, char** argv) {
   a.num_layers = 4, a.hidden = 256, a.heads = 4, a.seq_length = 256, a.max_positions = 1024, a.vocab_size = 50257;
   model::GPTConfig b;  // defaults are GPT-2 124M
   b.seq_length = 256;
-  if (which.find('A') != std::string::npos) run({"A", a, 4, 256}, steps);
-  if (which.find('B') != std::string::npos) run({"B", b, 2, 256}, steps);
+  for (model::GPTConfig* c : {&a, &b}) {
+    c->hidden_dropout = c->attention_dropout = 0.0f;  // dropout 0 on both sides (the PyTorch peer has none)
+    c->recompute_granularity = recompute;
+    if (seq > 0) c->seq_length = seq;
+  }
+  if (which.find('A') != std::string::npos) run({"A", a, batch > 0 ? batch : 4, a.seq_length}, steps, dtype);
+  if (which.find('B') != std::string::npos) run({"B", b, batch > 0 ? batch : 2, b.seq_length}, steps, dtype);
   return 0;
 }

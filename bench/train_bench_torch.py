@@ -3,6 +3,7 @@
 # nanoGPT-style torch code, median seconds per step, tokens/s and GFLOP/s counted as bench_train counts them.
 import argparse
 import math
+import resource
 import statistics
 import time
 
@@ -63,12 +64,16 @@ def main():
     ap.add_argument("--config", default="A")
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--bf16", action="store_true", help="torch.autocast('cpu', dtype=torch.bfloat16) around forward")
+    ap.add_argument("--seq", type=int, default=0)
+    ap.add_argument("--batch", type=int, default=0)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(1234)
     configs = {"A": (4, 256, 4, 256, 4), "B": (12, 768, 12, 256, 2)}  # L, C, H, T, B
     for name in a.config:
         L, C, H, T, B = configs[name]
+        T, B = a.seq or T, a.batch or B
         Vp = 50304  # 50257 padded to a multiple of 128, as bench_train
         model = GPT(L, C, H, Vp, 1024)
         decay = [p for n, p in model.named_parameters() if p.dim() == 2]
@@ -80,7 +85,8 @@ def main():
             tok = torch.randint(0, 50257, (B, T + 1))
             t0 = time.perf_counter()
             opt.zero_grad(set_to_none=True)
-            loss = model(tok[:, :-1], tok[:, 1:])
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+                loss = model(tok[:, :-1], tok[:, 1:])
             loss.backward()
             opt.step()
             if s > 0:
@@ -89,7 +95,8 @@ def main():
         flops = B * T * (6.0 * (L * 12 * C * C + Vp * C) + 12.0 * L * C * T)
         print(f"torch {name}: {flops / 1e9:.1f} GFLOP/step, median {med:.3f} s/step over {a.steps} steps -> "
               f"{B * T / med:.0f} tok/s, {flops / med / 1e9:.1f} GFLOP/s (loss {loss.item():.3f}, "
-              f"{torch.get_num_threads()} threads)")
+              f"{torch.get_num_threads()} threads, {'bf16 autocast' if a.bf16 else 'fp32'}, peak RSS "
+              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB)")
 
 
 if __name__ == "__main__":

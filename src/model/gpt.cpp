@@ -2,6 +2,7 @@
 //          decoding)
 #include "model/gpt.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/ops.h"
@@ -42,6 +43,7 @@ void GPTConfig::validate() const {
     fail("recompute granularity must be full or selective (got " + recompute_granularity + ")");
   if (recompute_method != "uniform" && recompute_method != "block")
     fail("recompute method must be uniform or block (got " + recompute_method + ")");
+  if (loss_chunk_rows < 0) fail("loss_chunk_rows must be >= 0 (got " + std::to_string(loss_chunk_rows) + ")");
   if (recompute_num_layers < 1 || recompute_num_layers > num_layers)
     fail("recompute num layers must be in [1, num_layers = " + std::to_string(num_layers) + "] (got " +
          std::to_string(recompute_num_layers) + ")");
@@ -288,13 +290,19 @@ float GPT::forward_stage(const int32_t* tokens, const float* input, const int32_
   kernels::Backend& be = backend();
   targets_.resize(be, kernels::DType::I32, (size_t)N);
   be.copy_to_device(targets_.data(), targets, (size_t)N * sizeof(int32_t));
-  const int64_t Vl = head_->local_out();
-  logits_.resize(be, kernels::DType::F32, (size_t)(N * Vl));
-  const Tensor logits = logits_.view({N, Vl});
-  head_->forward(logits, normed);
   // This rank's vocabulary rows start where its piece of the (row-split) word table starts.
   const int64_t vocab_offset = (int64_t)config_.padded_vocab_size() / tp_.size() * tp_.rank();
-  const double sum = loss_.forward(logits, targets_.view({N}), nullptr, vocab_offset);
+  const int64_t Vl = head_->local_out(), rows = loss_chunk_rows(N);
+  logits_.resize(be, kernels::DType::F32, (size_t)(rows * Vl));
+  // The loss of each row depends on its logits only, so chunks of rows give the same per-row losses.
+  double sum = 0.0;
+  loss_chunks_ = 0;
+  for (int64_t r0 = 0; r0 < N; r0 += rows, loss_chunks_++) {
+    const int64_t n = std::min(rows, N - r0);
+    const Tensor logits = logits_.view({n, Vl});
+    head_->forward(logits, normed.slice0(r0, n));
+    sum += loss_.forward(logits, targets_.view({N}).slice0(r0, n), nullptr, vocab_offset);
+  }
   have_targets_ = true;
   return (float)(sum / (double)N);
 }
@@ -316,11 +324,21 @@ void GPT::backward_stage(const float* output_grad, float loss_scale) {
   const Tensor d = d_residual_.view({N, C});
   if (stage_.post_process) {
     const int64_t Vl = head_->local_out();
-    const Tensor logits = logits_.view({N, Vl});
-    // Mean over N positions: each row's loss has weight loss_scale/N. dlogits overwrite the logits in place.
-    loss_.backward(logits, loss_scale / (float)N);
+    const int64_t vocab_offset = (int64_t)config_.padded_vocab_size() / tp_.size() * tp_.rank();
     const Tensor d_normed = workspace_.take(layers::Slot::D_NORMED, {N, C}, true);
-    head_->backward(d_normed, logits, normed_.view({N, C}));
+    const Tensor normed = normed_.view({N, C});
+    const int64_t rows = loss_chunks_ == 1 ? N : loss_chunk_rows(N);
+    for (int64_t r0 = 0; r0 < N; r0 += rows) {
+      const int64_t n = std::min(rows, N - r0);
+      const Tensor logits = logits_.view({n, Vl});
+      if (loss_chunks_ > 1) {  // the chunk's logits and loss statistics again (the forward dropped them)
+        head_->forward(logits, normed.slice0(r0, n));
+        loss_.forward(logits, targets_.view({N}).slice0(r0, n), nullptr, vocab_offset);
+      }
+      // Mean over N positions: each row's loss has weight loss_scale/N. dlogits overwrite the logits in place.
+      loss_.backward(logits, loss_scale / (float)N);
+      head_->backward(d_normed.slice0(r0, n), logits, normed.slice0(r0, n));
+    }
     d_residual_.zero();
     ln_f_->backward(d, d_normed, body_out_);
     if (ready_hook_) ready_hook_(tensor("transformer.ln_f.weight").offset);  // ln_f, the last tensors of the table
@@ -343,6 +361,12 @@ void GPT::backward_stage(const float* output_grad, float loss_scale) {
   }
   if (embedding_) embedding_->backward(d);  // otherwise d now holds d(loss)/d(input): input_grad()
   if (ready_hook_) ready_hook_(0);
+}
+
+int64_t GPT::loss_chunk_rows(int64_t N) const {
+  if (config_.loss_chunk_rows > 0) return std::min<int64_t>(config_.loss_chunk_rows, N);
+  const int64_t Vl = head_->local_out();
+  return std::clamp<int64_t>(GPTConfig::kLossChunkLogits / Vl, 1, N);
 }
 
 void GPT::backward_layer(size_t l) {

@@ -54,6 +54,12 @@ struct GPTConfig {
   std::string recompute_granularity;
   std::string recompute_method = "uniform";
   int recompute_num_layers = 1;
+  // The LM head and cross-entropy run over chunks of this many rows (positions) so the whole [B·T, vocab] logits are
+  // never held: each chunk's logits are made, reduced to the loss and dropped, and made again in the backward
+  // (one more head GEMM per chunk). 0: automatic — one chunk while B·T·vocab/T fits kLossChunkLogits, else chunks
+  // of that many logits.
+  int loss_chunk_rows = 0;
+  static constexpr int64_t kLossChunkLogits = int64_t(1) << 26;  // 256 MB of fp32 logits
 
   int padded_vocab_size() const;
   // Throws lmforge::Error naming the first inconsistent field (heads not dividing hidden, seq_length >
@@ -130,8 +136,9 @@ class GPT {
   float forward(const int32_t* tokens, const int32_t* targets, int B, int T,
                 const layers::ForwardStep* step = nullptr);
   // Logits [B·T, padded_vocab / T] (this rank's vocabulary columns) of the last forward(); valid until backward(),
-  // which overwrites them with their gradient.
-  const float* logits() const { return logits_.f32(); }
+  // which overwrites them with their gradient. nullptr when that forward ran the head in several chunks
+  // (GPTConfig::loss_chunk_rows), which never holds them all.
+  const float* logits() const { return loss_chunks_ == 1 ? logits_.f32() : nullptr; }
   // Adds (+=) loss_scale · d(mean loss)/d(params) of the last forward() into grads(), so micro-batches
   // accumulate; loss_scale = 1/micro_batches makes the sum Megatron's average at no extra pass over the grads.
   void backward(float loss_scale = 1.0f);
@@ -179,6 +186,7 @@ class GPT {
   };
   std::vector<Chunk> make_chunks() const;
   void backward_layer(size_t l);
+  int64_t loss_chunk_rows(int64_t N) const;
   kernels::Tensor forward_body(const int32_t* tokens, const float* input, int B, int T,
                                const layers::ForwardStep& step);
   void require_whole(const char* what) const;
@@ -200,6 +208,7 @@ class GPT {
   kernels::Buffer tokens_, targets_, positions_, normed_, logits_, d_residual_, last_, last_logits_, input_;
   kernels::Tensor body_out_;
   std::vector<Chunk> chunks_;
+  int64_t loss_chunks_ = 0;  // chunks the last forward's head and loss ran in
   layers::ForwardStep step_;  // the last training forward's step (a recomputation draws the same masks)
   int decode_B_ = 0, decode_pos_ = 0;
   std::function<void(size_t)> ready_hook_;

@@ -464,6 +464,11 @@ std::vector<OpCase> op_cases(bool large) {
                                  {2, T, T, 3, hs, AttentionMask::CAUSAL, false, true, 0.0f, 0, 3}));
   cases.push_back(attention_case("attention causal, dropout 0.2, heads 2-4 of 6",
                                  {2, T, T, 3, hs, AttentionMask::CAUSAL, false, true, 0.2f, 2, 6}));
+  // Causal attention runs in blocks of 64 query rows against their keys only: 70 rows are a whole block and a
+  // partial one (with dropout, whose factors cover whole rows).
+  cases.push_back(attention_case("attention causal, two row blocks, dropout 0.1",
+                                 {1, large ? 150 : 70, large ? 150 : 70, 1, 2, AttentionMask::CAUSAL, false, true,
+                                  0.1f, 0, 1}));
   cases.push_back(attention_case("attention padding mask",
                                  {3, T, T, 2, hs, AttentionMask::NONE, true, false, 0.0f, 0, 2}));
   cases.push_back(attention_case("cross-attention Tq != Tk, padding, dropout 0.3",

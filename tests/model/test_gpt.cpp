@@ -179,6 +179,35 @@ TEST(GptModel, BackwardAccumulatesAndBuffersAreReusedAcrossShapes) {
   for (size_t i = 0; i < model.num_parameters(); i++) ASSERT_EQ(model.grads()[i], 0.0f);
 }
 
+// The LM head and cross-entropy over chunks of rows (the whole logits never held; each chunk's logits made again in
+// the backward) give the one-chunk losses and gradients up to the order of the head's weight-gradient sums.
+TEST(GptModel, ChunkedHeadAndLossMatchOneChunk) {
+  GPTConfig c = small_config();
+  c.hidden_dropout = c.attention_dropout = 0.0f;
+  GPT whole(c);
+  c.loss_chunk_rows = 7;  // 2·16 = 32 rows: four chunks of 7 and one of 4
+  GPT chunked(c);
+  whole.init_weights(7), chunked.init_weights(7);
+  const int B = 2, T = 16;
+  std::mt19937 rng(3);
+  std::vector<int32_t> tokens(B * T), targets(B * T);
+  for (auto& t : tokens) t = (int32_t)(rng() % (uint32_t)c.vocab_size);
+  for (auto& t : targets) t = (int32_t)(rng() % (uint32_t)c.vocab_size);
+  const float a = whole.forward(tokens.data(), targets.data(), B, T);
+  const float b = chunked.forward(tokens.data(), targets.data(), B, T);
+  EXPECT_NE(whole.logits(), nullptr);
+  EXPECT_EQ(chunked.logits(), nullptr) << "a chunked forward holds no whole logits";
+  EXPECT_NEAR(a, b, 1e-6f * std::fabs(a));
+  whole.backward(0.5f), chunked.backward(0.5f);
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < whole.num_parameters(); i++) {
+    worst = std::max(worst, (double)std::fabs(whole.grads()[i] - chunked.grads()[i]));
+    scale = std::max(scale, (double)std::fabs(whole.grads()[i]));
+  }
+  EXPECT_GT(scale, 0.0);
+  EXPECT_LE(worst, 1e-5 * scale);
+}
+
 TEST(GptModel, InputErrors) {
   GPTConfig c = small_config();
   GPT model(c);

@@ -2,6 +2,7 @@
 //          key/value-cache decoding step
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -11,9 +12,10 @@
 namespace lmforge::kernels::cpu {
 
 // Per (b,h) the head's q, k, v are [T,hs] matrices with a row stride (3C inside a fused q|k|v activation), so the
-// scores, P·V and the four backward products are single-threaded GEMMs, one (b,h) per OpenMP thread at a time. The
-// causal GEMMs compute the full T×T square (twice the work) but run ~10x faster than dot-product loops; masked
-// entries of P are exact zeros, so they add nothing.
+// scores, P·V and the four backward products are single-threaded GEMMs, one (b,h) per OpenMP thread at a time.
+// Causal attention runs them on blocks of kRowBlock query rows, each against only the keys [0, block end): the lower
+// triangle plus the diagonal blocks, about half the T×T square; entries beyond a row's last key are exact zeros.
+constexpr int kRowBlock = 64;
 
 namespace {
 
@@ -62,9 +64,12 @@ void attention_forward(float* out, float* probs, const float* q, const float* k,
         const float* vp = v + (size_t)b * Tk * s.ldv + (size_t)h * hs;
         const int32_t* pad = key_padding ? key_padding + (size_t)b * Tk : nullptr;
         float* P = probs + ((size_t)b * H + h) * Tq * Tk;
-        // S = Q·Kᵀ·scale  [Tq,Tk]
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tq, Tk, hs, scale, qp, (int)s.ldq, kp, (int)s.ldk, 0.0f,
-                    P, Tk);
+        // S = Q·Kᵀ·scale  [Tq,Tk] (causal: row block [t0,t1) against keys [0,t1) only)
+        for (int t0 = 0; t0 < Tq; t0 += causal ? kRowBlock : Tq) {
+          const int t1 = causal ? std::min(Tq, t0 + kRowBlock) : Tq, keys = causal ? std::min(t1, Tk) : Tk;
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t1 - t0, keys, hs, scale, qp + (size_t)t0 * s.ldq,
+                      (int)s.ldq, kp, (int)s.ldk, 0.0f, P + (size_t)t0 * Tk, Tk);
+        }
         for (int t = 0; t < Tq; t++) {
           float* p = P + (size_t)t * Tk;
           const int end = row_end(causal, t, Tk);
@@ -102,8 +107,12 @@ void attention_forward(float* out, float* probs, const float* q, const float* k,
           A = dropped.data();
         }
         // Y = drop(P)·V  [Tq,hs], written into the head's columns of out
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tq, hs, Tk, 1.0f, A, Tk, vp, (int)s.ldv, 0.0f,
-                    out + (size_t)b * Tq * s.ldo + (size_t)h * hs, (int)s.ldo);
+        float* yp = out + (size_t)b * Tq * s.ldo + (size_t)h * hs;
+        for (int t0 = 0; t0 < Tq; t0 += causal ? kRowBlock : Tq) {
+          const int t1 = causal ? std::min(Tq, t0 + kRowBlock) : Tq, keys = causal ? std::min(t1, Tk) : Tk;
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t1 - t0, hs, keys, 1.0f, A + (size_t)t0 * Tk, Tk,
+                      vp, (int)s.ldv, 0.0f, yp + (size_t)t0 * s.ldo, (int)s.ldo);
+        }
       }
     }
   }
@@ -140,11 +149,15 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
           for (size_t i = 0; i < (size_t)Tq * Tk; i++) dropped[i] = factors[i] * P[i];
           A = dropped.data();
         }
-        // dA = dY·Vᵀ [Tq,Tk];  dV += Aᵀ·dY [Tk,hs]  (A = drop(P))
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tq, Tk, hs, 1.0f, dy, (int)s.ldo, vp, (int)s.ldv, 0.0f, d,
-                    Tk);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, hs, Tq, 1.0f, A, Tk, dy, (int)s.ldo, 1.0f, dvp,
-                    (int)s.ldv);
+        // dA = dY·Vᵀ [Tq,Tk];  dV += Aᵀ·dY [Tk,hs]  (A = drop(P); causal: row blocks against their keys)
+        const int step = causal ? kRowBlock : Tq;
+        for (int t0 = 0; t0 < Tq; t0 += step) {
+          const int t1 = std::min(Tq, t0 + step), keys = causal ? std::min(t1, Tk) : Tk;
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t1 - t0, keys, hs, 1.0f, dy + (size_t)t0 * s.ldo,
+                      (int)s.ldo, vp, (int)s.ldv, 0.0f, d + (size_t)t0 * Tk, Tk);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, hs, t1 - t0, 1.0f, A + (size_t)t0 * Tk, Tk,
+                      dy + (size_t)t0 * s.ldo, (int)s.ldo, 1.0f, dvp, (int)s.ldv);
+        }
         if (drop)
           for (size_t i = 0; i < (size_t)Tq * Tk; i++) d[i] *= factors[i];
         // dS = P∘(dP − rowsum(P∘dP))·scale, in place over dP (zero wherever P is)
@@ -159,11 +172,14 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
           for (int j = 0; j < end; j++) dr[j] = p[j] * (dr[j] - pdp) * scale;
           for (int j = end; j < Tk; j++) dr[j] = 0.0f;
         }
-        // dQ += dS·K;  dK += dSᵀ·Q
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tq, hs, Tk, 1.0f, d, Tk, kp, (int)s.ldk, 1.0f, dqp,
-                    (int)s.ldq);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, hs, Tq, 1.0f, d, Tk, qp, (int)s.ldq, 1.0f, dkp,
-                    (int)s.ldk);
+        // dQ += dS·K;  dK += dSᵀ·Q  (causal: row blocks against their keys)
+        for (int t0 = 0; t0 < Tq; t0 += step) {
+          const int t1 = std::min(Tq, t0 + step), keys = causal ? std::min(t1, Tk) : Tk;
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t1 - t0, hs, keys, 1.0f, d + (size_t)t0 * Tk, Tk, kp,
+                      (int)s.ldk, 1.0f, dqp + (size_t)t0 * s.ldq, (int)s.ldq);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, hs, t1 - t0, 1.0f, d + (size_t)t0 * Tk, Tk,
+                      qp + (size_t)t0 * s.ldq, (int)s.ldq, 1.0f, dkp, (int)s.ldk);
+        }
       }
     }
   }
