@@ -167,6 +167,21 @@ TEST_F(TrainParallel, DistributedOptimizerAndTensorParallelOverGlooEqualMpiBitFo
   }
 }
 
+// Pipeline stages over Gloo: activations and their gradients go by Gloo's asynchronous sends; the last rank logs.
+TEST_F(TrainParallel, PipelineOverGlooEqualsMpiBitForBit) {
+  const Flags layout = {{"--pipeline-model-parallel-size", "2"}};
+  const GlooRun g = by_hand_tcp(*dir_, "gloo-pp2", 2, layout);
+  const TrainRun m = train(*dir_, "mpi-pp2", 2, layout);
+  expect_parity(g.run, *single_, 1e-5, "P=2 over Gloo");
+  ASSERT_EQ(m.status, 0) << m.output;
+  EXPECT_EQ(g.run.loss, m.loss) << "P=2: Gloo and MPI losses differ";
+  EXPECT_EQ(g.run.grad_norm, m.grad_norm);
+  EXPECT_EQ(g.run.valid, m.valid);
+  ASSERT_EQ(g.logs.size(), 2u);
+  EXPECT_EQ(iteration_lines(g.logs[0]), 0u) << g.logs[0];
+  EXPECT_EQ(iteration_lines(g.logs[1]), 20u) << g.logs[1];
+}
+
 // Two "hosts" (network namespaces joined by a veth pair, each rank also with its own hostname and PID space) with
 // two ranks each, started by hand: rank 0 listens on the first host's address, every rank's Gloo pairs run on the
 // interface that reaches it (127.0.0.1 would not reach across hosts).
