@@ -114,6 +114,7 @@ struct Trainer::Impl {
   bool tensor_parallel() const { return tp_group != nullptr; }
   std::unique_ptr<optim::OptimizerParamScheduler> scheduler;
   std::unique_ptr<TensorBoardWriter> tensorboard;
+  std::unique_ptr<data::WriterLock> save_lock;  // rank 0's lock on --save for the whole run
   int64_t train_iters = 0;
   int64_t iteration = 0;
   int64_t consumed_train = 0;
@@ -180,6 +181,7 @@ struct Trainer::Impl {
     request.config_json = model->config_json();
     request.optimizer_state = &state;
     request.writer = world->rank() == 0;
+    request.lock = save_lock.get();
     request.state.iteration = iteration;
     request.state.consumed_train_samples = consumed_train;
     request.state.consumed_valid_samples = consumed_valid;
@@ -343,6 +345,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
                                      o.seq_length);
   if (comm.rank() == 0) comm.barrier();
   if (!o.save.empty() && comm.rank() == 0) {  // an unusable --save fails now, not after training
+    m.save_lock = checkpoint::lock_save_dir(o.save);  // and so does a second run saving into it
     const uint64_t state_arrays = o.optimizer.kind == "sgd" ? (o.optimizer.sgd_momentum != 0.0 ? 1 : 0) : 2;
     const std::string warning =
         checkpoint::check_save_dir(o.save, (uint64_t)m.model->table().whole_numel() * 4 * (1 + state_arrays));
