@@ -26,12 +26,12 @@ lmforge::prep::PrepOptions options(const std::string& input, const std::string& 
   return o;
 }
 
-// Overwrites one byte at `offset` and puts the file's modification time back.
-void edit_in_place_keeping_size_and_time(const std::string& path, size_t offset) {
+// Sets the byte at `offset` to `value` and puts the file's modification time back.
+void edit_in_place_keeping_size_and_time(const std::string& path, size_t offset, char value) {
   struct stat st {};
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   std::string text = read_file(path);
-  text[offset] = text[offset] == 'a' ? 'b' : 'a';
+  text[offset] = value;
   write_file(path, text);
   const struct timespec times[2] = {st.st_atim, st.st_mtim};
   ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
@@ -47,10 +47,10 @@ TEST(PlanStaleness, ContentReplacedWithSizeAndTimeKeptGivesAnotherPlan) {
   EXPECT_EQ(lmforge::prep::make_shard_plan(o, shard, true).id, id);  // unchanged input: the same plan
   // A byte at the middle of the third shard-size region, and one near the end of the file.
   for (size_t offset : {size_t(2 * shard + shard / 2), sample.size() - 100}) {
-    edit_in_place_keeping_size_and_time(dir.file("in.jsonl"), offset);
+    edit_in_place_keeping_size_and_time(dir.file("in.jsonl"), offset, sample[offset] == 'a' ? 'b' : 'a');
     const std::string edited = lmforge::prep::make_shard_plan(o, shard, true).id;
     EXPECT_NE(edited, id) << "an edit at byte " << offset << " kept the plan";
-    edit_in_place_keeping_size_and_time(dir.file("in.jsonl"), offset);  // undone: the old plan again
+    edit_in_place_keeping_size_and_time(dir.file("in.jsonl"), offset, sample[offset]);  // undone: the old plan
     EXPECT_EQ(lmforge::prep::make_shard_plan(o, shard, true).id, id);
   }
 }
