@@ -395,7 +395,9 @@ std::unique_ptr<data::WriterLock> lock_save_dir(const std::string& save_dir) {
   std::error_code ec;
   fs::create_directories(save_dir, ec);
   if (ec) throw Error(save_dir + ": cannot create the save directory: " + ec.message());
-  return std::make_unique<data::WriterLock>((fs::path(save_dir) / ".lmforge-save.lock").string(),
+  std::string dir = save_dir;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return std::make_unique<data::WriterLock>(data::output_prefix_lock_base(dir),
                                             "checkpoint directory (--save) " + save_dir);
 }
 

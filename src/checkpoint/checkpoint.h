@@ -107,10 +107,11 @@ std::string iteration_dir_name(int64_t iteration);  // "iter_0000100", Megatron'
 // an unusable --save fails at once rather than after hours of training. Errors name the path and the reason.
 // Returns a warning (empty if none) when the file system has less free space than `bytes_per_checkpoint`.
 std::string check_save_dir(const std::string& save_dir, uint64_t bytes_per_checkpoint);
-// One writer per --save directory: the lock <save>/.lmforge-save.lock.N (data/writer_lock.h) held for the whole
-// training run, so a second run saving into the same directory fails at start naming the first one's host and
-// pid. A run killed with SIGKILL on the same machine is taken over at once, one on another machine after the
-// lock's lease (kDefaultWriterLockLeaseSeconds) without a heartbeat. Creates the directory if needed.
+// One writer per --save directory: the lock .<name>.lock.N beside it (data/writer_lock.h; inside, it would make
+// a fresh --save non-empty), held for the whole training run, so a second run saving into the same directory
+// fails at start naming the first one's host and pid. A run killed with SIGKILL on the same machine is taken over
+// at once, one on another machine after the lock's lease (kDefaultWriterLockLeaseSeconds) without a heartbeat.
+// Creates the directory if needed.
 std::unique_ptr<data::WriterLock> lock_save_dir(const std::string& save_dir);
 // Writes a checkpoint and updates the pointer; returns the final directory. Errors name the path.
 std::string save_checkpoint(const std::string& save_dir, const SaveRequest& request);

@@ -345,11 +345,11 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
                                      o.seq_length);
   if (comm.rank() == 0) comm.barrier();
   if (!o.save.empty() && comm.rank() == 0) {  // an unusable --save fails now, not after training
-    m.save_lock = checkpoint::lock_save_dir(o.save);  // and so does a second run saving into it
     const uint64_t state_arrays = o.optimizer.kind == "sgd" ? (o.optimizer.sgd_momentum != 0.0 ? 1 : 0) : 2;
     const std::string warning =
         checkpoint::check_save_dir(o.save, (uint64_t)m.model->table().whole_numel() * 4 * (1 + state_arrays));
     if (!warning.empty()) log << "warning: --save " << warning << "\n";
+    m.save_lock = checkpoint::lock_save_dir(o.save);  // and so does a second run saving into it
   }
   if (!o.tensorboard_dir.empty() && comm.rank() == 0) m.tensorboard = std::make_unique<TensorBoardWriter>(o.tensorboard_dir);
 

@@ -53,7 +53,7 @@ TEST(SaveLock, SaveOfARunThatLostTheLockPublishesNothing) {
   save_checkpoint(save, r);  // held: saved
   EXPECT_TRUE(std::filesystem::exists(save + "/iter_0000001/model.safetensors"));
   // Another machine took the directory over while this run was stopped past the lease.
-  write_file(save + "/.lmforge-save.lock.1", "otherhost 9 0123456789abcdef\n");
+  write_file(dir.file(".ckpt.lock.1"), "otherhost 9 0123456789abcdef\n");
   r.state.iteration = 2;
   try {
     save_checkpoint(save, r);
