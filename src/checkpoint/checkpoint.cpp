@@ -391,6 +391,16 @@ std::string check_save_dir(const std::string& save_dir, uint64_t bytes_per_check
   return "";
 }
 
+std::unique_ptr<data::WriterLock> lock_save_dir(const std::string& save_dir) {
+  std::error_code ec;
+  fs::create_directories(save_dir, ec);
+  if (ec) throw Error(save_dir + ": cannot create the save directory: " + ec.message());
+  std::string dir = save_dir;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return std::make_unique<data::WriterLock>(data::output_prefix_lock_base(dir),
+                                            "checkpoint directory (--save) " + save_dir);
+}
+
 std::string save_checkpoint(const std::string& save_dir, const SaveRequest& req) {
   const std::string name = iteration_dir_name(req.state.iteration);
   const std::string final_dir = (fs::path(save_dir) / name).string();
@@ -427,6 +437,14 @@ std::string save_checkpoint(const std::string& save_dir, const SaveRequest& req)
   if (opt != nullptr) write_tensor_file(tmp_dir + "/" + kOptimizerFile, opt->tensors, opt_meta, true);
   write_text_synced(tmp_dir + "/" + kStateFile, trainer_state_json(req.state));
   fsync_path(tmp_dir, true);
+  if (req.lock) {
+    try {
+      req.lock->check_held();
+    } catch (const Error&) {
+      fs::remove_all(tmp_dir, ec);  // the directory is someone else's now: leave it as they have it
+      throw;
+    }
+  }
 
   // Move an older save of the same iteration aside rather than deleting it first: rename cannot replace a
   // non-empty directory, and the old one must survive until the new one is in place.

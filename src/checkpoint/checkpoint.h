@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <span>
@@ -10,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "data/writer_lock.h"
 #include "optim/optimizer.h"
 #include "optim/lr_schedule.h"
 
@@ -95,6 +97,9 @@ struct SaveRequest {
   // false: this rank only takes part in producing the tensors (every produce() is called with nullptr, in the
   // writer's order) and no file is touched; the writer's call returns the directory.
   bool writer = true;
+  // The save directory's lock (lock_save_dir()), if taken: checked before anything is renamed into place, so a
+  // writer that lost it (stopped past its lease while another run took the directory) publishes nothing.
+  data::WriterLock* lock = nullptr;
 };
 
 std::string iteration_dir_name(int64_t iteration);  // "iter_0000100", Megatron's iter_{:07d}
@@ -102,6 +107,12 @@ std::string iteration_dir_name(int64_t iteration);  // "iter_0000100", Megatron'
 // an unusable --save fails at once rather than after hours of training. Errors name the path and the reason.
 // Returns a warning (empty if none) when the file system has less free space than `bytes_per_checkpoint`.
 std::string check_save_dir(const std::string& save_dir, uint64_t bytes_per_checkpoint);
+// One writer per --save directory: the lock .<name>.lock.N beside it (data/writer_lock.h; inside, it would make
+// a fresh --save non-empty), held for the whole training run, so a second run saving into the same directory
+// fails at start naming the first one's host and pid. A run killed with SIGKILL on the same machine is taken over
+// at once, one on another machine after the lock's lease (kDefaultWriterLockLeaseSeconds) without a heartbeat.
+// Creates the directory if needed.
+std::unique_ptr<data::WriterLock> lock_save_dir(const std::string& save_dir);
 // Writes a checkpoint and updates the pointer; returns the final directory. Errors name the path.
 std::string save_checkpoint(const std::string& save_dir, const SaveRequest& request);
 

@@ -395,7 +395,7 @@ void SafetensorsFile::read_f32(const TensorInfo& t, std::span<const int64_t> exp
   // memcpy per element: the data section need not be aligned for the element type.
   switch (t.dtype) {
     case DType::kF32:
-      std::memcpy(dst, src.data(), src.size());
+      if (n > 0) std::memcpy(dst, src.data(), src.size());  // a 0-element tensor may come with null pointers
       break;
     case DType::kF64:
       for (size_t i = 0; i < n; ++i) {

@@ -13,8 +13,8 @@
 namespace lmforge::cli {
 namespace {
 
-// "268435456", "256M", "1G", "64k" (binary units) to bytes.
-uint64_t parse_size(const std::string& text) {
+// "268435456", "256M", "1G", "64k" (binary units) to bytes, for `flag` (named in errors).
+uint64_t parse_size(const std::string& flag, const std::string& text) {
   size_t used = 0;
   unsigned long long n = 0;
   try {
@@ -23,16 +23,16 @@ uint64_t parse_size(const std::string& text) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used == 0) throw Error("--shard-size " + text + ": not a size (bytes, or a number with K, M or G)");
+  if (used == 0) throw Error(flag + " " + text + ": not a size (bytes, or a number with K, M or G)");
   std::string unit = text.substr(used);
   uint64_t scale = 1;
   if (unit == "K" || unit == "k" || unit == "KiB" || unit == "KB") scale = uint64_t(1) << 10;
   else if (unit == "M" || unit == "m" || unit == "MiB" || unit == "MB") scale = uint64_t(1) << 20;
   else if (unit == "G" || unit == "g" || unit == "GiB" || unit == "GB") scale = uint64_t(1) << 30;
-  else if (!unit.empty()) throw Error("--shard-size " + text + ": unknown unit '" + unit + "' (use K, M or G)");
+  else if (!unit.empty()) throw Error(flag + " " + text + ": unknown unit '" + unit + "' (use K, M or G)");
   constexpr uint64_t kMax = uint64_t(1) << 40;  // 1024G: far above any useful shard, far below a wrap-around
   if (n == 0 || n > kMax / scale)
-    throw Error("--shard-size " + text + ": outside the valid range, 1 byte to 1024G");
+    throw Error(flag + " " + text + ": outside the valid range, 1 byte to 1024G");
   return n * scale;
 }
 
@@ -61,7 +61,10 @@ void add_prep_command(CLI::App& app) {
       "and recorded by a manifest when complete), and the final <output-prefix>_<key>_document.bin/.idx is "
       "assembled from them, byte-identical to a single-process run. Rerunning the same command after a crash "
       "or preemption redoes only the missing shards (the log says how many were found complete); shards made "
-      "under other inputs or flags are an error, never reused. Every process must see the inputs and "
+      "under other inputs or flags are an error, never reused (inputs are compared by path, size, modification "
+      "time and a hash of 4 KB samples at the start, middle and end of every --shard-size region, so content "
+      "replaced in place with its size and time kept is found unless only unsampled bytes changed). Every process "
+      "must see the inputs and "
       "<output-prefix>.shards/ at the same paths (across hosts: a shared or parallel file system). "
       "Sharded mode is on under mpirun, with --rank/"
       "--world-size or --shard-size, or when a launcher's environment gives more than one process:\n"
@@ -116,6 +119,12 @@ void add_prep_command(CLI::App& app) {
   cmd->add_flag("--skip-invalid", options->skip_invalid,
                 "Skip invalid lines (not JSON, missing key, wrong type) instead of stopping; the first few are "
                 "named with file:line and the summary counts them");
+  auto max_line = std::make_shared<std::string>();
+  cmd->add_option("--max-line-bytes", *max_line,
+                  "Longest input line in bytes (K/M/G suffixes; default 256M). A longer line is invalid: the run "
+                  "stops with file:line: line longer than N bytes, or --skip-invalid skips and counts it. Its "
+                  "bytes are never held whole, so input that never ends a line (/dev/zero, a gzip of gigabytes "
+                  "of zeros) cannot exhaust memory, and progress keeps moving while it is read past");
   cmd->add_option("--report-invalid", options->report_invalid,
                   "With --skip-invalid: how many skipped lines to name on stderr")
       ->capture_default_str();
@@ -141,9 +150,10 @@ void add_prep_command(CLI::App& app) {
                   "(heartbeats every quarter of it). Give every process the same value; on NFS keep it well above "
                   "the attribute cache time (acregmax, 60 s by default)")
       ->capture_default_str();
-  cmd->callback([options, distributed, shard_size] {
+  cmd->callback([options, distributed, shard_size, max_line] {
+    if (!max_line->empty()) options->max_line_bytes = parse_size("--max-line-bytes", *max_line);
     if (distributed->claim_lease_seconds <= 0) throw Error("--claim-lease must be a positive number of seconds");
-    if (!shard_size->empty()) distributed->shard_bytes = parse_size(*shard_size);
+    if (!shard_size->empty()) distributed->shard_bytes = parse_size("--shard-size", *shard_size);
     if (auto rank = prep::sharded_mode(*distributed)) {
       if (auto summary = prep::run_sharded_prep(*options, *distributed, *rank, std::cout))
         prep::print_summary(*summary, std::cout);

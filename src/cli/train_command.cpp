@@ -129,7 +129,8 @@ void run_training(train::TrainOptions options, const DistributedFlags& flags) {
                 " (" + info.origin + "), but distributed training needs collectives: launch it with mpirun -np N "
                 "or srun, or give every rank --distributed-init-method tcp://HOST:PORT");
   dist::MpiSession mpi;
-  std::unique_ptr<dist::Communicator> comm = dist::make_mpi_communicator();
+  std::unique_ptr<dist::Communicator> comm =
+      dist::make_mpi_communicator(std::chrono::milliseconds((long long)(flags.timeout_minutes * 60000.0)));
   if (!info.use_mpi && comm->size() != info.world_size)
     comm->abort("lmforge train",
                 "the launcher reports " + std::to_string(info.world_size) + " ranks (" + info.origin +
@@ -155,9 +156,10 @@ void add_distributed_flags(CLI::App* cmd, DistributedFlags& f) {
                   "launcher's); rank 0 listens at the init method's address")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--distributed-timeout-minutes", f.timeout_minutes,
-                  "With --distributed-init-method or torchrun's environment (Gloo): how long the rendezvous and every "
-                  "wait for a peer may take before the job ends with the silent rank named (fractions allowed); a "
-                  "peer whose process died ends the job at once. Under mpirun MPI's own fault handling applies")
+                  "How long the rendezvous (Gloo) and every wait of a collective or transfer for a peer may take "
+                  "before the job ends with the wait named and, where it is known, the silent rank (fractions "
+                  "allowed, e.g. 0.5); over Gloo and under mpirun alike. A peer whose process died ends the job at "
+                  "once")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--distributed-gpus", f.gpus,

@@ -258,18 +258,35 @@ void IndexedDatasetWriter::finish() {
   if (::fsync(idx.get()) != 0) throw Error(os_error(m.idx_tmp, "fsync failed"));
   idx.reset();
 
-  // .bin first: a reader finds a complete dataset only once the .idx (written last) appears under its name.
-  if (::rename(m.bin_tmp.c_str(), m.bin_final.c_str()) != 0)
-    throw Error(os_error(m.bin_final, "cannot rename " + m.bin_tmp + " to it"));
-  if (::rename(m.idx_tmp.c_str(), m.idx_final.c_str()) != 0) {
-    std::string msg = os_error(m.idx_final, "cannot rename " + m.idx_tmp + " to it");
-    ::unlink(m.idx_tmp.c_str());
-    m.finished = true;  // .bin is already in place; nothing temporary is left to clean
+  m.finished = true;  // from here publish_dataset() owns the temporaries
+  publish_dataset(m.bin_tmp, m.idx_tmp, m.bin_final, m.idx_final);
+  std::vector<uint8_t>().swap(m.buffer);
+}
+
+void publish_dataset(const std::string& bin_tmp, const std::string& idx_tmp, const std::string& bin_final,
+                     const std::string& idx_final) {
+  // An older dataset's .idx goes first (and durably), so the names never pair the new .bin with the old .idx.
+  if (::unlink(idx_final.c_str()) == 0) {
+    fsync_parent_dir(idx_final);
+  } else if (errno != ENOENT) {
+    const std::string msg = os_error(idx_final, "cannot remove the older dataset's index");
+    ::unlink(bin_tmp.c_str());
+    ::unlink(idx_tmp.c_str());
     throw Error(msg);
   }
-  fsync_parent_dir(m.idx_final);
-  m.finished = true;
-  std::vector<uint8_t>().swap(m.buffer);
+  // .bin next: a reader finds a complete dataset only once the .idx (written last) appears under its name.
+  if (::rename(bin_tmp.c_str(), bin_final.c_str()) != 0) {
+    const std::string msg = os_error(bin_final, "cannot rename " + bin_tmp + " to it");
+    ::unlink(bin_tmp.c_str());
+    ::unlink(idx_tmp.c_str());
+    throw Error(msg);
+  }
+  if (::rename(idx_tmp.c_str(), idx_final.c_str()) != 0) {
+    const std::string msg = os_error(idx_final, "cannot rename " + idx_tmp + " to it");
+    ::unlink(idx_tmp.c_str());
+    throw Error(msg);
+  }
+  fsync_parent_dir(idx_final);
 }
 
 uint64_t IndexedDatasetWriter::sequences() const { return impl_->lengths.size(); }

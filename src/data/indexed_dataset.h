@@ -55,6 +55,13 @@ class IndexedDatasetWriter {
 // to S, and that the .bin size equals itemsize·Σlen; any violation is an Error naming the file and the field.
 // An .idx starting with the legacy fairseq magic "TNTIDX\0\0" (old Megatron / Megatron-DeepSpeed lazy/cached) is
 // read too, validated the same way (format doc §2); append_dataset() of it converts it to MMIDIDX.
+// Moves a finished dataset's temporaries to their final names so that, after a kill at any moment, the names hold
+// the older dataset whole, the new one whole, or no dataset (a .bin without its .idx is none; a rerun makes it):
+// an older .idx is removed first, then .bin and .idx are renamed in that order, each step durable before the
+// next. The temporaries are removed on failure. Errors name the path.
+void publish_dataset(const std::string& bin_tmp, const std::string& idx_tmp, const std::string& bin_final,
+                     const std::string& idx_final);
+
 class IndexedDataset {
  public:
   static std::unique_ptr<IndexedDataset> open(const std::string& prefix);

@@ -17,6 +17,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include "data/file_util.h"
@@ -57,14 +58,33 @@ struct Source {
 class Decoder {
  public:
   virtual ~Decoder() = default;
-  // Up to `cap` decoded bytes into dst; 0 only at the end of the data.
-  virtual size_t read(char* dst, size_t cap) = 0;
+  // Up to `cap` decoded bytes into dst; 0 only at the end of the data. A stream that turns out corrupt or
+  // truncated first yields every byte decoded before the fault and throws at the next call, so the line
+  // number in the error counts every line that was decoded (as zcat | wc -l would).
+  size_t read(char* dst, size_t cap) {
+    if (pending_) throw DecodeError{*pending_};
+    size_t produced = 0;
+    try {
+      return decode(dst, cap, produced);
+    } catch (const DecodeError& e) {
+      if (produced == 0) throw;
+      pending_ = e.reason;
+      return produced;
+    }
+  }
+
+ protected:
+  // The decoder proper; keeps `produced` current so a throw can report what was decoded before it.
+  virtual size_t decode(char* dst, size_t cap, size_t& produced) = 0;
+
+ private:
+  std::optional<std::string> pending_;
 };
 
 class PlainDecoder final : public Decoder {
  public:
   explicit PlainDecoder(Source& src) : src_(src) {}
-  size_t read(char* dst, size_t cap) override {
+  size_t decode(char* dst, size_t cap, size_t&) override {
     size_t done = 0;
     if (src_.pos < src_.len) {  // the bytes read for format detection
       done = std::min(cap, src_.len - src_.pos);
@@ -92,23 +112,29 @@ class GzipDecoder final : public Decoder {
   }
   ~GzipDecoder() override { inflateEnd(&z_); }
 
-  size_t read(char* dst, size_t cap) override {
+  size_t decode(char* dst, size_t cap, size_t& produced) override {
     z_.next_out = reinterpret_cast<Bytef*>(dst);
     z_.avail_out = static_cast<uInt>(std::min<size_t>(cap, UINT_MAX));
     const uInt want = z_.avail_out;
     while (z_.avail_out > 0) {
+      produced = want - z_.avail_out;
       if (!src_.refill()) {
         if (in_member_) throw DecodeError{"truncated gzip data (unexpected end of file)"};
         break;
       }
-      if (!in_member_) {  // another member follows (concatenated .gz files, pigz/bgzip output)
-        inflateReset(&z_);
+      if (!in_member_) {
+        if (src_.buf[src_.pos] == 0) {  // zero padding after the last member, as gzip(1) accepts (tape blocks)
+          skip_zero_padding();
+          break;
+        }
+        inflateReset(&z_);  // another member follows (concatenated .gz files, pigz/bgzip output)
         in_member_ = true;
       }
       z_.next_in = src_.buf.data() + src_.pos;
       z_.avail_in = static_cast<uInt>(src_.len - src_.pos);
       int rc = inflate(&z_, Z_NO_FLUSH);
       src_.pos = src_.len - z_.avail_in;
+      produced = want - z_.avail_out;
       if (rc == Z_STREAM_END) {
         in_member_ = false;
       } else if (rc == Z_BUF_ERROR) {
@@ -121,6 +147,13 @@ class GzipDecoder final : public Decoder {
   }
 
  private:
+  // Consumes the rest of the file, which must be zero bytes.
+  void skip_zero_padding() {
+    while (src_.refill()) {
+      for (; src_.pos < src_.len; ++src_.pos)
+        if (src_.buf[src_.pos] != 0) throw DecodeError{"data after the gzip stream's zero padding (not gzip data)"};
+    }
+  }
   Source& src_;
   z_stream z_;
   bool in_member_ = true;
@@ -133,13 +166,15 @@ class ZstdDecoder final : public Decoder {
   }
   ~ZstdDecoder() override { ZSTD_freeDStream(ctx_); }
 
-  size_t read(char* dst, size_t cap) override {
+  size_t decode(char* dst, size_t cap, size_t& produced) override {
     ZSTD_outBuffer out{dst, cap, 0};
     while (out.pos < out.size) {
+      produced = out.pos;
       if (src_.refill()) {
         ZSTD_inBuffer in{src_.buf.data(), src_.len, src_.pos};
         last_rc_ = ZSTD_decompressStream(ctx_, &out, &in);
         src_.pos = in.pos;
+        produced = out.pos;
         if (ZSTD_isError(last_rc_)) throw DecodeError{std::string("corrupt zstd data: ") + ZSTD_getErrorName(last_rc_)};
         continue;
       }
@@ -148,6 +183,7 @@ class ZstdDecoder final : public Decoder {
       const size_t before = out.pos;
       ZSTD_inBuffer none{nullptr, 0, 0};
       last_rc_ = ZSTD_decompressStream(ctx_, &out, &none);
+      produced = out.pos;
       if (ZSTD_isError(last_rc_)) throw DecodeError{std::string("corrupt zstd data: ") + ZSTD_getErrorName(last_rc_)};
       if (out.pos == before && last_rc_ != 0)
         throw DecodeError{"truncated zstd data (unexpected end of file inside a frame)"};
@@ -170,15 +206,17 @@ class XzDecoder final : public Decoder {
   }
   ~XzDecoder() override { lzma_end(&s_); }
 
-  size_t read(char* dst, size_t cap) override {
+  size_t decode(char* dst, size_t cap, size_t& produced) override {
     s_.next_out = reinterpret_cast<uint8_t*>(dst);
     s_.avail_out = cap;
     while (s_.avail_out > 0 && !done_) {
+      produced = cap - s_.avail_out;
       bool more = src_.refill();
       s_.next_in = more ? src_.buf.data() + src_.pos : nullptr;
       s_.avail_in = more ? src_.len - src_.pos : 0;
       lzma_ret rc = lzma_code(&s_, more ? LZMA_RUN : LZMA_FINISH);
       if (more) src_.pos = src_.len - s_.avail_in;
+      produced = cap - s_.avail_out;
       if (rc == LZMA_STREAM_END) {
         done_ = true;
       } else if (rc == LZMA_BUF_ERROR) {
@@ -206,9 +244,42 @@ class XzDecoder final : public Decoder {
   bool done_ = false;
 };
 
+}  // namespace
+
+bool is_zstd_magic(const uint8_t* m, size_t len) {
+  if (len < 4) return false;
+  if (m[0] == 0x28 && m[1] == 0xb5 && m[2] == 0x2f && m[3] == 0xfd) return true;
+  // A skippable frame (magic 0x184D2A50..5F, little-endian) may come first: zstd(1) and libzstd skip it.
+  return (m[0] & 0xF0) == 0x50 && m[1] == 0x2A && m[2] == 0x4D && m[3] == 0x18;
+}
+
+namespace {
+
+// Counts the lines of `bytes` (the last may lack its '\n') and empties those longer than max_line bytes in place,
+// listing their 0-based indexes in `overlong`: whether a line is too long must not depend on how it was read.
+uint64_t drop_long_lines(std::string& bytes, size_t max_line, std::vector<uint64_t>& overlong) {
+  size_t r = 0, w = 0;
+  uint64_t n = 0;
+  while (r < bytes.size()) {
+    const void* nl = std::memchr(bytes.data() + r, '\n', bytes.size() - r);
+    const size_t end = nl ? static_cast<size_t>(static_cast<const char*>(nl) - bytes.data()) : bytes.size();
+    if (end - r > max_line) {
+      overlong.push_back(n);
+    } else {
+      if (w != r) std::memmove(bytes.data() + w, bytes.data() + r, end - r);
+      w += end - r;
+    }
+    if (nl) bytes[w++] = '\n';
+    r = end + (nl ? 1 : 0);
+    ++n;
+  }
+  bytes.resize(w);
+  return n;
+}
+
 class FileLineReader final : public LineReader {
  public:
-  explicit FileLineReader(const std::string& path) {
+  FileLineReader(const std::string& path, size_t max_line_bytes) : blocker_(path, max_line_bytes, true) {
     src_.path = path;
     src_.fd = open_read(path);
     ::posix_fadvise(src_.fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
@@ -224,7 +295,7 @@ class FileLineReader final : public LineReader {
     try {
       if (src_.len >= 2 && m[0] == 0x1f && m[1] == 0x8b) {
         decoder_ = std::make_unique<GzipDecoder>(src_);
-      } else if (src_.len >= 4 && m[0] == 0x28 && m[1] == 0xb5 && m[2] == 0x2f && m[3] == 0xfd) {
+      } else if (is_zstd_magic(m, src_.len)) {
         decoder_ = std::make_unique<ZstdDecoder>(src_);
       } else if (src_.len >= 6 && std::memcmp(m, "\xfd" "7zXZ\0", 6) == 0) {
         decoder_ = std::make_unique<XzDecoder>(src_);
@@ -239,49 +310,13 @@ class FileLineReader final : public LineReader {
   }
 
   bool next_block(LineBlock& block, size_t target_bytes) override {
-    block.first_line = next_line_;
-    block.line_count = 0;
-    block.bytes.swap(carry_);  // the partial line left over from the previous block
-    carry_.clear();
-    if (target_bytes == 0) target_bytes = 1;
-    size_t scanned = 0;
-    size_t last_nl = std::string::npos;
-    bool enough = false;
-    for (;;) {
-      // The block is the shortest run of whole lines reaching target_bytes: look for the first '\n' at or after
-      // position target_bytes-1, resuming where the last search stopped (a many-MB line is scanned once).
-      size_t from = std::max(scanned, target_bytes - 1);
-      if (last_nl == std::string::npos && from < block.bytes.size()) {
-        const void* nl = std::memchr(block.bytes.data() + from, '\n', block.bytes.size() - from);
-        if (nl) last_nl = static_cast<size_t>(static_cast<const char*>(nl) - block.bytes.data());
-        scanned = block.bytes.size();
-      }
-      enough = last_nl != std::string::npos;
-      if (enough || at_end_) break;
-      size_t want = std::max(kMinRead, target_bytes - std::min(target_bytes, block.bytes.size()));
-      size_t old = block.bytes.size();
-      block.bytes.resize(old + want);
-      size_t got;
-      try {
-        got = decoder_->read(block.bytes.data() + old, want);
-      } catch (const DecodeError& e) {
-        block.bytes.resize(old);
-        uint64_t line = next_line_ + static_cast<uint64_t>(std::count(block.bytes.begin(), block.bytes.end(), '\n'));
-        throw Error(input_location(src_.path, line) + ": " + e.reason);
-      }
-      block.bytes.resize(old + got);
-      if (got == 0) at_end_ = true;
+    try {
+      return blocker_.next_block(block, target_bytes,
+                                 [this](char* dst, size_t cap) { return decoder_->read(dst, cap); });
+    } catch (const DecodeError& e) {
+      const auto newlines = static_cast<uint64_t>(std::count(block.bytes.begin(), block.bytes.end(), '\n'));
+      throw Error(input_location(src_.path, blocker_.next_line() + newlines) + ": " + e.reason);
     }
-    if (block.bytes.empty()) return false;
-    // A full block ends at that '\n' and the rest waits for the next call; at the end of the input everything left
-    // is emitted, including a last line without '\n'.
-    size_t cut = enough ? last_nl + 1 : block.bytes.size();
-    carry_.assign(block.bytes, cut, std::string::npos);
-    block.bytes.resize(cut);
-    block.line_count = static_cast<uint64_t>(std::count(block.bytes.begin(), block.bytes.end(), '\n'));
-    if (block.bytes.back() != '\n') ++block.line_count;  // the file's last line, without its '\n'
-    next_line_ += block.line_count;
-    return true;
   }
 
   uint64_t file_bytes_read() const override { return src_.bytes_read; }
@@ -290,9 +325,7 @@ class FileLineReader final : public LineReader {
  private:
   Source src_;
   std::unique_ptr<Decoder> decoder_;
-  std::string carry_;
-  uint64_t next_line_ = 1;
-  bool at_end_ = false;
+  LineBlocker blocker_;
 };
 
 bool has_glob_chars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
@@ -327,8 +360,130 @@ std::vector<std::string> list_directory(const std::string& dir) {
 
 }  // namespace
 
-std::unique_ptr<LineReader> LineReader::open(const std::string& path) {
-  return std::make_unique<FileLineReader>(path);
+std::unique_ptr<LineReader> LineReader::open(const std::string& path, size_t max_line_bytes) {
+  return std::make_unique<FileLineReader>(path, max_line_bytes);
+}
+
+bool LineBlocker::next_block(LineBlock& block, size_t target_bytes, const Read& read) {
+  block.first_line = next_line_;
+  block.line_count = 0;
+  block.overlong.clear();
+  block.bytes.clear();
+  if (target_bytes == 0) target_bytes = 1;
+  if (dropping_ && !drop_overlong_rest(target_bytes, read)) return true;  // a block of no lines, for progress
+  block.bytes.swap(carry_);  // the partial line left over from the previous block
+  carry_.clear();
+  constexpr size_t npos = std::string::npos;
+  size_t scanned = 0;       // bytes searched for the '\n' that ends the block
+  size_t tail_scanned = 0;  // bytes searched for the start of the last (unfinished) line
+  size_t line_start = 0;    // where the last line starts: one past the last '\n'
+  size_t cut = npos;        // one past the '\n' that ends the block
+  bool overlong = false;
+  for (;;) {
+    if (!start_checked_ && (block.bytes.size() >= 4 || at_end_)) check_file_start(block.bytes);
+    if (start_checked_) {
+      // The block is the shortest run of whole lines reaching target_bytes: look for the first '\n' at or after
+      // position target_bytes-1, resuming where the last search stopped (a many-MB line is scanned once).
+      const size_t from = std::max(scanned, target_bytes - 1);
+      if (from < block.bytes.size()) {
+        if (const void* nl = std::memchr(block.bytes.data() + from, '\n', block.bytes.size() - from)) {
+          cut = static_cast<size_t>(static_cast<const char*>(nl) - block.bytes.data()) + 1;
+          break;
+        }
+        scanned = block.bytes.size();
+      }
+      if (tail_scanned < block.bytes.size()) {
+        if (const void* nl = ::memrchr(block.bytes.data() + tail_scanned, '\n', block.bytes.size() - tail_scanned))
+          line_start = static_cast<size_t>(static_cast<const char*>(nl) - block.bytes.data()) + 1;
+        tail_scanned = block.bytes.size();
+      }
+      if (block.bytes.size() - line_start > max_line_) {
+        overlong = true;
+        break;
+      }
+    }
+    if (at_end_) break;
+    const size_t want = std::max(kMinRead, target_bytes - std::min(target_bytes, block.bytes.size()));
+    const size_t old = block.bytes.size();
+    block.bytes.resize(old + want);
+    size_t got = 0;
+    try {
+      got = read(block.bytes.data() + old, want);
+    } catch (...) {
+      block.bytes.resize(old);
+      throw;
+    }
+    block.bytes.resize(old + got);
+    if (got == 0) at_end_ = true;
+  }
+  if (overlong) {  // the last line stays as an empty line; its bytes here and to its '\n' are dropped
+    block.bytes.resize(line_start);
+    block.bytes.push_back('\n');
+    dropping_ = true;
+  }
+  if (block.bytes.empty()) return false;
+  // A full block ends at that '\n' and the rest waits for the next call; at the end of the input everything left
+  // is emitted, including a last line without '\n'.
+  if (cut == npos) cut = block.bytes.size();
+  carry_.assign(block.bytes, cut, npos);
+  block.bytes.resize(cut);
+  block.line_count = drop_long_lines(block.bytes, max_line_, block.overlong);
+  if (overlong) block.overlong.push_back(block.line_count - 1);
+  next_line_ += block.line_count;
+  return true;
+}
+
+// The first bytes of a file: a UTF-8 byte-order mark is dropped; UTF-16 (by its byte-order mark, or by the NUL
+// byte beside every ASCII character, "{\0\"\0" or "\0{\0\"") is refused with what to do.
+void LineBlocker::check_file_start(std::string& bytes) {
+  start_checked_ = true;
+  const auto b = [&](size_t i) { return i < bytes.size() ? static_cast<uint8_t>(bytes[i]) : 0x100u; };
+  if (b(0) == 0xEF && b(1) == 0xBB && b(2) == 0xBF) {
+    bytes.erase(0, 3);
+    return;
+  }
+  const auto ascii = [&](size_t i) { return b(i) != 0 && b(i) < 0x80; };
+  const char* order = nullptr;
+  if ((b(0) == 0xFF && b(1) == 0xFE) || (ascii(0) && b(1) == 0 && ascii(2) && b(3) == 0))
+    order = "little-endian";
+  else if ((b(0) == 0xFE && b(1) == 0xFF) || (b(0) == 0 && ascii(1) && b(2) == 0 && ascii(3)))
+    order = "big-endian";
+  if (order)
+    throw Error(input_location(path_, 1) + ": this file is UTF-16 (" + order +
+                "), not UTF-8; convert it first, e.g. iconv -f UTF-16 -t UTF-8 in > out.jsonl");
+}
+
+// Drops the rest of an over-long line: true once its '\n' (or the end of input) is reached, with what follows it
+// in carry_; false after dropping about target_bytes without reaching it.
+bool LineBlocker::drop_overlong_rest(size_t target_bytes, const Read& read) {
+  size_t dropped = 0;
+  while (dropped < target_bytes) {
+    if (carry_.empty()) {
+      if (at_end_) break;
+      carry_.resize(std::max(kMinRead, std::min<size_t>(target_bytes, kInputBuffer)));
+      size_t got = 0;
+      try {
+        got = read(carry_.data(), carry_.size());
+      } catch (...) {
+        carry_.clear();
+        throw;
+      }
+      carry_.resize(got);
+      if (got == 0) {
+        at_end_ = true;
+        break;
+      }
+    }
+    if (const void* nl = std::memchr(carry_.data(), '\n', carry_.size())) {
+      carry_.erase(0, static_cast<size_t>(static_cast<const char*>(nl) - carry_.data()) + 1);
+      dropping_ = false;
+      return true;
+    }
+    dropped += carry_.size();
+    carry_.clear();
+  }
+  if (at_end_) dropping_ = false;
+  return !dropping_;
 }
 
 std::vector<std::string> expand_input_specs(const std::vector<std::string>& specs) {

@@ -95,7 +95,10 @@ std::vector<size_t> even_split(size_t n, int parts);
 // One process: every collective is the identity (a sum over one rank).
 std::unique_ptr<Communicator> make_local_communicator();
 // MPI_COMM_WORLD (MPI must already be initialised, e.g. by an MpiSession, on this thread; MPI_THREAD_FUNNELED).
-std::unique_ptr<Communicator> make_mpi_communicator();
+// Every wait of every collective and transfer (and of split() communicators) is bounded by `timeout`
+// (--distributed-timeout-minutes, Megatron's default 10 minutes); past it the call throws an Error naming the
+// operation and, for a transfer, the peer's world rank.
+std::unique_ptr<Communicator> make_mpi_communicator(std::chrono::milliseconds timeout = std::chrono::minutes(10));
 
 struct GlooOptions {
   Endpoint rendezvous;  // rank 0 listens at its port; every rank connects to it

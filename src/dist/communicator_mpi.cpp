@@ -1,12 +1,20 @@
 // defines: make_mpi_communicator(): Communicator over an MPI communicator (Open MPI), with rank-ordered sums
 //          (training's collectives; MPI itself is initialised by MpiSession, mpi_session.h)
+//
+// Every collective and point-to-point transfer is started non-blocking and waited for by polling MPI_Test against
+// the timeout (--distributed-timeout-minutes), so a rank that stops answering (SIGSTOP, a hung read, a wedged
+// node) ends the others with an Error naming the wait instead of hanging them forever; MPI's blocking calls have
+// no timeout. The wait spins for its first millisecond (collectives of a training step are short) and then
+// sleeps between polls, so a long wait does not hold a core at 100 %.
 #include <mpi.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <thread>
 
 #include "dist/communicator.h"
 #include "dist/mpi_check.h"
@@ -25,9 +33,16 @@ int as_int(size_t n, const char* what) {
   return (int)n;
 }
 
+std::string minutes_text(std::chrono::milliseconds d) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g min (%.3g s)", (double)d.count() / 60000.0, (double)d.count() / 1000.0);
+  return buf;
+}
+
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
+  MpiCommunicator(MPI_Comm comm, bool owned, std::chrono::milliseconds timeout)
+      : comm_(comm), owned_(owned), timeout_(timeout) {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
@@ -60,9 +75,11 @@ class MpiCommunicator final : public Communicator {
     }
     n = offset;
     scratch_.resize((size_t)size_ * mine);
-    mpi_check(MPI_Alltoallv(data, scounts.data(), sdispls.data(), MPI_FLOAT, scratch_.data(), rcounts.data(),
-                            rdispls.data(), MPI_FLOAT, comm_),
+    MPI_Request request;
+    mpi_check(MPI_Ialltoallv(data, scounts.data(), sdispls.data(), MPI_FLOAT, scratch_.data(), rcounts.data(),
+                             rdispls.data(), MPI_FLOAT, comm_, &request),
               "reduce-scatter (alltoallv)");
+    wait(request, "reduce-scatter", -1);
     float* out = data + my_offset;
     const float* rows = scratch_.data();
     for (size_t i = 0; i < mine; i++) out[i] = rows[i];
@@ -110,7 +127,7 @@ class MpiCommunicator final : public Communicator {
   void finish_reduce_scatter_sum(int handle) override {
     if (handle < 0) return;
     Pending& op = *pending_.at((size_t)handle);
-    if (!op.done) mpi_check(MPI_Wait(&op.request, MPI_STATUS_IGNORE), "reduce-scatter (wait)");
+    if (!op.done) wait(op.request, "reduce-scatter", -1);
     float* out = op.data + op.my_offset;
     const float* rows = op.rows.data();
     for (size_t i = 0; i < op.mine; i++) out[i] = rows[i];
@@ -131,8 +148,11 @@ class MpiCommunicator final : public Communicator {
       displs[(size_t)r] = as_int(offset, "all-gather");
       offset += counts[(size_t)r];
     }
-    mpi_check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, rcounts.data(), displs.data(), MPI_FLOAT, comm_),
+    MPI_Request request;
+    mpi_check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, rcounts.data(), displs.data(), MPI_FLOAT,
+                              comm_, &request),
               "all-gather");
+    wait(request, "all-gather", -1);
     // The volume a bandwidth-optimal (ring) all-gather sends from each rank: everything this rank does not own.
     stats_.all_gather_bytes += (offset - counts[(size_t)rank_]) * sizeof(float);
   }
@@ -140,8 +160,11 @@ class MpiCommunicator final : public Communicator {
   void all_reduce_sum(double* data, size_t n) override {
     if (size_ == 1 || n == 0) return;
     std::vector<double> all((size_t)size_ * n);
-    mpi_check(MPI_Allgather(data, as_int(n, "all-reduce"), MPI_DOUBLE, all.data(), (int)n, MPI_DOUBLE, comm_),
+    MPI_Request request;
+    mpi_check(MPI_Iallgather(data, as_int(n, "all-reduce"), MPI_DOUBLE, all.data(), (int)n, MPI_DOUBLE, comm_,
+                             &request),
               "all-reduce (allgather)");
+    wait(request, "all-reduce", -1);
     for (size_t i = 0; i < n; i++) {
       double sum = all[i];
       for (int r = 1; r < size_; r++) sum += all[(size_t)r * n + i];
@@ -154,7 +177,9 @@ class MpiCommunicator final : public Communicator {
     if (size_ == 1) return;
     for (size_t off = 0; off < bytes;) {
       const int chunk = (int)std::min<size_t>(bytes - off, (size_t)1 << 30);
-      mpi_check(MPI_Bcast((char*)data + off, chunk, MPI_BYTE, root, comm_), "broadcast");
+      MPI_Request request;
+      mpi_check(MPI_Ibcast((char*)data + off, chunk, MPI_BYTE, root, comm_, &request), "broadcast");
+      wait(request, "broadcast", -1);  // a tree broadcast may wait on any rank
       off += (size_t)chunk;
     }
     if (rank_ == root) stats_.broadcast_bytes += bytes * (size_t)(size_ - 1);
@@ -163,7 +188,9 @@ class MpiCommunicator final : public Communicator {
   void send(const void* data, size_t bytes, int dest) override {
     for (size_t off = 0; off < bytes;) {
       const int chunk = (int)std::min<size_t>(bytes - off, (size_t)1 << 30);
-      mpi_check(MPI_Send((const char*)data + off, chunk, MPI_BYTE, dest, kPointToPointTag, comm_), "send");
+      MPI_Request request;
+      mpi_check(MPI_Isend((const char*)data + off, chunk, MPI_BYTE, dest, kPointToPointTag, comm_, &request), "send");
+      wait(request, "send", dest);
       off += (size_t)chunk;
     }
     stats_.sent_bytes += bytes;
@@ -172,8 +199,9 @@ class MpiCommunicator final : public Communicator {
   void recv(void* data, size_t bytes, int source) override {
     for (size_t off = 0; off < bytes;) {
       const int chunk = (int)std::min<size_t>(bytes - off, (size_t)1 << 30);
-      mpi_check(MPI_Recv((char*)data + off, chunk, MPI_BYTE, source, kPointToPointTag, comm_, MPI_STATUS_IGNORE),
-                "recv");
+      MPI_Request request;
+      mpi_check(MPI_Irecv((char*)data + off, chunk, MPI_BYTE, source, kPointToPointTag, comm_, &request), "recv");
+      wait(request, "recv", source);
       off += (size_t)chunk;
     }
   }
@@ -208,16 +236,20 @@ class MpiCommunicator final : public Communicator {
   void wait_send(int handle) override {
     if (handle < 0) return;
     std::vector<MPI_Request>& requests = sends_.at((size_t)handle);
-    mpi_check(MPI_Waitall((int)requests.size(), requests.data(), MPI_STATUSES_IGNORE), "isend (wait)");
+    for (MPI_Request& r : requests) wait(r, "send", -1);  // bounded by --distributed-timeout-minutes
     requests.clear();
   }
 
-  void barrier() override { mpi_check(MPI_Barrier(comm_), "barrier"); }
+  void barrier() override {
+    MPI_Request request;
+    mpi_check(MPI_Ibarrier(comm_, &request), "barrier");
+    wait(request, "barrier", -1);
+  }
 
   std::unique_ptr<Communicator> split(int color, int key) override {
     MPI_Comm sub;
     mpi_check(MPI_Comm_split(comm_, color, key, &sub), "comm split");
-    return std::make_unique<MpiCommunicator>(sub, true);
+    return std::make_unique<MpiCommunicator>(sub, true, timeout_);
   }
 
   [[noreturn]] void abort(const std::string& prefix, const std::string& reason, int code) override {
@@ -235,8 +267,46 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  // Polls `request` until it completes or the timeout passes (then an Error naming `what` and, for a transfer
+  // with one peer (`peer` >= 0, a rank of this communicator), that peer's world rank).
+  void wait(MPI_Request& request, const char* what, int peer) {
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    for (;;) {
+      int flag = 0;
+      mpi_check(MPI_Test(&request, &flag, MPI_STATUS_IGNORE), what);
+      if (flag) return;
+      const auto waited = Clock::now() - start;
+      if (waited >= timeout_) throw Error(timeout_message(what, peer));
+      if (waited > std::chrono::milliseconds(1))
+        std::this_thread::sleep_for(std::chrono::microseconds(waited > std::chrono::milliseconds(20) ? 200 : 20));
+    }
+  }
+
+  std::string timeout_message(const char* what, int peer) const {
+    MPI_Group group, world;
+    MPI_Comm_group(comm_, &group);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    std::vector<int> local((size_t)size_), global((size_t)size_);
+    for (int r = 0; r < size_; r++) local[(size_t)r] = r;
+    MPI_Group_translate_ranks(group, size_, local.data(), world, global.data());
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
+    std::string who;
+    if (peer >= 0) {
+      who = "rank " + std::to_string(global[(size_t)peer]);
+    } else {
+      for (int r = 0; r < size_; r++)
+        if (r != rank_) who += (who.empty() ? "" : ", ") + std::to_string(global[(size_t)r]);
+      who = (size_ == 2 ? "rank " : "at least one of ranks ") + who;
+    }
+    return std::string("MPI ") + what + ": nothing from " + who + " within " + minutes_text(timeout_) +
+           " (--distributed-timeout-minutes): stopped, hung or overloaded?";
+  }
+
   MPI_Comm comm_;
   bool owned_;
+  std::chrono::milliseconds timeout_;
   int rank_ = 0, size_ = 1;
   std::vector<float> scratch_;
   struct Pending {
@@ -253,11 +323,11 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_mpi_communicator() {
+std::unique_ptr<Communicator> make_mpi_communicator(std::chrono::milliseconds timeout) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) throw Error("make_mpi_communicator: MPI is not initialised (create an MpiSession first)");
-  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, false);
+  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, false, timeout);
 }
 
 }  // namespace lmforge::dist

@@ -25,7 +25,7 @@
 
 #include "data/file_util.h"
 #include "data/indexed_dataset.h"
-#include "prep/lease.h"
+#include "data/lease.h"
 #include "prep/shard_assembly.h"
 #include "prep/shard_plan.h"
 #include "text/tokenizer_factory.h"
@@ -35,6 +35,16 @@
 
 namespace lmforge::prep {
 namespace {
+
+using data::commit_no_clobber;
+using data::CommitResult;
+using data::on_fuse;
+using data::read_lease;
+using data::this_process_owner;
+using data::Lease;
+using data::LeaseOwner;
+using data::LeaseState;
+using data::ServerClock;
 
 using Clock = std::chrono::steady_clock;
 
@@ -141,6 +151,65 @@ struct Claimer {
 };
 
 std::string who(const LeaseOwner& o) { return o.host + " pid " + std::to_string(o.pid); }
+
+double mtime_seconds(const struct stat& st) { return double(st.st_mtim.tv_sec) + double(st.st_mtim.tv_nsec) * 1e-9; }
+
+// What one pass over the shared directory sees, from two directory listings (the shard directory and claims/)
+// instead of probing every shard's files: with a thousand claimers polling near the end, probing was several
+// metadata operations per shard per claimer per poll on one file server.
+struct PassView {
+  std::vector<bool> manifest;        // shard-NNNNNN.json listed: probably complete (complete_shard() decides)
+  std::vector<int64_t> generation;   // newest claim generation listed per shard, -1 for none
+  std::vector<std::string> stale_claimers;  // status files (and probes) of claimers silent for two leases
+};
+
+// Parses "shard-NNNNNN<rest>" (NNNNNN < n); false for other names.
+bool shard_index_of(const std::string& name, size_t n, uint32_t& index, std::string& rest) {
+  if (name.size() < 12 || name.compare(0, 6, "shard-") != 0) return false;
+  uint64_t v = 0;
+  for (size_t i = 6; i < 12; ++i) {
+    if (name[i] < '0' || name[i] > '9') return false;
+    v = v * 10 + uint64_t(name[i] - '0');
+  }
+  if (v >= n) return false;
+  index = static_cast<uint32_t>(v);
+  rest = name.substr(12);
+  return true;
+}
+
+// Status files older than `stale_after` seconds (server clock) are listed in stale_claimers.
+PassView scan_pass(const Claimer& c, size_t n, double now, double stale_after) {
+  PassView v{std::vector<bool>(n, false), std::vector<int64_t>(n, -1), {}};
+  std::error_code ec;
+  uint32_t index = 0;
+  std::string rest;
+  for (const auto& e : std::filesystem::directory_iterator(c.dir, ec))
+    if (shard_index_of(e.path().filename().string(), n, index, rest) && rest == ".json") v.manifest[index] = true;
+  for (const auto& e : std::filesystem::directory_iterator(c.claims, ec)) {
+    const std::string name = e.path().filename().string();
+    if (shard_index_of(name, n, index, rest)) {
+      // "shard-NNNNNN.G" (a generation; temporaries of the exclusive create have more after G)
+      if (rest.size() < 2 || rest[0] != '.' || rest.find_first_not_of("0123456789", 1) != std::string::npos) continue;
+      v.generation[index] = std::max<int64_t>(v.generation[index], std::stoll(rest.substr(1)));
+    } else if (name.rfind("claimer-", 0) == 0 && name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0) {
+      struct stat st {};  // a live claimer rewrites its status file every quarter lease
+      if (::stat(e.path().c_str(), &st) == 0 && now - mtime_seconds(st) > stale_after)
+        v.stale_claimers.push_back(name);
+    }
+  }
+  return v;
+}
+
+// A claimer silent for two leases is gone (killed, its machine preempted): its status file and clock probe are
+// removed so that `lmforge inspect` and the listings stop carrying it. Should it only have been stopped, it
+// writes its status again when it resumes and recreates its probe.
+void remove_stale_claimers(const Claimer& c, const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    const std::string tag = name.substr(8, name.size() - 8 - 5);  // claimer-<tag>.json
+    ::unlink((c.claims + "/" + name).c_str());
+    ::unlink((c.claims + "/probe-" + tag).c_str());
+  }
+}
 
 // The plan: read and checked against this process's flags when there is one; else written by whichever process
 // takes the plan lease first while the others wait for it.
@@ -317,17 +386,29 @@ std::optional<PrepSummary> run_claim_prep(const PrepOptions& options, uint64_t s
   size_t next = n ? rng() % n : 0;
   uint64_t mine = 0, mine_bytes = 0, lost = 0;
   bool said_waiting = false;
+  double poll = 1;  // seconds between passes that found nothing to claim; grows while waiting
   for (;;) {
     size_t remaining = 0;
     bool worked = false;
+    // One listing of each directory and one server-clock reading per pass; then per shard at most one stat of
+    // its newest claim, and the claim itself only for a shard that looks free or expired.
+    const double now = clock.now();
+    const PassView view = scan_pass(c, n, now, 2 * lease_seconds);
+    remove_stale_claimers(c, view.stale_claimers);
     for (size_t k = 0; k < n && !worked; ++k) {
       const uint32_t i = static_cast<uint32_t>((next + k) % n);
       if (done[i]) continue;
-      if (complete_shard(options.output_prefix, plan, i)) {
+      if (view.manifest[i] && complete_shard(options.output_prefix, plan, i)) {
         done[i] = true;
         continue;
       }
       ++remaining;
+      if (view.generation[i] >= 0) {
+        struct stat st {};
+        const std::string newest =
+            data::lease_file(claims + "/" + shard_name(i), static_cast<uint32_t>(view.generation[i]));
+        if (::stat(newest.c_str(), &st) == 0 && now - mtime_seconds(st) <= lease_seconds) continue;  // held
+      }
       auto lease = Lease::try_acquire(claims + "/" + shard_name(i), lease_seconds, clock, owner);
       if (!lease) continue;
       if (complete_shard(options.output_prefix, plan, i)) {  // committed between the check and the claim
@@ -369,13 +450,20 @@ std::optional<PrepSummary> run_claim_prep(const PrepOptions& options, uint64_t s
       next = i + 1;
       worked = true;
     }
-    if (worked) continue;
+    if (worked) {
+      poll = 1;
+      continue;
+    }
     if (remaining == 0) break;
     if (!said_waiting)
       std::fprintf(stderr, "prep: claim: no free shard; waiting for %zu shard(s) claimed by other processes "
                    "(taken over if their heartbeat stops for %.0f s)\n", remaining, lease_seconds);
     said_waiting = true;
-    sleep_seconds(std::min(1.0, lease_seconds / 4));
+    // Near the end most claimers only wait: each polls less often the longer it waits (1 s growing to a quarter
+    // lease, with jitter so a thousand of them do not poll in step); a claim that expires is still noticed
+    // within a quarter lease of expiring.
+    sleep_seconds(std::min(poll, lease_seconds / 4) * (0.75 + 0.5 * double(rng() % 1000) / 1000.0));
+    poll = std::min(poll * 1.5, std::max(1.0, lease_seconds / 4));
   }
   const double busy = seconds_since(start);
   std::fprintf(stderr, "prep: claim: this process committed %llu shards (%.1f MB) in %.2f s%s\n",
@@ -388,8 +476,14 @@ std::optional<PrepSummary> run_claim_prep(const PrepOptions& options, uint64_t s
   for (const auto& key : plan.json_keys)
     level_name += (level_name.empty() ? "" : ", ") + options.output_prefix + "_" + key + "_" + plan.level;
   bool said_assembling = false;
+  // Every shard is done, so every live claimer is waiting here and beats its status every quarter lease: one
+  // silent for a whole lease is gone, and its status file goes with it.
+  const auto forget_dead_claimers = [&] {
+    remove_stale_claimers(c, scan_pass(c, n, clock.now(), lease_seconds).stale_claimers);
+  };
   for (;;) {
     if (exists(marker)) {
+      forget_dead_claimers();
       out << "prep: nothing left to claim: all " << n << " shards are done and " << level_name
           << " is assembled; this process can stop\n";
       return std::nullopt;
@@ -405,6 +499,7 @@ std::optional<PrepSummary> run_claim_prep(const PrepOptions& options, uint64_t s
       }
       PrepSummary summary = assemble_shards(options.output_prefix, plan, manifests);
       write_file_atomically(marker, marker + ".tmp-" + tag, "{\"assembled_by\": " + json_quote(owner.text()) + "}\n");
+      forget_dead_claimers();
       heartbeat.hold(nullptr, -1);
       summary.seconds = seconds_since(start);
       out << "prep: nothing left to claim: all " << n << " shards are done; this process assembled " << level_name

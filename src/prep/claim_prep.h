@@ -8,7 +8,7 @@
 //   assemble.<g>                lease of the process assembling the final datasets
 //   claimer-<host>-<pid>-<token>.json   each process's status (rewritten at every heartbeat: its mtime is the
 //                               heartbeat): shards and bytes done, busy time, the shard in hand
-//   probe-<host>-<pid>-<token>  each process's clock probe (prep/lease.h ServerClock)
+//   probe-<host>-<pid>-<token>  each process's clock probe (data/lease.h ServerClock)
 #pragma once
 #include <cstdint>
 #include <iosfwd>

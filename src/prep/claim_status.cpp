@@ -14,13 +14,23 @@
 
 #include "data/file_util.h"
 #include "prep/claim_prep.h"
-#include "prep/lease.h"
+#include "data/lease.h"
 #include "prep/shard_plan.h"
 #include "util/error.h"
 #include "util/progress.h"
 
 namespace lmforge::prep {
 namespace {
+
+using data::commit_no_clobber;
+using data::CommitResult;
+using data::on_fuse;
+using data::read_lease;
+using data::this_process_owner;
+using data::Lease;
+using data::LeaseOwner;
+using data::LeaseState;
+using data::ServerClock;
 
 struct SeenClaimer {
   ClaimerStatus status;

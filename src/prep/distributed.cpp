@@ -231,7 +231,7 @@ std::string unpack_string(const int64_t* p, size_t count) {
 void check_common(const PrepOptions& options) {
   if (options.inputs.empty()) throw Error("no --input given");
   if (options.output_prefix.empty()) throw Error("no --output-prefix given");
-  if (options.json_keys.empty()) throw Error("--json-keys needs at least one key");
+  check_json_keys(options);
   if (options.workers < 0) throw Error("--workers must be at least 1 (or 0 for every core)");
   check_sentence_options(options);
 }
@@ -521,8 +521,7 @@ std::optional<PrepSummary> run_sharded_prep(const PrepOptions& options, const Di
                                             const dist::RankInfo& rank, std::ostream& out) {
   check_common(options);
   const uint64_t shard_bytes = distributed.shard_bytes ? distributed.shard_bytes : kDefaultShardBytes;
-  const std::filesystem::path parent = std::filesystem::path(options.output_prefix).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent);
+  create_output_dir(options.output_prefix);
   if (distributed.claim) return run_claim_prep(options, shard_bytes, distributed.claim_lease_seconds, out);
   if (rank.use_mpi) return run_mpi(options, shard_bytes, out);
   return run_static(options, shard_bytes, rank, out);

@@ -1,6 +1,8 @@
 // defines: JsonDocumentParser
 #include "prep/json_document.h"
 
+#include <algorithm>
+
 #include "text/utf8_repair.h"
 
 namespace lmforge::prep {
@@ -43,8 +45,66 @@ std::string JsonDocumentParser::parse(std::string_view line, size_t readable_aft
     error = parser_.parse(line.data(), line.size(), true).get(root);
   }
   if (error == simdjson::UTF8_ERROR || error == simdjson::STRING_ERROR) return parse_repaired(line, doc);
-  if (error) return std::string("not valid JSON: ") + simdjson::error_message(error);
+  if (error) return parse_normalized(line, std::string("not valid JSON: ") + simdjson::error_message(error), doc);
   return extract(root, doc);
+}
+
+// A line simdjson refused may still be JSON to Python (a number out of double/int64 range, NaN, Infinity):
+// parse it again with those read as 0; if that fails too, the line is invalid for the first reason.
+std::string JsonDocumentParser::parse_normalized(std::string_view json, std::string error, ParsedDocument& doc) {
+  if (!numbers_normalized(json, normalized_)) return error;
+  simdjson::dom::element root;
+  if (parser_.parse(normalized_.data(), normalized_.size(), true).get(root)) return error;
+  return extract(root, doc);
+}
+
+bool numbers_normalized(std::string_view json, std::string& out) {
+  out.clear();
+  bool changed = false;
+  const size_t n = json.size();
+  const auto digit = [&](size_t i) { return i < n && json[i] >= '0' && json[i] <= '9'; };
+  for (size_t i = 0; i < n;) {
+    const char c = json[i];
+    if (c == '"') {  // a string, copied whole (escapes included)
+      size_t j = i + 1;
+      while (j < n && json[j] != '"') j += json[j] == '\\' ? 2 : 1;
+      j = std::min(n, j + 1);
+      out.append(json.substr(i, j - i));
+      i = j;
+      continue;
+    }
+    size_t end = i;  // one past a number or literal starting at i, or i when there is none
+    for (std::string_view literal : {"NaN", "Infinity", "-Infinity"})
+      if (json.substr(i, literal.size()) == literal) end = i + literal.size();
+    if (end == i && (c == '-' || digit(i))) {
+      size_t j = i + (c == '-' ? 1 : 0);
+      if (digit(j)) {
+        if (json[j] == '0') {
+          ++j;  // a leading 0 stands alone ("01" is not JSON: its 1 is copied and fails the parse)
+        } else {
+          while (digit(j)) ++j;
+        }
+        if (j < n && json[j] == '.' && digit(j + 1))
+          for (++j; digit(j);) ++j;
+        if (j < n && (json[j] == 'e' || json[j] == 'E')) {
+          size_t k = j + 1;
+          if (k < n && (json[k] == '+' || json[k] == '-')) ++k;
+          if (digit(k))
+            for (j = k; digit(j);) ++j;
+        }
+        end = j;
+      }
+    }
+    if (end > i) {
+      out += '0';
+      changed = true;
+      i = end;
+    } else {
+      out += c;
+      ++i;
+    }
+  }
+  return changed;
 }
 
 // The slow path, taken only for lines with malformed text: repair, then parse the repaired copy.
@@ -54,7 +114,7 @@ std::string JsonDocumentParser::parse_repaired(std::string_view json, ParsedDocu
   const std::string& input = doc.lone_surrogates_replaced ? repaired2_ : repaired_;
   simdjson::dom::element root;
   if (auto error = parser_.parse(input.data(), input.size(), true).get(root))
-    return std::string("not valid JSON: ") + simdjson::error_message(error);
+    return parse_normalized(input, std::string("not valid JSON: ") + simdjson::error_message(error), doc);
   return extract(root, doc);
 }
 

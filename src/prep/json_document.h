@@ -1,6 +1,8 @@
 // defines: JsonDocumentParser: one loose-JSON line to the text(s) of the requested keys, with Megatron's reading
 // of values (a string is one sequence, a list of strings is a list of pre-split sentences) and lmforge's repair
-// of malformed text (invalid UTF-8 and lone surrogate escapes become U+FFFD, counted).
+// of malformed text (invalid UTF-8 and lone surrogate escapes become U+FFFD, counted). Numbers and literals that
+// Python's json accepts but simdjson does not (1e400, integers beyond 64 bits, NaN, Infinity, -Infinity) do not
+// make a line invalid: only the keys' strings are read, so they are parsed as 0 (numbers_normalized()).
 #pragma once
 #include <simdjson.h>
 
@@ -30,11 +32,17 @@ class JsonDocumentParser {
 
  private:
   std::string parse_repaired(std::string_view json, ParsedDocument& doc);
+  std::string parse_normalized(std::string_view json, std::string error, ParsedDocument& doc);
   std::string extract(const simdjson::dom::element& root, ParsedDocument& doc);
 
   std::vector<std::string> keys_;
   simdjson::dom::parser parser_;
-  std::string repaired_, repaired2_;
+  std::string repaired_, repaired2_, normalized_;
 };
+
+// Copies `json` to `out` with every JSON number outside strings (by JSON's grammar: -?(0|[1-9][0-9]*)(.[0-9]+)?
+// ([eE][+-]?[0-9]+)?) and every NaN, Infinity, -Infinity (Python's extensions) replaced by 0; anything else,
+// malformed numbers included, is copied unchanged. True when something was replaced.
+bool numbers_normalized(std::string_view json, std::string& out);
 
 }  // namespace lmforge::prep

@@ -23,6 +23,7 @@
 
 #include "data/indexed_dataset.h"
 #include "data/line_reader.h"
+#include "data/writer_lock.h"
 #include "prep/json_document.h"
 #include "prep/range_reader.h"
 #include "text/sentence_splitter.h"
@@ -68,13 +69,21 @@ void encode_block(Block& block, Worker& worker, const PrepOptions& options, std:
   const size_t readable_end = bytes.capacity();
   block.keys.assign(options.json_keys.size(), {});
   size_t pos = 0;
+  size_t overlong = 0;  // next entry of block.lines.overlong
   for (uint64_t n = 0; n < block.lines.line_count; ++n) {
     size_t end = bytes.find('\n', pos);
     if (end == std::string::npos) end = bytes.size();
     std::string_view line(bytes.data() + pos, end - pos);
     const uint64_t line_number = block.lines.first_line + n;
     const size_t next = end + 1;
-    std::string reason = worker.parser.parse(line, readable_end - (pos + line.size()), worker.doc);
+    std::string reason;
+    if (overlong < block.lines.overlong.size() && block.lines.overlong[overlong] == n) {
+      ++overlong;  // its bytes were dropped by the reader
+      reason = "line longer than " + std::to_string(options.max_line_bytes) +
+               " bytes (--max-line-bytes raises the limit)";
+    } else {
+      reason = worker.parser.parse(line, readable_end - (pos + line.size()), worker.doc);
+    }
     pos = next;
     if (!reason.empty()) {
       block.invalid.push_back({line_number, std::move(reason)});
@@ -197,9 +206,9 @@ void prepare_pieces(const PrepOptions& options, const text::Tokenizer& tokenizer
         }
         const InputPiece& p = pieces[piece_index];
         if (p.whole_file)
-          reader = data::LineReader::open(p.path);
+          reader = data::LineReader::open(p.path, options.max_line_bytes);
         else
-          reader = std::make_unique<RangeLineReader>(p.path, p.begin, p.end);
+          reader = std::make_unique<RangeLineReader>(p.path, p.begin, p.end, options.max_line_bytes);
       }
       if (reader->next_block(block->lines, options.block_bytes)) {
         // simdjson reads up to 64 bytes past a line; keep that much allocated after the block's last line.
@@ -270,7 +279,7 @@ void prepare_pieces(const PrepOptions& options, const text::Tokenizer& tokenizer
 PrepSummary run_prep(const PrepOptions& options) {
   if (options.inputs.empty()) throw Error("no --input given");
   if (options.output_prefix.empty()) throw Error("no --output-prefix given");
-  if (options.json_keys.empty()) throw Error("--json-keys needs at least one key");
+  check_json_keys(options);
   if (options.workers < 0) throw Error("--workers must be at least 1 (or 0 for every core)");
   check_sentence_options(options);
 
@@ -290,8 +299,9 @@ PrepSummary run_prep(const PrepOptions& options) {
     pieces.push_back(std::move(p));
   }
 
-  const std::filesystem::path parent = std::filesystem::path(options.output_prefix).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent);
+  create_output_dir(options.output_prefix);
+  // One writer per prefix: a second run on it fails here naming this one's host and pid.
+  data::WriterLock lock(data::output_prefix_lock_base(options.output_prefix), "output prefix " + options.output_prefix);
 
   PrepSummary summary;
   std::vector<std::unique_ptr<data::IndexedDatasetWriter>> writers;
@@ -335,9 +345,39 @@ PrepSummary run_prep(const PrepOptions& options) {
   report_progress(true);
   progress.finish();
 
+  lock.check_held();
   for (auto& writer : writers) writer->finish();
   summary.seconds = progress.elapsed_seconds();
   return summary;
+}
+
+void check_json_keys(const PrepOptions& options) {
+  if (options.json_keys.empty()) throw Error("--json-keys needs at least one key");
+  for (size_t i = 0; i < options.json_keys.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (options.json_keys[i] == options.json_keys[j])
+        throw Error("--json-keys names \"" + options.json_keys[i] +
+                    "\" twice; give each key once (each key is one dataset)");
+}
+
+void create_output_dir(const std::string& output_prefix) {
+  namespace fs = std::filesystem;
+  const fs::path parent = fs::path(output_prefix).parent_path();
+  if (parent.empty()) return;
+  // The first part of the path that exists and is not a directory is what the user has to fix.
+  for (fs::path part; const auto& piece : parent) {
+    part /= piece;
+    std::error_code ec;
+    const auto st = fs::status(part, ec);
+    if (!ec && fs::exists(st) && !fs::is_directory(st))
+      throw Error("--output-prefix " + output_prefix + ": " + part.string() +
+                  " is a file, not a directory, so nothing can be written under it");
+  }
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec)
+    throw Error("--output-prefix " + output_prefix + ": cannot create directory " + parent.string() + ": " +
+                ec.message());
 }
 
 std::string dataset_level(const PrepOptions& options) { return options.split_sentences ? "sentence" : "document"; }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "data/line_reader.h"
 #include "text/tokenizer_factory.h"
 
 namespace lmforge {
@@ -30,6 +31,9 @@ struct PrepOptions {
   size_t report_invalid = 10;                      // with skip_invalid: how many bad lines to name
   double progress_seconds = -1;                    // progress interval; <0 = 1 s on a terminal, else 10 s
   size_t block_bytes = size_t(1) << 20;            // lines are handed to workers in blocks of about this size
+  // --max-line-bytes: a longer line is invalid ("line longer than N bytes", skipped under skip_invalid) and is
+  // never held in memory whole, so input that never ends a line cannot exhaust memory.
+  size_t max_line_bytes = data::kDefaultMaxLineBytes;
   // Megatron's --split-sentences: each string value is split into sentences (text/sentence_splitter.h: ICU's
   // sentence rules where Megatron uses NLTK punkt), one sequence per sentence that has tokens, EOD after the last;
   // a list value stays as its pre-split items. Output level "sentence".
@@ -43,6 +47,11 @@ std::string dataset_level(const PrepOptions& options);
 // Refuses (lmforge::Error naming both) an input file that is one of the outputs' .bin/.idx files (the same file by
 // any path: symlinks, "./", hard links), which a run would overwrite after reading it.
 void refuse_output_over_input(const PrepOptions& options, const std::vector<std::string>& input_files);
+// --json-keys: at least one key, none given twice (a second dataset under the same name would overwrite the first).
+void check_json_keys(const PrepOptions& options);
+// Creates the directory the output prefix is in. A part of the path that is a regular file, or any other failure,
+// is an Error naming --output-prefix, the part and the reason (not a bare filesystem error).
+void create_output_dir(const std::string& output_prefix);
 // Errors for the sentence flags before any work: --keep-newlines or --lang without --split-sentences, an
 // unknown --lang.
 void check_sentence_options(const PrepOptions& options);

@@ -38,7 +38,7 @@ bool is_compressed_file(const std::string& path) {
     len += n;
   }
   if (len >= 2 && m[0] == 0x1f && m[1] == 0x8b) return true;
-  if (len >= 4 && m[0] == 0x28 && m[1] == 0xb5 && m[2] == 0x2f && m[3] == 0xfd) return true;
+  if (data::is_zstd_magic(m, len)) return true;
   if (len >= 6 && std::memcmp(m, "\xfd" "7zXZ\0", 6) == 0) return true;
   if (len >= 3 && std::memcmp(m, "BZh", 3) == 0) return true;
   return false;
@@ -72,49 +72,23 @@ uint64_t count_lines_before(const std::string& path, uint64_t offset) {
   return lines;
 }
 
-RangeLineReader::RangeLineReader(const std::string& path, uint64_t begin, uint64_t end)
-    : path_(path), fd_(data::open_read(path)), begin_(begin), end_(end), pos_(begin) {
+RangeLineReader::RangeLineReader(const std::string& path, uint64_t begin, uint64_t end, size_t max_line_bytes)
+    : path_(path), fd_(data::open_read(path)), begin_(begin), end_(end), pos_(begin),
+      blocker_(path, max_line_bytes, begin == 0) {
   ::posix_fadvise(fd_.get(), static_cast<off_t>(begin), static_cast<off_t>(end - begin), POSIX_FADV_SEQUENTIAL);
 }
 
 bool RangeLineReader::next_block(data::LineBlock& block, size_t target_bytes) {
-  block.first_line = next_line_;
-  block.line_count = 0;
-  block.bytes.swap(carry_);
-  carry_.clear();
-  if (target_bytes == 0) target_bytes = 1;
-  size_t scanned = 0;
-  size_t cut = std::string::npos;  // one past the '\n' that ends the block
-  for (;;) {
-    // The shortest run of whole lines reaching target_bytes: the first '\n' at or after target_bytes − 1.
-    const size_t from = std::max(scanned, target_bytes - 1);
-    if (from < block.bytes.size()) {
-      if (const void* nl = std::memchr(block.bytes.data() + from, '\n', block.bytes.size() - from)) {
-        cut = static_cast<size_t>(static_cast<const char*>(nl) - block.bytes.data()) + 1;
-        break;
-      }
-      scanned = block.bytes.size();
-    }
-    if (pos_ >= end_) break;
-    const size_t want = static_cast<size_t>(
-        std::min<uint64_t>(std::max(kChunk, target_bytes - std::min(target_bytes, block.bytes.size())), end_ - pos_));
-    const size_t old = block.bytes.size();
-    block.bytes.resize(old + want);
-    const size_t got = pread_some(fd_.get(), block.bytes.data() + old, want, pos_, path_);
-    block.bytes.resize(old + got);
+  return blocker_.next_block(block, target_bytes, [this](char* dst, size_t cap) -> size_t {
+    if (pos_ >= end_) return 0;
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(cap, end_ - pos_));
+    const size_t got = pread_some(fd_.get(), dst, want, pos_, path_);
     if (got == 0)
       throw Error(path_ + ": file ended at byte " + std::to_string(pos_) + ", before the planned end " +
                   std::to_string(end_) + " (was it changed during the run?)");
     pos_ += got;
-  }
-  if (block.bytes.empty()) return false;
-  if (cut == std::string::npos) cut = block.bytes.size();  // the rest of the range (the file's last line)
-  carry_.assign(block.bytes, cut, std::string::npos);
-  block.bytes.resize(cut);
-  block.line_count = static_cast<uint64_t>(std::count(block.bytes.begin(), block.bytes.end(), '\n'));
-  if (block.bytes.back() != '\n') ++block.line_count;
-  next_line_ += block.line_count;
-  return true;
+    return got;
+  });
 }
 
 }  // namespace lmforge::prep

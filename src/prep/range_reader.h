@@ -22,10 +22,12 @@ uint64_t next_line_start(const std::string& path, uint64_t offset, uint64_t file
 uint64_t count_lines_before(const std::string& path, uint64_t offset);
 
 // Lines of [begin, end) of a plain file, where begin and end are line starts (or end == file size). Blocks and
-// line numbers follow data::LineReader's contract, with line 1 being the range's first line.
+// line numbers follow data::LineReader's contract (over-long lines included), with line 1 being the range's first
+// line.
 class RangeLineReader final : public data::LineReader {
  public:
-  RangeLineReader(const std::string& path, uint64_t begin, uint64_t end);
+  RangeLineReader(const std::string& path, uint64_t begin, uint64_t end,
+                  size_t max_line_bytes = data::kDefaultMaxLineBytes);
   bool next_block(data::LineBlock& block, size_t target_bytes) override;
   uint64_t file_bytes_read() const override { return pos_ - begin_; }  // bytes of the range consumed
   const std::string& path() const override { return path_; }
@@ -34,8 +36,7 @@ class RangeLineReader final : public data::LineReader {
   std::string path_;
   data::UniqueFd fd_;
   uint64_t begin_, end_, pos_;
-  uint64_t next_line_ = 1;
-  std::string carry_;
+  data::LineBlocker blocker_;
 };
 
 }  // namespace lmforge::prep

@@ -17,6 +17,7 @@
 
 #include "data/file_util.h"
 #include "data/indexed_dataset.h"
+#include "data/writer_lock.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -84,22 +85,8 @@ T load(const uint8_t* p) {
   return v;
 }
 
-// Holds an exclusive flock on <shard dir>/assemble.lock for its lifetime.
-class AssemblyLock {
- public:
-  explicit AssemblyLock(const std::string& output_prefix) {
-    const std::string path = shard_dir(output_prefix) + "/assemble.lock";
-    fd_ = data::UniqueFd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-    if (fd_.get() < 0) throw Error(data::os_error(path, "cannot create lock file"));
-    if (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0)
-      throw Error(path + ": another process is assembling " + output_prefix + " right now; let it finish");
-  }
-
- private:
-  data::UniqueFd fd_;
-};
-
-void assemble_key(const std::string& output_prefix, const ShardPlan& plan, const std::string& key) {
+void assemble_key(const std::string& output_prefix, const ShardPlan& plan, const std::string& key,
+                  data::WriterLock& lock) {
   const std::string final_prefix = output_prefix + "_" + key + "_" + plan.level;
   // Pass 0: validate every shard (IndexedDataset::open checks sizes, pointers and the document index) and total.
   uint64_t S = 0, D = 1;
@@ -189,18 +176,16 @@ void assemble_key(const std::string& output_prefix, const ShardPlan& plan, const
     out.flush();
     if (::fsync(idx.get()) != 0) throw Error(data::os_error(idx_tmp, "fsync failed"));
   }
-  // .bin first, as IndexedDatasetWriter: a reader sees a dataset only once its .idx has its final name.
-  if (::rename(bin_tmp.c_str(), bin_final.c_str()) != 0) throw Error(data::os_error(bin_final, "cannot rename " + bin_tmp + " to it"));
-  if (::rename(idx_tmp.c_str(), idx_final.c_str()) != 0) throw Error(data::os_error(idx_final, "cannot rename " + idx_tmp + " to it"));
-  cleanup.paths.clear();
-  data::fsync_parent_dir(idx_final);
+  lock.check_held();
+  cleanup.paths.clear();  // publish_dataset() removes them on failure
+  data::publish_dataset(bin_tmp, idx_tmp, bin_final, idx_final);
 }
 
 }  // namespace
 
 PrepSummary assemble_shards(const std::string& output_prefix, const ShardPlan& plan,
                             const std::vector<ShardManifest>& manifests) {
-  AssemblyLock lock(output_prefix);
+  data::WriterLock lock(data::output_prefix_lock_base(output_prefix), "output prefix " + output_prefix);
   PrepSummary total;
   for (const auto& m : manifests) {
     const PrepSummary& c = m.counts;
@@ -215,7 +200,7 @@ PrepSummary assemble_shards(const std::string& output_prefix, const ShardPlan& p
     total.text_bytes += c.text_bytes;
   }
   for (const auto& key : plan.json_keys) {
-    assemble_key(output_prefix, plan, key);
+    assemble_key(output_prefix, plan, key, lock);
     total.outputs.push_back(output_prefix + "_" + key + "_" + plan.level);
   }
   return total;

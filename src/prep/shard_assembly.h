@@ -12,8 +12,9 @@ namespace lmforge::prep {
 // Concatenates the shards' datasets in plan order into <prefix>_<key>_<plan.level>.{bin,idx} (temp names, renamed
 // when complete). The result is byte-identical to run_prep() over the same inputs: .bin is the shards' .bin files
 // back to back (copy_file_range), and the .idx is written in its three sections by streaming over the shards'
-// .idx files, so memory does not grow with the corpus. An exclusive lock in the shard directory keeps two
-// processes from assembling the same prefix at once. Returns the totals of the manifests, with outputs set.
+// .idx files, so memory does not grow with the corpus. The output prefix's WriterLock (data/writer_lock.h, as
+// run_prep takes it) keeps two processes from writing the same prefix at once. Returns the totals of the
+// manifests, with outputs set.
 PrepSummary assemble_shards(const std::string& output_prefix, const ShardPlan& plan,
                             const std::vector<ShardManifest>& manifests);
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "data/lease.h"
 #include "prep/prep.h"
 
 namespace lmforge::prep {
@@ -40,7 +41,8 @@ struct ShardPlan {
 
 // Expands the inputs and splits them: a compressed file (by magic bytes) is one shard; a plain file becomes byte
 // ranges of about `shard_bytes`, each boundary moved forward to the next line start. The plan depends only on the
-// inputs (paths, sizes, mtimes, bytes at the boundaries) and the flags that change output bytes (tokenizer and
+// inputs (paths, sizes, mtimes, bytes at the boundaries, a hash of 4 KB samples at the start, middle and end of
+// every shard-size region) and the flags that change output bytes (tokenizer and
 // its files' contents, JSON keys, --append-eod, --skip-invalid, shard size), so every process derives the same one.
 // A new PrepOptions or TokenizerOptions field that changes output bytes must be added to the description.
 // With `split` false only the description, id, files and total are filled (no shards): what a process needs to
@@ -92,7 +94,7 @@ void publish_manifest(const std::string& output_prefix, const std::string& tmp_d
 std::string make_process_tmp_dir(const std::string& output_prefix);
 void remove_stale_tmp_dirs(const std::string& output_prefix, bool all_hosts);
 
-std::string host_name();
+using data::host_name;  // data/lease.h
 uint64_t fnv1a64(const void* data, size_t size, uint64_t h = 14695981039346656037ull);
 
 }  // namespace lmforge::prep

@@ -90,6 +90,7 @@ struct Trainer::Impl {
   dist::Communicator* pp_group() const { return groups.pipeline.get(); }
   std::unique_ptr<optim::OptimizerParamScheduler> scheduler;
   std::unique_ptr<TensorBoardWriter> tensorboard;
+  std::unique_ptr<data::WriterLock> save_lock;  // rank 0's lock on --save for the whole run
   int64_t train_iters = 0;
   int64_t iteration = 0;
   int64_t consumed_train = 0;
@@ -161,6 +162,7 @@ struct Trainer::Impl {
     request.config_json = model->config_json();
     request.optimizer_state = &state;
     request.writer = world->rank() == 0;
+    request.lock = save_lock.get();
     request.state.iteration = iteration;
     request.state.consumed_train_samples = consumed_train;
     request.state.consumed_valid_samples = consumed_valid;
@@ -402,6 +404,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
     const std::string warning =
         checkpoint::check_save_dir(o.save, (uint64_t)m.model->table().whole_numel() * 4 * (1 + state_arrays));
     if (!warning.empty()) log << "warning: --save " << warning << "\n";
+    m.save_lock = checkpoint::lock_save_dir(o.save);  // and so does a second run saving into it
   }
   if (!o.tensorboard_dir.empty() && comm.rank() == m.log_rank) m.tensorboard = std::make_unique<TensorBoardWriter>(o.tensorboard_dir);
 

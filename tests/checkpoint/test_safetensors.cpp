@@ -89,13 +89,13 @@ TEST(Safetensors, ReadsFileWrittenByIndependentWriter) {
     const std::string raw = read_file(dir + "/" + k + ".raw");
     const auto bytes = file.bytes(t);
     ASSERT_EQ(bytes.size(), raw.size());
-    EXPECT_EQ(std::memcmp(bytes.data(), raw.data(), raw.size()), 0);
+    EXPECT_TRUE(raw.empty() || std::memcmp(bytes.data(), raw.data(), raw.size()) == 0);  // no memcmp on null
     if (fs::exists(dir + "/" + k + ".f32")) {
       const std::string want = read_file(dir + "/" + k + ".f32");
       std::vector<float> got(t.numel());
       file.read_f32(t, shape, got.data());
       ASSERT_EQ(want.size(), got.size() * 4);
-      EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size()), 0) << "converted values differ";
+      EXPECT_TRUE(want.empty() || std::memcmp(got.data(), want.data(), want.size()) == 0) << "converted values differ";
     }
     ++count;
   }

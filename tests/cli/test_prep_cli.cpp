@@ -28,7 +28,7 @@ TEST(PrepCli, HelpExplainsEveryFlag) {
   ASSERT_EQ(r.status, 0) << r.output;
   for (const char* flag : {"--input", "--output-prefix", "--json-keys", "--tokenizer-type", "--vocab-file",
                            "--merge-file", "--append-eod", "--workers", "--skip-invalid", "--report-invalid",
-                           "--progress-seconds", "U+FFFD", "empty document"})
+                           "--progress-seconds", "--max-line-bytes", "U+FFFD", "empty document"})
     EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
 }
 

@@ -1,8 +1,9 @@
 // `lmforge prep --claim` as an instance group runs it: processes started at different times (and one late) share
 // the shards and give Megatron's bytes; a process SIGKILLed mid-shard has its claim taken over after the lease; a
 // process SIGSTOPped past its lease and resumed does not clobber the shard the other process committed; two
-// processes racing to create the plan make one; a process with other output-defining flags is refused. Leases of
-// 2 s keep each test within seconds; every child runs under timeout(1).
+// processes racing to create the plan make one; a process with other output-defining flags is refused; the same
+// across two network namespaces with their own hostname and PID space where host/pid pairs collide; a killed
+// claimer's status file is removed. Leases of 2 s keep each test within seconds; every child runs under timeout(1).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -15,6 +16,7 @@
 #include <regex>
 #include <thread>
 
+#include "mpi_test_util.h"
 #include "test_util.h"
 
 extern char** environ;
@@ -187,6 +189,8 @@ TEST(ClaimPrepCli, SigkilledClaimerIsTakenOverAfterTheLease) {
       << b.log();
   EXPECT_NE(b.log().find("this process assembled"), std::string::npos) << b.log();
   EXPECT_GE(count_files(dir.file("s.shards"), std::regex("shard-[0-9]+\\.json")), 8u);
+  // The killed claimer's status file and clock probe are gone (b's own went when it ended).
+  EXPECT_EQ(count_files(dir.file("s.shards/claims"), std::regex("claimer-.*\\.json|probe-.*")), 0u);
   expect_same_bytes(dir.file("s_text_document"), single_process_reference(dir, input));
 }
 
@@ -314,6 +318,38 @@ TEST(ClaimPrepCli, OtherOutputDefiningFlagsAreRefused) {
   EXPECT_NE(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("--claim takes no --rank/--world-size"), std::string::npos) << r.output;
   expect_same_bytes(dir.file("s_text_document"), shared_path(kRef));
+}
+
+// Two machines as network namespaces, each claimer in a PID namespace of its own (so each is pid 1) under the
+// same host name: host/pid pairs collide as on cloned VMs, and only the claim tokens tell the claimers apart. A
+// third claimer joins late from the first machine. None may take over another's live claim.
+TEST(ClaimPrepCli, TwoMachinesWithCollidingHostAndPidShareOneCorpus) {
+  TempDir dir;
+  lmforge::testing::NetnsPair hosts(dir, 233);
+  LMFORGE_REQUIRE_NETNS(hosts);
+  const std::string cmd = claim_args(shared_path("data/sample/sample.jsonl"), dir.file("s"), "64K");
+  std::vector<std::unique_ptr<Child>> children;
+  children.push_back(std::make_unique<Child>(hosts.on_host(0, "node", cmd), dir.file("a.log")));
+  children.push_back(std::make_unique<Child>(hosts.on_host(1, "node", cmd), dir.file("b.log")));
+  for (int i = 0; i < 3000 && count_files(dir.file("s.shards"), std::regex("shard-[0-9]+\\.json")) < 10; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  children.push_back(std::make_unique<Child>(hosts.on_host(0, "node", cmd), dir.file("c.log")));
+  std::string logs;
+  for (auto& c : children) {
+    EXPECT_EQ(c->wait(), 0) << c->log();
+    logs += c->log();
+  }
+  expect_same_bytes(dir.file("s_text_document"), shared_path(kRef));
+  EXPECT_EQ(count_matches(logs, std::regex("node pid 1 \\(token")), 3u) << "not pid 1 on host node:\n" << logs;
+  EXPECT_EQ(count_matches(logs, std::regex("this process assembled")), 1u) << logs;
+  EXPECT_EQ(logs.find("took over"), std::string::npos) << "a live claim was taken over:\n" << logs;
+  EXPECT_EQ(logs.find("lost shard"), std::string::npos) << logs;
+  size_t committed = 0;
+  std::smatch m;
+  for (auto it = logs.cbegin(); std::regex_search(it, logs.cend(), m, std::regex("committed ([0-9]+) shards"));
+       it = m.suffix().first)
+    committed += std::stoul(m[1]);
+  EXPECT_EQ(committed, 42u) << logs;
 }
 
 }  // namespace

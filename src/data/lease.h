@@ -19,19 +19,28 @@
 #include <optional>
 #include <string>
 
-namespace lmforge::prep {
+namespace lmforge::data {
 
 // Who holds a lease. `token` is random per process: hosts in separate PID namespaces or containers can share a
-// host name and pid, the token still tells them apart.
+// host name and pid, the token still tells them apart. `process_space` names the PID space the pid belongs to
+// (the kernel's boot id and the PID-namespace inode): two owners with the same process_space can check each
+// other's pid with kill(pid, 0); with different ones (another machine, container or boot) a pid says nothing.
 struct LeaseOwner {
   std::string host;
   long pid = 0;
   std::string token;
-  std::string text() const;  // "host pid token"
+  std::string process_space;  // empty when unknown (and in files written before it existed)
+  std::string text() const;   // "host pid token [process_space]"
 };
 
-// A fresh owner for this process: host_name(), getpid(), 16 random hex digits.
+// A fresh owner for this process: host_name(), getpid(), 16 random hex digits, this_process_space().
 LeaseOwner this_process_owner();
+// "<boot id>:<pid namespace inode>" from /proc, or "" when /proc does not say.
+std::string this_process_space();
+// True only when `owner` is known to be gone: same process space as this process and its pid no longer exists.
+bool owner_is_dead(const LeaseOwner& owner);
+// gethostname(), or "unknown".
+std::string host_name();
 
 // The file server's "now": touches a probe file of this process and reads its mtime back.
 class ServerClock {
@@ -95,4 +104,4 @@ CommitResult commit_no_clobber(const std::string& from, const std::string& to);
 // True when `path` is on a FUSE file system (statfs magic 0x65735546: gcsfuse, s3fs, rclone mount, …).
 bool on_fuse(const std::string& path);
 
-}  // namespace lmforge::prep
+}  // namespace lmforge::data

@@ -1,21 +1,22 @@
 // defines: ServerClock, read_lease(), Lease, commit_no_clobber(), on_fuse()
-#include "prep/lease.h"
+#include "data/lease.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <fstream>
 #include <random>
 #include <sstream>
 
 #include "data/file_util.h"
-#include "prep/shard_plan.h"
 #include "util/error.h"
 
-namespace lmforge::prep {
+namespace lmforge::data {
 namespace {
 
 constexpr long kFuseSuperMagic = 0x65735546;
@@ -31,8 +32,8 @@ bool exists(const std::string& path) {
 // The link makes the create exclusive and the content complete the moment the name appears.
 bool create_exclusive(const std::string& path, const std::string& tmp, const std::string& text) {
   {
-    data::UniqueFd fd = data::open_write_truncate(tmp);
-    data::write_all(fd.get(), text.data(), text.size(), tmp);
+    UniqueFd fd = open_write_truncate(tmp);
+    write_all(fd.get(), text.data(), text.size(), tmp);
   }
   const int rc = ::link(tmp.c_str(), path.c_str());
   const int err = errno;
@@ -40,41 +41,68 @@ bool create_exclusive(const std::string& path, const std::string& tmp, const std
   if (rc == 0) return true;
   if (err == EEXIST) return false;
   errno = err;
-  throw Error(data::os_error(path, "cannot create it (link from " + tmp + ")"));
+  throw Error(os_error(path, "cannot create it (link from " + tmp + ")"));
 }
 
 LeaseOwner parse_owner(const std::string& text) {
   LeaseOwner o;
   std::istringstream in(text);
-  in >> o.host >> o.pid >> o.token;
+  in >> o.host >> o.pid >> o.token >> o.process_space;
   return o;
 }
 
 }  // namespace
 
-std::string LeaseOwner::text() const { return host + " " + std::to_string(pid) + " " + token; }
+std::string LeaseOwner::text() const {
+  return host + " " + std::to_string(pid) + " " + token + (process_space.empty() ? "" : " " + process_space);
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "unknown";
+  return name;
+}
+
+std::string this_process_space() {
+  // The boot id is random per boot of a kernel (so per machine); the PID namespace tells containers and
+  // `unshare --pid` children on that kernel apart. Together they say where a pid means this process table.
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (!(boot >> id)) return "";
+  struct stat st {};
+  if (::stat("/proc/self/ns/pid", &st) != 0) return "";
+  return id + ":" + std::to_string(static_cast<unsigned long long>(st.st_ino));
+}
+
+bool owner_is_dead(const LeaseOwner& owner) {
+  if (owner.process_space.empty() || owner.pid <= 0 || owner.process_space != this_process_space()) return false;
+  return ::kill(static_cast<pid_t>(owner.pid), 0) != 0 && errno == ESRCH;
+}
 
 LeaseOwner this_process_owner() {
   std::random_device rd;
   char token[17];
   std::snprintf(token, sizeof token, "%08x%08x", rd(), rd());
-  return LeaseOwner{host_name(), static_cast<long>(::getpid()), token};
+  return LeaseOwner{host_name(), static_cast<long>(::getpid()), token, this_process_space()};
 }
 
 std::string lease_file(const std::string& base, uint32_t generation) { return base + "." + std::to_string(generation); }
 
 ServerClock::ServerClock(std::string probe_path) : probe_(std::move(probe_path)) {
-  data::UniqueFd fd = data::open_write_truncate(probe_);
+  UniqueFd fd = open_write_truncate(probe_);
 }
 
 ServerClock::~ServerClock() { ::unlink(probe_.c_str()); }
 
 double ServerClock::now() {
   // A NULL time tells the file system to stamp its own current time (on NFS the server's).
-  if (::utimensat(AT_FDCWD, probe_.c_str(), nullptr, 0) != 0)
-    throw Error(data::os_error(probe_, "cannot touch the clock probe"));
+  if (::utimensat(AT_FDCWD, probe_.c_str(), nullptr, 0) != 0) {
+    // Removed by another process while this one was stopped long enough to look dead: make it again.
+    if (errno != ENOENT) throw Error(os_error(probe_, "cannot touch the clock probe"));
+    UniqueFd fd = open_write_truncate(probe_);
+  }
   struct stat st {};
-  if (::stat(probe_.c_str(), &st) != 0) throw Error(data::os_error(probe_, "cannot stat the clock probe"));
+  if (::stat(probe_.c_str(), &st) != 0) throw Error(os_error(probe_, "cannot stat the clock probe"));
   return mtime_of(st);
 }
 
@@ -87,15 +115,15 @@ std::optional<LeaseState> read_lease(const std::string& base, ServerClock& clock
     const std::string path = lease_file(base, g);
     // open() before fstat(): NFS revalidates attributes on open (close-to-open consistency), so the mtime is
     // the server's, not one cached by this client for up to a minute.
-    data::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) {
       if (errno == ENOENT) return std::nullopt;  // removed while reading (the whole directory was cleaned)
-      throw Error(data::os_error(path, "cannot open lease file"));
+      throw Error(os_error(path, "cannot open lease file"));
     }
     struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) throw Error(data::os_error(path, "cannot stat lease file"));
+    if (::fstat(fd.get(), &st) != 0) throw Error(os_error(path, "cannot stat lease file"));
     char buf[512];
-    const size_t n = data::read_some(fd.get(), buf, sizeof buf - 1, path);
+    const size_t n = read_some(fd.get(), buf, sizeof buf - 1, path);
     if (exists(lease_file(base, g + 1))) {  // taken over meanwhile: read the newer one
       ++g;
       continue;
@@ -131,7 +159,7 @@ bool Lease::held() const { return exists(path_) && !exists(lease_file(base_, gen
 bool Lease::heartbeat() {
   if (::utimensat(AT_FDCWD, path_.c_str(), nullptr, 0) != 0) {
     if (errno == ENOENT) return false;
-    throw Error(data::os_error(path_, "cannot touch lease file (heartbeat)"));
+    throw Error(os_error(path_, "cannot touch lease file (heartbeat)"));
   }
   return !exists(lease_file(base_, generation_ + 1));
 }
@@ -139,17 +167,17 @@ bool Lease::heartbeat() {
 CommitResult commit_no_clobber(const std::string& from, const std::string& to) {
   if (::link(from.c_str(), to.c_str()) != 0) {
     if (errno == EEXIST) return CommitResult::AlreadyThere;
-    throw Error(data::os_error(to, "cannot publish " + from + " under this name (link)"));
+    throw Error(os_error(to, "cannot publish " + from + " under this name (link)"));
   }
   ::unlink(from.c_str());
-  data::fsync_parent_dir(to);
+  fsync_parent_dir(to);
   return CommitResult::Committed;
 }
 
 bool on_fuse(const std::string& path) {
   struct statfs fs {};
-  if (::statfs(path.c_str(), &fs) != 0) throw Error(data::os_error(path, "cannot statfs"));
+  if (::statfs(path.c_str(), &fs) != 0) throw Error(os_error(path, "cannot statfs"));
   return static_cast<long>(fs.f_type) == kFuseSuperMagic;
 }
 
-}  // namespace lmforge::prep
+}  // namespace lmforge::data

@@ -10,13 +10,13 @@
 #include <thread>
 #include <vector>
 
-#include "prep/lease.h"
+#include "data/lease.h"
 #include "test_util.h"
 #include "util/error.h"
 
 namespace {
 
-using namespace lmforge::prep;
+using namespace lmforge::data;
 using lmforge::testing::read_file;
 using lmforge::testing::TempDir;
 using lmforge::testing::write_file;
@@ -32,7 +32,7 @@ void age_file(const std::string& path, double seconds) {
   ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0) << path;
 }
 
-LeaseOwner owner(const std::string& token) { return LeaseOwner{"hostA", 42, token}; }
+LeaseOwner owner(const std::string& token) { return LeaseOwner{"hostA", 42, token, ""}; }
 
 TEST(Lease, ExclusiveCreateHasOneWinnerAndNamesTheHolder) {
   TempDir dir;

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The sanitizer and fuzzing pass of CI (scripts/test.sh runs it after the main suite):
+#   1. the unit tests of $LMFORGE_SANITIZE_LABELS built with clang and AddressSanitizer + UndefinedBehaviorSanitizer
+#      (any UB report is fatal) and run with ctest;
+#   2. the libFuzzer targets of tests/fuzz (same sanitizers), each run for a fixed time from its seed corpus in
+#      tests/fuzz/corpus/<target>/ (new inputs go to a temporary directory, never into the source tree).
+# Both live in build-asan: one compile of the libraries (with libFuzzer's coverage hooks, which plain tests
+# ignore) serves both, which keeps CI's total time down.
+# Usage: scripts/sanitize.sh [seconds per fuzz target, default 15]; a longer hunt: scripts/sanitize.sh 3600.
+# LMFORGE_SANITIZE_LABELS (a ctest -L regex, default "util|data|prep|checkpoint"), LMFORGE_SKIP_ASAN=1 or
+# LMFORGE_SKIP_FUZZ=1 choose the parts. A failing input is kept as build-asan/<target>-crash-<sha1> (libFuzzer's).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-15}"
+labels="${LMFORGE_SANITIZE_LABELS:-util|data|prep|checkpoint}"
+jobs="${LMFORGE_JOBS:-2}"
+san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+export CCACHE_BASEDIR="$PWD"
+# Leak reports would come from the libraries' process-lifetime caches (ICU, TBB), not from lmforge.
+export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:allocator_may_return_null=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+
+configure() {  # <build dir> <extra flags> <cmake args...>
+  local dir="$1" flags="$2"
+  shift 2
+  CXX=clang++ cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS="$flags" "$@" > /dev/null
+}
+
+configure build-asan "$san -fsanitize=fuzzer-no-link" -DLMFORGE_FUZZ=ON
+
+if [ "${LMFORGE_SKIP_ASAN:-0}" != 1 ]; then
+  targets=$(cmake --build build-asan --target help | sed -n 's/^\.\.\. //p' | grep -E "^($labels)_test_" || true)
+  # shellcheck disable=SC2086
+  cmake --build build-asan -j"$jobs" --target $targets
+  (cd build-asan && ctest --output-on-failure -j"$jobs" -L "^($labels)\$")
+fi
+
+if [ "${LMFORGE_SKIP_FUZZ:-0}" != 1 ]; then
+  fuzzers="fuzz_json_document fuzz_indexed_dataset fuzz_safetensors fuzz_compressed fuzz_tokenizers"
+  # shellcheck disable=SC2086
+  cmake --build build-asan -j"$jobs" --target $fuzzers
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  for f in $fuzzers; do
+    name="${f#fuzz_}"
+    mkdir -p "$work/$name"
+    echo "fuzzing $name for ${seconds} s"
+    status=0
+    "build-asan/tests/fuzz/$f" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 \
+      -artifact_prefix="build-asan/$name-" \
+      "$work/$name" "tests/fuzz/corpus/$name" > "$work/$name.log" 2>&1 || status=$?
+    grep -E "^stat::(number_of_executed_units|peak_rss_mb)" "$work/$name.log" | tr '\n' ' ' || true
+    echo
+    if [ "$status" -ne 0 ]; then
+      tail -n 60 "$work/$name.log"
+      echo "fuzzing $name found a failure (exit $status; the input is saved as build-asan/$name-crash-* / -timeout-* / -oom-*)"
+      exit 1
+    fi
+  done
+fi
