@@ -260,6 +260,10 @@ std::unique_ptr<Task> make_task(const TrainOptions& o, const text::Tokenizer& to
   }
   if (o.model_type == "bert" && o.data_path.size() == 1 && datasets::is_hdf5_bert_data_path(o.data_path[0]))
     return make_hdf5_bert_task(o, tokenizer, samples_per_split);
+  if (o.model_type == "bert" && std::all_of(o.data_path.begin(), o.data_path.end(), datasets::is_hdf5_bert_data_path))
+    throw Error("--data-path: " + std::to_string(o.data_path.size()) + " HDF5 paths (" + o.data_path[0] +
+                " ...): give one directory, file or glob pattern; quote a pattern so that the shell does not expand "
+                "it ('dir/*training*.hdf5')");
   if (o.model_type == "bert") {
     datasets::BertDatasetConfig dc;
     dc.prefix = single_prefix(o);
