@@ -502,7 +502,17 @@ void add_train_command(CLI::App& app) {
         "positions, sop loss = mean over rows; the objective is their sum, averaged over micro-batches.\n"
         "Tokenizer: --tokenizer-type BertWordPieceLowerCase|BertWordPieceCase --vocab-file vocab.txt (Megatron "
         "appends [BOS] and [EOS]: bert-base-uncased has 30524 ids). Checkpoints: Hugging Face "
-        "MegatronBertForPreTraining names (original flavour: BertForPreTraining) with a config.json.");
+        "MegatronBertForPreTraining names (original flavour: BertForPreTraining) with a config.json.\n"
+        "NVIDIA's HDF5 shards: a --data-path that is a directory, a quoted glob, or a .hdf5/.h5 file trains on "
+        "NVIDIA DeepLearningExamples' pre-masked shards as its run_pretraining.py does (static masks, labels from "
+        "masked_lm_positions/masked_lm_ids): files named *training* are the train split, *test*/*valid*/*eval* "
+        "the validation split (none: no evaluation), no test split. The second loss is then NVIDIA's next-sentence "
+        "prediction, logged as \"nsp loss\" (Megatron's data: sentence order, \"sop loss\"). --seq-length must "
+        "equal the shards' length; --split, --mask-prob, --short-seq-prob and --data-cache-path do not apply and "
+        "are refused. Order: every epoch visits the shards in a permutation and each shard's rows in a "
+        "permutation, both drawn from --seed (splitmix64), so sample i is the same on any rank layout and after a "
+        "resume (NVIDIA's own order is not reproduced). Token ids are checked against the vocabulary as samples are "
+        "read, naming the shard and row.");
     add_common_train_flags(cmd, state);
     cmd->add_flag("--bert-no-binary-head", [o = state.options.get()](int64_t) { o->bert_binary_head = false; },
                   "No token types, pooler or sentence-order head: every sample is one segment of its document's "

@@ -1,4 +1,5 @@
-// defines: NVIDIA BERT HDF5 shards — probing and reading through the HDF5 C API, shard listing, the seeded stream
+// defines: NVIDIA BERT HDF5 shards — probing and reading through the HDF5 C API, shard listing (and telling a shard
+//   path from a dataset prefix), the seeded stream
 #include "datasets/hdf5_bert_shards.h"
 
 #include <glob.h>
@@ -321,6 +322,12 @@ void hdf5_bert_example(const Hdf5BertShard& s, int64_t row, BertExample& out) {
   }
   out.is_random = s.next_sentence_labels[size_t(row)];
   out.truncated = 0;
+}
+
+bool is_hdf5_bert_data_path(const std::string& spec) {
+  std::error_code ec;
+  const std::string ext = fs::path(spec).extension().string();
+  return is_pattern(spec) || ext == ".hdf5" || ext == ".h5" || fs::is_directory(spec, ec);
 }
 
 std::vector<std::string> list_hdf5_bert_shards(const std::string& spec, Hdf5Split split) {

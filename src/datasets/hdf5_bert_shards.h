@@ -9,10 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "datasets/bert_dataset.h"
+
 namespace lmforge::datasets {
 
-// One BERT training sample with the fields (and meanings) of Megatron's BertDataset, so both data routes feed
-// the same model code. From an NVIDIA shard row (hdf5_bert_example()):
+// One BERT training sample: Megatron's BertDataset struct (datasets/bert_dataset.h), so both data routes feed the
+// same model code and print the same JSON fields. From an NVIDIA shard row (hdf5_bert_example()):
 //   text         = input_ids (masking already applied when the shard was made), length L
 //   types        = segment_ids
 //   labels       = −1 everywhere, except labels[masked_lm_positions[j]] = masked_lm_ids[j] for j < n, where n is
@@ -23,12 +25,8 @@ namespace lmforge::datasets {
 //   is_random    = next_sentence_labels (1: B is a random sentence from another document — NSP, not Megatron's
 //                  sentence-order swap)
 //   truncated    = 0 (shards do not record truncation)
-// TODO(merge): the lead engineer unifies this with the struct of src/datasets/bert_dataset.h.
-struct BertExample {
-  std::vector<int32_t> text, types, labels, loss_mask, padding_mask;
-  int is_random = 0;
-  int truncated = 0;
-};
+// (BertSample's scratch buffers are unused here.)
+using BertExample = BertSample;
 
 // The six datasets of one shard, row-major, N rows (instances), L positions, P prediction slots:
 //   input_ids int32 [N,L], input_mask int8 [N,L], segment_ids int8 [N,L], masked_lm_positions int32 [N,P],
@@ -57,6 +55,10 @@ Hdf5ShardInfo probe_hdf5_bert_shard(const std::string& path);
 Hdf5BertShard read_hdf5_bert_shard(const std::string& path);
 // Row `row` of a shard as a BertExample (see BertExample for the rule).
 void hdf5_bert_example(const Hdf5BertShard& shard, int64_t row, BertExample& out);
+
+// Whether a --data-path value names HDF5 shards rather than a Megatron dataset prefix: an existing directory, a path
+// ending in .hdf5 or .h5, or a glob pattern (containing * ? or [).
+bool is_hdf5_bert_data_path(const std::string& spec);
 
 enum class Hdf5Split { kTrain, kValid };
 // The shard files `spec` names, sorted by path (byte order, as NVIDIA's sorted(os.listdir())):

@@ -12,6 +12,7 @@
 #include "model/gpt.h"
 #include "train/bert_model.h"
 #include "train/bert_task.h"
+#include "train/hdf5_bert_task.h"
 #include "train/t5_model.h"
 #include "train/gpt_task.h"
 #include "util/error.h"
@@ -122,6 +123,34 @@ datasets::MaskedLmVocab masked_lm_vocab(const TrainOptions& o) {
   return datasets::load_bert_vocab(o.tokenizer.vocab_file, o.tokenizer.vocab_extra_ids);
 }
 
+// `train bert --data-path DIR|GLOB|FILE.hdf5`: NVIDIA's pre-masked shards (run_pretraining.py's route). The flags
+// that shape Megatron's samples have nothing to act on: a value other than the default is an error, not ignored.
+std::unique_ptr<Task> make_hdf5_bert_task(const TrainOptions& o, const text::Tokenizer& tokenizer,
+                                          const std::array<int64_t, 3>& samples_per_split) {
+  const std::string& spec = o.data_path[0];
+  std::string split = o.split;
+  split.erase(std::remove(split.begin(), split.end(), ' '), split.end());
+  if (split != "969,30,1")
+    throw Error("--split " + o.split + ": " + spec + " holds NVIDIA HDF5 shards, which are split by file name "
+                "(*training* for training, *test*/*valid*/*eval* for validation); drop --split");
+  const TrainOptions defaults;
+  if (o.mask_prob != defaults.mask_prob || o.short_seq_prob != defaults.short_seq_prob)
+    throw Error("--mask-prob / --short-seq-prob: " + spec + " holds NVIDIA HDF5 shards, masked and cut when they "
+                "were made (create_pretraining_data.py --masked_lm_prob, --short_seq_prob); drop these flags");
+  if (!o.data_cache_path.empty())
+    throw Error("--data-cache-path: " + spec + " holds NVIDIA HDF5 shards, whose sample order is computed, not "
+                "cached; drop the flag");
+  Hdf5BertTaskConfig c;
+  c.spec = spec;
+  c.seed = o.seed;
+  c.seq_length = o.seq_length;
+  c.binary_head = o.bert_binary_head;
+  c.vocab_size = (int64_t)tokenizer.vocab_size();
+  c.tokenizer_note = tokenizer.type_name() + " from " + o.tokenizer.vocab_file;
+  c.samples_per_split = samples_per_split;
+  return std::make_unique<Hdf5BertTask>(c);
+}
+
 }  // namespace
 
 ModelShape model_shape(const TrainOptions& o, int64_t vocab_size) {
@@ -222,7 +251,7 @@ std::unique_ptr<Model> make_model(const TrainOptions& o, int64_t vocab_size, dis
   unknown_model(o.model_type);
 }
 
-std::unique_ptr<Task> make_task(const TrainOptions& o, const text::Tokenizer& /*tokenizer*/,
+std::unique_ptr<Task> make_task(const TrainOptions& o, const text::Tokenizer& tokenizer,
                                 const std::array<int64_t, 3>& samples_per_split) {
   if (o.model_type == "gpt") {
     datasets::GptDatasetConfig dc;
@@ -233,6 +262,12 @@ std::unique_ptr<Task> make_task(const TrainOptions& o, const text::Tokenizer& /*
     return std::make_unique<GptTask>(std::make_unique<datasets::GptSampleSource>(o.data_path, dc, samples_per_split),
                                      o.seq_length);
   }
+  if (o.model_type == "bert" && o.data_path.size() == 1 && datasets::is_hdf5_bert_data_path(o.data_path[0]))
+    return make_hdf5_bert_task(o, tokenizer, samples_per_split);
+  if (o.model_type == "bert" && std::all_of(o.data_path.begin(), o.data_path.end(), datasets::is_hdf5_bert_data_path))
+    throw Error("--data-path: " + std::to_string(o.data_path.size()) + " HDF5 paths (" + o.data_path[0] +
+                " ...): give one directory, file or glob pattern; quote a pattern so that the shell does not expand "
+                "it ('dir/*training*.hdf5')");
   if (o.model_type == "bert") {
     datasets::BertDatasetConfig dc;
     dc.prefix = single_prefix(o);

@@ -20,6 +20,7 @@
 #include "optim/factory.h"
 #include "optim/lr_schedule.h"
 #include "datasets/gpt_dataset.h"
+#include "datasets/hdf5_bert_shards.h"
 #include "kernels/ops.h"
 #include "train/mixed_precision.h"
 #include "train/parallel.h"
@@ -322,6 +323,8 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   m.tokenizer = text::make_tokenizer(o.tokenizer);
   const int64_t vocab = (int64_t)m.tokenizer->vocab_size();
   for (const std::string& prefix : data_prefixes(o.data_path)) {
+    // NVIDIA's HDF5 shards (train bert) have no .bin: their task checks each sample's ids, naming shard and row.
+    if (o.model_type == "bert" && datasets::is_hdf5_bert_data_path(prefix)) continue;
     const int64_t max_id = data::max_token_id(prefix);
     if (max_id >= vocab)
       throw Error(prefix + ".bin: holds token id " + str(max_id) + ", outside the vocabulary of " + str(vocab) +
