@@ -3,9 +3,10 @@
 // at every position the logits that forward_logits computes over the whole decoder input (and forward()'s loss
 // agrees with forward_logits); several rows at once; decoding errors.
 //
-// Measured: max |cached − full| ≈ 1e-6 of logits of magnitude ~10 (different summation orders in the attention
-// kernels). Checked to fail when the cross-attention step is skipped in TransformerLayer::decode_step (difference
-// ~3) and when decode_begin_cross projects k/v from the memory's first row only.
+// Measured: max |cached − full| / max |full| = 0.6e-6 .. 1.5e-6 (different summation orders in the attention
+// kernels). Checked to fail (each run once): without the cross-attention step in TransformerLayer::decode_step
+// (relative difference 1.0 / 1.27) and with decode_begin_cross projecting every key/value from the memory's first
+// row (0.9 / 1.18).
 #include <gtest/gtest.h>
 
 #include <algorithm>
