@@ -1,4 +1,5 @@
-// defines: add_generate_command(): `lmforge generate`, text from a trained GPT checkpoint, streamed as produced
+// defines: add_generate_command(): `lmforge generate`, text from a trained GPT checkpoint (a continuation) or a T5
+//          checkpoint (span filling), streamed as produced
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -6,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/tokenizer_flags.h"
+#include "datasets/masked_lm.h"
 #include "train/generate.h"
 #include "util/error.h"
 
@@ -19,6 +21,7 @@ struct GenerateCommandOptions {
   std::string prompt;
   train::GenerateOptions generate;
   bool ignore_eos = false;
+  bool print_ids = false;
   int threads = 0;
 };
 
@@ -31,6 +34,70 @@ size_t stable_prefix(const std::string& text) {
   return n;
 }
 
+void print_ids(const char* what, const std::vector<int32_t>& ids) {
+  std::fprintf(stderr, "%s:", what);
+  for (const int32_t id : ids) std::fprintf(stderr, " %d", id);
+  std::fputc('\n', stderr);
+}
+
+// Streams `produced` as text: each call writes what the ids decoded so far add to the text already written.
+class TextStream {
+ public:
+  explicit TextStream(const text::Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+  void emit(const std::vector<int32_t>& produced, bool final) {
+    const std::string text = tokenizer_.decode(produced);
+    const size_t upto = final ? text.size() : stable_prefix(text);
+    if (upto > printed_) {
+      std::fwrite(text.data() + printed_, 1, upto - printed_, stdout);
+      std::fflush(stdout);
+      printed_ = upto;
+    }
+  }
+
+ private:
+  const text::Tokenizer& tokenizer_;
+  size_t printed_ = 0;
+};
+
+// Span filling with a T5 checkpoint: the prompt (with literal <extra_id_N> sentinels) goes to the encoder; the
+// decoder starts at [BOS] and stops at [EOS]. The prompt is written on one line, the decoder's output on the next.
+void run_t5(const GenerateCommandOptions& o, const text::Tokenizer& tokenizer) {
+  if (o.tokenizer.type != "BertWordPieceLowerCase" && o.tokenizer.type != "BertWordPieceCase")
+    throw Error("a T5 checkpoint generates with the tokenizer it trained with: --tokenizer-type "
+                "BertWordPieceLowerCase or BertWordPieceCase (with --vocab-extra-ids), not " + o.tokenizer.type);
+  // [BOS], [EOS] and the sentinels' ids as Megatron's tokenizer and T5Dataset assign them.
+  const datasets::MaskedLmVocab vocab = datasets::load_bert_vocab(o.tokenizer.vocab_file, o.tokenizer.vocab_extra_ids);
+  std::unique_ptr<model::T5> model = train::load_t5_model(o.load, o.config);
+  if ((size_t)model->config().vocab_size != vocab.size())
+    throw Error("the T5 checkpoint's vocabulary (" + std::to_string(model->config().vocab_size) +
+                " ids) differs from the tokenizer's with --vocab-extra-ids " +
+                std::to_string(o.tokenizer.vocab_extra_ids) + " (" + std::to_string(vocab.size()) +
+                " ids): give the --vocab-file and --vocab-extra-ids it was trained with");
+  const std::vector<int32_t> prompt = train::encode_t5_prompt(o.prompt, *tokenizer.make_encoder(), vocab.sentinels);
+  if (prompt.empty()) throw Error("--prompt is empty: a T5 prompt is text with <extra_id_N> sentinels to fill");
+  train::GenerateOptions options = o.generate;
+  if (!o.ignore_eos) options.stop_id = vocab.eos;
+  if (o.print_ids) print_ids("prompt ids", prompt);
+  std::fwrite(o.prompt.data(), 1, o.prompt.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  std::vector<int32_t> produced;
+  TextStream stream(tokenizer);
+  const auto t0 = std::chrono::steady_clock::now();
+  train::generate_t5(*model, prompt, vocab.bos, options, [&](int32_t id) {
+    produced.push_back(id);
+    stream.emit(produced, false);
+  });
+  stream.emit(produced, true);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (o.print_ids) print_ids("generated ids", produced);
+  std::fprintf(stderr, "generated %zu decoder tokens for a %zu-token encoder prompt in %.2f s (%.1f tokens/s, %s)\n",
+               produced.size(), prompt.size(), s, produced.size() / (s > 0 ? s : 1e-9),
+               options.use_kv_cache ? "KV cache" : "no cache");
+}
+
 }  // namespace
 
 void add_generate_command(CLI::App& app) {
@@ -41,14 +108,21 @@ void add_generate_command(CLI::App& app) {
       "--top-k, --top-p, --seed). The prompt and then each new token's text are written to stdout as they are "
       "produced; a summary goes to stderr. Generation stops after --max-new-tokens or at <|endoftext|> "
       "(unless --ignore-eos). Inference keeps a key/value cache per layer (--no-kv-cache re-runs the whole "
-      "sequence each step; both give the same tokens).");
+      "sequence each step; both give the same tokens).\n"
+      "A T5 checkpoint (config.json model_type lmforge-megatron-t5) fills spans instead: the prompt is text with "
+      "the sentinels written literally, e.g. 'the <extra_id_0> sat on the <extra_id_1> .' (WordPiece never makes a "
+      "sentinel from text, so each <extra_id_N> in the prompt is mapped to its id; give the --tokenizer-type, "
+      "--vocab-file and --vocab-extra-ids of training). The encoder reads the prompt once (its keys/values cached "
+      "for cross-attention); the decoder starts at [BOS] and writes '<extra_id_0> span <extra_id_1> span ... [EOS]' "
+      "on the line after the prompt, stopping at [EOS] (unless --ignore-eos) or after --max-new-tokens.");
   cmd->add_option("--load", o->load,
                   "A --save directory (its latest checkpoint), an iteration directory, a Hugging Face GPT-2 model "
                   "directory, or a model.safetensors file with config.json beside it")
       ->required();
   cmd->add_option("--config", o->config, "config.json to use instead of the one beside the weights");
   add_tokenizer_flags(cmd, o->tokenizer);
-  cmd->add_option("--prompt", o->prompt, "Text to continue (empty: start from <|endoftext|>)");
+  cmd->add_option("--prompt", o->prompt,
+                  "Text to continue (empty: start from <|endoftext|>); T5: the text with <extra_id_N> sentinels");
   cmd->add_option("--max-new-tokens", o->generate.max_new_tokens, "Tokens to generate")->capture_default_str();
   cmd->add_flag("--greedy", o->generate.sampling.greedy, "Always take the most likely token");
   cmd->add_option("--temperature", o->generate.sampling.temperature, "Softmax temperature (0: greedy)")
@@ -58,7 +132,10 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--top-p", o->generate.sampling.top_p, "Nucleus sampling: smallest set with this mass (1: all)")
       ->capture_default_str();
   cmd->add_option("--seed", o->generate.seed, "Sampling seed")->capture_default_str();
-  cmd->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at <|endoftext|>");
+  cmd->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at <|endoftext|> (T5: [EOS])");
+  cmd->add_flag("--print-ids", o->print_ids,
+                "Also write the prompt's token ids and the generated ids to stderr (lines 'prompt ids: ...' and "
+                "'generated ids: ...')");
   cmd->add_flag("--no-kv-cache", [o](int64_t) { o->generate.use_kv_cache = false; },
                 "Recompute the whole sequence at every step (slow; for checking the cache)");
   cmd->add_option("--threads", o->threads, "Compute threads (0: OpenMP's default)")->capture_default_str();
@@ -68,6 +145,7 @@ void add_generate_command(CLI::App& app) {
     // Everything that can be wrong with the flags or files is checked before the model runs.
     const auto tokenizer = text::make_tokenizer(o->tokenizer);
     if (o->threads > 0) kernels::cpu_backend().set_num_threads(o->threads);
+    if (train::checkpoint_model_type(o->load, o->config) == "lmforge-megatron-t5") return run_t5(*o, *tokenizer);
     std::unique_ptr<model::GPT> model = train::load_model(o->load, o->config);
     if ((size_t)model->config().vocab_size < tokenizer->vocab_size())
       throw Error("the model's vocabulary (" + std::to_string(model->config().vocab_size) +
@@ -80,29 +158,22 @@ void add_generate_command(CLI::App& app) {
     }
     train::GenerateOptions options = o->generate;
     if (!o->ignore_eos) options.stop_id = tokenizer->eod_id();
+    if (o->print_ids) print_ids("prompt ids", prompt);
 
     std::fwrite(o->prompt.data(), 1, o->prompt.size(), stdout);
     std::fflush(stdout);
     std::vector<int32_t> produced;
-    size_t printed = 0;
-    auto emit = [&](bool final) {
-      const std::string text = tokenizer->decode(produced);
-      const size_t upto = final ? text.size() : stable_prefix(text);
-      if (upto > printed) {
-        std::fwrite(text.data() + printed, 1, upto - printed, stdout);
-        std::fflush(stdout);
-        printed = upto;
-      }
-    };
+    TextStream stream(*tokenizer);
     const auto t0 = std::chrono::steady_clock::now();
     train::generate(*model, prompt, options, [&](int32_t id) {
       produced.push_back(id);
-      emit(false);
+      stream.emit(produced, false);
     });
-    emit(true);
+    stream.emit(produced, true);
     std::fputc('\n', stdout);
     std::fflush(stdout);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (o->print_ids) print_ids("generated ids", produced);
     std::fprintf(stderr, "generated %zu tokens after a %zu-token prompt in %.2f s (%.1f tokens/s, %s)\n",
                  produced.size(), prompt.size(), s, produced.size() / (s > 0 ? s : 1e-9),
                  options.use_kv_cache ? "KV cache" : "no cache");

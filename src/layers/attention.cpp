@@ -240,8 +240,47 @@ void Attention::decode_begin(int B, int max_len) {
   cache_len_ = max_len;
 }
 
+void Attention::decode_begin_cross(const Tensor& memory, int B, int Tk) {
+  if (!spec_.cross) throw std::logic_error("decode_begin_cross on self-attention");
+  const int64_t Cl = local_c_, Nk = (int64_t)B * Tk;
+  if (memory.rows() != Nk) throw std::logic_error("decode_begin_cross: memory is not [B·Tk, C]");
+  // k and v as forward() lays them out: [B, Tk, Cl] each, contiguous, in the caches (full once, never appended).
+  kcache_.resize(backend_, kernels::DType::F32, (size_t)(Nk * Cl));
+  vcache_.resize(backend_, kernels::DType::F32, (size_t)(Nk * Cl));
+  const Tensor ka = kcache_.view({Nk, Cl}), va = vcache_.view({Nk, Cl});
+  if (kv_) {
+    per_head_.resize(backend_, kernels::DType::F32, (size_t)(Nk * 2 * Cl));
+    const Tensor ph = per_head_.view({Nk, 2 * Cl});
+    kv_->forward(ph, memory);
+    const Tensor parts[2] = {ka, va};
+    per_head_copy(parts, 2, ph, local_heads_, Cl / local_heads_, true);
+  } else {
+    k_->forward(ka, memory);
+    v_->forward(va, memory);
+  }
+  dec_qkv_.resize(backend_, kernels::DType::F32, (size_t)B * Cl);
+  dec_heads_.resize(backend_, kernels::DType::F32, (size_t)B * Cl);
+  dec_scores_.resize(backend_, kernels::DType::F32, (size_t)B * local_heads_ * Tk);
+  cache_B_ = B;
+  cache_len_ = Tk;
+}
+
+// One new query per row over the cached memory keys/values: softmax(q·kᵀ/√d)·v over all Tk keys, then the output
+// projection (the same math as forward() for that row, whose mask is NONE for cross-attention).
+void Attention::decode_forward_cross(const Tensor& out, const Tensor& x) {
+  const int B = cache_B_, Tk = cache_len_;
+  const int64_t Cl = local_c_;
+  const Tensor q = dec_qkv_.view({B, Cl});
+  q_->forward(q, x);
+  const Tensor heads = dec_heads_.view({B, Cl});
+  kernels::attention_decode_forward(heads, dec_scores_.view({B, local_heads_, Tk}), q, kcache_.view({B, Tk, Cl}),
+                                    vcache_.view({B, Tk, Cl}), Tk, (int)local_heads_);
+  out_->forward(out, heads);
+}
+
 void Attention::decode_forward(const Tensor& out, const Tensor& x, int pos) {
   if (cache_B_ == 0) throw Error("attention decode: decode_begin() must come first");
+  if (spec_.cross) return decode_forward_cross(out, x);
   if (pos >= cache_len_) throw Error("attention decode: position " + std::to_string(pos) + " beyond the cache");
   const int B = cache_B_, P = cache_len_;
   const int64_t Cl = local_c_;

@@ -70,10 +70,15 @@ class Attention {
   // max_len positions; decode_forward appends position `pos` of every row from x [B,C] and writes out [B,C].
   void decode_begin(int B, int max_len);
   void decode_forward(const kernels::Tensor& out, const kernels::Tensor& x, int pos);
+  // Generation for cross-attention: the keys and values of memory [B·Tk, C] (the encoder's output, every key real:
+  // no padding) are projected once here; decode_forward then attends each row's new query over all Tk of them
+  // (`pos` is not used), which is what forward() computes for that query.
+  void decode_begin_cross(const kernels::Tensor& memory, int B, int Tk);
 
  private:
   kernels::AttentionDropout dropout_spec(const ForwardStep& step) const;
   kernels::AttentionMask mask() const;
+  void decode_forward_cross(const kernels::Tensor& out, const kernels::Tensor& x);
 
   const TensorParallel& tp_;
   Workspace& workspace_;

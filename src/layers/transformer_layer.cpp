@@ -149,12 +149,22 @@ void TransformerLayer::backward(const Tensor& d, const Tensor& dmemory) {
 }
 
 void TransformerLayer::decode_begin(int B, int max_len) {
-  if (cross_) throw Error("key/value-cache decoding of an encoder-decoder layer is not supported");
+  if (cross_)
+    throw Error("key/value-cache decoding of an encoder-decoder layer needs the encoder's output (the memory)");
   attention_->decode_begin(B, max_len);
   dec_normed_.resize(backend_, workspace_.dtype(), (size_t)B * spec_.hidden);
   dec_branch_.resize(backend_, workspace_.dtype(), (size_t)B * spec_.hidden);
 }
 
+void TransformerLayer::decode_begin(int B, int max_len, const Tensor& memory, int Tk) {
+  if (!cross_) throw std::logic_error("decode_begin with memory on a layer without cross-attention");
+  attention_->decode_begin(B, max_len);
+  cross_->decode_begin_cross(memory, B, Tk);
+  dec_normed_.resize(backend_, kernels::DType::F32, (size_t)B * spec_.hidden);
+  dec_branch_.resize(backend_, kernels::DType::F32, (size_t)B * spec_.hidden);
+}
+
+// The forward's equations on one position per row (dropout off), the residual stream updated in x.
 void TransformerLayer::decode_step(const Tensor& x, int pos) {
   const int64_t B = x.rows(), C = spec_.hidden;
   const Tensor n = dec_normed_.view({B, C}), br = dec_branch_.view({B, C});
@@ -162,6 +172,11 @@ void TransformerLayer::decode_step(const Tensor& x, int pos) {
     ln1_->forward(n, x);
     attention_->decode_forward(br, n, pos);
     kernels::add_forward(x, x, br);
+    if (cross_) {
+      ln_cross_->forward(n, x);
+      cross_->decode_forward(br, n, pos);
+      kernels::add_forward(x, x, br);
+    }
     ln2_->forward(n, x);
     mlp_->forward(br, n);
     kernels::add_forward(x, x, br);
@@ -170,6 +185,11 @@ void TransformerLayer::decode_step(const Tensor& x, int pos) {
   attention_->decode_forward(br, x, pos);
   kernels::add_forward(n, x, br);
   ln1_->forward(x, n);
+  if (cross_) {
+    cross_->decode_forward(br, x, pos);
+    kernels::add_forward(n, x, br);
+    ln_cross_->forward(x, n);
+  }
   mlp_->forward(br, x);
   kernels::add_forward(n, x, br);
   ln2_->forward(x, n);

@@ -46,9 +46,12 @@ class TransformerLayer {
   // the layer's input and runs forward() again, with the same step, before backward()).
   void release_activations();
 
-  // Decoding (self-attention only, pre- or post-LN): x [B,C] is the new position of every row, replaced by the
-  // layer's output for it.
+  // Decoding (pre- or post-LN): x [B,C] is the new position of every row, replaced by the layer's output for it.
+  // decode_begin(B, max_len) serves layers without cross-attention; a decoder layer of an encoder-decoder takes the
+  // encoder's output memory [B·Tk, C] (no padding: every key is real), whose cross-attention keys and values are
+  // projected once here and reused by every decode_step.
   void decode_begin(int B, int max_len);
+  void decode_begin(int B, int max_len, const kernels::Tensor& memory, int Tk);
   void decode_step(const kernels::Tensor& x, int pos);
 
  private:

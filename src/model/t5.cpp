@@ -196,13 +196,13 @@ param::ParamTable T5::parameter_table(const T5Config& config) {
   return store.table();
 }
 
-void T5::check_inputs(const T5Inputs& in) const {
+void T5::check_inputs(const T5Inputs& in, bool need_labels) const {
   auto fail = [](const std::string& msg) { throw Error("T5 forward: " + msg); };
   if (in.B < 1 || in.Te < 1 || in.Td < 1) fail("batch and sequence sizes must be >= 1");
   if (in.Te > config_.max_positions || in.Td > config_.max_positions)
     fail("encoder length " + std::to_string(in.Te) + " / decoder length " + std::to_string(in.Td) +
          " exceed max_positions " + std::to_string(config_.max_positions));
-  if (!in.encoder_tokens || !in.decoder_tokens || !in.labels || !in.loss_mask)
+  if (!in.encoder_tokens || !in.decoder_tokens || (need_labels && (!in.labels || !in.loss_mask)))
     fail("encoder and decoder tokens, labels and loss_mask are required");
   const int V = config_.vocab_size;
   auto ids = [&](const int32_t* v, size_t n, const char* what) {
@@ -221,6 +221,7 @@ void T5::check_inputs(const T5Inputs& in) const {
   ids(in.decoder_tokens, Nd, "decoder token");
   zero_one(in.encoder_padding, Ne, "encoder padding");
   zero_one(in.decoder_padding, Nd, "decoder padding");
+  if (!need_labels) return;
   for (size_t i = 0; i < Nd; i++) {
     if (in.labels[i] < -1 || in.labels[i] >= V)
       fail("label " + std::to_string(in.labels[i]) + " at decoder position " + std::to_string(i) +
@@ -230,10 +231,8 @@ void T5::check_inputs(const T5Inputs& in) const {
   }
 }
 
-double T5::forward(const T5Inputs& in, const layers::ForwardStep* step_ptr) {
-  have_forward_ = false;
-  check_inputs(in);
-  const layers::ForwardStep step = step_ptr ? *step_ptr : layers::ForwardStep{};
+void T5::forward_body(const T5Inputs& in, const layers::ForwardStep& step) {
+  decode_B_ = 0;  // the encoder's output buffer is rewritten: a decode session ends here
   const int B = in.B, Te = in.Te, Td = in.Td;
   const int64_t Ne = (int64_t)B * Te, Nd = (int64_t)B * Td, H = config_.hidden;
   kernels::Backend& be = backend();
@@ -269,7 +268,20 @@ double T5::forward(const T5Inputs& in, const layers::ForwardStep* step_ptr) {
   dec_out_.resize(be, kernels::DType::F32, (size_t)(Nd * H));
   const Tensor dec_out = dec_out_.view({Nd, H});
   decoder_norm_->forward(dec_out, y);
+}
 
+double T5::forward(const T5Inputs& in, const layers::ForwardStep* step_ptr) {
+  have_forward_ = false;
+  check_inputs(in);
+  const layers::ForwardStep step = step_ptr ? *step_ptr : layers::ForwardStep{};
+  forward_body(in, step);
+  const int64_t Nd = (int64_t)in.B * in.Td, H = config_.hidden;
+  kernels::Backend& be = backend();
+  auto upload = [&](kernels::Buffer& buf, const int32_t* host, size_t n) {
+    buf.resize(be, kernels::DType::I32, n);
+    be.copy_to_device(buf.data(), host, n * sizeof(int32_t));
+  };
+  const Tensor dec_out = dec_out_.view({Nd, H});
   // logits = dec_out·Eᵀ + b over this rank's vocabulary columns; lm = Σ CE·mask / Σ mask.
   logits_.resize(be, kernels::DType::F32, (size_t)(Nd * head_->local_out()));
   const Tensor logits = logits_.view({Nd, head_->local_out()});
@@ -317,6 +329,84 @@ void T5::backward(float loss_scale) {
   }
   embedding_->backward(d_all);
   if (ready_hook_) ready_hook_(0);
+}
+
+const float* T5::forward_logits(const int32_t* encoder_tokens, int B, int Te, const int32_t* decoder_tokens,
+                               int Td) {
+  have_forward_ = false;
+  T5Inputs in;
+  in.B = B, in.Te = Te, in.Td = Td;
+  in.encoder_tokens = encoder_tokens;
+  in.decoder_tokens = decoder_tokens;
+  check_inputs(in, false);
+  forward_body(in, layers::ForwardStep{});
+  const int64_t Nd = (int64_t)B * Td;
+  logits_.resize(backend(), kernels::DType::F32, (size_t)(Nd * head_->local_out()));
+  head_->forward(logits_.view({Nd, head_->local_out()}), dec_out_.view({Nd, config_.hidden}));
+  return logits_.f32();
+}
+
+Tensor T5::encode(const int32_t* tokens, int B, int Te) {
+  const int64_t Ne = (int64_t)B * Te, H = config_.hidden;
+  kernels::Backend& be = backend();
+  std::vector<int32_t> pos((size_t)Ne);
+  for (int64_t n = 0; n < Ne; n++) pos[(size_t)n] = (int32_t)(n % Te);
+  tokens_.resize(be, kernels::DType::I32, (size_t)Ne);
+  be.copy_to_device(tokens_.data(), tokens, (size_t)Ne * sizeof(int32_t));
+  positions_.resize(be, kernels::DType::I32, (size_t)Ne);
+  be.copy_to_device(positions_.data(), pos.data(), pos.size() * sizeof(int32_t));
+  const layers::ForwardStep step{};
+  Tensor x = embedding_->forward(tokens_.view({Ne}), positions_.view({Ne}), Tensor{}, step);
+  for (auto& layer : encoder_) x = layer->forward(x, Tensor{}, Tensor{}, Tensor{}, B, Te, 0, step);
+  enc_out_.resize(be, kernels::DType::F32, (size_t)(Ne * H));
+  const Tensor memory = enc_out_.view({Ne, H});
+  encoder_norm_->forward(memory, x);
+  return memory;
+}
+
+void T5::decode_begin(const int32_t* encoder_tokens, int B, int Te) {
+  have_forward_ = false;
+  if (B < 1 || Te < 1) throw Error("T5 decode: batch size and encoder length must be >= 1");
+  if (Te > config_.max_positions)
+    throw Error("T5 decode: the encoder input (" + std::to_string(Te) + " tokens) exceeds max_positions " +
+                std::to_string(config_.max_positions));
+  for (int64_t i = 0; i < (int64_t)B * Te; i++)
+    if (encoder_tokens[i] < 0 || encoder_tokens[i] >= config_.vocab_size)
+      throw Error("T5 decode: encoder token id " + std::to_string(encoder_tokens[i]) + " at position " +
+                  std::to_string(i) + " is outside the vocabulary [0, " + std::to_string(config_.vocab_size) + ")");
+  const Tensor memory = encode(encoder_tokens, B, Te);
+  for (auto& layer : decoder_) layer->decode_begin(B, config_.max_positions, memory, Te);
+  decode_B_ = B;
+  decode_pos_ = 0;
+}
+
+const float* T5::decode_step(const int32_t* tokens) {
+  if (decode_B_ == 0) throw Error("T5 decode: decode_begin() must come first");
+  if (decode_pos_ >= config_.max_positions)
+    throw Error("T5 decode: the decoder input is already max_positions = " + std::to_string(config_.max_positions) +
+                " long");
+  const int B = decode_B_;
+  const int64_t H = config_.hidden, Vl = head_->local_out();
+  for (int b = 0; b < B; b++)
+    if (tokens[b] < 0 || tokens[b] >= config_.vocab_size)
+      throw Error("T5 decode: decoder token id " + std::to_string(tokens[b]) + " is outside the vocabulary [0, " +
+                  std::to_string(config_.vocab_size) + ")");
+  kernels::Backend& be = backend();
+  // Decoder position decode_pos_ of every row: the shared embedding, each layer over its caches, the final
+  // LayerNorm and the tied head on B rows.
+  tokens_.resize(be, kernels::DType::I32, (size_t)B);
+  be.copy_to_device(tokens_.data(), tokens, (size_t)B * sizeof(int32_t));
+  const std::vector<int32_t> pos((size_t)B, decode_pos_);
+  positions_.resize(be, kernels::DType::I32, (size_t)B);
+  be.copy_to_device(positions_.data(), pos.data(), pos.size() * sizeof(int32_t));
+  const Tensor x = embedding_->forward(tokens_.view({B}), positions_.view({B}), Tensor{}, layers::ForwardStep{});
+  for (auto& layer : decoder_) layer->decode_step(x, decode_pos_);
+  dec_out_.resize(be, kernels::DType::F32, (size_t)(B * H));
+  decoder_norm_->forward(dec_out_.view({B, H}), x);
+  logits_.resize(be, kernels::DType::F32, (size_t)(B * Vl));
+  head_->forward(logits_.view({B, Vl}), dec_out_.view({B, H}));
+  decode_pos_++;
+  return logits_.f32();
 }
 
 double T5::training_flops(int B, int Te, int Td) const {

@@ -121,11 +121,26 @@ class T5 {
   // Adds loss_scale · d(lm)/dθ of the last forward into grads() (nothing when the loss was NaN).
   void backward(float loss_scale = 1.0f);
 
+  // Inference (dropout off, no padding). forward_logits: the decoder's logits [B·Td, padded_vocab / T] for the
+  // whole decoder input — the reference of the cached path. decode_begin runs the encoder once over
+  // encoder_tokens [B,Te] and gives its output to every decoder layer (cross-attention keys/values projected once);
+  // each decode_step(tokens[B]) appends one decoder position per row (self-attention key/value cache) and returns
+  // its logits [B, padded_vocab / T]. At most max_positions decoder positions; forward() ends a decode session.
+  const float* forward_logits(const int32_t* encoder_tokens, int B, int Te, const int32_t* decoder_tokens, int Td);
+  void decode_begin(const int32_t* encoder_tokens, int B, int Te);
+  const float* decode_step(const int32_t* tokens);
+  int decode_position() const { return decode_pos_; }
+
   // 6·(matrix parameters touched per token) per encoder and decoder token + attention terms (PaLM's count).
   double training_flops(int B, int Te, int Td) const;
 
  private:
-  void check_inputs(const T5Inputs& in) const;
+  // need_labels: training/evaluation (labels and loss mask checked too); false: inference.
+  void check_inputs(const T5Inputs& in, bool need_labels = true) const;
+  // Embedding, encoder and decoder stacks with their final LayerNorms: the decoder's output in dec_out_ [B·Td, H].
+  void forward_body(const T5Inputs& in, const layers::ForwardStep& step);
+  // The encoder over `tokens` [B·Te] alone, its final LayerNorm's output in enc_out_ (inference).
+  kernels::Tensor encode(const int32_t* tokens, int B, int Te);
 
   T5Config config_;
   layers::TensorParallel tp_;
@@ -144,6 +159,7 @@ class T5 {
   kernels::Buffer tokens_, positions_, enc_padding_, dec_padding_, labels_;
   kernels::Buffer enc_out_, dec_out_, logits_, d_all_, d_dec_out_, d_memory_;
   kernels::Tensor enc_body_, dec_body_;
+  int decode_B_ = 0, decode_pos_ = 0;
   std::function<void(size_t)> ready_hook_;
 };
 

@@ -8,9 +8,11 @@
 #include <numeric>
 #include <sstream>
 #include <string>
+#include <variant>
 
 #include "checkpoint/checkpoint.h"
 #include "train/gpt_hf_config.h"
+#include "train/t5_model.h"
 #include "util/error.h"
 
 namespace lmforge::train {
@@ -64,24 +66,32 @@ int32_t sample_token(const float* logits, int vocab_size, const SamplingOptions&
   return order[keep - 1];
 }
 
-std::vector<int32_t> generate(model::GPT& model, std::span<const int32_t> prompt, const GenerateOptions& options,
-                              const std::function<void(int32_t)>& on_token) {
-  const auto& c = model.config();
+namespace {
+
+// Every sampling flag is checked, whether or not this run uses it: a NaN or negative temperature is a typo, not a
+// request for greedy decoding.
+void check_options(std::span<const int32_t> prompt, const GenerateOptions& options) {
   if (prompt.empty()) throw Error("generate: the prompt gives no tokens");
   if (options.max_new_tokens < 0)
     throw Error("generate: --max-new-tokens must be >= 0, got " + std::to_string(options.max_new_tokens));
-  if ((int64_t)prompt.size() + options.max_new_tokens > c.max_positions)
-    throw Error("generate: the prompt (" + std::to_string(prompt.size()) + " tokens) plus --max-new-tokens " +
-                std::to_string(options.max_new_tokens) + " exceeds the model's max-position-embeddings " +
-                std::to_string(c.max_positions));
-  // Every sampling flag is checked, whether or not this run uses it: a NaN or negative temperature is a typo, not a
-  // request for greedy decoding.
   if (!(options.sampling.temperature >= 0.0) || !std::isfinite(options.sampling.temperature))
     throw Error("generate: --temperature must be a finite number >= 0 (0: greedy), got " +
                 std::to_string(options.sampling.temperature));
   if (options.sampling.top_k < 0) throw Error("generate: --top-k must be >= 0, got " + std::to_string(options.sampling.top_k));
   if (!(options.sampling.top_p > 0.0 && options.sampling.top_p <= 1.0))
     throw Error("generate: --top-p must be in (0, 1], got " + std::to_string(options.sampling.top_p));
+}
+
+}  // namespace
+
+std::vector<int32_t> generate(model::GPT& model, std::span<const int32_t> prompt, const GenerateOptions& options,
+                              const std::function<void(int32_t)>& on_token) {
+  const auto& c = model.config();
+  check_options(prompt, options);
+  if ((int64_t)prompt.size() + options.max_new_tokens > c.max_positions)
+    throw Error("generate: the prompt (" + std::to_string(prompt.size()) + " tokens) plus --max-new-tokens " +
+                std::to_string(options.max_new_tokens) + " exceeds the model's max-position-embeddings " +
+                std::to_string(c.max_positions));
   std::mt19937_64 rng(options.seed);
   std::vector<int32_t> sequence(prompt.begin(), prompt.end());
   std::vector<int32_t> produced;
@@ -98,7 +108,7 @@ std::vector<int32_t> generate(model::GPT& model, std::span<const int32_t> prompt
     } else {
       logits = model.forward_logits(sequence.data(), 1, (int)sequence.size());
     }
-    model.backend().copy_to_host(host.data(), logits, host.size());
+    model.backend().copy_to_host(host.data(), logits, host.size() * sizeof(float));
     const int32_t next = sample_token(host.data(), c.vocab_size, options.sampling, rng);
     sequence.push_back(next);
     produced.push_back(next);
@@ -108,7 +118,14 @@ std::vector<int32_t> generate(model::GPT& model, std::span<const int32_t> prompt
   return produced;
 }
 
-std::unique_ptr<model::GPT> load_model(const std::string& path, const std::string& config_path) {
+namespace {
+
+// The weights file and config.json that `path` (and an explicit config_path) name; see load_model().
+struct CheckpointFiles {
+  std::string weights, config;
+};
+
+CheckpointFiles checkpoint_files(const std::string& path, const std::string& config_path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists(path, ec)) throw Error(path + ": no such file or directory");
@@ -121,28 +138,127 @@ std::unique_ptr<model::GPT> load_model(const std::string& path, const std::strin
                   ": no model.safetensors (expected a save directory, an iteration directory or a model "
                   "directory)");
   } else {
-    dir = fs::path(path).parent_path().string();
-    if (dir.empty()) dir = ".";
+    const fs::path parent = fs::path(path).parent_path();
+    dir = parent.empty() ? fs::path(".").string() : parent.string();
   }
-  const std::string config_file = config_path.empty() ? (fs::path(dir) / "config.json").string() : config_path;
+  return {weights, config_path.empty() ? (fs::path(dir) / "config.json").string() : config_path};
+}
+
+std::string read_config(const std::string& config_file) {
   std::ifstream in(config_file, std::ios::binary);
   if (!in) throw Error(config_file + ": cannot read the model's config.json (give --config)");
   std::stringstream text;
   text << in.rdbuf();
-  const model::GPTConfig config = gpt_config_from_json(text.str(), config_file);
-  auto model = std::make_unique<model::GPT>(config);
+  return text.str();
+}
+
+// Loads every tensor of `table` from `weights` into params, then refuses non-finite values: they would decode to
+// garbage ("!!!!") with exit 0, so the first bad tensor is named instead.
+void load_checked(const std::string& weights, const std::vector<param::Parameter>& table, float* params) {
   std::vector<checkpoint::NamedTensor> tensors;
-  for (const param::Parameter& t : model->tensors()) tensors.push_back({t.name, t.shape, model->params() + t.offset});
+  for (const param::Parameter& t : table) tensors.push_back({t.name, t.shape, params + t.offset});
   checkpoint::load_weights(weights, tensors);
-  // Weights that are not finite would decode to garbage ("!!!!") with exit 0: name the first bad tensor instead.
-  for (const param::Parameter& t : model->tensors()) {
-    const float* p = model->params() + t.offset;
+  for (const param::Parameter& t : table) {
+    const float* p = params + t.offset;
     for (size_t i = 0; i < t.numel; i++)
       if (!std::isfinite(p[i]))
         throw Error(weights + ": tensor '" + t.name + "' holds a non-finite value (" + std::to_string(p[i]) +
                     " at element " + std::to_string(i) + "); the checkpoint is corrupt or training diverged");
   }
+}
+
+}  // namespace
+
+std::unique_ptr<model::GPT> load_model(const std::string& path, const std::string& config_path) {
+  const CheckpointFiles files = checkpoint_files(path, config_path);
+  const model::GPTConfig config = gpt_config_from_json(read_config(files.config), files.config);
+  auto model = std::make_unique<model::GPT>(config);
+  load_checked(files.weights, model->tensors(), model->params());
   return model;
+}
+
+std::string checkpoint_model_type(const std::string& path, const std::string& config_path) {
+  const CheckpointFiles files = checkpoint_files(path, config_path);
+  const checkpoint::JsonObject o = checkpoint::parse_json_object(read_config(files.config), files.config);
+  const auto it = o.find("model_type");
+  if (it == o.end()) return "";
+  const std::string* type = std::get_if<std::string>(&it->second);
+  return type ? *type : "";
+}
+
+std::unique_ptr<model::T5> load_t5_model(const std::string& path, const std::string& config_path) {
+  const CheckpointFiles files = checkpoint_files(path, config_path);
+  const model::T5Config config = t5_config_from_json(read_config(files.config), files.config);
+  auto model = std::make_unique<model::T5>(config);
+  load_checked(files.weights, model->table().all(), model->params());
+  return model;
+}
+
+std::vector<int32_t> encode_t5_prompt(std::string_view text, text::TextEncoder& encoder,
+                                      std::span<const int32_t> sentinels) {
+  static constexpr std::string_view kOpen = "<extra_id_";
+  std::vector<int32_t> ids;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t marker = text.find(kOpen, at);
+    encoder.encode(text.substr(at, marker == std::string_view::npos ? std::string_view::npos : marker - at), ids);
+    if (marker == std::string_view::npos) break;
+    // <extra_id_N>: N decimal digits, then '>'.
+    size_t end = marker + kOpen.size();
+    int64_t n = 0;
+    while (end < text.size() && end - marker - kOpen.size() < 9 && text[end] >= '0' && text[end] <= '9')
+      n = n * 10 + (text[end++] - '0');
+    const size_t close = text.find('>', marker);
+    if (end == marker + kOpen.size() || end >= text.size() || text[end] != '>')
+      throw Error("T5 prompt: malformed sentinel '" +
+                  std::string(text.substr(marker, close == std::string_view::npos ? 16 : close - marker + 1)) +
+                  "' at byte " + std::to_string(marker) + " (write <extra_id_0>, <extra_id_1>, ...)");
+    if (n >= (int64_t)sentinels.size())
+      throw Error("T5 prompt: <extra_id_" + std::to_string(n) + "> at byte " + std::to_string(marker) +
+                  " needs --vocab-extra-ids > " + std::to_string(n) + " (the vocabulary has " +
+                  std::to_string(sentinels.size()) + " sentinels)");
+    ids.push_back(sentinels[(size_t)n]);
+    at = end + 1;
+  }
+  return ids;
+}
+
+std::vector<int32_t> generate_t5(model::T5& model, std::span<const int32_t> encoder_prompt, int32_t start_id,
+                                 const GenerateOptions& options, const std::function<void(int32_t)>& on_token) {
+  const model::T5Config& c = model.config();
+  check_options(encoder_prompt, options);
+  if ((int64_t)encoder_prompt.size() > c.max_positions)
+    throw Error("generate: the prompt (" + std::to_string(encoder_prompt.size()) +
+                " tokens) exceeds the model's max-position-embeddings " + std::to_string(c.max_positions));
+  if (options.max_new_tokens > c.max_positions)
+    throw Error("generate: --max-new-tokens " + std::to_string(options.max_new_tokens) +
+                " exceeds the decoder's max-position-embeddings " + std::to_string(c.max_positions));
+  if (start_id < 0 || start_id >= c.vocab_size)
+    throw Error("generate: the decoder's start id " + std::to_string(start_id) + " is outside the vocabulary");
+  std::mt19937_64 rng(options.seed);
+  const int Te = (int)encoder_prompt.size();
+  // The decoder's input: [BOS] and then every produced token but the last (each position predicts the next).
+  std::vector<int32_t> decoder_input = {start_id};
+  std::vector<int32_t> produced;
+  std::vector<float> host(c.padded_vocab_size());
+  if (options.use_kv_cache) model.decode_begin(encoder_prompt.data(), 1, Te);
+  for (int step = 0; step < options.max_new_tokens; step++) {
+    const float* logits;
+    if (options.use_kv_cache) {
+      logits = model.decode_step(&decoder_input.back());
+    } else {
+      const int Td = (int)decoder_input.size();
+      logits = model.forward_logits(encoder_prompt.data(), 1, Te, decoder_input.data(), Td) +
+               (size_t)(Td - 1) * c.padded_vocab_size();
+    }
+    model.backend().copy_to_host(host.data(), logits, host.size() * sizeof(float));
+    const int32_t next = sample_token(host.data(), c.vocab_size, options.sampling, rng);
+    produced.push_back(next);
+    if (on_token) on_token(next);
+    if (options.stop_id && next == *options.stop_id) break;
+    decoder_input.push_back(next);
+  }
+  return produced;
 }
 
 }  // namespace lmforge::train

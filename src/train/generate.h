@@ -1,5 +1,7 @@
 // defines: lmforge::train::SamplingOptions, sample_token(), GenerateOptions, generate() (prompt → streamed new
-//   tokens over the model's key/value cache), load_model()
+//   tokens over the model's key/value cache), load_model(); for T5: encode_t5_prompt(), generate_t5() (span
+//   filling over the decoder's key/value cache and the encoder's cached keys/values), load_t5_model(),
+//   checkpoint_model_type()
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -8,9 +10,12 @@
 #include <random>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/gpt.h"
+#include "model/t5.h"
+#include "text/tokenizer.h"
 
 namespace lmforge::train {
 
@@ -44,5 +49,27 @@ std::vector<int32_t> generate(model::GPT& model, std::span<const int32_t> prompt
 // Face model directory (model.safetensors + config.json), or a .safetensors file with config.json beside it.
 // config_path, when given, names the config.json instead. Errors name the file at fault.
 std::unique_ptr<model::GPT> load_model(const std::string& path, const std::string& config_path = "");
+
+// ---- Megatron's T5 (span filling) ----
+
+// The "model_type" of the config.json that load_model / load_t5_model would read for these arguments ("" when the
+// file has none, as a Hugging Face GPT-2 config may). Errors as load_model's.
+std::string checkpoint_model_type(const std::string& path, const std::string& config_path = "");
+
+// load_model for a T5 checkpoint (config.json with model_type "lmforge-megatron-t5").
+std::unique_ptr<model::T5> load_t5_model(const std::string& path, const std::string& config_path = "");
+
+// A T5 prompt: the text between literal "<extra_id_N>" markers is WordPiece-encoded by `encoder`; each marker
+// becomes sentinels[N] (the tokenizer never produces a sentinel from text, as in Megatron, so the prompt names
+// them). Error naming the marker when N >= sentinels.size() (--vocab-extra-ids) or it is malformed.
+std::vector<int32_t> encode_t5_prompt(std::string_view text, text::TextEncoder& encoder,
+                                      std::span<const int32_t> sentinels);
+
+// Span filling: the encoder reads encoder_prompt (≥ 1 token, at most max_positions) once; the decoder starts from
+// start_id ([BOS], as T5Dataset's text_dec begins) and produces up to max_new_tokens (≤ max_positions), stopping
+// after options.stop_id ([EOS], reported). use_kv_cache: model::T5::decode_step (self-attention cache, the
+// encoder's keys/values projected once); false: the full encoder+decoder forward at each step (same tokens).
+std::vector<int32_t> generate_t5(model::T5& model, std::span<const int32_t> encoder_prompt, int32_t start_id,
+                                 const GenerateOptions& options, const std::function<void(int32_t)>& on_token = {});
 
 }  // namespace lmforge::train

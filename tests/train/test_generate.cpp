@@ -1,15 +1,21 @@
 // defines: tests of inference: generation over the model's key/value cache gives the tokens of the full forward
-// (greedy and sampled), sampling rules (greedy, top-k, top-p, temperature, seeds), length errors, load_model()
+// (greedy and sampled), sampling rules (greedy, top-k, top-p, temperature, seeds), length errors, load_model();
+// T5 span filling: cached and uncached decoding give the same tokens, [EOS] stops, prompts with sentinels,
+// load_t5_model() and checkpoint_model_type()
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
 
 #include "checkpoint/checkpoint.h"
+#include "datasets/masked_lm.h"
 #include "test_util.h"
+#include "text/bert_wordpiece.h"
 #include "train/generate.h"
 #include "train/gpt_hf_config.h"
+#include "train/t5_model.h"
 #include "util/error.h"
 
 namespace {
@@ -62,6 +68,27 @@ TEST(KVCache, CachedAndUncachedGenerationGiveIdenticalTokens) {
   const auto stopped = generate(model, prompt, o);
   ASSERT_LE(stopped.size(), 4u);
   EXPECT_EQ(stopped.back(), all[3]);
+}
+
+// The greedy token is the argmax over the WHOLE vocabulary (a regression: the logits were copied to the host as
+// a quarter of their bytes, so only the first quarter of the ids were candidates; with that copy this test fails:
+// greedy 15 where the argmax is 278).
+TEST(KVCache, GreedyTokenIsTheArgmaxOverTheWholeVocabulary) {
+  GPT model(small_config());
+  model.init_weights(11);
+  std::vector<int32_t> seq = {1, 2, 3};
+  GenerateOptions o;
+  o.sampling.greedy = true;
+  o.max_new_tokens = 12;
+  const auto produced = generate(model, seq, o);
+  int beyond_quarter = 0;
+  for (const int32_t id : produced) {
+    const float* row = model.forward_logits(seq.data(), 1, (int)seq.size());
+    EXPECT_EQ(id, std::max_element(row, row + 300) - row);
+    beyond_quarter += id >= 96;
+    seq.push_back(id);
+  }
+  EXPECT_GT(beyond_quarter, 0);  // the case the regression missed is exercised
 }
 
 TEST(Sampling, RulesAndDeterminism) {
@@ -190,6 +217,120 @@ TEST(Generate, LoadModelFromCheckpointDirectoryAndFile) {
   } catch (const lmforge::Error& e) {
     EXPECT_NE(std::string(e.what()).find("\"n_layer\" is 4294967298"), std::string::npos) << e.what();
   }
+}
+
+// ---- T5 ----
+
+lmforge::model::T5Config small_t5() {
+  lmforge::model::T5Config c;
+  c.encoder_num_layers = 2;
+  c.decoder_num_layers = 2;
+  c.hidden = 48;
+  c.heads = 3;
+  c.ffn_hidden = 96;
+  c.encoder_seq_length = 32;
+  c.decoder_seq_length = 32;
+  c.max_positions = 40;
+  c.vocab_size = 300;
+  c.make_vocab_size_divisible_by = 128;
+  c.init_std = 0.3f;
+  return c;
+}
+
+TEST(T5Generate, CachedAndUncachedSpanFillingGiveIdenticalTokens) {
+  lmforge::model::T5 t5(small_t5());
+  t5.init_weights(13);
+  const std::vector<int32_t> prompt = {5, 6, 290, 7, 8, 9, 291, 10};
+  for (int mode = 0; mode < 2; mode++) {
+    GenerateOptions o;
+    o.max_new_tokens = 40;  // the decoder's whole length
+    if (mode == 0) o.sampling.greedy = true;
+    else o.sampling.temperature = 0.8, o.sampling.top_k = 40, o.sampling.top_p = 0.9, o.seed = 5;
+    std::vector<int32_t> streamed;
+    const auto cached = generate_t5(t5, prompt, 298, o, [&](int32_t id) { streamed.push_back(id); });
+    o.use_kv_cache = false;
+    const auto uncached = generate_t5(t5, prompt, 298, o);
+    ASSERT_EQ(cached.size(), 40u);
+    EXPECT_EQ(cached, uncached) << "mode " << mode;
+    EXPECT_EQ(streamed, cached);
+    std::map<int32_t, int> distinct;
+    for (int32_t id : cached) distinct[id]++;
+    EXPECT_GT(distinct.size(), 1u);  // not a constant stream
+  }
+  GenerateOptions o;
+  o.sampling.greedy = true;
+  o.max_new_tokens = 20;
+  const auto all = generate_t5(t5, prompt, 298, o);
+  // Each greedy token is the argmax over the whole vocabulary of the full forward's last row.
+  std::vector<int32_t> dec = {298};
+  for (const int32_t id : all) {
+    const int Vp = t5.config().padded_vocab_size();
+    const float* row = t5.forward_logits(prompt.data(), 1, (int)prompt.size(), dec.data(), (int)dec.size()) +
+                       (dec.size() - 1) * (size_t)Vp;
+    EXPECT_EQ(id, std::max_element(row, row + t5.config().vocab_size) - row);
+    dec.push_back(id);
+  }
+  o.stop_id = all[4];  // as [EOS]: reported, then the end
+  const auto stopped = generate_t5(t5, prompt, 298, o);
+  ASSERT_LE(stopped.size(), 5u);
+  EXPECT_EQ(stopped.back(), all[4]);
+  o.max_new_tokens = 41;  // beyond the decoder's positions
+  EXPECT_THROW(generate_t5(t5, prompt, 298, o), lmforge::Error);
+  o.max_new_tokens = 4;
+  EXPECT_THROW(generate_t5(t5, std::vector<int32_t>(41, 1), 298, o), lmforge::Error);
+  EXPECT_THROW(generate_t5(t5, std::vector<int32_t>{}, 298, o), lmforge::Error);
+  EXPECT_THROW(generate_t5(t5, prompt, 300, o), lmforge::Error);
+}
+
+// Sentinels written in the prompt become the vocabulary's <extra_id_N> ids (bert-base-uncased + [BOS] [EOS]: 30524
+// onwards, as Megatron numbers them); the text between them is WordPiece-encoded as without them.
+TEST(T5Generate, PromptSentinels) {
+  const std::string vocab_file = lmforge::testing::shared_path("data/vocab/bert-base-uncased-vocab.txt");
+  const auto tokenizer = lmforge::text::make_bert_wordpiece_tokenizer(vocab_file, true,
+                                                                       lmforge::text::WordPieceFlavor::kMegatron, 3);
+  const auto vocab = lmforge::datasets::load_bert_vocab(vocab_file, 3);
+  ASSERT_EQ(vocab.sentinels.size(), 3u);
+  EXPECT_EQ(vocab.sentinels[0], 30524);
+  auto encoder = tokenizer->make_encoder();
+  std::vector<int32_t> a, b;
+  encoder->encode("The quick", a);
+  encoder->encode("fox jumps over", b);
+  std::vector<int32_t> want = a;
+  want.push_back(30524);
+  want.insert(want.end(), b.begin(), b.end());
+  want.push_back(30526);
+  EXPECT_EQ(encode_t5_prompt("The quick <extra_id_0> fox jumps over<extra_id_2>", *encoder, vocab.sentinels), want);
+  // The tokenizer alone splits the marker into pieces (it never produces a sentinel).
+  std::vector<int32_t> plain;
+  encoder->encode("<extra_id_0>", plain);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 30524), 0);
+  EXPECT_GT(plain.size(), 1u);
+  for (const char* bad : {"a <extra_id_3> b", "a <extra_id_> b", "a <extra_id_x> b", "<extra_id_1"}) {
+    try {
+      encode_t5_prompt(bad, *encoder, vocab.sentinels);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const lmforge::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("<extra_id_"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(T5Generate, LoadT5ModelAndModelType) {
+  lmforge::testing::TempDir tmp;
+  lmforge::model::T5 t5(small_t5());
+  t5.init_weights(4);
+  std::vector<lmforge::checkpoint::NamedTensor> tensors;
+  for (const auto& t : t5.table()) tensors.push_back({t.name, t.shape, t5.params() + t.offset});
+  lmforge::checkpoint::SaveRequest req;
+  req.model = tensors;
+  req.config_json = t5_config_json(t5.config());
+  req.state.iteration = 3;
+  lmforge::checkpoint::save_checkpoint(tmp.file("ckpt"), req);
+  EXPECT_EQ(checkpoint_model_type(tmp.file("ckpt")), "lmforge-megatron-t5");
+  const auto loaded = load_t5_model(tmp.file("ckpt/iter_0000003"));
+  ASSERT_EQ(loaded->num_parameters(), t5.num_parameters());
+  EXPECT_EQ(std::memcmp(loaded->params(), t5.params(), t5.num_parameters() * 4), 0);
+  EXPECT_THROW(load_model(tmp.file("ckpt")), lmforge::Error);  // not a GPT config
 }
 
 }  // namespace
