@@ -154,6 +154,9 @@ TEST(TrainT5, EveryLayoutReproducesTheSingleProcessAndResumes) {
   const std::vector<std::string> tags = {"lm loss", "grad-norm", "lm loss validation", "lm loss test"};
   expect_same_losses(run(dir, "t5", "dp2", 2), single, tags, 1e-5, "T5 DP=2");
   expect_same_losses(run(dir, "t5", "tp2", 2, {{"--tensor-model-parallel-size", "2"}}), single, tags, 1e-5, "T5 TP=2");
+  expect_same_losses(run(dir, "t5", "tp2dp2", 4,
+                         {{"--tensor-model-parallel-size", "2"}, {"--use-distributed-optimizer", ""}}),
+                     single, tags, 1e-5, "T5 TP=2 x DP=2, distributed optimizer");
   Flags first = {{"--save", dir.file("ckpt")}, {"--exit-interval", "4"}};
   const ModelRun a = run(dir, "t5", "part1", 0, first);
   const ModelRun b = run(dir, "t5", "part2", 0, {{"--save", dir.file("ckpt")}, {"--load", dir.file("ckpt")}});
