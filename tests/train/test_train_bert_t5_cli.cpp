@@ -3,6 +3,7 @@
 // by --exit-interval and resumed with --load logs exactly the uninterrupted run's lines; the original (post-LN) BERT
 // from a Google bert_config.json trains; T5's --print-samples equals Megatron's own T5Dataset output.
 #include <cstring>
+#include <regex>
 
 #include "datasets/npy.h"
 #include "train/train_run_util.h"
@@ -143,6 +144,39 @@ TEST(TrainBert, OriginalBertFromGoogleConfigAndNoBinaryHead) {
   ASSERT_EQ(headless.status, 0) << headless.output;
   EXPECT_EQ(headless.scalars.count("sop loss"), 0u);
   EXPECT_EQ(headless.output.find("sop loss"), std::string::npos);
+}
+
+// A float64 scalar of a safetensors file (the reference losses beside Megatron's small BERT).
+double safetensors_f64(const std::string& path, const std::string& name) {
+  const std::string raw = read_file(path);
+  uint64_t n = 0;
+  std::memcpy(&n, raw.data(), 8);
+  const std::string header = raw.substr(8, n);
+  const std::regex entry("\"" + name + "\":\\{[^}]*\"data_offsets\":\\[(\\d+),");
+  std::smatch m;
+  if (!std::regex_search(header, m, entry)) throw std::runtime_error(path + ": no " + name);
+  double v = 0.0;
+  std::memcpy(&v, raw.data() + 8 + n + std::stoull(m[1].str()), 8);
+  return v;
+}
+
+// Megatron's small BERT as a Hugging Face MegatronBertForPreTraining file, taken by --finetune --load: the first
+// iteration (dropout 0, the first 8 training samples as one micro-batch) logs Megatron's own lm and sop losses.
+TEST(TrainBert, FinetuneFromHuggingFaceFileLogsMegatronsLosses) {
+  TempDir dir;
+  const std::string ref = shared_path("data/sample/megatron_samples/bert_model_small/");
+  const ModelRun r = run(dir, "bert", "finetune", 0,
+                         {{"--hidden-size", "64"}, {"--num-attention-heads", "4"}, {"--ffn-hidden-size", "256"},
+                          {"--seq-length", "128"}, {"--max-position-embeddings", "512"}, {"--micro-batch-size", "8"},
+                          {"--global-batch-size", "8"}, {"--train-iters", "250"}, {"--exit-interval", "1"},
+                          {"--eval-iters", "0"}, {"--hidden-dropout", "0"}, {"--attention-dropout", "0"},
+                          {"--optimizer", "adam"}, {"--finetune", ""}, {"--load", ref + "model.safetensors"}});
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string grads = ref + "grads_bert_s128_train0-8.safetensors";
+  const double lm = safetensors_f64(grads, "lm_loss"), sop = safetensors_f64(grads, "sop_loss");
+  ASSERT_EQ(r.scalars.at("lm loss").size(), 1u) << r.output;
+  EXPECT_NEAR(r.scalars.at("lm loss")[0], lm, 1e-5 * lm) << r.output;
+  EXPECT_NEAR(r.scalars.at("sop loss")[0], sop, 1e-5 * sop) << r.output;
 }
 
 TEST(TrainT5, EveryLayoutReproducesTheSingleProcessAndResumes) {
