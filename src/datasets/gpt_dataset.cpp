@@ -282,9 +282,16 @@ GptSampleSource::GptSampleSource(const std::vector<std::string>& data_path, cons
     size_t empty = 0;
     for (const auto& b : bounds) empty += b[size_t(s)] == b[size_t(s) + 1];
     if (empty == bounds.size()) continue;  // too few sequences for this split anywhere: not built
-    if (empty != 0)
+    if (empty != 0) {
+      std::string which;
+      for (size_t d = 0; d < bounds.size(); ++d)
+        if (bounds[d][size_t(s)] == bounds[d][size_t(s) + 1])
+          which += (which.empty() ? "" : ", ") + blend[d].prefix + " (" +
+                   std::to_string(datasets_[d]->sequence_count()) + " sequences)";
       throw Error(std::string("--split ") + config.split + ": the " + split_name(Split(s)) +
-                  " split is empty in some blended datasets but not in others");
+                  " split is empty in " + which + " but not in the other blended datasets (a dataset too small for "
+                  "the split, or an empty one?)");
+    }
     auto sd = std::make_unique<SplitData>();
     for (size_t d = 0; d < blend.size(); ++d) {
       auto ds = std::make_unique<GptDataset>(datasets_[d], sizes[d], blend[d].prefix, Split(s), bounds[d][size_t(s)],

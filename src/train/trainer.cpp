@@ -347,6 +347,12 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   m.task = make_task(o, *m.tokenizer, wanted);
   if (comm.rank() == 0) comm.barrier();
   if (o.print_samples > 0) return;  // run() prints them; no model is built
+  if (!o.skip_train && m.task->split_size(SplitKind::TRAIN) == 0) {
+    std::string paths;
+    for (const std::string& p : o.data_path) paths += (paths.empty() ? "" : " ") + p;
+    throw Error("--data-path " + paths + ": the train split has no samples (with --split " + o.split +
+                "); is the dataset empty, or too small for its share of the split?");
+  }
 
   // 3. Model, optimizer, checkpoint.
   // Every rank builds only its tensor-parallel pieces; the initialisation streams the whole model's generator and

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <vector>
@@ -157,3 +158,28 @@ TEST(TrainCli, MegatronDatasetTrainsResumesAndGenerates) {
 }
 
 }  // namespace
+
+// An empty dataset (or one too small for its split) is named, alone and in a blend, before any training.
+TEST(TrainCli, EmptyDatasetIsNamed) {
+  TempDir dir;
+  std::ofstream(dir.file("empty.jsonl")).flush();
+  const auto prep = run_command(std::string(LMFORGE_EXE) + " prep --input " + dir.file("empty.jsonl") +
+                                " --output-prefix " + dir.file("empty") + kVocab);
+  ASSERT_EQ(prep.status, 0) << prep.output;
+  const std::string empty = dir.file("empty_text_document");
+  const auto alone = run_command(train_command(dir, {{"--data-path", empty}}));
+  EXPECT_NE(alone.status, 0);
+  EXPECT_NE(alone.output.find("--data-path " + empty + ": the train split has no samples"), std::string::npos)
+      << alone.output;
+  Flags blend = {{"--data-path", "0.5 " + empty + " 0.5 " + shared_path("data/sample/sample_gpt2_text_document")}};
+  std::string cmd = train_command(dir, blend);
+  // (the blend's pairs are separate arguments)
+  const size_t at = cmd.find("'0.5 ");
+  ASSERT_NE(at, std::string::npos);
+  cmd.erase(cmd.find('\'', at + 1), 1);
+  cmd.erase(at, 1);
+  const auto blended = run_command(cmd);
+  EXPECT_NE(blended.status, 0);
+  EXPECT_NE(blended.output.find("the train split is empty in " + empty + " (0 sequences)"), std::string::npos)
+      << blended.output;
+}
