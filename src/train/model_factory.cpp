@@ -151,10 +151,29 @@ std::unique_ptr<Task> make_hdf5_bert_task(const TrainOptions& o, const text::Tok
   return std::make_unique<Hdf5BertTask>(c);
 }
 
+template <typename Net, typename Config>
+ModelShape shape_of(const Config& c, int64_t attention_layers, int64_t positions) {
+  return {(int64_t)Net::parameter_table(c).whole_numel(), (int64_t)c.padded_vocab_size(), attention_layers,
+          (int64_t)c.heads, positions};
+}
+
+// The settings BertDatasetConfig and T5DatasetConfig share (Megatron's masked-LM data flags).
+template <typename DatasetConfig>
+DatasetConfig masked_lm_dataset_config(const TrainOptions& o) {
+  DatasetConfig dc;
+  dc.prefix = single_prefix(o);
+  dc.split = o.split;
+  dc.mask_prob = o.mask_prob;
+  dc.short_seq_prob = o.short_seq_prob;
+  dc.seed = (int32_t)o.seed;
+  dc.cache_dir = o.data_cache_path;
+  dc.vocab = masked_lm_vocab(o);
+  return dc;
+}
+
 }  // namespace
 
 ModelShape model_shape(const TrainOptions& o, int64_t vocab_size) {
-  ModelShape s;
   if (o.model_type != "gpt" && !o.recompute_granularity.empty())
     throw Error("activation recomputation (--recompute-*, --checkpoint-activations) is implemented for train gpt "
                 "only; train " + o.model_type + " keeps its activations");
@@ -163,30 +182,17 @@ ModelShape model_shape(const TrainOptions& o, int64_t vocab_size) {
                 "yet: pipeline stages exchange fp32 activations and keep them");
   if (o.model_type == "gpt") {
     const model::GPTConfig c = gpt_config(o, vocab_size);
-    s.whole_parameters = (int64_t)model::GPT::parameter_table(c).whole_numel();
-    s.padded_vocab = c.padded_vocab_size();
-    s.layers = c.num_layers;
-    s.heads = c.heads;
-    s.positions = c.seq_length;
-    return s;
+    return shape_of<model::GPT>(c, c.num_layers, c.seq_length);
   }
   if (o.model_type == "bert") {
     const model::BertConfig c = bert_config(o, vocab_size);
-    s.whole_parameters = (int64_t)model::Bert::parameter_table(c).whole_numel();
-    s.padded_vocab = c.padded_vocab_size();
-    s.layers = c.num_layers;
-    s.heads = c.heads;
-    s.positions = c.seq_length;
-    return s;
+    return shape_of<model::Bert>(c, c.num_layers, c.seq_length);
   }
   if (o.model_type == "t5") {
     const model::T5Config c = t5_config(o, vocab_size);
-    s.whole_parameters = (int64_t)model::T5::parameter_table(c).whole_numel();
-    s.padded_vocab = c.padded_vocab_size();
-    s.layers = c.encoder_num_layers + 2 * c.decoder_layers();  // a decoder layer attends twice
-    s.heads = c.heads;
-    s.positions = std::max(c.encoder_seq_length, c.decoder_seq_length);
-    return s;
+    // A decoder layer attends twice (itself and the encoder).
+    return shape_of<model::T5>(c, c.encoder_num_layers + 2 * c.decoder_layers(),
+                               std::max(c.encoder_seq_length, c.decoder_seq_length));
   }
   unknown_model(o.model_type);
 }
@@ -269,29 +275,15 @@ std::unique_ptr<Task> make_task(const TrainOptions& o, const text::Tokenizer& to
                 " ...): give one directory, file or glob pattern; quote a pattern so that the shell does not expand "
                 "it ('dir/*training*.hdf5')");
   if (o.model_type == "bert") {
-    datasets::BertDatasetConfig dc;
-    dc.prefix = single_prefix(o);
-    dc.split = o.split;
+    auto dc = masked_lm_dataset_config<datasets::BertDatasetConfig>(o);
     dc.seq_length = o.seq_length;
-    dc.mask_prob = o.mask_prob;
-    dc.short_seq_prob = o.short_seq_prob;
-    dc.seed = (int32_t)o.seed;
     dc.binary_head = o.bert_binary_head;
-    dc.cache_dir = o.data_cache_path;
-    dc.vocab = masked_lm_vocab(o);
     return std::make_unique<BertTask>(datasets::build_bert_datasets(dc, samples_per_split), o.bert_binary_head);
   }
   if (o.model_type == "t5") {
-    datasets::T5DatasetConfig dc;
-    dc.prefix = single_prefix(o);
-    dc.split = o.split;
+    auto dc = masked_lm_dataset_config<datasets::T5DatasetConfig>(o);
     dc.encoder_seq_length = o.seq_length;
     dc.decoder_seq_length = o.decoder_seq_length;
-    dc.mask_prob = o.mask_prob;
-    dc.short_seq_prob = o.short_seq_prob;
-    dc.seed = (int32_t)o.seed;
-    dc.cache_dir = o.data_cache_path;
-    dc.vocab = masked_lm_vocab(o);
     return std::make_unique<T5Task>(datasets::build_t5_datasets(dc, samples_per_split));
   }
   unknown_model(o.model_type);
