@@ -36,7 +36,7 @@ if [ "${LMFORGE_SKIP_ASAN:-0}" != 1 ]; then
 fi
 
 if [ "${LMFORGE_SKIP_FUZZ:-0}" != 1 ]; then
-  fuzzers="fuzz_json_document fuzz_indexed_dataset fuzz_safetensors fuzz_compressed fuzz_tokenizers"
+  fuzzers="fuzz_json_document fuzz_indexed_dataset fuzz_safetensors fuzz_compressed fuzz_tokenizers fuzz_model_config"
   # shellcheck disable=SC2086
   cmake --build build-asan -j"$jobs" --target $fuzzers
   work=$(mktemp -d)

@@ -6,55 +6,19 @@
 #include <variant>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/config_fields.h"
 #include "util/error.h"
 
 namespace lmforge::train {
+
+using checkpoint::config_bool;
+using checkpoint::config_number;
+using checkpoint::config_positive_int;
+using checkpoint::config_string;
+using checkpoint::shortest_decimal;
 namespace {
 
 using kernels::GeluKind;
-
-int64_t get_int(const checkpoint::JsonObject& o, const std::string& key, const std::string& source) {
-  auto it = o.find(key);
-  if (it == o.end()) throw Error(source + ": missing \"" + key + "\"");
-  if (const int64_t* v = std::get_if<int64_t>(&it->second)) return *v;
-  throw Error(source + ": \"" + key + "\" must be an integer");
-}
-
-int get_positive_int(const checkpoint::JsonObject& o, const std::string& key, const std::string& source) {
-  const int64_t v = get_int(o, key, source);
-  if (v < 1 || v > std::numeric_limits<int>::max())
-    throw Error(source + ": \"" + key + "\" is " + std::to_string(v) + ", outside [1, " +
-                std::to_string(std::numeric_limits<int>::max()) + "]");
-  return (int)v;
-}
-
-double get_number(const checkpoint::JsonObject& o, const std::string& key, double fallback) {
-  auto it = o.find(key);
-  if (it == o.end()) return fallback;
-  if (const double* v = std::get_if<double>(&it->second)) return *v;
-  if (const int64_t* v = std::get_if<int64_t>(&it->second)) return (double)*v;
-  return fallback;
-}
-
-std::string get_string(const checkpoint::JsonObject& o, const std::string& key, const std::string& fallback) {
-  auto it = o.find(key);
-  if (it == o.end()) return fallback;
-  if (const std::string* v = std::get_if<std::string>(&it->second)) return *v;
-  return fallback;
-}
-
-bool get_bool(const checkpoint::JsonObject& o, const std::string& key, bool fallback) {
-  auto it = o.find(key);
-  if (it == o.end()) return fallback;
-  if (const bool* v = std::get_if<bool>(&it->second)) return *v;
-  return fallback;
-}
-
-double shortest(float x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.7g", (double)x);
-  return std::stod(buf);
-}
 
 // HF's activation names: "gelu" is exact erf in transformers; "gelu_new" / "gelu_pytorch_tanh" the tanh form.
 const char* hf_act(GeluKind kind) { return kind == GeluKind::TANH ? "gelu_new" : "gelu"; }
@@ -86,12 +50,12 @@ std::string bert_config_json(const model::BertConfig& c) {
   o["num_attention_heads"] = (int64_t)c.heads;
   o["intermediate_size"] = (int64_t)c.ffn();
   o["hidden_act"] = std::string(hf_act(c.mlp_gelu));
-  o["hidden_dropout_prob"] = shortest(c.hidden_dropout);
-  o["attention_probs_dropout_prob"] = shortest(c.attention_dropout);
+  o["hidden_dropout_prob"] = shortest_decimal(c.hidden_dropout);
+  o["attention_probs_dropout_prob"] = shortest_decimal(c.attention_dropout);
   o["max_position_embeddings"] = (int64_t)c.max_positions;
   o["type_vocab_size"] = (int64_t)c.type_vocab_size;
-  o["initializer_range"] = shortest(c.init_std);
-  o["layer_norm_eps"] = shortest(c.layernorm_eps);
+  o["initializer_range"] = shortest_decimal(c.init_std);
+  o["layer_norm_eps"] = shortest_decimal(c.layernorm_eps);
   o["pad_token_id"] = (int64_t)0;
   o["position_embedding_type"] = std::string("absolute");
   o["tie_word_embeddings"] = true;
@@ -121,20 +85,20 @@ std::string bert_config_json(const model::BertConfig& c) {
 model::BertConfig bert_config_from_json(const std::string& text, const std::string& source) {
   const checkpoint::JsonObject o = checkpoint::parse_json_object(text, source);
   model::BertConfig c;
-  const std::string type = get_string(o, "model_type", "bert");
+  const std::string type = config_string(o, "model_type", "bert", source);
   if (type != "bert" && type != "megatron-bert")
     throw Error(source + ": model_type \"" + type + "\" is not a BERT (\"bert\" or \"megatron-bert\")");
   c.post_layernorm = type == "bert";
-  c.num_layers = get_positive_int(o, "num_hidden_layers", source);
-  c.hidden = get_positive_int(o, "hidden_size", source);
-  c.heads = get_positive_int(o, "num_attention_heads", source);
-  c.ffn_hidden = get_positive_int(o, "intermediate_size", source);
-  c.max_positions = get_positive_int(o, "max_position_embeddings", source);
-  c.type_vocab_size = o.count("type_vocab_size") ? get_positive_int(o, "type_vocab_size", source) : 2;
-  const int file_vocab = get_positive_int(o, "vocab_size", source);
+  c.num_layers = config_positive_int(o, "num_hidden_layers", source);
+  c.hidden = config_positive_int(o, "hidden_size", source);
+  c.heads = config_positive_int(o, "num_attention_heads", source);
+  c.ffn_hidden = config_positive_int(o, "intermediate_size", source);
+  c.max_positions = config_positive_int(o, "max_position_embeddings", source);
+  c.type_vocab_size = o.count("type_vocab_size") ? config_positive_int(o, "type_vocab_size", source) : 2;
+  const int file_vocab = config_positive_int(o, "vocab_size", source);
   if (o.count("lmforge_vocab_size")) {
-    c.vocab_size = get_positive_int(o, "lmforge_vocab_size", source);
-    c.make_vocab_size_divisible_by = get_positive_int(o, "lmforge_make_vocab_size_divisible_by", source);
+    c.vocab_size = config_positive_int(o, "lmforge_vocab_size", source);
+    c.make_vocab_size_divisible_by = config_positive_int(o, "lmforge_make_vocab_size_divisible_by", source);
     if (c.padded_vocab_size() != file_vocab)
       throw Error(source + ": vocab_size " + std::to_string(file_vocab) + " is not lmforge_vocab_size " +
                   std::to_string(c.vocab_size) + " padded to a multiple of " +
@@ -144,17 +108,17 @@ model::BertConfig bert_config_from_json(const std::string& text, const std::stri
     c.make_vocab_size_divisible_by = 1;
   }
   // Google's bert_config.json has no layer_norm_eps: the original BERT's 1e-12; HF MegatronBert's default 1e-12.
-  c.layernorm_eps = (float)get_number(o, "layer_norm_eps", 1e-12);
-  c.init_std = (float)get_number(o, "initializer_range", 0.02);
-  c.hidden_dropout = (float)get_number(o, "hidden_dropout_prob", 0.1);
-  c.attention_dropout = (float)get_number(o, "attention_probs_dropout_prob", 0.1);
-  const std::string act = get_string(o, "hidden_act", "gelu");
-  c.mlp_gelu = parse_act(get_string(o, "lmforge_mlp_gelu", act), "hidden_act", source);
-  c.head_gelu = parse_act(get_string(o, "lmforge_head_gelu", get_string(o, "lm_head_act", act)), "lm_head_act",
-                          source);
-  c.binary_head = get_bool(o, "lmforge_binary_head", get_bool(o, "add_binary_head", true));
-  c.seq_length = o.count("lmforge_seq_length") ? get_positive_int(o, "lmforge_seq_length", source) : c.max_positions;
-  if (get_string(o, "position_embedding_type", "absolute") != "absolute")
+  c.layernorm_eps = (float)config_number(o, "layer_norm_eps", 1e-12, source);
+  c.init_std = (float)config_number(o, "initializer_range", 0.02, source);
+  c.hidden_dropout = (float)config_number(o, "hidden_dropout_prob", 0.1, source);
+  c.attention_dropout = (float)config_number(o, "attention_probs_dropout_prob", 0.1, source);
+  const std::string act = config_string(o, "hidden_act", "gelu", source);
+  c.mlp_gelu = parse_act(config_string(o, "lmforge_mlp_gelu", act, source), "hidden_act", source);
+  const std::string head_act = config_string(o, "lm_head_act", act, source);
+  c.head_gelu = parse_act(config_string(o, "lmforge_head_gelu", head_act, source), "lm_head_act", source);
+  c.binary_head = config_bool(o, "lmforge_binary_head", config_bool(o, "add_binary_head", true, source), source);
+  c.seq_length = o.count("lmforge_seq_length") ? config_positive_int(o, "lmforge_seq_length", source) : c.max_positions;
+  if (config_string(o, "position_embedding_type", "absolute", source) != "absolute")
     throw Error(source + ": position_embedding_type must be \"absolute\" (learned positions)");
   try {
     c.validate();

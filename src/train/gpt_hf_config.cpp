@@ -7,44 +7,17 @@
 #include <variant>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/config_fields.h"
 #include "util/error.h"
 
 namespace lmforge::train {
+
+using checkpoint::config_number;
+using checkpoint::config_positive_int;
+using checkpoint::shortest_decimal;
 namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
-
-int64_t get_int(const checkpoint::JsonObject& o, const std::string& key, const std::string& source) {
-  auto it = o.find(key);
-  if (it == o.end()) throw Error(source + ": missing \"" + key + "\"");
-  if (const int64_t* v = std::get_if<int64_t>(&it->second)) return *v;
-  throw Error(source + ": \"" + key + "\" must be an integer");
-}
-
-// A field the model holds as int: values outside [1, INT_MAX] are errors, not truncated (n_layer 2^32 + 2 would
-// otherwise load as 2 layers).
-int get_positive_int(const checkpoint::JsonObject& o, const std::string& key, const std::string& source) {
-  const int64_t v = get_int(o, key, source);
-  if (v < 1 || v > std::numeric_limits<int>::max())
-    throw Error(source + ": \"" + key + "\" is " + std::to_string(v) + ", outside [1, " +
-                std::to_string(std::numeric_limits<int>::max()) + "]");
-  return (int)v;
-}
-
-double get_number(const checkpoint::JsonObject& o, const std::string& key, double fallback) {
-  auto it = o.find(key);
-  if (it == o.end()) return fallback;
-  if (const double* v = std::get_if<double>(&it->second)) return *v;
-  if (const int64_t* v = std::get_if<int64_t>(&it->second)) return (double)*v;
-  return fallback;
-}
-
-// A float as the shortest decimal that reads back as the same float (0.02, not 0.0199999996).
-double shortest(float x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.7g", (double)x);
-  return std::stod(buf);
-}
 
 }  // namespace
 
@@ -53,10 +26,10 @@ std::string gpt_config_json(const model::GPTConfig& c) {
   o["activation_function"] = std::string("gelu_new");
   o["architectures"] = checkpoint::RawJson{"[\"GPT2LMHeadModel\"]"};
   // Megatron's --hidden-dropout is GPT-2's embd_pdrop and resid_pdrop, --attention-dropout its attn_pdrop.
-  o["attn_pdrop"] = shortest(c.attention_dropout);
-  o["embd_pdrop"] = shortest(c.hidden_dropout);
-  o["resid_pdrop"] = shortest(c.hidden_dropout);
-  o["initializer_range"] = shortest(c.init_std);
+  o["attn_pdrop"] = shortest_decimal(c.attention_dropout);
+  o["embd_pdrop"] = shortest_decimal(c.hidden_dropout);
+  o["resid_pdrop"] = shortest_decimal(c.hidden_dropout);
+  o["initializer_range"] = shortest_decimal(c.init_std);
   o["layer_norm_epsilon"] = 1e-5;
   o["model_type"] = std::string("gpt2");
   o["n_ctx"] = (int64_t)c.max_positions;
@@ -75,14 +48,14 @@ std::string gpt_config_json(const model::GPTConfig& c) {
 model::GPTConfig gpt_config_from_json(const std::string& text, const std::string& source) {
   const checkpoint::JsonObject o = checkpoint::parse_json_object(text, source);
   model::GPTConfig c;
-  c.num_layers = get_positive_int(o, "n_layer", source);
-  c.heads = get_positive_int(o, "n_head", source);
-  c.hidden = get_positive_int(o, "n_embd", source);
-  c.max_positions = get_positive_int(o, "n_positions", source);
-  const int64_t file_vocab = get_positive_int(o, "vocab_size", source);
+  c.num_layers = config_positive_int(o, "n_layer", source);
+  c.heads = config_positive_int(o, "n_head", source);
+  c.hidden = config_positive_int(o, "n_embd", source);
+  c.max_positions = config_positive_int(o, "n_positions", source);
+  const int64_t file_vocab = config_positive_int(o, "vocab_size", source);
   if (o.count("lmforge_vocab_size")) {
-    c.vocab_size = get_positive_int(o, "lmforge_vocab_size", source);
-    c.make_vocab_size_divisible_by = get_positive_int(o, "lmforge_make_vocab_size_divisible_by", source);
+    c.vocab_size = config_positive_int(o, "lmforge_vocab_size", source);
+    c.make_vocab_size_divisible_by = config_positive_int(o, "lmforge_make_vocab_size_divisible_by", source);
     if (c.padded_vocab_size() != file_vocab)
       throw Error(source + ": vocab_size " + str(file_vocab) + " is not lmforge_vocab_size " + str(c.vocab_size) +
                   " padded to a multiple of " + str(c.make_vocab_size_divisible_by));
@@ -90,16 +63,15 @@ model::GPTConfig gpt_config_from_json(const std::string& text, const std::string
     c.vocab_size = (int)file_vocab;
     c.make_vocab_size_divisible_by = 1;
   }
-  if (auto it = o.find("initializer_range"); it != o.end()) {
-    if (const double* v = std::get_if<double>(&it->second)) c.init_std = (float)*v;
-  }
+  c.init_std = (float)config_number(o, "initializer_range", c.init_std, source);
   // Dropout as trained (Hugging Face's GPT-2 files say 0.1); it only matters when training goes on from the file.
-  c.hidden_dropout = (float)get_number(o, "resid_pdrop", 0.1);
-  c.attention_dropout = (float)get_number(o, "attn_pdrop", 0.1);
-  if (get_number(o, "embd_pdrop", c.hidden_dropout) != get_number(o, "resid_pdrop", c.hidden_dropout))
+  c.hidden_dropout = (float)config_number(o, "resid_pdrop", 0.1, source);
+  c.attention_dropout = (float)config_number(o, "attn_pdrop", 0.1, source);
+  if (config_number(o, "embd_pdrop", c.hidden_dropout, source) !=
+      config_number(o, "resid_pdrop", c.hidden_dropout, source))
     throw Error(source + ": embd_pdrop and resid_pdrop differ (this model has one hidden dropout, Megatron's "
                 "--hidden-dropout)");
-  c.seq_length = o.count("lmforge_seq_length") ? get_positive_int(o, "lmforge_seq_length", source) : c.max_positions;
+  c.seq_length = o.count("lmforge_seq_length") ? config_positive_int(o, "lmforge_seq_length", source) : c.max_positions;
   if (auto it = o.find("activation_function"); it != o.end()) {
     const std::string* act = std::get_if<std::string>(&it->second);
     if (act == nullptr || (*act != "gelu_new" && *act != "gelu_pytorch_tanh"))

@@ -6,37 +6,14 @@
 #include <variant>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/config_fields.h"
 #include "util/error.h"
 
 namespace lmforge::train {
-namespace {
 
-int get_positive_int(const checkpoint::JsonObject& o, const std::string& key, const std::string& source) {
-  auto it = o.find(key);
-  if (it == o.end()) throw Error(source + ": missing \"" + key + "\"");
-  const int64_t* v = std::get_if<int64_t>(&it->second);
-  if (v == nullptr) throw Error(source + ": \"" + key + "\" must be an integer");
-  if (*v < 1 || *v > std::numeric_limits<int>::max())
-    throw Error(source + ": \"" + key + "\" is " + std::to_string(*v) + ", outside [1, " +
-                std::to_string(std::numeric_limits<int>::max()) + "]");
-  return (int)*v;
-}
-
-double get_number(const checkpoint::JsonObject& o, const std::string& key, double fallback) {
-  auto it = o.find(key);
-  if (it == o.end()) return fallback;
-  if (const double* v = std::get_if<double>(&it->second)) return *v;
-  if (const int64_t* v = std::get_if<int64_t>(&it->second)) return (double)*v;
-  return fallback;
-}
-
-double shortest(float x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.7g", (double)x);
-  return std::stod(buf);
-}
-
-}  // namespace
+using checkpoint::config_number;
+using checkpoint::config_positive_int;
+using checkpoint::shortest_decimal;
 
 std::string t5_config_json(const model::T5Config& c) {
   checkpoint::JsonObject o;
@@ -53,11 +30,11 @@ std::string t5_config_json(const model::T5Config& c) {
   o["vocab_size"] = (int64_t)c.padded_vocab_size();
   o["lmforge_vocab_size"] = (int64_t)c.vocab_size;
   o["lmforge_make_vocab_size_divisible_by"] = (int64_t)c.make_vocab_size_divisible_by;
-  o["layer_norm_eps"] = shortest(c.layernorm_eps);
+  o["layer_norm_eps"] = shortest_decimal(c.layernorm_eps);
   o["hidden_act"] = std::string(c.gelu == kernels::GeluKind::TANH ? "gelu_new" : "gelu");
-  o["hidden_dropout"] = shortest(c.hidden_dropout);
-  o["attention_dropout"] = shortest(c.attention_dropout);
-  o["init_method_std"] = shortest(c.init_std);
+  o["hidden_dropout"] = shortest_decimal(c.hidden_dropout);
+  o["attention_dropout"] = shortest_decimal(c.attention_dropout);
+  o["init_method_std"] = shortest_decimal(c.init_std);
   o["lmforge_note"] = std::string(
       "Megatron's T5 (learned absolute positions shared by encoder and decoder, LayerNorm with bias, biases on "
       "every linear, GELU MLP, head tied to the word embedding with a bias). Hugging Face has no class for it "
@@ -74,22 +51,22 @@ model::T5Config t5_config_from_json(const std::string& text, const std::string& 
       std::get<std::string>(type->second) != "lmforge-megatron-t5")
     throw Error(source + ": model_type must be \"lmforge-megatron-t5\"");
   model::T5Config c;
-  c.encoder_num_layers = get_positive_int(o, "encoder_num_layers", source);
-  c.decoder_num_layers = get_positive_int(o, "decoder_num_layers", source);
-  c.hidden = get_positive_int(o, "hidden_size", source);
-  c.heads = get_positive_int(o, "num_attention_heads", source);
-  c.ffn_hidden = get_positive_int(o, "ffn_hidden_size", source);
-  c.encoder_seq_length = get_positive_int(o, "encoder_seq_length", source);
-  c.decoder_seq_length = get_positive_int(o, "decoder_seq_length", source);
-  c.max_positions = get_positive_int(o, "max_position_embeddings", source);
-  c.vocab_size = get_positive_int(o, "lmforge_vocab_size", source);
-  c.make_vocab_size_divisible_by = get_positive_int(o, "lmforge_make_vocab_size_divisible_by", source);
-  if (c.padded_vocab_size() != get_positive_int(o, "vocab_size", source))
+  c.encoder_num_layers = config_positive_int(o, "encoder_num_layers", source);
+  c.decoder_num_layers = config_positive_int(o, "decoder_num_layers", source);
+  c.hidden = config_positive_int(o, "hidden_size", source);
+  c.heads = config_positive_int(o, "num_attention_heads", source);
+  c.ffn_hidden = config_positive_int(o, "ffn_hidden_size", source);
+  c.encoder_seq_length = config_positive_int(o, "encoder_seq_length", source);
+  c.decoder_seq_length = config_positive_int(o, "decoder_seq_length", source);
+  c.max_positions = config_positive_int(o, "max_position_embeddings", source);
+  c.vocab_size = config_positive_int(o, "lmforge_vocab_size", source);
+  c.make_vocab_size_divisible_by = config_positive_int(o, "lmforge_make_vocab_size_divisible_by", source);
+  if (c.padded_vocab_size() != config_positive_int(o, "vocab_size", source))
     throw Error(source + ": vocab_size is not lmforge_vocab_size padded to lmforge_make_vocab_size_divisible_by");
-  c.layernorm_eps = (float)get_number(o, "layer_norm_eps", 1e-5);
-  c.hidden_dropout = (float)get_number(o, "hidden_dropout", 0.1);
-  c.attention_dropout = (float)get_number(o, "attention_dropout", 0.1);
-  c.init_std = (float)get_number(o, "init_method_std", 0.02);
+  c.layernorm_eps = (float)config_number(o, "layer_norm_eps", 1e-5, source);
+  c.hidden_dropout = (float)config_number(o, "hidden_dropout", 0.1, source);
+  c.attention_dropout = (float)config_number(o, "attention_dropout", 0.1, source);
+  c.init_std = (float)config_number(o, "init_method_std", 0.02, source);
   auto act = o.find("hidden_act");
   const std::string* a = act == o.end() ? nullptr : std::get_if<std::string>(&act->second);
   if (a == nullptr || (*a != "gelu_new" && *a != "gelu"))

@@ -256,5 +256,23 @@ TEST(T5Model, ConfigRoundTripsAndRefusesAnotherModel) {
   EXPECT_THROW(t5_config_from_json(bert_config_json(small_bert()), "bert"), Error);
 }
 
+// A field of the wrong type in a config.json is an error naming it; before, "hidden_act": 5 or
+// "add_binary_head": "no" silently took the default (checkpoint/config_fields.h, found by the config fuzz target's
+// review).
+TEST(BertModel, ConfigFieldOfTheWrongTypeIsAnErrorNamingIt) {
+  const std::string google = R"({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "intermediate_size": 256, "max_position_embeddings": 128, "vocab_size": 100, )";
+  EXPECT_NO_THROW(bert_config_from_json(google + R"("hidden_act": "gelu"})", "bert_config.json"));
+  for (const char* bad : {R"("hidden_act": 5})", R"("add_binary_head": "no"})", R"("layer_norm_eps": "1e-12"})"}) {
+    try {
+      bert_config_from_json(google + bad, "bert_config.json");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const lmforge::Error& e) {
+      const std::string key = std::string(bad).substr(0, std::string(bad).find(':'));
+      EXPECT_NE(std::string(e.what()).find("bert_config.json: " + key + " must be"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lmforge::train
