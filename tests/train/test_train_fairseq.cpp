@@ -239,12 +239,15 @@ struct Job {
 // np ranks over tcp://; rank 0's TensorBoard scalars. With `slow_rank1`, rank 0 is pinned to core 0 and rank 1 to
 // core 1, where it shares the core with a BusyNeighbour at a higher priority (rank 1 runs at nice 5), so rank 1 is
 // several times slower than rank 0 even when other processes load both cores.
+// With `fairseq_port`, the ranks meet through fairseq's --distributed-port and MASTER_ADDR instead of
+// --distributed-init-method.
 Job by_hand(const TempDir& dir, const std::string& name, const std::string& model, Flags flags, int np,
-            bool slow_rank1) {
-  const std::string url = "tcp://127.0.0.1:" + std::to_string(free_port());
+            bool slow_rank1, bool fairseq_port = false) {
+  const int port = free_port();
   const std::string tb = dir.file("tb-" + name);
   flags["--tensorboard-dir"] = tb;
-  flags["--distributed-init-method"] = url;
+  if (fairseq_port) flags["--distributed-port"] = std::to_string(port);
+  else flags["--distributed-init-method"] = "tcp://127.0.0.1:" + std::to_string(port);
   flags["--distributed-world-size"] = std::to_string(np);
   std::vector<pid_t> pids;
   for (int r = 0; r < np; r++) {
@@ -252,7 +255,8 @@ Job by_hand(const TempDir& dir, const std::string& name, const std::string& mode
     const std::string log = dir.file(name + "-" + std::to_string(r) + ".log");
     const std::string place = !slow_rank1 ? "" : r == 0 ? "taskset -c 0 " : "taskset -c 1 nice -n 5 ";
     pids.push_back(spawn(place +
-                         "env OMP_NUM_THREADS=1 " + command_line(model, flags) + " > " + log + " 2>&1"));
+                         "env OMP_NUM_THREADS=1 MASTER_ADDR=127.0.0.1 " + command_line(model, flags) + " > " + log +
+                         " 2>&1"));
   }
   Job job;
   for (int r = 0; r < np; r++) {
@@ -296,6 +300,31 @@ TEST(TrainFairseq, TwoRanksOverTcpReproduceOneProcess) {
   ASSERT_EQ(two.status, 0) << two.logs;
   expect_close(two.scalars, single, {"lm loss", "nsp loss", "grad-norm", "lm loss validation"}, 1e-5,
                "fairseq flags, 2 ranks over tcp://");
+}
+
+TEST(TrainFairseq, DistributedPortMeetsAtMasterAddr) {
+  TempDir dir;
+  const auto single = single_scalars(dir, "one", "bert", fairseq_flags());
+  Flags f = fairseq_flags();
+  f["--update-freq"] = "2";
+  const Job two = by_hand(dir, "port", "bert", f, 2, false, true);
+  ASSERT_EQ(two.status, 0) << two.logs;
+  expect_close(two.scalars, single, {"lm loss", "nsp loss"}, 1e-5, "fairseq flags, 2 ranks via --distributed-port");
+}
+
+TEST(TrainFairseq, MaxEpochCountsWholeGlobalBatchesOfTheTrainingShards) {
+  Flags f = fairseq_flags();
+  f.erase("--max-update");
+  f.erase("--total-num-update");  // fairseq's default: the updates --max-epoch gives
+  f["--max-epoch"] = "3";           // 3 x 40 rows / 8 = 15 updates
+  const auto r = run("bert", f);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find(" iteration       15/      15 |"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("learning rate: 0.000000E+00"), std::string::npos);  // decayed to 0 over the 15
+  f["--max-update"] = "9";  // whichever ends first
+  const auto s = run("bert", f);
+  ASSERT_EQ(s.status, 0) << s.output;
+  EXPECT_NE(s.output.find(" iteration        9/       9 |"), std::string::npos) << s.output;
 }
 
 size_t balance_changes(const std::string& log) {
