@@ -3,7 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
+#include <iomanip>
+#include <sstream>
 
 #include "util/error.h"
 
@@ -103,20 +104,16 @@ void BalancedSchedule::rebalance(int64_t iteration) {
   };
   const double before = makespan(counts_), after = makespan(proposed);
   if (proposed == counts_ || !(after < 0.95 * before)) return;
-  std::string line = "data-parallel balance after iteration " + std::to_string(iteration) + ": micro-batches per rank";
-  for (size_t r = 0; r < ranks; r++) line += " " + std::to_string(counts_[r]);
-  line += " ->";
-  for (size_t r = 0; r < ranks; r++) line += " " + std::to_string(proposed[r]);
-  line += " (measured ms per micro-batch:";
-  for (size_t r = 0; r < ranks; r++) {
-    char ms[32];
-    std::snprintf(ms, sizeof ms, " %.1f", per_micro_batch[r] * 1000.0);
-    line += ms;
-  }
-  char predicted[96];
-  std::snprintf(predicted, sizeof predicted, "; predicted compute per step %.1f -> %.1f ms)", before * 1000.0,
-                after * 1000.0);
-  log_ << line << predicted << "\n";
+  // (an ostringstream: GCC 12 warns falsely (-Wrestrict) on `" " + std::to_string(...)`)
+  std::ostringstream line;
+  line << "data-parallel balance after iteration " << iteration << ": micro-batches per rank";
+  for (size_t r = 0; r < ranks; r++) line << " " << counts_[r];
+  line << " ->";
+  for (size_t r = 0; r < ranks; r++) line << " " << proposed[r];
+  line << std::fixed << std::setprecision(1) << " (measured ms per micro-batch:";
+  for (size_t r = 0; r < ranks; r++) line << " " << per_micro_batch[r] * 1000.0;
+  line << "; predicted compute per step " << before * 1000.0 << " -> " << after * 1000.0 << " ms)\n";
+  log_ << line.str();
   log_.flush();
   counts_ = proposed;
 }
