@@ -364,6 +364,28 @@ std::string to_json(const JsonObject& object) {
   return out + (first ? "}\n" : "\n}\n");
 }
 
+std::vector<std::string> keep_newest_iterations(const std::string& save_dir, int keep) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(save_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() < 12 || name.rfind("iter_", 0) != 0 || !e.is_directory()) continue;
+    int64_t n = 0;
+    const auto [end, err] = std::from_chars(name.data() + 5, name.data() + name.size(), n);
+    if (err == std::errc() && end == name.data() + name.size()) found.emplace_back(n, e.path().string());
+  }
+  if (ec) throw Error(save_dir + ": cannot list the checkpoints (" + ec.message() + ")");
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> removed;
+  for (size_t i = 0; i + (size_t)std::max(keep, 0) < found.size(); i++) {
+    fs::remove_all(found[i].second, ec);
+    if (ec) throw Error(found[i].second + ": cannot remove an old checkpoint (" + ec.message() + ")");
+    removed.push_back(found[i].second);
+  }
+  return removed;
+}
+
 std::string iteration_dir_name(int64_t iteration) {
   if (iteration < 0) throw Error("checkpoint iteration must be >= 0, got " + std::to_string(iteration));
   char buf[32];

@@ -116,6 +116,11 @@ std::unique_ptr<data::WriterLock> lock_save_dir(const std::string& save_dir);
 // Writes a checkpoint and updates the pointer; returns the final directory. Errors name the path.
 std::string save_checkpoint(const std::string& save_dir, const SaveRequest& request);
 
+// fairseq's --keep-interval-updates N: removes all but the N newest iter_NNNNNNN directories of `save_dir` (by
+// iteration number; other files and directories are left alone) and returns the removed paths, oldest first.
+// Errors name the path.
+std::vector<std::string> keep_newest_iterations(const std::string& save_dir, int keep);
+
 // The directory the pointer file in load_dir names, or nullopt when load_dir has no pointer file (Megatron
 // then starts from scratch). A malformed pointer, or one naming a missing directory, is an Error.
 std::optional<std::string> find_latest_checkpoint(const std::string& load_dir);

@@ -2,10 +2,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/fairseq_flags.h"
 #include "cli/tokenizer_flags.h"
 #include "dist/communicator.h"
 #include "dist/launcher.h"
@@ -419,10 +422,13 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state) {
   cmd->add_flag("--skip-train", o->skip_train,
                 "Do not train: evaluate the validation and test splits (of a --load'ed checkpoint) and exit (Megatron)");
   add_distributed_flags(cmd, *state.dist);
+  add_balance_flags(cmd, *o);
 }
 
-// Moves the flags Megatron leaves unset into the options, gives the notices, and trains.
-void run_command(const CommandState& state) {
+// Moves the flags Megatron leaves unset into the options, gives the notices, lets `adjust` (another spelling's
+// flags, e.g. fairseq's) translate into them, and trains.
+using AdjustOptions = std::function<void(train::TrainOptions&, DistributedFlags&)>;
+void run_command(const CommandState& state, const AdjustOptions& adjust = nullptr) {
   train::TrainOptions options = *state.options;
   const UnsetFlags* unset = state.unset.get();
   if (state.seq_length_opt && state.seq_length_opt->count() > 1)
@@ -449,9 +455,33 @@ void run_command(const CommandState& state) {
   if (unset->lr_warmup_fraction_opt->count() > 0) s.lr_warmup_fraction = unset->lr_warmup_fraction;
   if (unset->start_weight_decay_opt->count() > 0) s.start_weight_decay = unset->start_weight_decay;
   if (unset->end_weight_decay_opt->count() > 0) s.end_weight_decay = unset->end_weight_decay;
-  run_training(std::move(options), *state.dist);
+  DistributedFlags dist = *state.dist;
+  if (adjust) adjust(options, dist);
+  run_training(std::move(options), dist);
 }
 
+}  // namespace
+
+namespace {
+// fairseq's spellings (cli/fairseq_flags.h), with the data-parallel size the job will have (--update-freq).
+AdjustOptions fairseq_adjuster(std::shared_ptr<FairseqFlags> fairseq) {
+  return [fairseq](train::TrainOptions& o, DistributedFlags& d) {
+    std::string init = d.init_method;
+    if (const std::string url = fairseq_init_method(fairseq->distributed_port, init); !url.empty()) init = url;
+    dist::RankRequest request;
+    request.rank = d.rank;
+    request.world_size = d.world_size;
+    request.init_method = init;
+    const dist::RankInfo info = dist::discover_rank(request);
+    int world = info.world_size;
+    if (info.use_mpi) world = std::max(1, std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE")));
+    const int model_parallel = std::max(1, o.tensor_model_parallel_size * o.pipeline_model_parallel_size);
+    FairseqFlags flags = *fairseq;
+    flags.distributed_port = -1;  // resolved above
+    apply_fairseq_flags(flags, o, init, std::max(1, world / model_parallel));
+    d.init_method = init;
+  };
+}
 }  // namespace
 
 void add_train_command(CLI::App& app) {
@@ -524,7 +554,9 @@ void add_train_command(CLI::App& app) {
                     "A Google/NVIDIA bert_config.json describing an original (post-LN) BERT: its sizes, hidden_act, "
                     "dropouts, max_position_embeddings, type_vocab_size and initializer_range replace the "
                     "corresponding flags (which may then be omitted)");
-    cmd->callback([state] { run_command(state); });
+    auto fairseq = std::make_shared<FairseqFlags>();
+    add_fairseq_flags(cmd, *fairseq);
+    cmd->callback([state, fairseq] { run_command(state, fairseq_adjuster(fairseq)); });
   }
   {
     CommandState state;

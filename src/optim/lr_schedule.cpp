@@ -19,7 +19,8 @@ std::string num(double x) {
 }
 
 bool known_decay_style(const std::string& s) {
-  return s == "constant" || s == "linear" || s == "cosine" || s == "inverse-square-root" || s == "nvidia-poly-warmup";
+  return s == "constant" || s == "linear" || s == "cosine" || s == "inverse-square-root" || s == "nvidia-poly-warmup" ||
+         s == "fairseq-polynomial-decay";
 }
 bool known_incr_style(const std::string& s) { return s == "constant" || s == "linear" || s == "cosine"; }
 
@@ -28,7 +29,8 @@ bool known_incr_style(const std::string& s) { return s == "constant" || s == "li
 OptimizerParamScheduler::OptimizerParamScheduler(double init_lr, double max_lr, double min_lr, double lr_warmup_steps,
                                                  int64_t lr_decay_steps, const std::string& lr_decay_style,
                                                  double start_wd, double end_wd, int64_t wd_incr_steps,
-                                                 const std::string& wd_incr_style, int64_t samples_per_step)
+                                                 const std::string& wd_incr_style, int64_t samples_per_step,
+                                                 double power)
     : init_lr_(init_lr),
       max_lr_(max_lr),
       min_lr_(min_lr),
@@ -39,7 +41,8 @@ OptimizerParamScheduler::OptimizerParamScheduler(double init_lr, double max_lr, 
       end_wd_(end_wd),
       wd_incr_steps_(wd_incr_steps),
       wd_incr_style_(wd_incr_style),
-      samples_per_step_(samples_per_step) {
+      samples_per_step_(samples_per_step),
+      power_(power) {
   validate();
 }
 
@@ -85,13 +88,23 @@ OptimizerParamScheduler::OptimizerParamScheduler(const LrScheduleArgs& a) {
   wd_incr_steps_ = incr_steps;
   wd_incr_style_ = a.weight_decay_incr_style;
   samples_per_step_ = a.global_batch_size;
+  power_ = a.lr_decay_power;
   validate();
 }
 
 void OptimizerParamScheduler::validate() const {
   if (!known_decay_style(lr_decay_style_))
     throw Error("--lr-decay-style: unknown style '" + lr_decay_style_ +
-                "' (constant, linear, cosine, inverse-square-root or nvidia-poly-warmup)");
+                "' (constant, linear, cosine, inverse-square-root, nvidia-poly-warmup or fairseq-polynomial-decay)");
+  if (lr_decay_style_ == "fairseq-polynomial-decay") {
+    if (init_lr_ != 0.0)
+      throw Error("fairseq's polynomial_decay warms up from 0 (its first update has lr 0); --lr-warmup-init " +
+                  num(init_lr_) + " does not apply (leave it at 0)");
+    if (!(power_ > 0.0)) throw Error("--power must be positive, got " + num(power_));
+    if (samples_per_step_ <= 0) throw Error("fairseq-polynomial-decay: samples per step must be positive");
+  } else if (power_ != 1.0) {
+    throw Error("--power " + num(power_) + " applies to fairseq's --lr-scheduler polynomial_decay only");
+  }
   if (lr_decay_style_ == "nvidia-poly-warmup") {
     if (min_lr_ != 0.0)
       throw Error("--lr-decay-style nvidia-poly-warmup decays to 0 as NVIDIA's PolyWarmUpScheduler does; --min-lr " +
@@ -131,12 +144,25 @@ double nvidia_poly_warmup_lr(double max_lr, double warmup_steps, int64_t decay_s
   return max_lr * std::pow(1.0 - progress, 0.5);
 }
 
+// fairseq's PolynomialDecayLRSchedule.step_update(num_updates), term for term (see the header); steps in samples.
+double fairseq_polynomial_lr(double max_lr, double end_lr, double power, double warmup_steps, int64_t total_steps,
+                             int64_t num_steps) {
+  const double n = static_cast<double>(num_steps);
+  if (warmup_steps > 0 && n <= warmup_steps) return (n / warmup_steps) * max_lr;  // warmup_factor · lr
+  if (num_steps >= total_steps) return end_lr;
+  const double lr_range = max_lr - end_lr;
+  const double pct_remaining = 1 - (n - warmup_steps) / (static_cast<double>(total_steps) - warmup_steps);
+  return lr_range * std::pow(pct_remaining, power) + end_lr;
+}
+
 }  // namespace
 
 // Megatron's get_lr, term for term (the same double operations in the same order).
 double OptimizerParamScheduler::lr_at(int64_t num_steps) const {
   if (lr_decay_style_ == "nvidia-poly-warmup")
     return nvidia_poly_warmup_lr(max_lr_, lr_warmup_steps_, lr_decay_steps_, num_steps + samples_per_step_);
+  if (lr_decay_style_ == "fairseq-polynomial-decay")
+    return fairseq_polynomial_lr(max_lr_, min_lr_, power_, lr_warmup_steps_, lr_decay_steps_, num_steps);
   const double steps = static_cast<double>(num_steps);
   // Linear warm-up from init_lr, including the step that reaches the peak.
   if (lr_warmup_steps_ > 0 && steps <= lr_warmup_steps_)
@@ -193,7 +219,7 @@ void OptimizerParamScheduler::load_state(const SchedulerState& s, LoadMode mode)
   } else if (mode == LoadMode::kUseCheckpoint) {
     OptimizerParamScheduler restored(init_lr_, s.max_lr, s.min_lr, s.lr_warmup_steps, s.lr_decay_steps,
                                      s.lr_decay_style, s.start_wd, s.end_wd, s.wd_incr_steps, s.wd_incr_style,
-                                     samples_per_step_);
+                                     samples_per_step_, power_);
     *this = restored;
   }
   if (s.num_steps < 0) throw Error("checkpoint's scheduler step count is negative");

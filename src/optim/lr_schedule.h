@@ -1,5 +1,6 @@
 // defines: lmforge::optim::LrScheduleArgs, SchedulerState, OptimizerParamScheduler (Megatron's LR and weight-decay
-//   schedule, plus NVIDIA DLE BERT's PolyWarmUpScheduler as the decay style "nvidia-poly-warmup")
+//   schedule, plus NVIDIA DLE BERT's PolyWarmUpScheduler as the decay style "nvidia-poly-warmup" and fairseq's
+//   PolynomialDecayLRSchedule as "fairseq-polynomial-decay")
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -15,7 +16,9 @@ struct LrScheduleArgs {
   double min_lr = 0.0;                   // --min-lr
   double lr_warmup_init = 0.0;           // --lr-warmup-init (warm-up starts here)
   std::string lr_decay_style = "linear"; // --lr-decay-style constant|linear|cosine|inverse-square-root|
-                                         //   nvidia-poly-warmup (see lr_at())
+                                         //   nvidia-poly-warmup, or fairseq-polynomial-decay (reached through
+                                         //   fairseq's --lr-scheduler polynomial_decay; see lr_at())
+  double lr_decay_power = 1.0;           // fairseq's --power (fairseq-polynomial-decay only)
   std::optional<int64_t> train_iters;    // --train-iters
   std::optional<int64_t> train_samples;  // --train-samples
   int64_t global_batch_size = 1;         // --global-batch-size
@@ -64,7 +67,8 @@ class OptimizerParamScheduler {
   // optimizer step (the global batch size); only nvidia-poly-warmup reads it.
   OptimizerParamScheduler(double init_lr, double max_lr, double min_lr, double lr_warmup_steps,
                           int64_t lr_decay_steps, const std::string& lr_decay_style, double start_wd, double end_wd,
-                          int64_t wd_incr_steps, const std::string& wd_incr_style, int64_t samples_per_step = 1);
+                          int64_t wd_incr_steps, const std::string& wd_incr_style, int64_t samples_per_step = 1,
+                          double power = 1.0);
 
   double lr() const { return lr_at(num_steps_); }
   double weight_decay() const { return wd_at(num_steps_); }
@@ -77,6 +81,14 @@ class OptimizerParamScheduler {
   // warm-up ends at max_lr·x/w ≤ max_lr and the decay starts at max_lr·(1 − w)^0.5: a drop (15% for NVIDIA's
   // w = 0.2843) kept on purpose. The last step (k = T) has lr 0, and so does any step past T (NVIDIA's formula
   // has no value there). Warm-up starts at 0 and the decay ends at 0: --lr-warmup-init and --min-lr must be 0.
+  // For fairseq-polynomial-decay, fairseq's PolynomialDecayLRSchedule.step_update(u), which fairseq's trainer calls
+  // with u = 0 when it builds the optimizer and with u = the new update count after each update, so update u + 1
+  // runs with lr(u); here u = num_steps / samples_per_step, W = warm-up updates, T = total updates (--lr-decay-iters
+  // or fairseq's --total-num-update), end = min_lr (fairseq's --end-learning-rate), p = the power:
+  //   u ≤ W (W > 0): lr = (u/W)·max_lr          (so the first update has lr 0, as in fairseq)
+  //   u ≥ T:         lr = end
+  //   else:          lr = (max_lr − end)·(1 − (u − W)/(T − W))^p + end
+  // Ratios are formed from sample counts (u·B over W·B: the same exact ratio, so the same double as fairseq's).
   double lr_at(int64_t num_steps) const;
   double wd_at(int64_t num_steps) const;  // Megatron's get_wd
   void step(int64_t increment) { num_steps_ += increment; }
@@ -101,6 +113,7 @@ class OptimizerParamScheduler {
   int64_t wd_incr_steps_ = 0;
   std::string wd_incr_style_;
   int64_t samples_per_step_ = 1;
+  double power_ = 1.0;
   int64_t num_steps_ = 0;
 };
 

@@ -114,6 +114,13 @@ struct TrainOptions {
                                            // world size = T x P x data-parallel
   int decoder_first_pipeline_num_layers = -1;  // --decoder-first-pipeline-num-layers (-1: an even share)
   int decoder_last_pipeline_num_layers = -1;   // --decoder-last-pipeline-num-layers (-1: an even share)
+
+  // ---- unequal machines and fairseq's checkpoint retention (issue 15; cli/fairseq_flags.h) ----
+  bool balance_data_parallel = false;  // --balance-data-parallel: micro-batches per data-parallel rank in proportion
+                                       // to measured speed (train/schedule.h BalancedSchedule)
+  int64_t balance_interval = 10;       // --balance-interval: training steps between re-measurements
+  int keep_interval_checkpoints = 0;   // fairseq's --keep-interval-updates N: after each save only the newest N
+                                       // iteration checkpoints in --save stay (0: all stay)
 };
 
 // Checks the flags alone (no file is opened): required flags, heads dividing hidden size, seq-length within

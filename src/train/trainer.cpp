@@ -182,6 +182,9 @@ struct Trainer::Impl {
     world->barrier();  // no rank runs ahead (or exits) before the checkpoint is in place
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     log << format("saved checkpoint at iteration %7lld to %s (%.1f ms)\n", (long long)iteration, dir.c_str(), ms);
+    if (o.keep_interval_checkpoints > 0 && world->rank() == 0)
+      for (const std::string& removed : checkpoint::keep_newest_iterations(o.save, o.keep_interval_checkpoints))
+        log << "removed checkpoint " << removed << " (--keep-interval-updates " << o.keep_interval_checkpoints << ")\n";
     log.flush();
     last_saved = iteration;
   }
@@ -387,6 +390,8 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
     for (const param::Parameter& t : m.model->table()) counted.push_back(!t.replicated() || m.tp_group()->rank() == 0);
     m.dp->set_model_parallel(m.tp_group(), counted);
   }
+  if (o.balance_data_parallel && PP > 1)
+    throw Error("--balance-data-parallel needs --pipeline-model-parallel-size 1 (pure data parallelism)");
   if (PP > 1) {
     auto* stage_model = dynamic_cast<PipelineStage*>(m.model.get());
     if (stage_model == nullptr) throw Error("--pipeline-model-parallel-size: this model cannot be cut into stages");
@@ -400,6 +405,9 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
     for (const param::Parameter& t : m.model->table())
       copy.push_back(m.stage_map.owner[whole.index_of(t.name)] != layout.pp_rank);
     m.dp->set_pipeline(m.pp_group(), copy);
+  } else if (o.balance_data_parallel) {
+    if (TP > 1) throw Error("--balance-data-parallel needs --tensor-model-parallel-size 1 (pure data parallelism)");
+    m.schedule = std::make_unique<BalancedSchedule>(*m.comm, m.micro_batches(), o.balance_interval, m.log);
   } else {
     m.schedule = std::make_unique<SequentialSchedule>();
   }
