@@ -1,10 +1,14 @@
 // lmforge: one executable, one subcommand per job. Errors a user can cause print one line and exit 1.
 #include <cstdio>
+#include <algorithm>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/last_value_wins.h"
 #include "util/error.h"
 
 int main(int argc, char** argv) {
@@ -16,8 +20,13 @@ int main(int argc, char** argv) {
   lmforge::cli::add_inspect_command(app);
   lmforge::cli::add_train_command(app);
   lmforge::cli::add_generate_command(app);
+  // argparse's semantics, which Megatron/DeepSpeed/fairseq scripts rely on: a flag given twice takes the last value.
+  lmforge::cli::take_last_values(app);
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args =
+        lmforge::cli::keep_last_list_occurrences(app, std::vector<std::string>(argv + 1, argv + argc));
+    std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const lmforge::Error& e) {

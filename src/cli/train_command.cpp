@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/fairseq_flags.h"
+#include "cli/older_spellings.h"
 #include "cli/tokenizer_flags.h"
 #include "dist/communicator.h"
 #include "dist/launcher.h"
@@ -64,10 +65,15 @@ struct DistributedFlags {
   double timeout_minutes = 10.0;  // Megatron's default
 };
 
+// `finish` completes the options once the world size is known (a DeepSpeed config's batch sizes depend on it); it
+// writes its notices to the stream it is given (rank 0's stderr, nothing on the other ranks).
+using FinishOptions = std::function<void(train::TrainOptions&, int world_size, std::ostream& notices)>;
+
 // Trains on `comm`'s ranks; any error on this rank ends the job with this rank's reason (comm.abort).
-void train_on(dist::Communicator& comm, train::TrainOptions options) {
+void train_on(dist::Communicator& comm, train::TrainOptions options, const FinishOptions& finish) {
   try {
     std::ostream quiet(nullptr);  // only one rank logs (rank 0; under pipelines the last rank)
+    finish(options, comm.size(), comm.rank() == 0 ? std::cerr : quiet);
     const int tensor_parallel = options.tensor_model_parallel_size * options.pipeline_model_parallel_size;
     const int log_rank = train::logging_rank(options, comm.size());
     train::Trainer trainer(std::move(options), comm.rank() == log_rank ? std::cout : quiet, comm);
@@ -100,7 +106,7 @@ void train_on(dist::Communicator& comm, train::TrainOptions options) {
 // their collectives over Gloo. Under MPI any error on any rank ends the whole job at once with that rank's reason
 // (MPI_Abort); under Gloo the failing rank exits and the others see its connections close and end too, and every
 // wait is bounded by --distributed-timeout-minutes, so no rank waits forever for one that is gone or stopped.
-void run_training(train::TrainOptions options, const DistributedFlags& flags) {
+void run_training(train::TrainOptions options, const DistributedFlags& flags, const FinishOptions& finish) {
   dist::RankRequest request;
   request.rank = flags.rank;
   request.world_size = flags.world_size;
@@ -111,6 +117,7 @@ void run_training(train::TrainOptions options, const DistributedFlags& flags) {
                  info.rank, info.world_size, flags.gpus >= 0 ? "--distributed-gpus " : "",
                  flags.device_id >= 0 ? "--device-id " : "");
   if (!info.use_mpi && info.world_size == 1) {
+    finish(options, 1, std::cerr);
     train::Trainer trainer(std::move(options), std::cout);
     trainer.run();
     return;
@@ -124,7 +131,7 @@ void run_training(train::TrainOptions options, const DistributedFlags& flags) {
       throw Error("rank " + std::to_string(info.rank) + " of " + std::to_string(info.world_size) + " (" +
                   info.origin + "): " + e.what());
     }
-    train_on(*comm, std::move(options));
+    train_on(*comm, std::move(options), finish);
     return;
   }
   if (!info.use_mpi && info.source != dist::RankSource::SlurmTasks && info.source != dist::RankSource::PmiEnv)
@@ -140,7 +147,7 @@ void run_training(train::TrainOptions options, const DistributedFlags& flags) {
                     ") but MPI sees " + std::to_string(comm->size()) +
                     " (an Open MPI without this launcher's PMI support?)",
                 1);
-  train_on(*comm, std::move(options));
+  train_on(*comm, std::move(options), finish);
 }
 
 void add_distributed_flags(CLI::App* cmd, DistributedFlags& f) {
@@ -179,6 +186,7 @@ struct CommandState {
   std::shared_ptr<train::TrainOptions> options = std::make_shared<train::TrainOptions>();
   std::shared_ptr<UnsetFlags> unset = std::make_shared<UnsetFlags>();
   std::shared_ptr<DistributedFlags> dist = std::make_shared<DistributedFlags>();
+  std::shared_ptr<OlderSpellings> older = std::make_shared<OlderSpellings>();  // Megatron v1 / DeepSpeed flags
   CLI::Option* sgd_momentum_opt = nullptr;
   CLI::Option* num_layers_opt = nullptr;  // T5: --num-layers / --encoder-num-layers
   CLI::Option* seq_length_opt = nullptr;  // T5: --seq-length / --encoder-seq-length
@@ -261,15 +269,17 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state) {
   cmd->add_option("--data-cache-path", o->data_cache_path,
                   "Where the sample indices (.npy) are cached (default: <data dir>/cache/GPTDataset_indices)");
 
-  cmd->add_option("--micro-batch-size", o->micro_batch_size, "Samples per forward/backward")->required();
+  // (Required, unless --batch-size or a DeepSpeed config gives it: checked once the options are complete.)
+  cmd->add_option("--micro-batch-size", o->micro_batch_size, "Samples per forward/backward (required)");
   cmd->add_option("--global-batch-size", o->global_batch_size,
-                  "Samples per optimizer step (a multiple of --micro-batch-size; default: the micro batch)");
+                  "Samples per optimizer step (a multiple of --micro-batch-size x data-parallel size; default: "
+                  "micro batch x data-parallel size, as Megatron)");
   optim::LrScheduleArgs& s = o->schedule;
   unset->train_iters_opt =
       cmd->add_option("--train-iters", unset->train_iters, "Optimizer steps to train (or --train-samples)");
   unset->train_samples_opt =
       cmd->add_option("--train-samples", unset->train_samples, "Samples to train on (or --train-iters)");
-  cmd->add_option("--lr", s.lr, "Peak learning rate")->required();
+  cmd->add_option("--lr", s.lr, "Peak learning rate (required, unless a DeepSpeed config gives it)");
   cmd->add_option("--min-lr", s.min_lr, "Learning rate at the end of the decay")->capture_default_str();
   cmd->add_option("--lr-decay-style", s.lr_decay_style,
                   "Decay after warm-up (Megatron's styles). nvidia-poly-warmup: NVIDIA DLE BERT's PolyWarmUpScheduler "
@@ -423,6 +433,7 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state) {
                 "Do not train: evaluate the validation and test splits (of a --load'ed checkpoint) and exit (Megatron)");
   add_distributed_flags(cmd, *state.dist);
   add_balance_flags(cmd, *o);
+  add_older_spellings(cmd, *state.older);
 }
 
 // Moves the flags Megatron leaves unset into the options, gives the notices, lets `adjust` (another spelling's
@@ -457,7 +468,11 @@ void run_command(const CommandState& state, const AdjustOptions& adjust = nullpt
   if (unset->end_weight_decay_opt->count() > 0) s.end_weight_decay = unset->end_weight_decay;
   DistributedFlags dist = *state.dist;
   if (adjust) adjust(options, dist);
-  run_training(std::move(options), dist);
+  run_training(std::move(options), dist,
+               [older = state.older](train::TrainOptions& o, int world_size, std::ostream& notices) {
+                 apply_older_spellings(*older, o, notices);
+                 apply_deepspeed_flags(*older, o, world_size, notices);
+               });
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ std::string num(double x) {
 }
 
 bool known_decay_style(const std::string& s) {
+  if (s.rfind("deepspeed-", 0) == 0) return true;  // a DeepSpeed scheduler (deepspeed_lr.h) set the rate
   return s == "constant" || s == "linear" || s == "cosine" || s == "inverse-square-root" || s == "nvidia-poly-warmup" ||
          s == "fairseq-polynomial-decay";
 }
@@ -89,6 +90,11 @@ OptimizerParamScheduler::OptimizerParamScheduler(const LrScheduleArgs& a) {
   wd_incr_style_ = a.weight_decay_incr_style;
   samples_per_step_ = a.global_batch_size;
   power_ = a.lr_decay_power;
+  if (a.deepspeed_lr) {
+    validate_deepspeed_lr(*a.deepspeed_lr);
+    deepspeed_lr_ = a.deepspeed_lr;
+    lr_decay_style_ = "deepspeed-" + a.deepspeed_lr->type;  // what a checkpoint records and compares
+  }
   validate();
 }
 
@@ -159,6 +165,8 @@ double fairseq_polynomial_lr(double max_lr, double end_lr, double power, double 
 
 // Megatron's get_lr, term for term (the same double operations in the same order).
 double OptimizerParamScheduler::lr_at(int64_t num_steps) const {
+  // DeepSpeed steps its scheduler once per optimizer step: after n steps its last_batch_iteration is n - 1.
+  if (deepspeed_lr_) return deepspeed_lr_at(*deepspeed_lr_, num_steps / samples_per_step_ - 1);
   if (lr_decay_style_ == "nvidia-poly-warmup")
     return nvidia_poly_warmup_lr(max_lr_, lr_warmup_steps_, lr_decay_steps_, num_steps + samples_per_step_);
   if (lr_decay_style_ == "fairseq-polynomial-decay")
@@ -220,6 +228,10 @@ void OptimizerParamScheduler::load_state(const SchedulerState& s, LoadMode mode)
     OptimizerParamScheduler restored(init_lr_, s.max_lr, s.min_lr, s.lr_warmup_steps, s.lr_decay_steps,
                                      s.lr_decay_style, s.start_wd, s.end_wd, s.wd_incr_steps, s.wd_incr_style,
                                      samples_per_step_, power_);
+    if (s.lr_decay_style == lr_decay_style_) restored.deepspeed_lr_ = deepspeed_lr_;
+    else if (s.lr_decay_style.rfind("deepspeed-", 0) == 0)
+      throw Error("checkpoint's learning rate came from a DeepSpeed scheduler (" + s.lr_decay_style +
+                  "); give the same DeepSpeed config to continue with it");
     *this = restored;
   }
   if (s.num_steps < 0) throw Error("checkpoint's scheduler step count is negative");

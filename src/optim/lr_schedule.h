@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "optim/deepspeed_lr.h"
+
 namespace lmforge::optim {
 
 // Megatron-LM's flags for the schedule, with Megatron's defaults. Give exactly one of train_iters or
@@ -31,6 +33,8 @@ struct LrScheduleArgs {
   std::optional<double> start_weight_decay;         // --start-weight-decay (default: weight_decay)
   std::optional<double> end_weight_decay;           // --end-weight-decay (default: weight_decay)
   std::string weight_decay_incr_style = "constant"; // --weight-decay-incr-style constant|linear|cosine
+  std::optional<DeepSpeedLr> deepspeed_lr;          // a DeepSpeed config's `scheduler` block: its learning rate
+                                                    // replaces Megatron's (the weight decay stays Megatron's)
 };
 
 // What a checkpoint keeps: Megatron's OptimizerParamScheduler.state_dict() fields.
@@ -115,6 +119,7 @@ class OptimizerParamScheduler {
   int64_t samples_per_step_ = 1;
   double power_ = 1.0;
   int64_t num_steps_ = 0;
+  std::optional<DeepSpeedLr> deepspeed_lr_;  // set: lr_at() is DeepSpeed's scheduler at iteration num_steps/batch
 };
 
 }  // namespace lmforge::optim

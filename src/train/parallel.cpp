@@ -4,9 +4,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <utility>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "optim/clip_grad.h"
+#include "train/mixed_precision.h"
 #include "util/error.h"
 
 namespace lmforge::train {
@@ -113,6 +118,64 @@ void DataParallel::gradients_ready(size_t from) {
   }
 }
 
+void DataParallel::shard_gradients() {
+  if (!distributed_)
+    throw std::logic_error("DataParallel: ZeRO stage 2 shards the gradients of the distributed optimizer");
+  shard_grads_ = true;
+}
+
+// Whole pages inside the range go back to the system (private anonymous memory reads as zeros afterwards); the
+// partial pages at either end are zeroed in place (they also hold a neighbour's elements).
+void DataParallel::release(size_t begin, size_t end) {
+  if (begin >= end) return;
+  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  const uintptr_t a = (uintptr_t)(grads_ + begin), b = (uintptr_t)(grads_ + end);
+  const uintptr_t pa = (a + page - 1) / page * page, pb = b / page * page;
+  if (pa >= pb) {
+    std::memset((void*)a, 0, b - a);
+    return;
+  }
+  std::memset((void*)a, 0, pa - a);
+  std::memset((void*)pb, 0, b - pb);
+  if (madvise((void*)pa, pb - pa, MADV_DONTNEED) != 0) std::memset((void*)pa, 0, pb - pa);
+}
+
+void DataParallel::finish_micro_batch() {
+  for (size_t i = 0; i < buckets_.size(); i++) {
+    if (armed_ && handles_[i] != -2) comm_.finish_reduce_scatter_sum(handles_[i]);
+    else comm_.reduce_scatter_sum(grads_ + buckets_[i].begin, buckets_[i].counts);
+    reduced_++;
+  }
+  armed_ = false;
+  for (const Bucket& k : buckets_) {
+    release(k.begin, k.mine_begin);
+    release(k.mine_end, k.end);
+  }
+}
+
+void DataParallel::zero_gradients() {
+  for (const Bucket& k : buckets_) {
+    std::memset(grads_ + k.mine_begin, 0, (k.mine_end - k.mine_begin) * sizeof(float));
+    release(k.begin, k.mine_begin);
+    release(k.mine_end, k.end);
+  }
+}
+
+void DataParallel::round_gradients_to_f16() {
+  if (!shard_grads_) {
+    round_to_f16_storage(grads_, n_);
+    return;
+  }
+  for (const Bucket& k : buckets_) round_to_f16_storage(grads_ + k.mine_begin, k.mine_end - k.mine_begin);
+}
+
+size_t DataParallel::held_gradient_bytes() const {
+  if (!shard_grads_) return n_ * sizeof(float);
+  size_t n = 0;
+  for (const Bucket& k : buckets_) n += k.mine_end - k.mine_begin;
+  return n * sizeof(float);
+}
+
 double DataParallel::sum(double local) {
   comm_.all_reduce_sum(&local, 1);
   return local;
@@ -127,7 +190,8 @@ double DataParallel::reduce_gradients(int64_t global_micro_batches, double max_n
     if (global_micro_batches > 1 || unscale) optim::scale_grads(spans_, scale);
     return optim::clip_grad_norm(spans_, max_norm);
   }
-  for (size_t i = 0; i < buckets_.size(); i++) {
+  // (Stage 2 reduced every micro-batch already: finish_micro_batch.)
+  for (size_t i = 0; i < buckets_.size() && !shard_grads_; i++) {
     if (armed_ && handles_[i] != -2) comm_.finish_reduce_scatter_sum(handles_[i]);
     else comm_.reduce_scatter_sum(grads_ + buckets_[i].begin, buckets_[i].counts);
     reduced_++;
@@ -258,10 +322,11 @@ size_t DataParallel::optimizer_state_bytes() const {
 std::string DataParallel::describe() const {
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                "data parallel: %d ranks (%s), %zu gradient buckets; %s %s optimizer: state %.3f MB on this rank\n",
+                "data parallel: %d ranks (%s), %zu gradient buckets; %s %s optimizer: state %.3f MB on this rank; "
+                "gradients %s: %.3f MB held after the backward\n",
                 comm_.size(), comm_.name().c_str(), buckets_.size(), distributed_ ? "distributed" : "replicated",
-                optimizer_.kind.c_str(),
-                (double)optimizer_state_bytes() / 1e6);
+                optimizer_.kind.c_str(), (double)optimizer_state_bytes() / 1e6,
+                shard_grads_ ? "sharded (ZeRO-2)" : "whole", (double)held_gradient_bytes() / 1e6);
   return buf;
 }
 

@@ -56,6 +56,24 @@ class DataParallel {
   // word embedding on the last stage) are left out of it. LAMB's per-tensor norms stay within the stage.
   void set_pipeline(dist::Communicator* pipeline, std::vector<bool> copy);
 
+  // ZeRO stage 2 (with the distributed optimizer): every micro-batch's backward reduce-scatters its buckets as they
+  // become final (arm_overlap() before each backward, finish_micro_batch() after it), the owned piece accumulating
+  // the rank-ordered sums, and the rest of each bucket is released: its pages go back to the system
+  // (madvise(MADV_DONTNEED), which reads as zeros when the next backward writes there). So after every backward a
+  // rank holds only its 1/D of the gradients, and during one only the buckets not yet reduced. The sum differs
+  // from stage 1 only in its order (per micro-batch across ranks, then over micro-batches).
+  void shard_gradients();
+  bool gradients_sharded() const { return shard_grads_; }
+  // Stage 2: finishes this micro-batch's reductions (started by gradients_ready) and releases the unowned pieces.
+  void finish_micro_batch();
+  // zero_grad: the owned pieces zeroed, the rest released (stage 2); callers without stage 2 zero the model's.
+  void zero_gradients();
+  // --fp16: the gradient values this rank holds rounded to fp16 storage (train/mixed_precision.h): the whole
+  // accumulated buffer before the reduction, or with stage 2 the owned, already reduced pieces.
+  void round_gradients_to_f16();
+  // Gradient bytes this rank holds after the backward: all of them, or with stage 2 its pieces.
+  size_t held_gradient_bytes() const;
+
   int rank() const { return comm_.rank(); }
   int size() const { return comm_.size(); }
   bool distributed_optimizer() const { return distributed_; }
@@ -121,6 +139,8 @@ class DataParallel {
   std::vector<bool> tp_counted_, pipeline_copy_;  // per span (set_model_parallel, set_pipeline)
   void update_counted();
   bool armed_ = false;
+  bool shard_grads_ = false;
+  void release(size_t begin, size_t end);  // grads_[begin, end) reads as 0, its whole pages returned
   std::vector<int> handles_;   // per bucket: -2 not started, else the communicator's handle
   int64_t overlapped_ = 0, reduced_ = 0;
   std::vector<std::pair<size_t, size_t>> counted_;  // flat ranges counted in the norm (model/pipeline parallel only)

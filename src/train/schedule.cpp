@@ -43,8 +43,10 @@ std::vector<double> SequentialSchedule::run(const StepPlan& plan, Model& model, 
     if (sums.empty()) sums.assign(losses.size(), 0.0);
     for (size_t i = 0; i < losses.size(); i++) sums[i] += losses[i];
     if (!plan.training) continue;
-    if (k + 1 == local) dp.arm_overlap();  // the last backward starts the reduction
-    model.backward(plan.loss_scale);        // accumulates d(micro-batch mean)/dθ; the 1/M comes with the reduction
+    // The last backward starts the reduction (ZeRO-2: every backward, each ending with its reduction done).
+    if (k + 1 == local || dp.gradients_sharded()) dp.arm_overlap();
+    model.backward(plan.loss_scale);  // accumulates d(micro-batch mean)/dθ; the 1/M comes with the reduction
+    if (dp.gradients_sharded()) dp.finish_micro_batch();
   }
   return sums;
 }

@@ -151,6 +151,14 @@ void validate_train_options(TrainOptions& o) {
                 "--pipeline-model-parallel-size > 1");
   stage_layer_counts(o.num_layers, o.pipeline_model_parallel_size, o.decoder_first_pipeline_num_layers,
                      o.decoder_last_pipeline_num_layers);  // throws naming the flags when the layers do not split
+  if (o.zero_stage < 0 || o.zero_stage > 2)
+    throw Error("--zero-stage " + str(o.zero_stage) + ": stages 0, 1 (optimizer state sharded) and 2 (gradients "
+                "too) are implemented; stage 3 (parameters sharded too) is not");
+  if (o.zero_stage == 2 && o.pipeline_model_parallel_size > 1)
+    throw Error("--zero-stage 2 with --pipeline-model-parallel-size " + str(o.pipeline_model_parallel_size) +
+                ": gradient sharding runs without pipeline stages (DeepSpeed does not combine them either); use "
+                "stage 1 (--use-distributed-optimizer)");
+  if (o.zero_stage >= 1) o.use_distributed_optimizer = true;
   if (o.ddp_bucket_size < 0) throw Error("--ddp-bucket-size must be >= 0 (0: 4194304 elements)");
   if (o.num_attention_heads % o.tensor_model_parallel_size != 0)
     throw Error("--tensor-model-parallel-size " + str(o.tensor_model_parallel_size) + " does not divide " +

@@ -105,6 +105,8 @@ struct TrainOptions {
   // ---- parallelism (ranks come from the launcher: mpirun / srun) ----
   bool use_distributed_optimizer = false;  // --use-distributed-optimizer: optimizer state and update sharded across
                                            // data-parallel ranks (ZeRO-1), parameters all-gathered after the step
+  int zero_stage = 0;                      // --zero-stage / DeepSpeed zero_optimization.stage: 1 = the distributed
+                                           // optimizer (ZeRO-1); 0 = as --use-distributed-optimizer says
   int64_t ddp_bucket_size = 0;             // --ddp-bucket-size: gradient elements per data-parallel bucket (0:
                                            // 4,194,304); smaller buckets start reducing earlier in the backward
   int tensor_model_parallel_size = 1;      // --tensor-model-parallel-size T: attention heads, MLP columns and the

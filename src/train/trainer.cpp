@@ -315,6 +315,10 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   // 1. Flags alone, then the files they name, then the work: every user error surfaces before indices are built.
   const std::string config_note = apply_model_config_file(o);
   if (!config_note.empty()) log << config_note;
+  // Megatron's default global batch: one micro-batch on every data-parallel rank (micro x world / (T x P)).
+  const int model_parallel = std::max(1, o.tensor_model_parallel_size * o.pipeline_model_parallel_size);
+  if (o.global_batch_size == 0 && comm.size() % model_parallel == 0)
+    o.global_batch_size = (int64_t)o.micro_batch_size * (comm.size() / model_parallel);
   validate_train_options(o);
   const int TP = o.tensor_model_parallel_size, PP = o.pipeline_model_parallel_size;
   check_parallel_layout(comm.size(), TP, o.global_batch_size, o.micro_batch_size, PP);
@@ -385,6 +389,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   m.dp = std::make_unique<DataParallel>(*m.comm, m.spans, m.model->params(), m.model->grads(),
                                         m.model->table().local_numel(), o.optimizer, o.use_distributed_optimizer,
                                         (size_t)o.ddp_bucket_size);
+  if (o.zero_stage == 2) m.dp->shard_gradients();
   if (TP > 1) {
     std::vector<bool> counted;  // replicated tensors count once in the global norm
     for (const param::Parameter& t : m.model->table()) counted.push_back(!t.replicated() || m.tp_group()->rank() == 0);
@@ -452,7 +457,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   }
   // What this rank holds (every tensor-parallel rank holds the same amount).
   log << format("memory on rank %d: parameters %.1f MB, gradients %.1f MB, optimizer state %.1f MB (%s)\n",
-                comm.rank(), local_params * 4.0 / 1e6, local_params * 4.0 / 1e6,
+                comm.rank(), local_params * 4.0 / 1e6, (double)m.dp->held_gradient_bytes() / 1e6,
                 (double)m.dp->optimizer_state_bytes() / 1e6, o.optimizer.kind.c_str());
   if (comm.size() > 1 || o.use_distributed_optimizer) log << m.dp->describe();
   log.flush();
@@ -533,7 +538,8 @@ void Trainer::run() {
   const auto start = std::chrono::steady_clock::now();
   while (!o.skip_train && m.iteration < m.train_iters) {
     const auto t0 = std::chrono::steady_clock::now();
-    m.model->zero_grad();
+    if (m.dp->gradients_sharded()) m.dp->zero_gradients();  // ZeRO-2: only the owned pieces are held
+    else m.model->zero_grad();
     // This rank's share of the global batch (all of it in one process), forward and backward; with --fp16 the
     // backward runs on the loss times the loss scale.
     StepPlan plan = m.plan(SplitKind::TRAIN, m.consumed_train, true);
@@ -543,7 +549,7 @@ void Trainer::run() {
     for (double& v : loss_sums) v = m.dp->sum(v);
     // --fp16: the (scaled) parameter gradients are held in fp16 before they are unscaled, as Megatron's fp16 model
     // gradients: a value beyond 65504 is inf and the step is skipped.
-    if (m.scaler.active()) round_to_f16_storage(m.model->grads(), m.model->table().local_numel());
+    if (m.scaler.active()) m.dp->round_gradients_to_f16();
     // The global-batch gradient is the mean over micro-batches (Megatron divides each loss by their number),
     // summed across data-parallel ranks first; the norm is global (and unscaled).
     const double norm = m.dp->reduce_gradients(M, o.clip_grad, loss_scale);

@@ -1,0 +1,48 @@
+// defines: lmforge::train::DeepSpeedConfig, read_deepspeed_config(), apply_deepspeed_config(): a DeepSpeed JSON
+//          config (--deepspeed --deepspeed_config FILE) on lmforge's training options
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "optim/deepspeed_lr.h"
+#include "train/train_options.h"
+
+namespace lmforge::train {
+
+// The keys of DeepSpeed's config that lmforge honours (names as in DeepSpeed's docs). Absent keys stay unset.
+struct DeepSpeedConfig {
+  std::string path;
+  std::optional<int64_t> train_batch_size, train_micro_batch_size_per_gpu, gradient_accumulation_steps;
+  std::optional<double> gradient_clipping;
+  std::optional<int64_t> steps_per_print;
+  // fp16 / bf16 blocks
+  std::optional<bool> fp16_enabled, bf16_enabled;
+  std::optional<double> loss_scale, initial_scale_power, loss_scale_window, hysteresis, min_loss_scale;
+  // zero_optimization
+  std::optional<int64_t> zero_stage, reduce_bucket_size, allgather_bucket_size;
+  // optimizer (type Adam or AdamW; "params")
+  std::optional<std::string> optimizer_type;
+  std::optional<double> lr, beta1, beta2, eps, weight_decay;
+  // scheduler
+  std::optional<optim::DeepSpeedLr> scheduler;
+  std::vector<std::string> unknown_keys;  // dotted paths lmforge does not know (one warning lists them)
+  std::vector<std::string> notices;       // keys accepted whose effect differs on this machine (one line each)
+};
+
+// Parses FILE; Error naming the file and the key for malformed JSON, wrong value types, zero_optimization stage 3,
+// an optimizer other than Adam/AdamW (DeepSpeed's Lamb is refused: see the message), Adam with adam_w_mode false,
+// an unknown scheduler type.
+DeepSpeedConfig read_deepspeed_config(const std::string& path);
+
+// Sets `o` from the config, as DeepSpeed would on `world_size` ranks (data-parallel size D = world / (tensor x
+// pipeline)). Batch keys follow DeepSpeed's _set_batch_related_parameters: given all three, train_batch_size must
+// equal micro x accumulation x D; given two, the third follows; micro alone means accumulation 1. `given(flag)`
+// says whether a flag was on the command line: a flag and a key setting one value differently are an error naming
+// both. Writes the unknown-keys warning and the notices to `notices`.
+void apply_deepspeed_config(const DeepSpeedConfig& c, TrainOptions& o, int world_size,
+                            const std::function<bool(const std::string&)>& given, std::ostream& notices);
+
+}  // namespace lmforge::train
