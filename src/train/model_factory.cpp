@@ -178,9 +178,10 @@ ModelShape model_shape(const TrainOptions& o, int64_t vocab_size) {
   if (o.model_type != "gpt" && !o.recompute_granularity.empty())
     throw Error("activation recomputation (--recompute-*, --checkpoint-activations) is implemented for train gpt "
                 "only; train " + o.model_type + " keeps its activations");
-  if (o.pipeline_model_parallel_size > 1 && (o.precision.bf16 || o.precision.fp16 || !o.recompute_granularity.empty()))
-    throw Error("--pipeline-model-parallel-size with --bf16/--fp16 or activation recomputation is not implemented "
-                "yet: pipeline stages exchange fp32 activations and keep them");
+  if (o.model_type != "gpt" && o.pipeline_model_parallel_size > 1 &&
+      (o.precision.bf16 || o.precision.fp16 || !o.recompute_granularity.empty()))
+    throw Error("--pipeline-model-parallel-size with --bf16/--fp16 or activation recomputation is implemented for "
+                "train gpt; train " + o.model_type + " stages exchange fp32 activations and keep them");
   if (o.model_type == "gpt") {
     const model::GPTConfig c = gpt_config(o, vocab_size);
     return shape_of<model::GPT>(c, c.num_layers, c.seq_length);
