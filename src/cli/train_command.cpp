@@ -384,7 +384,8 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state) {
                       "schedule (activations sent point to point; stages recompute a micro-batch's forward before "
                       "its backward, so each holds one micro-batch of activations). World size = tensor x pipeline x "
                       "data-parallel size, ranks laid out as Megatron's (tensor innermost, then data, then pipeline); "
-                      "the last rank logs")
+                      "the last rank logs. train gpt and train bert split their layers evenly; train t5 puts the "
+                      "encoder before --pipeline-model-parallel-split-rank and the decoder from it")
           ->capture_default_str();
   unset->pipe_opt = cmd->add_option("--pipe-parallel-size", unset->pipe_parallel_size,
                                     "DeepSpeed's spelling of --pipeline-model-parallel-size (Megatron-DeepSpeed 3D "
@@ -395,6 +396,12 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state) {
   cmd->add_option("--decoder-last-pipeline-num-layers", o->decoder_last_pipeline_num_layers,
                   "Transformer layers on the last pipeline stage (it also holds the LM head and the loss); the other "
                   "stages split the rest evenly (default: an even share)");
+  cmd->add_option("--pipeline-model-parallel-split-rank", o->pipeline_model_parallel_split_rank,
+                  "train t5: the pipeline stage where the decoder starts (Megatron's rank where encoder and decoder "
+                  "are split): stages 0..S-1 hold the encoder's layers (the embedding on stage 0, the encoder's "
+                  "final LayerNorm on stage S-1), stages S..P-1 the decoder's (a copy of the embedding on stage S, "
+                  "the head and loss on the last), each stack split evenly; the encoder's output travels with the "
+                  "decoder's activations to every decoder stage. Default: P/2 (Megatron requires the flag)");
   cmd->add_option("--ddp-bucket-size", o->ddp_bucket_size,
                   "Gradient elements per data-parallel bucket (0: 4194304); each bucket's reduction starts in the "
                   "backward pass as soon as its gradients are final")

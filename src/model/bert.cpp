@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "model/stage_init.h"
 #include "util/error.h"
 
 namespace lmforge::model {
@@ -106,9 +107,10 @@ layers::TransformerLayerSpec layer_spec(const BertConfig& c, int l) {
   return s;
 }
 
-// BERT out of layers, adding the parameters in Hugging Face's state_dict order and names.
+// BERT out of layers, adding the parameters in Hugging Face's state_dict order and names; a pipeline stage adds
+// only its own (see BertStage).
 Parts build(const BertConfig& c, layers::ParameterStore& store, const layers::TensorParallel& tp,
-            layers::Workspace& workspace) {
+            layers::Workspace& workspace, const BertStage& stage = {}) {
   const int T = tp.size();
   if (c.padded_vocab_size() % T != 0)
     throw Error("--tensor-model-parallel-size " + std::to_string(T) + " does not divide the padded vocabulary " +
@@ -129,17 +131,30 @@ Parts build(const BertConfig& c, layers::ParameterStore& store, const layers::Te
   e.hidden = H;
   e.init_std = c.init_std;
   e.dropout = c.post_layernorm ? 0.0f : c.hidden_dropout;  // original BERT: dropout after the embedding LayerNorm
-  p.embedding = std::make_unique<layers::Embedding>(store, tp, e);
-  if (!c.uses_token_types())  // zero and unused: what HF's MegatronBert adds (row 0) must be nothing (§1.5)
-    store.add("bert.embeddings.token_type_embeddings.weight", {c.type_vocab_size, H}, false,
-              layers::Init::zeros());
-  if (c.post_layernorm)
-    p.ln_embedding = std::make_unique<layers::LayerNorm>(store, "bert.embeddings.LayerNorm", H, c.layernorm_eps);
-  for (int l = 0; l < c.num_layers; l++) {
+  size_t word = 0;  // the word table the tied decoder reads
+  if (stage.pre_process) {
+    p.embedding = std::make_unique<layers::Embedding>(store, tp, e);
+    word = p.embedding->word_index();
+    if (!c.uses_token_types())  // zero and unused: what HF's MegatronBert adds (row 0) must be nothing (§1.5)
+      store.add("bert.embeddings.token_type_embeddings.weight", {c.type_vocab_size, H}, false,
+                layers::Init::zeros());
+    if (c.post_layernorm)
+      p.ln_embedding = std::make_unique<layers::LayerNorm>(store, "bert.embeddings.LayerNorm", H, c.layernorm_eps);
+  } else if (stage.post_process) {
+    // The last stage's copy of the tied table, added as the embedding adds it (same name, shape and split).
+    word = store.add(e.word_name + ".weight", {e.padded_vocab, e.hidden}, true, layers::Init::normal(e.init_std),
+                     /*split_dim=*/0);
+  }
+  const int first = stage.first_layer, end = stage.num_layers < 0 ? c.num_layers : first + stage.num_layers;
+  if (first < 0 || end > c.num_layers || first >= end)
+    throw Error("BERT stage: layers [" + std::to_string(first) + ", " + std::to_string(end) + ") of " +
+                std::to_string(c.num_layers));
+  for (int l = first; l < end; l++) {  // the whole model's layer numbers: names and dropout streams
     p.layer_first.push_back(store.table().size());
     p.layers.push_back(std::make_unique<layers::TransformerLayer>(store, tp, workspace, layer_spec(c, l)));
   }
   p.after_layers = store.table().size();
+  if (!stage.post_process) return p;
   if (!c.post_layernorm)
     p.ln_final = std::make_unique<layers::LayerNorm>(store, "bert.encoder.ln", H, c.layernorm_eps);
   if (c.binary_head)
@@ -154,7 +169,7 @@ Parts build(const BertConfig& c, layers::ParameterStore& store, const layers::Te
   dec.out = c.padded_vocab_size();
   dec.layout = kernels::WeightLayout::OUT_IN;
   dec.parallelism = layers::Parallelism::COLUMN;
-  dec.tied_weight = (int64_t)p.embedding->word_index();
+  dec.tied_weight = (int64_t)word;
   p.decoder = std::make_unique<layers::Linear>(store, tp, workspace, dec);
   p.transform = std::make_unique<layers::Linear>(store, tp, workspace,
                                                  replicated("cls.predictions.transform.dense", H, H, c.init_std));
@@ -168,15 +183,17 @@ Parts build(const BertConfig& c, layers::ParameterStore& store, const layers::Te
 
 }  // namespace
 
-Bert::Bert(const BertConfig& config, kernels::Backend& backend, dist::Communicator* tensor_parallel)
+Bert::Bert(const BertConfig& config, kernels::Backend& backend, dist::Communicator* tensor_parallel, BertStage stage)
     : config_(config),
+      stage_(stage),
       tp_(tensor_parallel),
       store_(backend, tp_.rank(), tp_.size()),
       workspace_(backend),
       drop_embedding_(config.hidden_dropout, 0, layers::DropoutSite::EMBEDDING),
       loss_(tp_, backend) {
   config_.validate();
-  Parts p = build(config_, store_, tp_, workspace_);
+  Parts p = build(config_, store_, tp_, workspace_, stage_);
+  vocab_offset_ = (int64_t)config_.padded_vocab_size() / tp_.size() * tp_.rank();
   embedding_ = std::move(p.embedding);
   ln_embedding_ = std::move(p.ln_embedding);
   layers_ = std::move(p.layers);
@@ -192,6 +209,15 @@ Bert::Bert(const BertConfig& config, kernels::Backend& backend, dist::Communicat
 }
 
 Bert::~Bert() = default;
+
+void Bert::init_weights(uint64_t seed) {
+  if (stage_.whole(config_)) return store_.init(seed);
+  layers::TensorParallel one;
+  layers::ParameterStore whole(kernels::cpu_backend(), 0, 1);
+  layers::Workspace workspace(kernels::cpu_backend());
+  Parts p = build(config_, whole, one, workspace);
+  store_.init(seed, stage_init_discards(whole, store_));
+}
 
 param::ParamTable Bert::parameter_table(const BertConfig& config) {
   config.validate();
@@ -234,66 +260,99 @@ void Bert::check_inputs(const BertInputs& in) const {
         fail("is_random " + std::to_string(in.is_random[b]) + " of row " + std::to_string(b) + " is not 0, 1 or -1");
 }
 
-BertLosses Bert::forward(const BertInputs& in, const layers::ForwardStep* step_ptr) {
-  have_forward_ = false;
-  check_inputs(in);
-  const layers::ForwardStep step = step_ptr ? *step_ptr : layers::ForwardStep{};
-  const int B = in.B, T = in.T;
-  const int64_t N = (int64_t)B * T, H = config_.hidden;
+namespace {
+
+Tensor upload_i32(kernels::Backend& be, kernels::Buffer& buf, const int32_t* host, size_t n) {
+  buf.resize(be, kernels::DType::I32, n);
+  be.copy_to_device(buf.data(), host, n * sizeof(int32_t));
+  return buf.view({(int64_t)n});
+}
+
+Tensor f32(kernels::Backend& be, kernels::Buffer& buf, int64_t rows, int64_t cols) {
+  buf.resize(be, kernels::DType::F32, (size_t)(rows * cols));
+  return buf.view({rows, cols});
+}
+
+}  // namespace
+
+BertLosses Bert::forward(const BertInputs& in, const layers::ForwardStep* step) {
+  if (!stage_.whole(config_)) throw Error("BERT forward: this is one pipeline stage, not the whole model");
+  return forward_stage(in, nullptr, step);
+}
+
+// Embedding (original BERT: LayerNorm, then dropout) on the first stage; a later stage's input as it came.
+Tensor Bert::embed_or_input(const BertInputs& in, const float* input, const layers::ForwardStep& step) {
+  const int64_t N = (int64_t)in.B * in.T, H = config_.hidden;
   kernels::Backend& be = backend();
-  auto upload_i32 = [&](kernels::Buffer& buf, const int32_t* host, size_t n) {
-    buf.resize(be, kernels::DType::I32, n);
-    be.copy_to_device(buf.data(), host, n * sizeof(int32_t));
-    return buf.view({(int64_t)n});
-  };
-  auto f32 = [&](kernels::Buffer& buf, int64_t rows, int64_t cols) {
-    buf.resize(be, kernels::DType::F32, (size_t)(rows * cols));
-    return buf.view({rows, cols});
-  };
-  B_ = B, T_ = T;
-  const Tensor tokens = upload_i32(tokens_, in.tokens, (size_t)N);
+  if (!stage_.pre_process) {  // copied: the layers keep views of their inputs until the backward
+    const Tensor x = f32(be, input_, N, H);
+    be.copy_to_device(x.data, input, (size_t)(N * H) * sizeof(float));
+    return x;
+  }
+  const Tensor tokens = upload_i32(be, tokens_, in.tokens, (size_t)N);
   std::vector<int32_t> host((size_t)N);
-  for (int64_t n = 0; n < N; n++) host[(size_t)n] = (int32_t)(n % T);
-  const Tensor positions = upload_i32(positions_, host.data(), (size_t)N);
+  for (int64_t n = 0; n < N; n++) host[(size_t)n] = (int32_t)(n % in.T);
+  const Tensor positions = upload_i32(be, positions_, host.data(), (size_t)N);
   Tensor types;
   if (config_.uses_token_types()) {
     if (!in.types) host.assign((size_t)N, 0);
-    types = upload_i32(types_, in.types ? in.types : host.data(), (size_t)N);
+    types = upload_i32(be, types_, in.types ? in.types : host.data(), (size_t)N);
   }
-  const Tensor padding = in.padding ? upload_i32(padding_, in.padding, (size_t)N).reshaped({B, T}) : Tensor{};
-
-  // Embedding (original BERT: LayerNorm, then dropout), the layers, the final LayerNorm (Megatron).
   Tensor x = embedding_->forward(tokens, positions, types, step);
   embedded_ = x;
   emb_dropped_ = false;
   if (ln_embedding_) {
-    const Tensor normed = f32(emb_normed_, N, H);
+    const Tensor normed = f32(be, emb_normed_, N, H);
     ln_embedding_->forward(normed, x);
     x = normed;
     if (drop_embedding_.active(step)) {
-      const Tensor out = f32(emb_out_, N, H);
+      const Tensor out = f32(be, emb_out_, N, H);
       drop_embedding_.forward(out, normed, step);
       x = out;
       emb_dropped_ = true;
     }
   }
+  return x;
+}
+
+BertLosses Bert::forward_stage(const BertInputs& in, const float* input, const layers::ForwardStep* step_ptr) {
+  have_forward_ = false;
+  check_inputs(in);
+  const layers::ForwardStep step = step_ptr ? *step_ptr : layers::ForwardStep{};
+  const int B = in.B, T = in.T;
+  B_ = B, T_ = T;
+  const Tensor padding =
+      in.padding ? upload_i32(backend(), padding_, in.padding, (size_t)B * T).reshaped({B, T}) : Tensor{};
+  // The embedding (or the previous stage's output), this stage's layers, then on the last stage the heads.
+  Tensor x = embed_or_input(in, input, step);
   for (auto& layer : layers_) x = layer->forward(x, padding, Tensor{}, Tensor{}, B, T, 0, step);
   body_out_ = x;
+  BertLosses losses;
+  if (stage_.post_process) losses = heads_forward(in, x);
+  have_forward_ = true;
+  return losses;
+}
+
+// The final LayerNorm (Megatron), the masked-LM head and the binary head over the last layer's output x.
+BertLosses Bert::heads_forward(const BertInputs& in, const Tensor& x) {
+  const int B = in.B, T = in.T;
+  const int64_t N = (int64_t)B * T, H = config_.hidden;
+  kernels::Backend& be = backend();
   Tensor final_out = x;
   if (ln_final_) {
-    final_out = f32(final_, N, H);
+    final_out = f32(be, final_, N, H);
     ln_final_->forward(final_out, x);
   }
 
   // Masked-LM head: logits = LN(gelu(dense(x)))·Eᵀ + b over this rank's vocabulary columns, CE over the mask.
-  const Tensor t1 = f32(t1_, N, H), t2 = f32(t2_, N, H), t3 = f32(t3_, N, H);
+  const Tensor t1 = f32(be, t1_, N, H), t2 = f32(be, t2_, N, H), t3 = f32(be, t3_, N, H);
   transform_->forward(t1, final_out);
   kernels::gelu_forward(t2, t1, config_.head_gelu);
   ln_transform_->forward(t3, t2);
-  const Tensor logits = f32(logits_, N, decoder_->local_out());
+  const Tensor logits = f32(be, logits_, N, decoder_->local_out());
   decoder_->forward(logits, t3);
-  const Tensor labels = upload_i32(labels_, in.labels, (size_t)N);
-  const double masked_ce = loss_.forward(logits, labels, in.loss_mask, embedding_->vocab_offset());
+  const Tensor labels = upload_i32(be, labels_, in.labels, (size_t)N);
+  const double masked_ce = loss_.forward(logits, labels, in.loss_mask, vocab_offset_);
   mask_sum_ = 0.0;
   for (int64_t n = 0; n < N; n++) mask_sum_ += (double)in.loss_mask[n];
   BertLosses losses;
@@ -301,16 +360,16 @@ BertLosses Bert::forward(const BertInputs& in, const layers::ForwardStep* step_p
 
   // Pooler (tanh of a dense layer over position 0) and the 2-class binary head, CE averaged over the rows.
   if (binary_) {
-    const Tensor first = f32(first_, B, H);
+    const Tensor first = f32(be, first_, B, H);
     for (int b = 0; b < B; b++)
       be.copy_on_device(first.f32() + (size_t)b * H, final_out.f32() + (size_t)b * T * H, (size_t)H * sizeof(float));
-    const Tensor pre = f32(pooled_pre_, B, H), pooled = f32(pooled_, B, H);
+    const Tensor pre = f32(be, pooled_pre_, B, H), pooled = f32(be, pooled_, B, H);
     pooler_->forward(pre, first);
     pooled_host_.resize((size_t)(B * H));
     be.copy_to_host(pooled_host_.data(), pre.data, pooled_host_.size() * sizeof(float));
     for (float& v : pooled_host_) v = std::tanh(v);
     be.copy_to_device(pooled.data, pooled_host_.data(), pooled_host_.size() * sizeof(float));
-    const Tensor blog = f32(binary_logits_, B, 2);
+    const Tensor blog = f32(be, binary_logits_, B, 2);
     binary_->forward(blog, pooled);
     std::vector<float> z((size_t)(2 * B));
     be.copy_to_host(z.data(), blog.data, z.size() * sizeof(float));
@@ -329,7 +388,6 @@ BertLosses Bert::forward(const BertInputs& in, const layers::ForwardStep* step_p
     }
     losses.sop = sum / (double)count;
   }
-  have_forward_ = true;
   return losses;
 }
 
@@ -388,28 +446,48 @@ void Bert::binary_head_backward(const Tensor& d_final, float loss_scale) {
 }
 
 void Bert::backward(float loss_scale) {
+  if (!stage_.whole(config_)) throw Error("BERT backward: this is one pipeline stage, not the whole model");
+  backward_stage(nullptr, loss_scale);
+}
+
+void Bert::backward_stage(const float* output_grad, float loss_scale) {
   if (!have_forward_) throw Error("BERT backward: no forward() precedes it (or backward already ran)");
   have_forward_ = false;
   const int64_t N = (int64_t)B_ * T_, H = config_.hidden;
   kernels::Backend& be = backend();
   d_final_.resize(be, kernels::DType::F32, (size_t)(N * H));
-  d_final_.zero();
   const Tensor d_final = d_final_.view({N, H});
-  if (mask_sum_ > 0.0) lm_head_backward(d_final, loss_scale);
-  if (binary_) binary_head_backward(d_final, loss_scale);
   // d carries the residual stream's gradient down through the layers (in place, see TransformerLayer::backward).
   Tensor d = d_final;
-  if (ln_final_) {
-    d_residual_.resize(be, kernels::DType::F32, (size_t)(N * H));
-    d_residual_.zero();
-    d = d_residual_.view({N, H});
-    ln_final_->backward(d, d_final, body_out_);
+  if (stage_.post_process) {
+    d_final_.zero();
+    if (mask_sum_ > 0.0) lm_head_backward(d_final, loss_scale);
+    if (binary_) binary_head_backward(d_final, loss_scale);
+    if (ln_final_) {
+      d_residual_.resize(be, kernels::DType::F32, (size_t)(N * H));
+      d_residual_.zero();
+      d = d_residual_.view({N, H});
+      ln_final_->backward(d, d_final, body_out_);
+    }
+    if (ready_hook_) ready_hook_(table()[after_layers_].offset);  // the heads and the final LayerNorm
+  } else {  // the next stage's d(loss)/d(output) already carries loss_scale
+    be.copy_to_device(d_final.data, output_grad, (size_t)(N * H) * sizeof(float));
   }
-  if (ready_hook_) ready_hook_(table()[after_layers_].offset);  // the heads and the final LayerNorm
   for (size_t l = layers_.size(); l-- > 0;) {
     layers_[l]->backward(d, Tensor{});
     if (ready_hook_) ready_hook_(table()[layer_first_[l]].offset);
   }
+  if (embedding_) {
+    embedding_backward(d);
+  } else {
+    d_input_ = d;  // d(loss)/d(input), for the previous stage
+  }
+  if (ready_hook_) ready_hook_(0);
+}
+
+void Bert::embedding_backward(Tensor d) {
+  const int64_t N = (int64_t)B_ * T_, H = config_.hidden;
+  kernels::Backend& be = backend();
   if (ln_embedding_) {
     Tensor g = d;
     if (emb_dropped_) {
@@ -425,7 +503,6 @@ void Bert::backward(float loss_scale) {
     d = ds;
   }
   embedding_->backward(d);
-  if (ready_hook_) ready_hook_(0);
 }
 
 double Bert::training_flops(int B, int T) const {

@@ -84,6 +84,22 @@ struct BertLosses {
   double total() const { return lm + sop; }
 };
 
+// One pipeline stage of a BERT (Megatron's pre_process / post_process, as GPTStage): encoder layers [first_layer,
+// first_layer + num_layers) of the whole model; the first stage also holds the embeddings (and the original
+// flavour's embedding LayerNorm), the last the final LayerNorm, the pooler, the masked-LM head and the binary head.
+// When the last stage is not also the first it holds its own copy of the tied word table
+// "bert.embeddings.word_embeddings.weight" (initialised to the same values; the trainer sums its gradient with the
+// first stage's every step, as Megatron's embedding group does). Default: the whole model.
+struct BertStage {
+  int first_layer = 0;
+  int num_layers = -1;        // -1: every layer from first_layer on
+  bool pre_process = true;    // holds the embeddings: reads tokens
+  bool post_process = true;   // holds the heads and the losses
+  bool whole(const BertConfig& c) const {
+    return pre_process && post_process && first_layer == 0 && (num_layers < 0 || num_layers == c.num_layers);
+  }
+};
+
 // Megatron's BERT (pre-LN) or the original post-LN BERT on one Backend, as one rank of a tensor-parallel group.
 //
 // Parameters carry Hugging Face names, in HF's state_dict order (MegatronBertForPreTraining for the Megatron flavour,
@@ -98,7 +114,7 @@ struct BertLosses {
 class Bert {
  public:
   explicit Bert(const BertConfig& config, kernels::Backend& backend = kernels::cpu_backend(),
-                dist::Communicator* tensor_parallel = nullptr);
+                dist::Communicator* tensor_parallel = nullptr, BertStage stage = {});
   ~Bert();
   Bert(const Bert&) = delete;
   Bert& operator=(const Bert&) = delete;
@@ -108,7 +124,9 @@ class Bert {
   int tensor_parallel_rank() const { return tp_.rank(); }
   int tensor_parallel_size() const { return tp_.size(); }
 
-  void init_weights(uint64_t seed) { store_.init(seed); }
+  // A pipeline stage draws the whole model's stream and keeps its own tensors (as GPT::init_weights).
+  void init_weights(uint64_t seed);
+  const BertStage& stage() const { return stage_; }
   size_t num_parameters() const { return store_.local_numel(); }  // on this rank
   float* params() { return store_.values(); }
   float* grads() { return store_.grads(); }
@@ -130,6 +148,18 @@ class Bert {
   // its term adds no gradient (there is nothing to learn from); the caller sees the NaN loss and reports it.
   void backward(float loss_scale = 1.0f);
 
+  // Pipeline stages (see BertStage), as GPT's: forward_stage reads in.tokens (first stage) or `input` [B·T, H]
+  // (copied), and the padding mask on every stage; the last stage reads the labels and returns the losses, the
+  // others return zeros and leave their output [B·T, H] at stage_output() (valid until the next forward).
+  // backward_stage starts from the losses on the last stage, from output_grad d(loss)/d(output) [B·T, H] (already
+  // carrying loss_scale) on the others; afterwards, unless this is the first stage, input_grad() holds
+  // d(loss)/d(input) [B·T, H] (valid until the next forward or backward). On the whole model they are forward() and
+  // backward().
+  BertLosses forward_stage(const BertInputs& in, const float* input, const layers::ForwardStep* step);
+  const float* stage_output() const { return body_out_.f32(); }
+  void backward_stage(const float* output_grad, float loss_scale = 1.0f);
+  const float* input_grad() const { return d_input_.f32(); }
+
   // Model FLOPs of one training step on B×T tokens: 6·(matrix parameters incl. the tied decoder) + 12·L·H·T per
   // token (the pooler and binary head are negligible).
   double training_flops(int B, int T) const;
@@ -139,7 +169,13 @@ class Bert {
   void lm_head_backward(const kernels::Tensor& d_final, float loss_scale);
   void binary_head_backward(const kernels::Tensor& d_final, float loss_scale);
 
+  // The stage's embeddings (first stage) or its input activation (the others): x [B·T, H].
+  kernels::Tensor embed_or_input(const BertInputs& in, const float* input, const layers::ForwardStep& step);
+  BertLosses heads_forward(const BertInputs& in, const kernels::Tensor& x);
+  void embedding_backward(kernels::Tensor d);
+
   BertConfig config_;
+  BertStage stage_;
   layers::TensorParallel tp_;
   layers::ParameterStore store_;
   layers::Workspace workspace_;
@@ -165,7 +201,9 @@ class Bert {
   kernels::Buffer final_, t1_, t2_, t3_, logits_;   // final hidden, head dense / GELU / LayerNorm, logits
   kernels::Buffer first_, pooled_pre_, pooled_, binary_logits_;
   kernels::Buffer d_final_, d_residual_, d_t1_, d_t2_, d_t3_, d_first_, d_pooled_, d_binary_, d_emb_, d_emb_sum_;
-  kernels::Tensor body_out_, embedded_;
+  kernels::Buffer input_;                           // a later stage's copy of its input activation
+  int64_t vocab_offset_ = 0;                        // the first vocabulary row of this rank's piece
+  kernels::Tensor body_out_, embedded_, d_input_;
   std::function<void(size_t)> ready_hook_;
 };
 

@@ -164,11 +164,12 @@ GPT::GPT(const GPTConfig& config, kernels::Backend& backend, dist::Communicator*
 std::vector<GPT::Chunk> GPT::make_chunks() const {
   std::vector<Chunk> chunks;
   if (config_.recompute_granularity != "full") return chunks;
-  const int L = config_.num_layers, n = config_.recompute_num_layers;
+  // Over this stage's layers (Megatron: a pipeline stage's transformer chunks its own layers).
+  const int L = (int)layers_.size(), n = config_.recompute_num_layers;
   if (config_.recompute_method == "uniform") {
     for (int a = 0; a < L; a += n) chunks.push_back({a, std::min(a + n, L), {}, {}});
   } else {
-    for (int a = 0; a < n; a++) chunks.push_back({a, a + 1, {}, {}});
+    for (int a = 0; a < std::min(n, L); a++) chunks.push_back({a, a + 1, {}, {}});
   }
   return chunks;
 }
@@ -251,6 +252,11 @@ Tensor GPT::forward_body(const int32_t* tokens, const float* input, int B, int T
     input_.resize(be, kernels::DType::F32, (size_t)(N * C));
     be.copy_to_device(input_.data(), input, (size_t)(N * C) * sizeof(float));
     x = input_.view({N, C});
+    if (store_.activation_dtype() != kernels::DType::F32) {  // the layers read the activation dtype
+      input_act_.resize(be, store_.activation_dtype(), (size_t)(N * C));
+      kernels::copy(input_act_.view({N, C}), x);
+      x = input_act_.view({N, C});
+    }
   }
   size_t c = 0;  // the next recomputed chunk
   for (int l = 0; l < (int)layers_.size(); l++) {
@@ -286,7 +292,10 @@ float GPT::forward_stage(const int32_t* tokens, const float* input, const int32_
   if (stage_.post_process && B >= 1 && T >= 1) check_ids(targets, (size_t)N, "target");
   const Tensor normed = forward_body(tokens, input, B, T, step ? *step : layers::ForwardStep{});
   have_forward_ = true;
-  if (!stage_.post_process) return 0.0f;
+  if (!stage_.post_process) {
+    stage_to_f32(body_out_);
+    return 0.0f;
+  }
   kernels::Backend& be = backend();
   targets_.resize(be, kernels::DType::I32, (size_t)N);
   be.copy_to_device(targets_.data(), targets, (size_t)N * sizeof(int32_t));
@@ -343,8 +352,14 @@ void GPT::backward_stage(const float* output_grad, float loss_scale) {
     ln_f_->backward(d, d_normed, body_out_);
     if (ready_hook_) ready_hook_(tensor("transformer.ln_f.weight").offset);  // ln_f, the last tensors of the table
   } else {
-    // The next stage's d(loss)/d(output) already carries loss_scale.
-    be.copy_to_device(d_residual_.data(), output_grad, (size_t)(N * C) * sizeof(float));
+    // The next stage's d(loss)/d(output) already carries loss_scale (fp32: converted to the activation dtype).
+    if (d.dtype == kernels::DType::F32) {
+      be.copy_to_device(d_residual_.data(), output_grad, (size_t)(N * C) * sizeof(float));
+    } else {
+      stage_f32_.resize(be, kernels::DType::F32, (size_t)(N * C));
+      be.copy_to_device(stage_f32_.data(), output_grad, (size_t)(N * C) * sizeof(float));
+      kernels::copy(d, stage_f32_.view({N, C}));
+    }
   }
   size_t c = chunks_.size();  // recomputed chunks, walked from the last
   for (size_t l = layers_.size(); l-- > 0;) {
@@ -360,7 +375,18 @@ void GPT::backward_stage(const float* output_grad, float loss_scale) {
       for (int i = chunks_[c].begin; i < chunks_[c].end; i++) layers_[(size_t)i]->release_activations();
   }
   if (embedding_) embedding_->backward(d);  // otherwise d now holds d(loss)/d(input): input_grad()
+  else stage_to_f32(d);
   if (ready_hook_) ready_hook_(0);
+}
+
+void GPT::stage_to_f32(const Tensor& t) {
+  if (t.dtype == kernels::DType::F32) {
+    stage_f32_ = kernels::Buffer();
+    return;
+  }
+  const int64_t N = t.rows(), C = t.dim(-1);
+  stage_f32_.resize(backend(), kernels::DType::F32, (size_t)(N * C));
+  kernels::copy(stage_f32_.view({N, C}), t);
 }
 
 int64_t GPT::loss_chunk_rows(int64_t N) const {

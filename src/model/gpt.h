@@ -154,12 +154,14 @@ class GPT {
   // next forward). On the whole model it is forward().
   float forward_stage(const int32_t* tokens, const float* input, const int32_t* targets, int B, int T,
                       const layers::ForwardStep* step);
-  const float* stage_output() const { return body_out_.f32(); }
+  // Stages exchange fp32 (under --bf16/--fp16 the activations and their gradients are converted at the boundary,
+  // exactly: every bf16/fp16 value is an fp32 value).
+  const float* stage_output() const { return stage_f32_.count() ? stage_f32_.f32() : body_out_.f32(); }
   // backward_stage: the last stage starts from its loss (output_grad unused), the others from output_grad
   // d(loss)/d(output) [B·T, C]; adds loss_scale · d/dθ into grads() like backward(); afterwards, unless this is the
   // first stage, input_grad() holds d(loss)/d(input) [B·T, C] (valid until the next forward or backward).
   void backward_stage(const float* output_grad, float loss_scale = 1.0f);
-  const float* input_grad() const { return d_residual_.f32(); }
+  const float* input_grad() const { return stage_f32_.count() ? stage_f32_.f32() : d_residual_.f32(); }
 
   // Inference: logits [B, padded_vocab / T] of this rank's vocabulary columns at the last position of each row.
   const float* forward_logits(const int32_t* tokens, int B, int T);
@@ -206,6 +208,9 @@ class GPT {
   int B_ = 0, T_ = 0, positions_T_ = 0;
   bool have_targets_ = false, have_forward_ = false;
   kernels::Buffer tokens_, targets_, positions_, normed_, logits_, d_residual_, last_, last_logits_, input_;
+  kernels::Buffer input_act_, stage_f32_;  // a stage's input in the activation dtype; its fp32 output / input grad
+  // Into stage_f32_ as fp32 when t is not (a stage boundary under mixed precision); otherwise empties it.
+  void stage_to_f32(const kernels::Tensor& t);
   kernels::Tensor body_out_;
   std::vector<Chunk> chunks_;
   int64_t loss_chunks_ = 0;  // chunks the last forward's head and loss ran in

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "model/stage_init.h"
 #include "util/error.h"
 
 namespace lmforge::model {
@@ -118,8 +119,20 @@ layers::TransformerLayerSpec layer_spec(const T5Config& c, const std::string& pr
   return s;
 }
 
+// A stage's layers [first, end) of a stack of `total` (the whole stack for the whole model).
+std::pair<int, int> stage_layers(const T5Stage& st, bool decoder, int total) {
+  if (st.whole_model) return {0, total};
+  if (st.decoder != decoder) return {0, 0};
+  const int first = st.first_layer, end = st.first_layer + st.num_layers;
+  if (first < 0 || end > total || first >= end)
+    throw Error(std::string("T5 stage: ") + (decoder ? "decoder" : "encoder") + " layers [" + std::to_string(first) +
+                ", " + std::to_string(end) + ") of " + std::to_string(total));
+  return {first, end};
+}
+
+// T5 out of layers in Megatron's state_dict order; a pipeline stage adds only its own tensors (see T5Stage).
 Parts build(const T5Config& c, layers::ParameterStore& store, const layers::TensorParallel& tp,
-            layers::Workspace& workspace) {
+            layers::Workspace& workspace, const T5Stage& st = {}) {
   const int T = tp.size();
   if (c.padded_vocab_size() % T != 0)
     throw Error("--tensor-model-parallel-size " + std::to_string(T) + " does not divide the padded vocabulary " +
@@ -136,23 +149,37 @@ Parts build(const T5Config& c, layers::ParameterStore& store, const layers::Tens
   e.hidden = c.hidden;
   e.init_std = c.init_std;
   e.dropout = c.hidden_dropout;
-  p.embedding = std::make_unique<layers::Embedding>(store, tp, e);
-  // Dropout streams: layer 0 the embedding, 1..Le the encoder, Le+1..Le+Ld the decoder.
-  for (int l = 0; l < c.encoder_num_layers; l++) {
+  const bool whole = st.whole_model;
+  size_t word = 0;  // the word table the tied head reads
+  if (whole || st.pre_process) {
+    p.embedding = std::make_unique<layers::Embedding>(store, tp, e);
+    word = p.embedding->word_index();
+  } else if (st.decoder && st.post_process) {
+    // The last stage's copy of the tied table, added as the embedding adds it (same name, shape and split).
+    word = store.add(e.word_name + ".weight", {e.padded_vocab, e.hidden}, true, layers::Init::normal(e.init_std),
+                     /*split_dim=*/0);
+  }
+  // Dropout streams: layer 0 the embedding, 1..Le the encoder, Le+1..Le+Ld the decoder (the whole model's numbers
+  // on every stage).
+  const auto [enc_first, enc_end] = stage_layers(st, false, c.encoder_num_layers);
+  for (int l = enc_first; l < enc_end; l++) {
     p.encoder_first.push_back(store.table().size());
     p.encoder.push_back(std::make_unique<layers::TransformerLayer>(
         store, tp, workspace,
         layer_spec(c, "language_model.encoder.layers." + std::to_string(l) + ".", false, l + 1)));
   }
-  p.encoder_norm =
-      std::make_unique<layers::LayerNorm>(store, "language_model.encoder.final_norm", c.hidden, c.layernorm_eps);
-  for (int l = 0; l < c.decoder_layers(); l++) {
+  if (whole || (!st.decoder && st.post_process))
+    p.encoder_norm =
+        std::make_unique<layers::LayerNorm>(store, "language_model.encoder.final_norm", c.hidden, c.layernorm_eps);
+  const auto [dec_first, dec_end] = stage_layers(st, true, c.decoder_layers());
+  for (int l = dec_first; l < dec_end; l++) {
     p.decoder_first.push_back(store.table().size());
     p.decoder.push_back(std::make_unique<layers::TransformerLayer>(
         store, tp, workspace,
         layer_spec(c, "language_model.decoder.layers." + std::to_string(l) + ".", true,
                    c.encoder_num_layers + l + 1)));
   }
+  if (!whole && !(st.decoder && st.post_process)) return p;
   p.decoder_norm =
       std::make_unique<layers::LayerNorm>(store, "language_model.decoder.final_norm", c.hidden, c.layernorm_eps);
   layers::LinearSpec head;
@@ -162,18 +189,19 @@ Parts build(const T5Config& c, layers::ParameterStore& store, const layers::Tens
   head.out = c.padded_vocab_size();
   head.layout = kernels::WeightLayout::OUT_IN;
   head.parallelism = layers::Parallelism::COLUMN;
-  head.tied_weight = (int64_t)p.embedding->word_index();
+  head.tied_weight = (int64_t)word;
   p.head = std::make_unique<layers::Linear>(store, tp, workspace, head);
   return p;
 }
 
 }  // namespace
 
-T5::T5(const T5Config& config, kernels::Backend& backend, dist::Communicator* tensor_parallel)
-    : config_(config), tp_(tensor_parallel), store_(backend, tp_.rank(), tp_.size()), workspace_(backend),
+T5::T5(const T5Config& config, kernels::Backend& backend, dist::Communicator* tensor_parallel, T5Stage stage)
+    : config_(config), stage_(stage), tp_(tensor_parallel), store_(backend, tp_.rank(), tp_.size()), workspace_(backend),
       loss_(tp_, backend) {
   config_.validate();
-  Parts p = build(config_, store_, tp_, workspace_);
+  Parts p = build(config_, store_, tp_, workspace_, stage_);
+  vocab_offset_ = (int64_t)config_.padded_vocab_size() / tp_.size() * tp_.rank();
   embedding_ = std::move(p.embedding);
   encoder_ = std::move(p.encoder);
   decoder_ = std::move(p.decoder);
@@ -186,6 +214,19 @@ T5::T5(const T5Config& config, kernels::Backend& backend, dist::Communicator* te
 }
 
 T5::~T5() = default;
+
+void T5::init_weights(uint64_t seed) {
+  if (stage_.whole_model) return store_.init(seed);
+  layers::TensorParallel one;
+  layers::ParameterStore whole(kernels::cpu_backend(), 0, 1);
+  layers::Workspace workspace(kernels::cpu_backend());
+  Parts p = build(config_, whole, one, workspace);
+  store_.init(seed, stage_init_discards(whole, store_));
+}
+
+void T5::require_whole(const char* what) const {
+  if (!stage_.whole_model) throw Error(std::string("T5 ") + what + ": this is one pipeline stage, not the whole model");
+}
 
 param::ParamTable T5::parameter_table(const T5Config& config) {
   config.validate();
@@ -271,6 +312,7 @@ void T5::forward_body(const T5Inputs& in, const layers::ForwardStep& step) {
 }
 
 double T5::forward(const T5Inputs& in, const layers::ForwardStep* step_ptr) {
+  require_whole("forward");
   have_forward_ = false;
   check_inputs(in);
   const layers::ForwardStep step = step_ptr ? *step_ptr : layers::ForwardStep{};
@@ -295,6 +337,7 @@ double T5::forward(const T5Inputs& in, const layers::ForwardStep* step_ptr) {
 }
 
 void T5::backward(float loss_scale) {
+  require_whole("backward");
   if (!have_forward_) throw Error("T5 backward: no forward() precedes it (or backward already ran)");
   have_forward_ = false;
   const int64_t Ne = (int64_t)B_ * Te_, Nd = (int64_t)B_ * Td_, H = config_.hidden;
@@ -333,6 +376,7 @@ void T5::backward(float loss_scale) {
 
 const float* T5::forward_logits(const int32_t* encoder_tokens, int B, int Te, const int32_t* decoder_tokens,
                                int Td) {
+  require_whole("forward_logits");
   have_forward_ = false;
   T5Inputs in;
   in.B = B, in.Te = Te, in.Td = Td;
@@ -365,6 +409,7 @@ Tensor T5::encode(const int32_t* tokens, int B, int Te) {
 }
 
 void T5::decode_begin(const int32_t* encoder_tokens, int B, int Te) {
+  require_whole("decode_begin");
   have_forward_ = false;
   if (B < 1 || Te < 1) throw Error("T5 decode: batch size and encoder length must be >= 1");
   if (Te > config_.max_positions)

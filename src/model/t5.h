@@ -66,6 +66,21 @@ struct T5Inputs {
   const float* loss_mask = nullptr;          // "loss_mask" [B,Td]
 };
 
+// One pipeline stage of a T5 as Megatron splits it (--pipeline-model-parallel-split-rank S of P stages): stages
+// [0, S) hold encoder layers, stages [S, P) decoder layers. An encoder stage holds layers [first_layer, first_layer
+// + num_layers) of the encoder, the embedding when it is stage 0 (pre_process) and the encoder's final LayerNorm
+// when it is stage S − 1 (post_process); a decoder stage holds decoder layers, an embedding (word and position
+// tables) when it is stage S (pre_process: the decoder's lookup) and the final LayerNorm, the LM head and the loss
+// when it is the last (post_process, with a copy of the tied word table unless it is also stage S). The copies of
+// the tables are initialised to the same values and their gradients summed between their holders every step
+// (Megatron's embedding and position-embedding groups). Default: the whole model.
+struct T5Stage {
+  bool whole_model = true;
+  bool decoder = false;       // holds decoder layers (otherwise encoder layers)
+  int first_layer = 0, num_layers = 0;  // of its stack
+  bool pre_process = false, post_process = false;
+};
+
 // Megatron's T5 on one Backend, as one rank of a tensor-parallel group.
 //
 // Parameters carry Megatron M23's legacy module names (there is no Hugging Face class for this model; HF's T5 is a
@@ -91,7 +106,7 @@ struct T5Inputs {
 class T5 {
  public:
   explicit T5(const T5Config& config, kernels::Backend& backend = kernels::cpu_backend(),
-              dist::Communicator* tensor_parallel = nullptr);
+              dist::Communicator* tensor_parallel = nullptr, T5Stage stage = {});
   ~T5();
   T5(const T5&) = delete;
   T5& operator=(const T5&) = delete;
@@ -101,7 +116,9 @@ class T5 {
   int tensor_parallel_rank() const { return tp_.rank(); }
   int tensor_parallel_size() const { return tp_.size(); }
 
-  void init_weights(uint64_t seed) { store_.init(seed); }
+  // A pipeline stage draws the whole model's stream and keeps its own tensors (as GPT::init_weights).
+  void init_weights(uint64_t seed);
+  const T5Stage& stage() const { return stage_; }
   size_t num_parameters() const { return store_.local_numel(); }  // on this rank
   float* params() { return store_.values(); }
   float* grads() { return store_.grads(); }
@@ -120,6 +137,23 @@ class T5 {
   double forward(const T5Inputs& in, const layers::ForwardStep* step = nullptr);
   // Adds loss_scale · d(lm)/dθ of the last forward into grads() (nothing when the loss was NaN).
   void backward(float loss_scale = 1.0f);
+
+  // Pipeline stages (see T5Stage). What passes from a stage to the next, per micro-batch (row-major, H wide):
+  //   encoder stage:              its layers' output [B·Te, H] (stage S − 1: after the encoder's final LayerNorm)
+  //   decoder stage (not last):   [B·Td decoder rows | B·Te rows of the encoder's output], the latter passed on
+  //                               unchanged so that every decoder stage's cross-attention reads it (Megatron's
+  //                               schedules send both tensors to the decoder stages)
+  // and each stage's input is its predecessor's output (stage S: the encoder's output alone). forward_stage returns
+  // the lm loss on the last stage (0 on the others) and leaves the output at stage_output() (valid until the next
+  // forward); backward_stage starts from the loss (last stage) or from output_grad, shaped as the output; afterwards
+  // input_grad() is shaped as the input (a decoder stage's encoder rows sum its cross-attentions' gradients and
+  // what came back from later stages). Stage sizes in floats: stage_input_elements / stage_output_elements.
+  double forward_stage(const T5Inputs& in, const float* input, const layers::ForwardStep* step);
+  const float* stage_output() const { return stage_out_.f32(); }
+  void backward_stage(const float* output_grad, float loss_scale = 1.0f);
+  const float* input_grad() const { return d_input_.f32(); }
+  size_t stage_input_elements(int B, int Te, int Td) const;
+  size_t stage_output_elements(int B, int Te, int Td) const;
 
   // Inference (dropout off, no padding). forward_logits: the decoder's logits [B·Td, padded_vocab / T] for the
   // whole decoder input — the reference of the cached path. decode_begin runs the encoder once over
@@ -141,8 +175,20 @@ class T5 {
   void forward_body(const T5Inputs& in, const layers::ForwardStep& step);
   // The encoder over `tokens` [B·Te] alone, its final LayerNorm's output in enc_out_ (inference).
   kernels::Tensor encode(const int32_t* tokens, int B, int Te);
+  void require_whole(const char* what) const;
+  // A stage's lookup of both stacks' tokens (rows [0, Ne) the encoder's, [Ne, Ne + Nd) the decoder's), so that its
+  // dropout draws what the whole model's one lookup draws; the stage then uses its own rows.
+  kernels::Tensor embed_both(const T5Inputs& in, const layers::ForwardStep& step);
+  void encoder_stage_forward(const T5Inputs& in, const float* input, const layers::ForwardStep& step);
+  double decoder_stage_forward(const T5Inputs& in, const float* input, const layers::ForwardStep& step);
+  void encoder_stage_backward(const float* output_grad);
+  void decoder_stage_backward(const float* output_grad, float loss_scale);
+  void hook_at(const char* name) {
+    if (ready_hook_) ready_hook_(tensor(name).offset);
+  }
 
   T5Config config_;
+  T5Stage stage_;
   layers::TensorParallel tp_;
   layers::ParameterStore store_;
   layers::Workspace workspace_;
@@ -159,6 +205,9 @@ class T5 {
   kernels::Buffer tokens_, positions_, enc_padding_, dec_padding_, labels_;
   kernels::Buffer enc_out_, dec_out_, logits_, d_all_, d_dec_out_, d_memory_;
   kernels::Tensor enc_body_, dec_body_;
+  kernels::Buffer stage_in_, stage_buf_, d_stage_;  // a stage's input copy, output, and gradient buffers
+  kernels::Tensor stage_out_, d_input_, enc_pad_, dec_pad_;
+  int64_t vocab_offset_ = 0;  // the first vocabulary row of this rank's piece
   int decode_B_ = 0, decode_pos_ = 0;
   std::function<void(size_t)> ready_hook_;
 };

@@ -128,10 +128,10 @@ model::BertConfig bert_config_from_json(const std::string& text, const std::stri
   return c;
 }
 
-BertModel::BertModel(const model::BertConfig& config, dist::Communicator* tensor_parallel)
-    : bert_(config, kernels::cpu_backend(), tensor_parallel) {}
+BertModel::BertModel(const model::BertConfig& config, dist::Communicator* tensor_parallel, model::BertStage stage)
+    : bert_(config, kernels::cpu_backend(), tensor_parallel, stage) {}
 
-std::vector<double> BertModel::forward(const Batch& batch, const layers::ForwardStep& step) {
+model::BertInputs BertModel::inputs(const Batch& batch) const {
   const size_t N = (size_t)batch.B * batch.T;
   auto need = [&](size_t size, size_t want, const char* what, bool optional) {
     if ((optional && size == 0) || size == want) return;
@@ -153,9 +153,27 @@ std::vector<double> BertModel::forward(const Batch& batch, const layers::Forward
   in.labels = batch.targets.data();
   in.loss_mask = batch.loss_mask.data();
   in.is_random = batch.labels.empty() ? nullptr : batch.labels.data();
-  const model::BertLosses l = bert_.forward(in, &step);
+  return in;
+}
+
+std::vector<double> BertModel::forward(const Batch& batch, const layers::ForwardStep& step) {
+  const model::BertLosses l = bert_.forward(inputs(batch), &step);
   if (bert_.config().binary_head) return {l.lm, l.sop};
   return {l.lm};
+}
+
+std::vector<double> BertModel::forward_stage(const Batch& batch, const float* input,
+                                             const layers::ForwardStep& step) {
+  const model::BertLosses l = bert_.forward_stage(inputs(batch), input, &step);
+  if (!last_stage()) return {};
+  if (bert_.config().binary_head) return {l.lm, l.sop};
+  return {l.lm};
+}
+
+std::vector<std::string> BertModel::shared_tensors() const {
+  const model::BertStage& s = bert_.stage();
+  if (s.pre_process == s.post_process) return {};
+  return {"bert.embeddings.word_embeddings.weight"};
 }
 
 // Every shape- or function-defining setting is compared: resuming with another flavour, head or GELU would train

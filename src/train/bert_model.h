@@ -8,6 +8,7 @@
 #include "dist/communicator.h"
 #include "model/bert.h"
 #include "train/model.h"
+#include "train/pipeline_stage.h"
 
 namespace lmforge::train {
 
@@ -35,9 +36,10 @@ model::BertConfig bert_config_from_json(const std::string& text, const std::stri
 //   padding      "padding_mask": 1 real, 0 padding (empty: none)
 //   labels [B]   "is_random": the sentence-order label (binary head only)
 // forward() returns {lm, sop} (bert_loss_names order), each the micro-batch's value as Megatron computes it.
-class BertModel final : public Model {
+// With a pipeline `stage` it holds that stage's layers only and runs under a PipelineSchedule.
+class BertModel final : public Model, public PipelineStage {
  public:
-  BertModel(const model::BertConfig& config, dist::Communicator* tensor_parallel);
+  BertModel(const model::BertConfig& config, dist::Communicator* tensor_parallel, model::BertStage stage = {});
   model::Bert& bert() { return bert_; }
   std::vector<std::string> loss_names() const { return bert_loss_names(bert_.config()); }
 
@@ -60,7 +62,24 @@ class BertModel final : public Model {
   std::string describe() const override;
   double training_flops(int B, int T) const override { return bert_.training_flops(B, T); }
 
+  // PipelineStage: the residual stream [B·T, hidden] passes between stages.
+  bool first_stage() const override { return bert_.stage().pre_process; }
+  bool last_stage() const override { return bert_.stage().post_process; }
+  size_t activation_elements(const Batch& batch) const override {
+    return (size_t)batch.B * batch.T * bert_.config().hidden;
+  }
+  std::vector<double> forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step) override;
+  const float* stage_output() const override { return bert_.stage_output(); }
+  void backward_stage(const float* output_grad, float loss_scale) override {
+    bert_.backward_stage(output_grad, loss_scale);
+  }
+  const float* input_grad() const override { return bert_.input_grad(); }
+  // The tied word table when the first and the last stage differ.
+  std::vector<std::string> shared_tensors() const override;
+
  private:
+  model::BertInputs inputs(const Batch& batch) const;
+
   model::Bert bert_;
 };
 

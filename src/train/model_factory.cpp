@@ -15,6 +15,7 @@
 #include "train/hdf5_bert_task.h"
 #include "train/t5_model.h"
 #include "train/gpt_task.h"
+#include "train/process_groups.h"
 #include "util/error.h"
 
 namespace lmforge::train {
@@ -177,9 +178,10 @@ ModelShape model_shape(const TrainOptions& o, int64_t vocab_size) {
   if (o.model_type != "gpt" && !o.recompute_granularity.empty())
     throw Error("activation recomputation (--recompute-*, --checkpoint-activations) is implemented for train gpt "
                 "only; train " + o.model_type + " keeps its activations");
-  if (o.pipeline_model_parallel_size > 1 && (o.precision.bf16 || o.precision.fp16 || !o.recompute_granularity.empty()))
-    throw Error("--pipeline-model-parallel-size with --bf16/--fp16 or activation recomputation is not implemented "
-                "yet: pipeline stages exchange fp32 activations and keep them");
+  if (o.model_type != "gpt" && o.pipeline_model_parallel_size > 1 &&
+      (o.precision.bf16 || o.precision.fp16 || !o.recompute_granularity.empty()))
+    throw Error("--pipeline-model-parallel-size with --bf16/--fp16 or activation recomputation is implemented for "
+                "train gpt; train " + o.model_type + " stages exchange fp32 activations and keep them");
   if (o.model_type == "gpt") {
     const model::GPTConfig c = gpt_config(o, vocab_size);
     return shape_of<model::GPT>(c, c.num_layers, c.seq_length);
@@ -249,11 +251,78 @@ std::string apply_model_config_file(TrainOptions& o) {
   return note;
 }
 
+namespace {
+
+// A decoder-only or encoder-only stack cut into consecutive layers (stage_layer_counts); the first stage holds the
+// embedding, the last the head. StageT: model::GPTStage or model::BertStage.
+template <typename StageT>
+StageT layer_stage(const TrainOptions& o, int rank) {
+  StageT stage;
+  const int P = o.pipeline_model_parallel_size;
+  if (P == 1) return stage;
+  const std::vector<int> counts =
+      stage_layer_counts(o.num_layers, P, o.decoder_first_pipeline_num_layers, o.decoder_last_pipeline_num_layers);
+  for (int s = 0; s < rank; s++) stage.first_layer += counts[(size_t)s];
+  stage.num_layers = counts[(size_t)rank];
+  stage.pre_process = rank == 0;
+  stage.post_process = rank == P - 1;
+  return stage;
+}
+
+EncoderDecoderStages t5_stages(const TrainOptions& o) {
+  return encoder_decoder_stages(o.num_layers, o.decoder_num_layers > 0 ? o.decoder_num_layers : o.num_layers,
+                                o.pipeline_model_parallel_size, o.pipeline_model_parallel_split_rank);
+}
+
+// Megatron's T5 stages: before the split rank the encoder (embedding on 0, final LayerNorm on S − 1), from it the
+// decoder (the decoder's embedding on S, the head on the last).
+model::T5Stage t5_stage(const TrainOptions& o, int rank) {
+  model::T5Stage stage;
+  const int P = o.pipeline_model_parallel_size;
+  if (P == 1) return stage;
+  const EncoderDecoderStages split = t5_stages(o);
+  const int S = split.split_rank;
+  stage.whole_model = false;
+  stage.decoder = rank >= S;
+  stage.first_layer = split.first_layer(rank);
+  stage.num_layers = split.layers[(size_t)rank];
+  stage.pre_process = rank == 0 || rank == S;
+  stage.post_process = rank == S - 1 || rank == P - 1;
+  return stage;
+}
+
+}  // namespace
+
+std::string pipeline_stage_layers(const TrainOptions& o) {
+  const int P = o.pipeline_model_parallel_size;
+  if (o.model_type == "t5") {
+    const EncoderDecoderStages split = t5_stages(o);
+    std::string out = "encoder";
+    for (int s = 0; s < P; s++) {
+      out += s == split.split_rank ? " | decoder " : " ";
+      out += std::to_string(split.layers[(size_t)s]);
+    }
+    return out;
+  }
+  std::string out;
+  for (int n : stage_layer_counts(o.num_layers, P, o.decoder_first_pipeline_num_layers,
+                                  o.decoder_last_pipeline_num_layers)) {
+    if (!out.empty()) out += " ";
+    out += std::to_string(n);
+  }
+  return out;
+}
+
 std::unique_ptr<Model> make_model(const TrainOptions& o, int64_t vocab_size, dist::Communicator* tensor_parallel,
-                                  const model::GPTStage& stage) {
-  if (o.model_type == "gpt") return std::make_unique<GptModel>(gpt_config(o, vocab_size), tensor_parallel, stage);
-  if (o.model_type == "bert") return std::make_unique<BertModel>(bert_config(o, vocab_size), tensor_parallel);
-  if (o.model_type == "t5") return std::make_unique<T5Model>(t5_config(o, vocab_size), tensor_parallel);
+                                  int pipeline_rank) {
+  if (o.model_type == "gpt")
+    return std::make_unique<GptModel>(gpt_config(o, vocab_size), tensor_parallel,
+                                      layer_stage<model::GPTStage>(o, pipeline_rank));
+  if (o.model_type == "bert")
+    return std::make_unique<BertModel>(bert_config(o, vocab_size), tensor_parallel,
+                                       layer_stage<model::BertStage>(o, pipeline_rank));
+  if (o.model_type == "t5")
+    return std::make_unique<T5Model>(t5_config(o, vocab_size), tensor_parallel, t5_stage(o, pipeline_rank));
   unknown_model(o.model_type);
 }
 

@@ -39,9 +39,15 @@ void check_memory(const ModelShape& shape, const TrainOptions& options);
 
 // The model of options.model_type with a vocabulary of vocab_size tokens (the tokenizer's, padded by the model), on
 // `tensor_parallel`'s ranks (nullptr: the whole model in this process). Its weights are not initialised yet.
-// `stage`: this rank's pipeline stage (GPT only; the default is the whole model).
+// `pipeline_rank`: this rank's stage of options.pipeline_model_parallel_size (pipeline_stage_layers() says which
+// layers each stage holds); with one stage the whole model.
 std::unique_ptr<Model> make_model(const TrainOptions& options, int64_t vocab_size,
-                                  dist::Communicator* tensor_parallel, const model::GPTStage& stage = {});
+                                  dist::Communicator* tensor_parallel, int pipeline_rank = 0);
+
+// The transformer layers of each pipeline stage, as the log shows them: "2 2" (GPT, BERT: the layers of stage 0,
+// 1, ...), "encoder 1 1 | decoder 2" (T5: the stages before and from --pipeline-model-parallel-split-rank).
+// Throws lmforge::Error naming the flags when the layers do not split over the stages.
+std::string pipeline_stage_layers(const TrainOptions& options);
 
 // The task (datasets and splits) of options.model_type, asking `samples_per_split` samples of train, validation and
 // test (Megatron's counts: the sample order depends on them).

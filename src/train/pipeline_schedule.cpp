@@ -72,18 +72,18 @@ void PipelineSchedule::forward(const StepPlan& plan, int64_t k, Task& task, Data
   e.k = k;
   task.fill(plan.split, dp.micro_batch_first_sample(plan.first_sample, k, plan.micro_batch), plan.micro_batch,
             e.batch);
-  const size_t n = stage_.activation_elements(e.batch);
+  const size_t n_in = stage_.input_elements(e.batch), n_out = stage_.output_elements(e.batch);
   const int s = pipe_.rank();
   if (!stage_.first_stage()) {
-    e.input.resize(n);
-    pipe_.recv(e.input.data(), n * sizeof(float), s - 1);
+    e.input.resize(n_in);
+    pipe_.recv(e.input.data(), n_in * sizeof(float), s - 1);
   }
   const auto t0 = Clock::now();
   const std::vector<double> losses = stage_.forward_stage(e.batch, e.input.data(), step_of(plan, k, dp));
   if (plan.training) timing_.busy_ms += ms_since(t0), timing_.forwards++;
   held_ = k;
   for (size_t i = 0; i < losses.size() && i < sums.size(); i++) sums[i] += losses[i];
-  if (!stage_.last_stage()) send(stage_.stage_output(), n, s + 1);
+  if (!stage_.last_stage()) send(stage_.stage_output(), n_out, s + 1);
   if (!plan.training) {
     spare_.push_back(std::move(e));
     return;
@@ -97,7 +97,7 @@ void PipelineSchedule::backward(const StepPlan& plan, DataParallel& dp, bool las
   if (in_flight_.empty()) throw std::logic_error("PipelineSchedule: a backward without a forward in flight");
   InFlight e = std::move(in_flight_.front());
   in_flight_.pop_front();
-  const size_t n = stage_.activation_elements(e.batch);
+  const size_t n_in = stage_.input_elements(e.batch), n_out = stage_.output_elements(e.batch);
   const int s = pipe_.rank();
   if (held_ != e.k) {
     // The layers hold a later micro-batch: run this one's forward again (while the next stage is still busy with
@@ -110,18 +110,20 @@ void PipelineSchedule::backward(const StepPlan& plan, DataParallel& dp, bool las
     timing_.recomputed++;
   }
   if (!stage_.last_stage()) {
-    grad_.resize(n);
-    pipe_.recv(grad_.data(), n * sizeof(float), s + 1);
+    grad_.resize(n_out);
+    pipe_.recv(grad_.data(), n_out * sizeof(float), s + 1);
   }
   // The last backward of the step lets the data-parallel reduction start inside it, unless tied tensors must first
   // be summed with another stage.
   if (last && stage_.shared_tensors().empty()) dp.arm_overlap();
   const auto t0 = Clock::now();
-  stage_.backward_stage(grad_.data(), 1.0f);  // the 1/M comes with the reduction, as SequentialSchedule
+  // The last stage scales the loss (--fp16's loss scale; the others receive scaled gradients); the 1/M comes with
+  // the reduction, as SequentialSchedule.
+  stage_.backward_stage(grad_.data(), plan.loss_scale);
   timing_.busy_ms += ms_since(t0);
   timing_.backwards++;
   held_ = -1;
-  if (!stage_.first_stage()) send(stage_.input_grad(), n, s - 1);
+  if (!stage_.first_stage()) send(stage_.input_grad(), n_in, s - 1);
   stash_bytes_ -= e.input.size() * sizeof(float);
   spare_.push_back(std::move(e));
 }
@@ -151,26 +153,53 @@ void PipelineSchedule::reap_sends(bool wait) {
   }
 }
 
-// Megatron's embedding group: the first and the last stage each accumulated part of the tied table's gradient (the
-// lookup on the first, the LM head on the last); both end with first + last, summed in that order.
-void PipelineSchedule::sum_shared_gradients(Model& model) {
+// Which stages hold each of this stage's shared tensors (every stage takes part: the holder matrix is summed over
+// the pipeline, as map_stage_tensors does).
+void PipelineSchedule::find_shared(Model& model) {
+  shared_found_ = true;
   const int P = pipe_.size(), s = pipe_.rank();
-  if (P == 1 || !(stage_.first_stage() || stage_.last_stage())) return;
-  const int peer = stage_.first_stage() ? P - 1 : 0;
+  const param::ParamTable whole = model.whole_table();
+  std::vector<double> holders(whole.size() * (size_t)P, 0.0);
+  const std::vector<std::string> names = stage_.shared_tensors();
+  for (const std::string& name : names) holders[whole.index_of(name) * (size_t)P + (size_t)s] = 1.0;
+  pipe_.all_reduce_sum(holders.data(), holders.size());
+  for (size_t j = 0; j < whole.size(); j++) {  // the whole model's order: the same on every stage
+    if (holders[j * (size_t)P + (size_t)s] == 0.0) continue;
+    Shared t;
+    const param::Parameter& p = model.table().find(whole[j].name);
+    t.offset = p.offset;
+    t.numel = p.numel;
+    for (int h = 0; h < P; h++)
+      if (holders[j * (size_t)P + (size_t)h] > 0.0) t.holders.push_back(h);
+    if (t.holders.size() < 2)
+      throw std::logic_error("PipelineSchedule: tensor " + whole[j].name + " is shared by one stage only");
+    shared_.push_back(std::move(t));
+  }
+}
+
+// Megatron's embedding groups: each stage holding a shared table accumulated part of its gradient (GPT: the lookup
+// on the first stage, the LM head on the last; T5: also the decoder's lookup on the split stage). All end with
+// (g_h0 + g_h1) + g_h2 ...: the sum travels up the holders in stage order and the last sends it back to the others.
+void PipelineSchedule::sum_shared_gradients(Model& model) {
+  if (pipe_.size() == 1) return;
+  if (!shared_found_) find_shared(model);
+  const int s = pipe_.rank();
   std::vector<float> other;
-  for (const std::string& name : stage_.shared_tensors()) {
-    const param::Parameter& p = model.table().find(name);
-    float* g = model.grads() + p.offset;
-    other.resize(p.numel);
-    const size_t bytes = p.numel * sizeof(float);
-    if (s == 0) {
-      pipe_.send(g, bytes, peer);
-      pipe_.recv(other.data(), bytes, peer);
-      for (size_t i = 0; i < p.numel; i++) g[i] = g[i] + other[i];
+  for (const Shared& t : shared_) {
+    float* g = model.grads() + t.offset;
+    const size_t bytes = t.numel * sizeof(float);
+    const auto at = std::find(t.holders.begin(), t.holders.end(), s);
+    const bool lowest = at == t.holders.begin(), highest = at + 1 == t.holders.end();
+    if (!lowest) {
+      other.resize(t.numel);
+      pipe_.recv(other.data(), bytes, *(at - 1));
+      for (size_t i = 0; i < t.numel; i++) g[i] = other[i] + g[i];
+    }
+    if (!highest) {
+      pipe_.send(g, bytes, *(at + 1));
+      pipe_.recv(g, bytes, t.holders.back());
     } else {
-      pipe_.recv(other.data(), bytes, peer);
-      pipe_.send(g, bytes, peer);
-      for (size_t i = 0; i < p.numel; i++) g[i] = other[i] + g[i];
+      for (auto h = t.holders.begin(); h + 1 != t.holders.end(); ++h) pipe_.send(g, bytes, *h);
     }
   }
 }

@@ -40,7 +40,7 @@ struct PipelineTiming {
 // Micro-batch k of data-parallel rank r is the global micro-batch k·D + r (as SequentialSchedule), on every stage.
 // The returned loss sums are the last stage's, summed over the pipeline so every stage returns them. At the end of a
 // training step the gradients of the tensors shared between stages (PipelineStage::shared_tensors) are summed
-// between the first and the last stage, in that order on both, so the copies stay bitwise equal.
+// between the stages holding them, in stage order on every holder, so the copies stay bitwise equal.
 class PipelineSchedule final : public MicroBatchSchedule {
  public:
   // `pipeline`: the ranks of this pipeline, ordered by stage (ProcessGroups::pipeline); both must outlive this.
@@ -65,6 +65,12 @@ class PipelineSchedule final : public MicroBatchSchedule {
   void send(const float* data, size_t n, int dest);
   void reap_sends(bool wait);
   void sum_shared_gradients(Model& model);
+  // For each tensor this stage shares: its offset, size and the stages holding it (ascending), found once.
+  struct Shared {
+    size_t offset = 0, numel = 0;
+    std::vector<int> holders;
+  };
+  void find_shared(Model& model);
 
   dist::Communicator& pipe_;
   PipelineStage& stage_;
@@ -73,6 +79,8 @@ class PipelineSchedule final : public MicroBatchSchedule {
   std::deque<Sending> sending_;
   std::vector<std::vector<float>> free_buffers_;
   std::vector<float> grad_;             // the gradient received from the next stage
+  std::vector<Shared> shared_;
+  bool shared_found_ = false;
   int64_t held_ = -1;                   // the micro-batch whose activations the layers hold (-1: none)
   size_t stash_bytes_ = 0;
   bool training_ = false;               // the step being run trains (timing counts training steps only)

@@ -20,7 +20,12 @@ class PipelineStage {
   virtual bool last_stage() const = 0;   // computes the losses
   // Floats of the activation one stage hands the next for a micro-batch (B·T·hidden for a decoder).
   virtual size_t activation_elements(const Batch& batch) const = 0;
-  // Forward of one micro-batch: the first stage reads `batch`, the others `input` (activation_elements floats; the
+  // Floats this stage receives from the previous stage and sends to the next for a micro-batch (their gradients
+  // travel back in the same sizes): activation_elements unless a model passes more than one tensor between stages
+  // (T5's decoder stages pass the decoder's hidden states and the encoder's output).
+  virtual size_t input_elements(const Batch& batch) const { return activation_elements(batch); }
+  virtual size_t output_elements(const Batch& batch) const { return activation_elements(batch); }
+  // Forward of one micro-batch: the first stage reads `batch`, the others `input` (input_elements floats; the
   // last stage also reads the batch's targets). The last stage returns the losses (as Model::forward); the others
   // return an empty vector and leave their output at stage_output() until the next forward.
   virtual std::vector<double> forward_stage(const Batch& batch, const float* input,
@@ -32,7 +37,8 @@ class PipelineStage {
   virtual void backward_stage(const float* output_grad, float loss_scale) = 0;
   virtual const float* input_grad() const = 0;
   // Tensors this stage holds that another stage holds too (the tied word embedding on the first and the last
-  // stage): their gradients are summed between the holders each step, and they are saved and counted in the
+  // stage; T5's word and position tables on the first stage and the decoder's first, the word table on the last
+  // too): their gradients are summed between the holders each step, and they are saved and counted in the
   // gradient norm on the first stage holding them only.
   virtual std::vector<std::string> shared_tensors() const = 0;
 };

@@ -1,4 +1,4 @@
-// defines: ParallelLayout, make_process_groups, stage_layer_counts
+// defines: ParallelLayout, make_process_groups, stage_layer_counts, encoder_decoder_stages
 #include "train/process_groups.h"
 
 #include <cstdio>
@@ -80,6 +80,37 @@ std::vector<int> stage_layer_counts(int num_layers, int pipeline, int first_laye
   if (first) counts.front() = first_layers;
   if (last) counts.back() = last_layers;
   return counts;
+}
+
+int EncoderDecoderStages::first_layer(int stage) const {
+  int first = 0;
+  for (int s = stage < split_rank ? 0 : split_rank; s < stage; s++) first += layers[(size_t)s];
+  return first;
+}
+
+EncoderDecoderStages encoder_decoder_stages(int encoder_layers, int decoder_layers, int pipeline, int split_rank) {
+  EncoderDecoderStages out;
+  if (pipeline < 1) throw Error("--pipeline-model-parallel-size must be >= 1");
+  if (pipeline == 1) {
+    if (split_rank > 0) throw Error("--pipeline-model-parallel-split-rank needs --pipeline-model-parallel-size > 1");
+    return out;
+  }
+  const int S = split_rank < 0 ? pipeline / 2 : split_rank;
+  if (S < 1 || S > pipeline - 1)
+    throw Error("--pipeline-model-parallel-split-rank " + std::to_string(S) + " must be in [1, " +
+                std::to_string(pipeline - 1) + "] for --pipeline-model-parallel-size " + std::to_string(pipeline) +
+                " (at least one encoder and one decoder stage)");
+  auto split = [&](int layers, int stages, const char* stack, const char* flag) {
+    if (layers % stages != 0)
+      throw Error(std::string(flag) + " " + std::to_string(layers) + ": the " + stack + "'s layers do not split "
+                  "evenly over its " + std::to_string(stages) + " pipeline stages (--pipeline-model-parallel-size " +
+                  std::to_string(pipeline) + ", --pipeline-model-parallel-split-rank " + std::to_string(S) + ")");
+    out.layers.insert(out.layers.end(), (size_t)stages, layers / stages);
+  };
+  out.split_rank = S;
+  split(encoder_layers, S, "encoder", "--encoder-num-layers");
+  split(decoder_layers, pipeline - S, "decoder", "--decoder-num-layers");
+  return out;
 }
 
 }  // namespace lmforge::train

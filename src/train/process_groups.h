@@ -55,4 +55,15 @@ ProcessGroups make_process_groups(dist::Communicator& world, int tensor, int pip
 // layers do not divide.
 std::vector<int> stage_layer_counts(int num_layers, int pipeline, int first_layers, int last_layers);
 
+// An encoder-decoder model over P stages as Megatron splits it (--pipeline-model-parallel-split-rank S): stages
+// [0, S) hold the encoder's layers, [S, P) the decoder's, each stack split evenly (Megatron's get_num_layers).
+struct EncoderDecoderStages {
+  int split_rank = 0;                   // S
+  std::vector<int> layers;              // per stage: encoder layers on [0, S), decoder layers on [S, P)
+  int first_layer(int stage) const;     // of its stack
+};
+// split_rank < 0: P / 2 (Megatron has no default). With P = 1 the one stage holds both stacks (split_rank 0 and
+// layers empty). Throws lmforge::Error naming the flags when S is outside [1, P − 1] or a stack does not divide.
+EncoderDecoderStages encoder_decoder_stages(int encoder_layers, int decoder_layers, int pipeline, int split_rank);
+
 }  // namespace lmforge::train

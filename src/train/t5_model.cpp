@@ -80,10 +80,10 @@ model::T5Config t5_config_from_json(const std::string& text, const std::string& 
   return c;
 }
 
-T5Model::T5Model(const model::T5Config& config, dist::Communicator* tensor_parallel)
-    : t5_(config, kernels::cpu_backend(), tensor_parallel) {}
+T5Model::T5Model(const model::T5Config& config, dist::Communicator* tensor_parallel, model::T5Stage stage)
+    : t5_(config, kernels::cpu_backend(), tensor_parallel, stage) {}
 
-std::vector<double> T5Model::forward(const Batch& batch, const layers::ForwardStep& step) {
+model::T5Inputs T5Model::inputs(const Batch& batch) const {
   const size_t Ne = (size_t)batch.B * batch.T, Nd = (size_t)batch.B * batch.Td;
   auto need = [&](size_t size, size_t want, const char* what, bool optional) {
     if ((optional && size == 0) || size == want) return;
@@ -107,7 +107,27 @@ std::vector<double> T5Model::forward(const Batch& batch, const layers::ForwardSt
   in.decoder_padding = batch.decoder_padding.empty() ? nullptr : batch.decoder_padding.data();
   in.labels = batch.targets.data();
   in.loss_mask = batch.loss_mask.data();
-  return {t5_.forward(in, &step)};
+  return in;
+}
+
+std::vector<double> T5Model::forward(const Batch& batch, const layers::ForwardStep& step) {
+  return {t5_.forward(inputs(batch), &step)};
+}
+
+std::vector<double> T5Model::forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step) {
+  const double loss = t5_.forward_stage(inputs(batch), input, &step);
+  if (!last_stage()) return {};
+  return {loss};
+}
+
+std::vector<std::string> T5Model::shared_tensors() const {
+  const model::T5Stage& s = t5_.stage();
+  if (s.whole_model) return {};
+  const std::string word = "language_model.embedding.word_embeddings.weight";
+  const std::string position = "language_model.embedding.position_embeddings.weight";
+  if (s.pre_process) return {word, position};            // stage 0 or the split stage S (perhaps also the last)
+  if (s.decoder && s.post_process) return {word};        // the last
+  return {};
 }
 
 void T5Model::check_checkpoint_config(const std::string& json, const std::string& source) const {

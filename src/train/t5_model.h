@@ -7,6 +7,7 @@
 #include "dist/communicator.h"
 #include "model/t5.h"
 #include "train/model.h"
+#include "train/pipeline_stage.h"
 
 namespace lmforge::train {
 
@@ -28,9 +29,10 @@ model::T5Config t5_config_from_json(const std::string& text, const std::string& 
 //   targets [B,Td]          "labels": −1 where nothing is predicted
 //   loss_mask [B,Td]        "loss_mask" (required)
 // One loss, "lm loss".
-class T5Model final : public Model {
+// With a pipeline `stage` it holds that stage's layers only and runs under a PipelineSchedule.
+class T5Model final : public Model, public PipelineStage {
  public:
-  T5Model(const model::T5Config& config, dist::Communicator* tensor_parallel);
+  T5Model(const model::T5Config& config, dist::Communicator* tensor_parallel, model::T5Stage stage = {});
   model::T5& t5() { return t5_; }
   std::vector<std::string> loss_names() const { return {"lm loss"}; }
 
@@ -56,7 +58,28 @@ class T5Model final : public Model {
     return t5_.training_flops(B, T, t5_.config().decoder_seq_length);
   }
 
+  // PipelineStage (see model::T5Stage): stage 0 reads the tokens, the last computes the loss.
+  bool first_stage() const override { return !t5_.stage().decoder && t5_.stage().pre_process; }
+  bool last_stage() const override { return t5_.stage().decoder && t5_.stage().post_process; }
+  size_t activation_elements(const Batch& batch) const override { return output_elements(batch); }
+  size_t input_elements(const Batch& batch) const override {
+    return t5_.stage_input_elements(batch.B, batch.T, batch.Td);
+  }
+  size_t output_elements(const Batch& batch) const override {
+    return t5_.stage_output_elements(batch.B, batch.T, batch.Td);
+  }
+  std::vector<double> forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step) override;
+  const float* stage_output() const override { return t5_.stage_output(); }
+  void backward_stage(const float* output_grad, float loss_scale) override {
+    t5_.backward_stage(output_grad, loss_scale);
+  }
+  const float* input_grad() const override { return t5_.input_grad(); }
+  // The word table (stage 0, the split stage, the last) and the position table (stage 0, the split stage).
+  std::vector<std::string> shared_tensors() const override;
+
  private:
+  model::T5Inputs inputs(const Batch& batch) const;
+
   model::T5 t5_;
 };
 

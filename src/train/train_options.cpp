@@ -149,8 +149,18 @@ void validate_train_options(TrainOptions& o) {
       (o.decoder_first_pipeline_num_layers >= 0 || o.decoder_last_pipeline_num_layers >= 0))
     throw Error("--decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers need "
                 "--pipeline-model-parallel-size > 1");
-  stage_layer_counts(o.num_layers, o.pipeline_model_parallel_size, o.decoder_first_pipeline_num_layers,
-                     o.decoder_last_pipeline_num_layers);  // throws naming the flags when the layers do not split
+  if (o.pipeline_model_parallel_split_rank >= 0 && o.model_type != "t5")
+    throw Error("--pipeline-model-parallel-split-rank applies to train t5 (an encoder-decoder model) only");
+  if (o.model_type == "t5") {
+    if (o.decoder_first_pipeline_num_layers >= 0 || o.decoder_last_pipeline_num_layers >= 0)
+      throw Error("--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers: train t5 splits its "
+                  "encoder and decoder evenly over the stages before and after --pipeline-model-parallel-split-rank");
+    encoder_decoder_stages(o.num_layers, o.decoder_num_layers > 0 ? o.decoder_num_layers : o.num_layers,
+                           o.pipeline_model_parallel_size, o.pipeline_model_parallel_split_rank);
+  } else {
+    stage_layer_counts(o.num_layers, o.pipeline_model_parallel_size, o.decoder_first_pipeline_num_layers,
+                       o.decoder_last_pipeline_num_layers);  // throws naming the flags when the layers do not split
+  }
   if (o.zero_stage < 0 || o.zero_stage > 2)
     throw Error("--zero-stage " + str(o.zero_stage) + ": stages 0, 1 (optimizer state sharded) and 2 (gradients "
                 "too) are implemented; stage 3 (parameters sharded too) is not");

@@ -116,6 +116,8 @@ struct TrainOptions {
                                            // world size = T x P x data-parallel
   int decoder_first_pipeline_num_layers = -1;  // --decoder-first-pipeline-num-layers (-1: an even share)
   int decoder_last_pipeline_num_layers = -1;   // --decoder-last-pipeline-num-layers (-1: an even share)
+  int pipeline_model_parallel_split_rank = -1;  // --pipeline-model-parallel-split-rank S (T5: stages [0, S) hold
+                                                // the encoder, [S, P) the decoder; -1: P / 2)
 
   // ---- unequal machines and fairseq's checkpoint retention (issue 15; cli/fairseq_flags.h) ----
   bool balance_data_parallel = false;  // --balance-data-parallel: micro-batches per data-parallel rank in proportion

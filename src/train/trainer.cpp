@@ -365,20 +365,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   // Every rank builds only its tensor-parallel pieces; the initialisation streams the whole model's generator and
   // keeps them, so every layout starts from the single-process weights.
   const ParallelLayout& layout = m.groups.layout;
-  model::GPTStage stage;
-  std::vector<int> stage_layers;
-  if (PP > 1) {
-    if (o.model_type != "gpt")
-      throw Error("--pipeline-model-parallel-size: pipeline stages are implemented for train gpt; train " +
-                  o.model_type + " runs with tensor and data parallelism");
-    stage_layers = stage_layer_counts(o.num_layers, PP, o.decoder_first_pipeline_num_layers,
-                                                             o.decoder_last_pipeline_num_layers);
-    for (int s = 0; s < layout.pp_rank; s++) stage.first_layer += stage_layers[(size_t)s];
-    stage.num_layers = stage_layers[(size_t)layout.pp_rank];
-    stage.pre_process = layout.first_stage();
-    stage.post_process = layout.last_stage();
-  }
-  m.model = make_model(o, vocab, m.tp_group(), stage);
+  m.model = make_model(o, vocab, m.tp_group(), layout.pp_rank);
   if (auto* gpt = dynamic_cast<GptModel*>(m.model.get())) m.gpt = &gpt->gpt();
   // Before init: init fills the working copy too.
   if (!m.model->set_compute_dtype(compute_dtype(o.precision)))
@@ -446,11 +433,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
     log << format("tensor parallel: %d ranks per group (%zu of %zu parameters on each), %d data-parallel groups\n", TP,
                   local_params, whole_params, comm.size() / TP);
   if (PP > 1) {
-    std::string split;
-    for (size_t s = 0; s < stage_layers.size(); s++) {
-      if (s) split += " ";
-      split += std::to_string(stage_layers[s]);
-    }
+    const std::string split = pipeline_stage_layers(o);
     log << format("pipeline parallel: %d stages (layers per stage: %s), 1F1B schedule, %d data-parallel replicas\n",
                   PP, split.c_str(), layout.data)
         << layout.describe();

@@ -3,7 +3,9 @@
 // reproduce the single-process losses, gradient norms and validation losses of a 4-layer GPT over 20 iterations
 // (relative difference < 1e-5); a checkpoint written by one layout resumes under another and in one process and
 // continues the uninterrupted run; a stage that dies ends the job within 30 s; two hosts (network namespaces)
-// run one stage each over TCP; layouts that do not fit fail before any work.
+// run one stage each over TCP; layouts that do not fit fail before any work; --bf16 and --fp16 stages track the
+// one-process mixed-precision run (fp16 skipping the same overflowing iterations), and recomputation inside the
+// stages is bitwise the same as none.
 #include "train_run_util.h"
 
 namespace {
@@ -107,6 +109,57 @@ TEST_F(PipelineParallel, CheckpointFromOneLayoutResumesUnderAnother) {
       EXPECT_NE(at, std::string::npos) << iter << ": " << name;
       EXPECT_EQ(header.find(name, at + 1), std::string::npos) << iter << ": twice: " << name;
     }
+  }
+}
+
+// Stages exchange fp32 copies of bf16/fp16 activations (exact), so a mixed-precision pipeline tracks the one-process
+// mixed-precision run; only the tied embedding's gradient is summed in another order (first + last stage).
+TEST_F(PipelineParallel, Bf16AndFp16StagesTrackOneProcess) {
+  const TrainRun one = train(*dir_, "bf16-single", 0, four({{"--bf16", ""}}));
+  const TrainRun p2 = train(*dir_, "bf16-p2", 2, four({{"--bf16", ""}, {"--pipeline-model-parallel-size", "2"}}));
+  ASSERT_EQ(p2.status, 0) << p2.output;
+  ASSERT_EQ(one.status, 0) << one.output;
+  ASSERT_EQ(p2.loss.size(), one.loss.size());
+  const double d = max_relative_difference(p2.loss, one.loss);
+  std::printf("[ parity ] bf16 P=2 against one bf16 process: max relative loss difference %.3g\n", d);
+  EXPECT_LT(d, 1e-3) << p2.output;
+  EXPECT_GT(max_relative_difference(p2.loss, single_->loss), 1e-6) << "bf16 ran as fp32";
+  // fp16 from a scale that overflows: both stages skip the same iterations (the global norm, summed over the
+  // pipeline, is inf on every stage when any stage overflowed), and the scale follows the one-process run's.
+  const Flags fp16 = four({{"--fp16", ""}, {"--initial-loss-scale", "16777216"}, {"--hysteresis", "1"}});
+  Flags staged = fp16;
+  staged["--pipeline-model-parallel-size"] = "2";
+  const TrainRun want = train(*dir_, "fp16", 0, fp16), got = train(*dir_, "fp16-p2", 2, staged);
+  ASSERT_EQ(want.status, 0) << want.output;
+  ASSERT_EQ(got.status, 0) << got.output;
+  const auto s1 = read_scalars(dir_->file("tb-fp16")), s2 = read_scalars(dir_->file("tb-fp16-p2"));
+  ASSERT_TRUE(s1.count("loss-scale") && s2.count("loss-scale"));
+  EXPECT_EQ(s2.at("loss-scale"), s1.at("loss-scale"));
+  EXPECT_LT(s1.at("loss-scale").back(), 16777216.0f) << "no overflow was forced";
+  ASSERT_EQ(got.loss.size(), want.loss.size());
+  const double d16 = max_relative_difference(got.loss, want.loss);
+  std::printf("[ parity ] fp16 P=2 against one fp16 process: max relative loss difference %.3g\n", d16);
+  EXPECT_LT(d16, 1e-5) << got.output;
+}
+
+// Megatron's recomputation inside each stage (full: chunks of the stage's own layers; selective: the attention
+// core) recomputes bit for bit what the forward computed.
+TEST_F(PipelineParallel, RecomputationInsideStagesIsBitwiseTheSame) {
+  const Flags p2 = four({{"--pipeline-model-parallel-size", "2"}});
+  const TrainRun plain = train(*dir_, "rc-plain", 2, p2);
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  for (const Flags& extra : {Flags{{"--recompute-granularity", "full"}, {"--recompute-method", "uniform"},
+                                   {"--recompute-num-layers", "1"}},
+                             Flags{{"--recompute-granularity", "full"}, {"--recompute-method", "block"},
+                                   {"--recompute-num-layers", "1"}},
+                             Flags{{"--recompute-activations", ""}}}) {
+    Flags flags = p2;
+    flags.insert(extra.begin(), extra.end());
+    const TrainRun r = train(*dir_, "rc", 2, flags);
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_EQ(r.loss, plain.loss) << r.output;
+    EXPECT_EQ(r.grad_norm, plain.grad_norm) << r.output;
+    EXPECT_NE(r.output.find("activation recomputation:"), std::string::npos) << r.output;
   }
 }
 
