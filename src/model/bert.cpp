@@ -246,9 +246,15 @@ BertLosses Bert::forward(const BertInputs& in, const layers::ForwardStep* step_p
     be.copy_to_device(buf.data(), host, n * sizeof(int32_t));
     return buf.view({(int64_t)n});
   };
-  auto f32 = [&](kernels::Buffer& buf, int64_t rows, int64_t cols) {
-    buf.resize(be, kernels::DType::F32, (size_t)(rows * cols));
+  // Activations in the compute dtype (bf16/f16 under mixed precision); the binary head's small tensors in fp32.
+  const kernels::DType act_dtype = store_.activation_dtype();
+  auto buffer = [&](kernels::Buffer& buf, kernels::DType dtype, int64_t rows, int64_t cols) {
+    buf.resize(be, dtype, (size_t)(rows * cols));
     return buf.view({rows, cols});
+  };
+  auto act = [&](kernels::Buffer& buf, int64_t rows, int64_t cols) { return buffer(buf, act_dtype, rows, cols); };
+  auto f32 = [&](kernels::Buffer& buf, int64_t rows, int64_t cols) {
+    return buffer(buf, kernels::DType::F32, rows, cols);
   };
   B_ = B, T_ = T;
   const Tensor tokens = upload_i32(tokens_, in.tokens, (size_t)N);
@@ -267,11 +273,11 @@ BertLosses Bert::forward(const BertInputs& in, const layers::ForwardStep* step_p
   embedded_ = x;
   emb_dropped_ = false;
   if (ln_embedding_) {
-    const Tensor normed = f32(emb_normed_, N, H);
+    const Tensor normed = act(emb_normed_, N, H);
     ln_embedding_->forward(normed, x);
     x = normed;
     if (drop_embedding_.active(step)) {
-      const Tensor out = f32(emb_out_, N, H);
+      const Tensor out = act(emb_out_, N, H);
       drop_embedding_.forward(out, normed, step);
       x = out;
       emb_dropped_ = true;
@@ -281,29 +287,16 @@ BertLosses Bert::forward(const BertInputs& in, const layers::ForwardStep* step_p
   body_out_ = x;
   Tensor final_out = x;
   if (ln_final_) {
-    final_out = f32(final_, N, H);
+    final_out = act(final_, N, H);
     ln_final_->forward(final_out, x);
   }
 
-  // Masked-LM head: logits = LN(gelu(dense(x)))·Eᵀ + b over this rank's vocabulary columns, CE over the mask.
-  const Tensor t1 = f32(t1_, N, H), t2 = f32(t2_, N, H), t3 = f32(t3_, N, H);
-  transform_->forward(t1, final_out);
-  kernels::gelu_forward(t2, t1, config_.head_gelu);
-  ln_transform_->forward(t3, t2);
-  const Tensor logits = f32(logits_, N, decoder_->local_out());
-  decoder_->forward(logits, t3);
-  const Tensor labels = upload_i32(labels_, in.labels, (size_t)N);
-  const double masked_ce = loss_.forward(logits, labels, in.loss_mask, embedding_->vocab_offset());
-  mask_sum_ = 0.0;
-  for (int64_t n = 0; n < N; n++) mask_sum_ += (double)in.loss_mask[n];
   BertLosses losses;
-  losses.lm = masked_ce / mask_sum_;  // 0/0 = NaN when nothing is masked, as in Megatron
-
+  losses.lm = lm_head_forward(final_out, in);
   // Pooler (tanh of a dense layer over position 0) and the 2-class binary head, CE averaged over the rows.
   if (binary_) {
-    const Tensor first = f32(first_, B, H);
-    for (int b = 0; b < B; b++)
-      be.copy_on_device(first.f32() + (size_t)b * H, final_out.f32() + (size_t)b * T * H, (size_t)H * sizeof(float));
+    const Tensor first = act(first_, B, H);
+    for (int b = 0; b < B; b++) kernels::copy(first.slice0(b, 1), final_out.slice0((int64_t)b * T, 1));
     const Tensor pre = f32(pooled_pre_, B, H), pooled = f32(pooled_, B, H);
     pooler_->forward(pre, first);
     pooled_host_.resize((size_t)(B * H));
@@ -333,22 +326,80 @@ BertLosses Bert::forward(const BertInputs& in, const layers::ForwardStep* step_p
   return losses;
 }
 
-void Bert::lm_head_backward(const Tensor& d_final, float loss_scale) {
-  const int64_t N = (int64_t)B_ * T_, H = config_.hidden;
+namespace {
+// dst [M, cols] = rows[0..M) of src [*, cols] (same dtype).
+void gather_rows(kernels::Backend& be, const Tensor& dst, const Tensor& src, const std::vector<int64_t>& rows) {
+  const size_t bytes = (size_t)src.dim(-1) * kernels::dtype_size(src.dtype);
+  for (size_t i = 0; i < rows.size(); i++)
+    be.copy_on_device(static_cast<char*>(dst.data) + i * bytes, static_cast<const char*>(src.data) + rows[i] * bytes,
+                      bytes);
+}
+}  // namespace
+
+// Masked-LM head over the predicted rows only: logits = LN(gelu(dense(x_m)))·Eᵀ + b over this rank's vocabulary
+// columns, CE over the mask. Every step of the head is row-wise, and rows with loss_mask 0 contribute neither loss
+// nor gradient (d lm/d CE_n = loss_mask_n / Σ loss_mask), so dropping them changes nothing but the work: Megatron
+// computes all B·T rows of logits, here only the ~15 % masked ones (BERT-base, seq 128: the [512 × 768]·[768 ×
+// 30592] decoder product and its two backward products, a fifth of the step, shrink to a seventh of that).
+// Returns Σ mask·CE / Σ mask (0/0 = NaN when nothing is masked, as in Megatron).
+double Bert::lm_head_forward(const Tensor& final_out, const BertInputs& in) {
+  const int64_t N = (int64_t)in.B * in.T, H = config_.hidden;
   kernels::Backend& be = backend();
-  auto zeros = [&](kernels::Buffer& buf) {
-    buf.resize(be, kernels::DType::F32, (size_t)(N * H));
-    buf.zero();
-    return buf.view({N, H});
+  head_rows_.clear();
+  head_mask_.clear();
+  std::vector<int32_t> labels;
+  mask_sum_ = 0.0;
+  for (int64_t n = 0; n < N; n++) {
+    mask_sum_ += (double)in.loss_mask[n];
+    if (in.loss_mask[n] == 0.0f) continue;
+    head_rows_.push_back(n);
+    head_mask_.push_back(in.loss_mask[n]);
+    labels.push_back(in.labels[n]);
+  }
+  const int64_t M = (int64_t)head_rows_.size();
+  if (M == 0) return mask_sum_ / mask_sum_;  // 0/0: NaN
+  const kernels::DType act = store_.activation_dtype();
+  auto buffer = [&](kernels::Buffer& buf, kernels::DType dtype, int64_t cols) {
+    buf.resize(be, dtype, (size_t)(M * cols));
+    return buf.view({M, cols});
   };
-  const Tensor logits = logits_.view({N, decoder_->local_out()});
+  const Tensor x = buffer(head_in_, act, H), t1 = buffer(t1_, act, H), t2 = buffer(t2_, act, H),
+               t3 = buffer(t3_, act, H);
+  gather_rows(be, x, final_out, head_rows_);
+  transform_->forward(t1, x);
+  kernels::gelu_forward(t2, t1, config_.head_gelu);
+  ln_transform_->forward(t3, t2);
+  const Tensor logits = buffer(logits_, kernels::DType::F32, decoder_->local_out());
+  decoder_->forward(logits, t3);
+  labels_.resize(be, kernels::DType::I32, (size_t)M);
+  be.copy_to_device(labels_.data(), labels.data(), (size_t)M * sizeof(int32_t));
+  const double masked_ce = loss_.forward(logits, labels_.view({M}), head_mask_.data(), embedding_->vocab_offset());
+  return masked_ce / mask_sum_;
+}
+
+void Bert::lm_head_backward(const Tensor& d_final, float loss_scale) {
+  const int64_t M = (int64_t)head_rows_.size(), H = config_.hidden;
+  if (M == 0) return;
+  kernels::Backend& be = backend();
+  const kernels::DType act = store_.activation_dtype();
+  auto zeros = [&](kernels::Buffer& buf) {
+    buf.resize(be, act, (size_t)(M * H));
+    buf.zero();
+    return buf.view({M, H});
+  };
+  const Tensor logits = logits_.view({M, decoder_->local_out()});
   // d(lm)/d(CE_i) = loss_mask_i / Σ loss_mask; the dlogits overwrite the logits.
   loss_.backward(logits, (float)((double)loss_scale / mask_sum_));
-  const Tensor d3 = zeros(d_t3_), d2 = zeros(d_t2_), d1 = zeros(d_t1_);
-  decoder_->backward(d3, logits, t3_.view({N, H}));
-  ln_transform_->backward(d2, d3, t2_.view({N, H}));
-  kernels::gelu_backward(d1, t1_.view({N, H}), d2, config_.head_gelu);
-  transform_->backward(d_final, d1, ln_final_ ? final_.view({N, H}) : body_out_);
+  const Tensor d3 = zeros(d_t3_), d2 = zeros(d_t2_), d1 = zeros(d_t1_), dx = zeros(d_head_in_);
+  decoder_->backward(d3, logits, t3_.view({M, H}));
+  ln_transform_->backward(d2, d3, t2_.view({M, H}));
+  kernels::gelu_backward(d1, t1_.view({M, H}), d2, config_.head_gelu);
+  transform_->backward(dx, d1, head_in_.view({M, H}));
+  // d_final is zero on entry (the binary head adds to row 0 of each sequence after this): scatter the rows.
+  const size_t bytes = (size_t)H * kernels::dtype_size(act);
+  for (int64_t i = 0; i < M; i++)
+    be.copy_on_device(static_cast<char*>(d_final.data) + (size_t)head_rows_[(size_t)i] * bytes,
+                      static_cast<const char*>(dx.data) + (size_t)i * bytes, bytes);
 }
 
 void Bert::binary_head_backward(const Tensor& d_final, float loss_scale) {
@@ -392,7 +443,7 @@ void Bert::backward(float loss_scale) {
   have_forward_ = false;
   const int64_t N = (int64_t)B_ * T_, H = config_.hidden;
   kernels::Backend& be = backend();
-  d_final_.resize(be, kernels::DType::F32, (size_t)(N * H));
+  d_final_.resize(be, store_.activation_dtype(), (size_t)(N * H));
   d_final_.zero();
   const Tensor d_final = d_final_.view({N, H});
   if (mask_sum_ > 0.0) lm_head_backward(d_final, loss_scale);
@@ -400,7 +451,7 @@ void Bert::backward(float loss_scale) {
   // d carries the residual stream's gradient down through the layers (in place, see TransformerLayer::backward).
   Tensor d = d_final;
   if (ln_final_) {
-    d_residual_.resize(be, kernels::DType::F32, (size_t)(N * H));
+    d_residual_.resize(be, store_.activation_dtype(), (size_t)(N * H));
     d_residual_.zero();
     d = d_residual_.view({N, H});
     ln_final_->backward(d, d_final, body_out_);
@@ -413,12 +464,12 @@ void Bert::backward(float loss_scale) {
   if (ln_embedding_) {
     Tensor g = d;
     if (emb_dropped_) {
-      d_emb_.resize(be, kernels::DType::F32, (size_t)(N * H));
+      d_emb_.resize(be, store_.activation_dtype(), (size_t)(N * H));
       d_emb_.zero();
       g = d_emb_.view({N, H});
       drop_embedding_.backward(g, d);
     }
-    d_emb_sum_.resize(be, kernels::DType::F32, (size_t)(N * H));
+    d_emb_sum_.resize(be, store_.activation_dtype(), (size_t)(N * H));
     d_emb_sum_.zero();
     const Tensor ds = d_emb_sum_.view({N, H});
     ln_embedding_->backward(ds, g, embedded_);

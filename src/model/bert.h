@@ -136,6 +136,7 @@ class Bert {
 
  private:
   void check_inputs(const BertInputs& in) const;
+  double lm_head_forward(const kernels::Tensor& final_out, const BertInputs& in);
   void lm_head_backward(const kernels::Tensor& d_final, float loss_scale);
   void binary_head_backward(const kernels::Tensor& d_final, float loss_scale);
 
@@ -158,11 +159,14 @@ class Bert {
   bool have_forward_ = false, emb_dropped_ = false;
   double mask_sum_ = 0.0;
   std::vector<int32_t> is_random_;
+  std::vector<int64_t> head_rows_;    // the positions the masked-LM head predicts (loss_mask != 0), ascending
+  std::vector<float> head_mask_;      // their loss_mask values
   std::vector<double> binary_probs_;  // [B,2] softmax of the binary logits
   std::vector<float> pooled_host_;    // tanh output [B,H]
   kernels::Buffer tokens_, positions_, types_, padding_, labels_;
   kernels::Buffer emb_sum_, emb_normed_, emb_out_;  // original flavour: embedding sum, its LayerNorm, dropout
   kernels::Buffer final_, t1_, t2_, t3_, logits_;   // final hidden, head dense / GELU / LayerNorm, logits
+  kernels::Buffer head_in_, d_head_in_;             // the predicted rows of the final hidden, their gradient
   kernels::Buffer first_, pooled_pre_, pooled_, binary_logits_;
   kernels::Buffer d_final_, d_residual_, d_t1_, d_t2_, d_t3_, d_first_, d_pooled_, d_binary_, d_emb_, d_emb_sum_;
   kernels::Tensor body_out_, embedded_;
