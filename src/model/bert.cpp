@@ -42,6 +42,11 @@ void BertConfig::validate() const {
     fail("hidden dropout must be in [0, 1) (got " + std::to_string(hidden_dropout) + ")");
   if (!(attention_dropout >= 0.0f && attention_dropout < 1.0f))
     fail("attention dropout must be in [0, 1) (got " + std::to_string(attention_dropout) + ")");
+  try {
+    recompute.validate(num_layers);
+  } catch (const Error& e) {
+    fail(e.what());
+  }
 }
 
 namespace {
@@ -94,6 +99,7 @@ layers::TransformerLayerSpec layer_spec(const BertConfig& c, int l) {
   s.attention.out_init_std = out_std;
   s.attention.attention_dropout = c.attention_dropout;
   s.attention.layer = l + 1;
+  s.attention.recompute_core = c.recompute.selective();
   s.mlp.fc = h + "intermediate.dense";
   s.mlp.proj = h + "output.dense";
   s.mlp.hidden = c.hidden;
@@ -189,6 +195,12 @@ Bert::Bert(const BertConfig& config, kernels::Backend& backend, dist::Communicat
   ln_transform_ = std::move(p.ln_transform);
   binary_ = std::move(p.binary);
   store_.allocate();
+  recompute_ = layers::StackRecomputation(config_.recompute, config_.num_layers);
+}
+
+void Bert::set_compute_dtype(kernels::DType dtype) {
+  store_.set_compute_dtype(dtype);
+  workspace_.set_dtype(store_.activation_dtype());
 }
 
 Bert::~Bert() = default;
@@ -200,6 +212,14 @@ param::ParamTable Bert::parameter_table(const BertConfig& config) {
   layers::Workspace workspace(kernels::cpu_backend());
   Parts p = build(config, store, tp, workspace);
   return store.table();
+}
+
+// One encoder layer's forward with this micro-batch's padding, sizes and step (kept for full recomputation).
+layers::StackRecomputation::Run Bert::layer_run() {
+  const Tensor padding = padding_kept_ ? padding_.view({B_, T_}) : Tensor{};
+  return [this, padding](layers::TransformerLayer& layer, const Tensor& x) {
+    return layer.forward(x, padding, Tensor{}, Tensor{}, B_, T_, 0, step_);
+  };
 }
 
 void Bert::check_inputs(const BertInputs& in) const {
@@ -266,7 +286,8 @@ BertLosses Bert::forward(const BertInputs& in, const layers::ForwardStep* step_p
     if (!in.types) host.assign((size_t)N, 0);
     types = upload_i32(types_, in.types ? in.types : host.data(), (size_t)N);
   }
-  const Tensor padding = in.padding ? upload_i32(padding_, in.padding, (size_t)N).reshaped({B, T}) : Tensor{};
+  if (in.padding) upload_i32(padding_, in.padding, (size_t)N);
+  padding_kept_ = in.padding != nullptr;
 
   // Embedding (original BERT: LayerNorm, then dropout), the layers, the final LayerNorm (Megatron).
   Tensor x = embedding_->forward(tokens, positions, types, step);
@@ -283,8 +304,8 @@ BertLosses Bert::forward(const BertInputs& in, const layers::ForwardStep* step_p
       emb_dropped_ = true;
     }
   }
-  for (auto& layer : layers_) x = layer->forward(x, padding, Tensor{}, Tensor{}, B, T, 0, step);
-  body_out_ = x;
+  step_ = step;
+  body_out_ = x = recompute_.forward(layers_, x, layer_run(), be);
   Tensor final_out = x;
   if (ln_final_) {
     final_out = act(final_, N, H);
@@ -457,10 +478,10 @@ void Bert::backward(float loss_scale) {
     ln_final_->backward(d, d_final, body_out_);
   }
   if (ready_hook_) ready_hook_(table()[after_layers_].offset);  // the heads and the final LayerNorm
-  for (size_t l = layers_.size(); l-- > 0;) {
+  recompute_.backward(layers_, layer_run(), [&](size_t l) {
     layers_[l]->backward(d, Tensor{});
     if (ready_hook_) ready_hook_(table()[layer_first_[l]].offset);
-  }
+  });
   if (ln_embedding_) {
     Tensor g = d;
     if (emb_dropped_) {

@@ -20,6 +20,7 @@
 #include "layers/layernorm.h"
 #include "layers/linear.h"
 #include "layers/parameter_store.h"
+#include "layers/recompute.h"
 #include "layers/tensor_parallel.h"
 #include "layers/transformer_layer.h"
 #include "layers/workspace.h"
@@ -56,6 +57,10 @@ struct BertConfig {
   float hidden_dropout = 0.1f;     // --hidden-dropout (embedding output and each branch before its residual add)
   float attention_dropout = 0.1f;  // --attention-dropout (attention probabilities)
   int type_vocab_size = 2;         // rows of the token-type table
+  // Megatron's activation recomputation (--recompute-activations / --recompute-granularity / --recompute-method /
+  // --recompute-num-layers, --checkpoint-activations): see layers::Recompute. The losses and gradients are bit for
+  // bit those without it.
+  layers::Recompute recompute;
 
   int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
   int padded_vocab_size() const;
@@ -109,6 +114,14 @@ class Bert {
   int tensor_parallel_size() const { return tp_.size(); }
 
   void init_weights(uint64_t seed) { store_.init(seed); }
+  // Mixed precision (Megatron's --bf16 / --fp16), as GPT::set_compute_dtype: the layers compute with a BF16 or F16
+  // working copy of the weights and keep activations and their gradients in that dtype; params()/grads() stay the
+  // fp32 master weights and main gradients (LayerNorm statistics, softmax, the logits, the cross-entropy and the
+  // binary head stay fp32). Set before init_weights().
+  void set_compute_dtype(kernels::DType dtype);
+  kernels::DType compute_dtype() const { return store_.compute_dtype(); }
+  // After params() changed (an optimizer step, a load): refresh the working copy (nothing in fp32).
+  void params_updated() { store_.sync_compute_copy(); }
   size_t num_parameters() const { return store_.local_numel(); }  // on this rank
   float* params() { return store_.values(); }
   float* grads() { return store_.grads(); }
@@ -139,6 +152,7 @@ class Bert {
   double lm_head_forward(const kernels::Tensor& final_out, const BertInputs& in);
   void lm_head_backward(const kernels::Tensor& d_final, float loss_scale);
   void binary_head_backward(const kernels::Tensor& d_final, float loss_scale);
+  layers::StackRecomputation::Run layer_run();
 
   BertConfig config_;
   layers::TensorParallel tp_;
@@ -148,6 +162,7 @@ class Bert {
   std::unique_ptr<layers::LayerNorm> ln_embedding_;  // original flavour
   layers::Dropout drop_embedding_;                   // original flavour: after ln_embedding_
   std::vector<std::unique_ptr<layers::TransformerLayer>> layers_;
+  layers::StackRecomputation recompute_;             // full recomputation (none unless configured)
   std::vector<size_t> layer_first_;                  // table index of each layer's first tensor
   size_t after_layers_ = 0;                          // table index of the first tensor after the layers
   std::unique_ptr<layers::LayerNorm> ln_final_;      // Megatron flavour
@@ -156,7 +171,8 @@ class Bert {
   layers::VocabParallelCrossEntropy loss_;
 
   int B_ = 0, T_ = 0;
-  bool have_forward_ = false, emb_dropped_ = false;
+  bool have_forward_ = false, emb_dropped_ = false, padding_kept_ = false;
+  layers::ForwardStep step_;                          // the last forward's (full recomputation runs it again)
   double mask_sum_ = 0.0;
   std::vector<int32_t> is_random_;
   std::vector<int64_t> head_rows_;    // the positions the masked-LM head predicts (loss_mask != 0), ascending
