@@ -21,7 +21,7 @@ Tensor columns(const Tensor& base, int B, int T, int64_t col, int64_t cols) {
 // Columns [col, col + cols) of every row of a 2-D [rows, stride] view.
 Tensor columns2d(const Tensor& base, int64_t col, int64_t cols) {
   Tensor t = base;
-  t.data = static_cast<float*>(base.data) + col;
+  t.data = static_cast<char*>(base.data) + (size_t)col * kernels::dtype_size(base.dtype);  // any dtype
   t.shape = {base.dim(0), cols, 0, 0};
   t.ndim = 2;
   t.row_stride = base.stride();

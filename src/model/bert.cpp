@@ -43,6 +43,11 @@ void BertConfig::validate() const {
     fail("hidden dropout must be in [0, 1) (got " + std::to_string(hidden_dropout) + ")");
   if (!(attention_dropout >= 0.0f && attention_dropout < 1.0f))
     fail("attention dropout must be in [0, 1) (got " + std::to_string(attention_dropout) + ")");
+  try {
+    recompute.validate(num_layers);
+  } catch (const Error& e) {
+    fail(e.what());
+  }
 }
 
 namespace {
@@ -95,6 +100,7 @@ layers::TransformerLayerSpec layer_spec(const BertConfig& c, int l) {
   s.attention.out_init_std = out_std;
   s.attention.attention_dropout = c.attention_dropout;
   s.attention.layer = l + 1;
+  s.attention.recompute_core = c.recompute.selective();
   s.mlp.fc = h + "intermediate.dense";
   s.mlp.proj = h + "output.dense";
   s.mlp.hidden = c.hidden;
@@ -206,6 +212,12 @@ Bert::Bert(const BertConfig& config, kernels::Backend& backend, dist::Communicat
   ln_transform_ = std::move(p.ln_transform);
   binary_ = std::move(p.binary);
   store_.allocate();
+  recompute_ = layers::StackRecomputation(config_.recompute, (int)layers_.size());  // this stage's layers
+}
+
+void Bert::set_compute_dtype(kernels::DType dtype) {
+  store_.set_compute_dtype(dtype);
+  workspace_.set_dtype(store_.activation_dtype());
 }
 
 Bert::~Bert() = default;
@@ -226,6 +238,14 @@ param::ParamTable Bert::parameter_table(const BertConfig& config) {
   layers::Workspace workspace(kernels::cpu_backend());
   Parts p = build(config, store, tp, workspace);
   return store.table();
+}
+
+// One encoder layer's forward with this micro-batch's padding, sizes and step (kept for full recomputation).
+layers::StackRecomputation::Run Bert::layer_run() {
+  const Tensor padding = padding_kept_ ? padding_.view({B_, T_}) : Tensor{};
+  return [this, padding](layers::TransformerLayer& layer, const Tensor& x) {
+    return layer.forward(x, padding, Tensor{}, Tensor{}, B_, T_, 0, step_);
+  };
 }
 
 void Bert::check_inputs(const BertInputs& in) const {
@@ -268,9 +288,21 @@ Tensor upload_i32(kernels::Backend& be, kernels::Buffer& buf, const int32_t* hos
   return buf.view({(int64_t)n});
 }
 
-Tensor f32(kernels::Backend& be, kernels::Buffer& buf, int64_t rows, int64_t cols) {
-  buf.resize(be, kernels::DType::F32, (size_t)(rows * cols));
+Tensor buffer(kernels::Backend& be, kernels::Buffer& buf, kernels::DType dtype, int64_t rows, int64_t cols) {
+  buf.resize(be, dtype, (size_t)(rows * cols));
   return buf.view({rows, cols});
+}
+
+Tensor f32(kernels::Backend& be, kernels::Buffer& buf, int64_t rows, int64_t cols) {
+  return buffer(be, buf, kernels::DType::F32, rows, cols);
+}
+
+// dst [M, cols] = rows[0..M) of src [*, cols] (same dtype).
+void gather_rows(kernels::Backend& be, const Tensor& dst, const Tensor& src, const std::vector<int64_t>& rows) {
+  const size_t bytes = (size_t)src.dim(-1) * kernels::dtype_size(src.dtype);
+  for (size_t i = 0; i < rows.size(); i++)
+    be.copy_on_device(static_cast<char*>(dst.data) + i * bytes, static_cast<const char*>(src.data) + rows[i] * bytes,
+                      bytes);
 }
 
 }  // namespace
@@ -281,9 +313,11 @@ BertLosses Bert::forward(const BertInputs& in, const layers::ForwardStep* step) 
 }
 
 // Embedding (original BERT: LayerNorm, then dropout) on the first stage; a later stage's input as it came.
+// Activations are in the compute dtype (bf16/f16 under mixed precision); pipeline stages exchange fp32.
 Tensor Bert::embed_or_input(const BertInputs& in, const float* input, const layers::ForwardStep& step) {
   const int64_t N = (int64_t)in.B * in.T, H = config_.hidden;
   kernels::Backend& be = backend();
+  const kernels::DType act = store_.activation_dtype();
   if (!stage_.pre_process) {  // copied: the layers keep views of their inputs until the backward
     const Tensor x = f32(be, input_, N, H);
     be.copy_to_device(x.data, input, (size_t)(N * H) * sizeof(float));
@@ -302,11 +336,11 @@ Tensor Bert::embed_or_input(const BertInputs& in, const float* input, const laye
   embedded_ = x;
   emb_dropped_ = false;
   if (ln_embedding_) {
-    const Tensor normed = f32(be, emb_normed_, N, H);
+    const Tensor normed = buffer(be, emb_normed_, act, N, H);
     ln_embedding_->forward(normed, x);
     x = normed;
     if (drop_embedding_.active(step)) {
-      const Tensor out = f32(be, emb_out_, N, H);
+      const Tensor out = buffer(be, emb_out_, act, N, H);
       drop_embedding_.forward(out, normed, step);
       x = out;
       emb_dropped_ = true;
@@ -321,12 +355,13 @@ BertLosses Bert::forward_stage(const BertInputs& in, const float* input, const l
   const layers::ForwardStep step = step_ptr ? *step_ptr : layers::ForwardStep{};
   const int B = in.B, T = in.T;
   B_ = B, T_ = T;
-  const Tensor padding =
-      in.padding ? upload_i32(backend(), padding_, in.padding, (size_t)B * T).reshaped({B, T}) : Tensor{};
-  // The embedding (or the previous stage's output), this stage's layers, then on the last stage the heads.
+  if (in.padding) upload_i32(backend(), padding_, in.padding, (size_t)B * T);
+  padding_kept_ = in.padding != nullptr;
+  // The embedding (or the previous stage's output), this stage's layers (with the chosen recomputation), then on
+  // the last stage the heads.
   Tensor x = embed_or_input(in, input, step);
-  for (auto& layer : layers_) x = layer->forward(x, padding, Tensor{}, Tensor{}, B, T, 0, step);
-  body_out_ = x;
+  step_ = step;
+  body_out_ = x = recompute_.forward(layers_, x, layer_run(), backend());
   BertLosses losses;
   if (stage_.post_process) losses = heads_forward(in, x);
   have_forward_ = true;
@@ -338,31 +373,20 @@ BertLosses Bert::heads_forward(const BertInputs& in, const Tensor& x) {
   const int B = in.B, T = in.T;
   const int64_t N = (int64_t)B * T, H = config_.hidden;
   kernels::Backend& be = backend();
+  const kernels::DType act = store_.activation_dtype();
   Tensor final_out = x;
   if (ln_final_) {
-    final_out = f32(be, final_, N, H);
+    final_out = buffer(be, final_, act, N, H);
     ln_final_->forward(final_out, x);
   }
-
-  // Masked-LM head: logits = LN(gelu(dense(x)))·Eᵀ + b over this rank's vocabulary columns, CE over the mask.
-  const Tensor t1 = f32(be, t1_, N, H), t2 = f32(be, t2_, N, H), t3 = f32(be, t3_, N, H);
-  transform_->forward(t1, final_out);
-  kernels::gelu_forward(t2, t1, config_.head_gelu);
-  ln_transform_->forward(t3, t2);
-  const Tensor logits = f32(be, logits_, N, decoder_->local_out());
-  decoder_->forward(logits, t3);
-  const Tensor labels = upload_i32(be, labels_, in.labels, (size_t)N);
-  const double masked_ce = loss_.forward(logits, labels, in.loss_mask, vocab_offset_);
-  mask_sum_ = 0.0;
-  for (int64_t n = 0; n < N; n++) mask_sum_ += (double)in.loss_mask[n];
   BertLosses losses;
-  losses.lm = masked_ce / mask_sum_;  // 0/0 = NaN when nothing is masked, as in Megatron
+  losses.lm = lm_head_forward(final_out, in);
 
-  // Pooler (tanh of a dense layer over position 0) and the 2-class binary head, CE averaged over the rows.
+  // Pooler (tanh of a dense layer over position 0) and the 2-class binary head, CE averaged over the rows; its small
+  // tensors in fp32.
   if (binary_) {
-    const Tensor first = f32(be, first_, B, H);
-    for (int b = 0; b < B; b++)
-      be.copy_on_device(first.f32() + (size_t)b * H, final_out.f32() + (size_t)b * T * H, (size_t)H * sizeof(float));
+    const Tensor first = buffer(be, first_, act, B, H);
+    for (int b = 0; b < B; b++) kernels::copy(first.slice0(b, 1), final_out.slice0((int64_t)b * T, 1));
     const Tensor pre = f32(be, pooled_pre_, B, H), pooled = f32(be, pooled_, B, H);
     pooler_->forward(pre, first);
     pooled_host_.resize((size_t)(B * H));
@@ -391,22 +415,66 @@ BertLosses Bert::heads_forward(const BertInputs& in, const Tensor& x) {
   return losses;
 }
 
-void Bert::lm_head_backward(const Tensor& d_final, float loss_scale) {
-  const int64_t N = (int64_t)B_ * T_, H = config_.hidden;
+// Masked-LM head over the predicted rows only: logits = LN(gelu(dense(x_m)))·Eᵀ + b over this rank's vocabulary
+// columns, CE over the mask. Every step of the head is row-wise, and rows with loss_mask 0 contribute neither loss
+// nor gradient (d lm/d CE_n = loss_mask_n / Σ loss_mask), so dropping them changes nothing but the work: Megatron
+// computes all B·T rows of logits, here only the ~15 % masked ones (BERT-base, seq 128: the [512 × 768]·[768 ×
+// 30592] decoder product and its two backward products, a fifth of the step, shrink to a seventh of that).
+// Returns Σ mask·CE / Σ mask (0/0 = NaN when nothing is masked, as in Megatron).
+double Bert::lm_head_forward(const Tensor& final_out, const BertInputs& in) {
+  const int64_t N = (int64_t)in.B * in.T, H = config_.hidden;
   kernels::Backend& be = backend();
+  head_rows_.clear();
+  head_mask_.clear();
+  std::vector<int32_t> labels;
+  mask_sum_ = 0.0;
+  for (int64_t n = 0; n < N; n++) {
+    mask_sum_ += (double)in.loss_mask[n];
+    if (in.loss_mask[n] == 0.0f) continue;
+    head_rows_.push_back(n);
+    head_mask_.push_back(in.loss_mask[n]);
+    labels.push_back(in.labels[n]);
+  }
+  const int64_t M = (int64_t)head_rows_.size();
+  if (M == 0) return mask_sum_ / mask_sum_;  // 0/0: NaN
+  const kernels::DType act = store_.activation_dtype();
+  const Tensor x = buffer(be, head_in_, act, M, H), t1 = buffer(be, t1_, act, M, H), t2 = buffer(be, t2_, act, M, H),
+               t3 = buffer(be, t3_, act, M, H);
+  gather_rows(be, x, final_out, head_rows_);
+  transform_->forward(t1, x);
+  kernels::gelu_forward(t2, t1, config_.head_gelu);
+  ln_transform_->forward(t3, t2);
+  const Tensor logits = f32(be, logits_, M, decoder_->local_out());
+  decoder_->forward(logits, t3);
+  labels_.resize(be, kernels::DType::I32, (size_t)M);
+  be.copy_to_device(labels_.data(), labels.data(), (size_t)M * sizeof(int32_t));
+  const double masked_ce = loss_.forward(logits, labels_.view({M}), head_mask_.data(), vocab_offset_);
+  return masked_ce / mask_sum_;
+}
+
+void Bert::lm_head_backward(const Tensor& d_final, float loss_scale) {
+  const int64_t M = (int64_t)head_rows_.size(), H = config_.hidden;
+  if (M == 0) return;
+  kernels::Backend& be = backend();
+  const kernels::DType act = store_.activation_dtype();
   auto zeros = [&](kernels::Buffer& buf) {
-    buf.resize(be, kernels::DType::F32, (size_t)(N * H));
+    buf.resize(be, act, (size_t)(M * H));
     buf.zero();
-    return buf.view({N, H});
+    return buf.view({M, H});
   };
-  const Tensor logits = logits_.view({N, decoder_->local_out()});
+  const Tensor logits = logits_.view({M, decoder_->local_out()});
   // d(lm)/d(CE_i) = loss_mask_i / Σ loss_mask; the dlogits overwrite the logits.
   loss_.backward(logits, (float)((double)loss_scale / mask_sum_));
-  const Tensor d3 = zeros(d_t3_), d2 = zeros(d_t2_), d1 = zeros(d_t1_);
-  decoder_->backward(d3, logits, t3_.view({N, H}));
-  ln_transform_->backward(d2, d3, t2_.view({N, H}));
-  kernels::gelu_backward(d1, t1_.view({N, H}), d2, config_.head_gelu);
-  transform_->backward(d_final, d1, ln_final_ ? final_.view({N, H}) : body_out_);
+  const Tensor d3 = zeros(d_t3_), d2 = zeros(d_t2_), d1 = zeros(d_t1_), dx = zeros(d_head_in_);
+  decoder_->backward(d3, logits, t3_.view({M, H}));
+  ln_transform_->backward(d2, d3, t2_.view({M, H}));
+  kernels::gelu_backward(d1, t1_.view({M, H}), d2, config_.head_gelu);
+  transform_->backward(dx, d1, head_in_.view({M, H}));
+  // d_final is zero on entry (the binary head adds to row 0 of each sequence after this): scatter the rows.
+  const size_t bytes = (size_t)H * kernels::dtype_size(act);
+  for (int64_t i = 0; i < M; i++)
+    be.copy_on_device(static_cast<char*>(d_final.data) + (size_t)head_rows_[(size_t)i] * bytes,
+                      static_cast<const char*>(dx.data) + (size_t)i * bytes, bytes);
 }
 
 void Bert::binary_head_backward(const Tensor& d_final, float loss_scale) {
@@ -455,7 +523,9 @@ void Bert::backward_stage(const float* output_grad, float loss_scale) {
   have_forward_ = false;
   const int64_t N = (int64_t)B_ * T_, H = config_.hidden;
   kernels::Backend& be = backend();
-  d_final_.resize(be, kernels::DType::F32, (size_t)(N * H));
+  // (Pipeline stages run in fp32: model_shape refuses BERT stages with --bf16/--fp16, so the activation dtype of a
+  // stage that receives output_grad is F32.)
+  d_final_.resize(be, store_.activation_dtype(), (size_t)(N * H));
   const Tensor d_final = d_final_.view({N, H});
   // d carries the residual stream's gradient down through the layers (in place, see TransformerLayer::backward).
   Tensor d = d_final;
@@ -464,7 +534,7 @@ void Bert::backward_stage(const float* output_grad, float loss_scale) {
     if (mask_sum_ > 0.0) lm_head_backward(d_final, loss_scale);
     if (binary_) binary_head_backward(d_final, loss_scale);
     if (ln_final_) {
-      d_residual_.resize(be, kernels::DType::F32, (size_t)(N * H));
+      d_residual_.resize(be, store_.activation_dtype(), (size_t)(N * H));
       d_residual_.zero();
       d = d_residual_.view({N, H});
       ln_final_->backward(d, d_final, body_out_);
@@ -473,10 +543,10 @@ void Bert::backward_stage(const float* output_grad, float loss_scale) {
   } else {  // the next stage's d(loss)/d(output) already carries loss_scale
     be.copy_to_device(d_final.data, output_grad, (size_t)(N * H) * sizeof(float));
   }
-  for (size_t l = layers_.size(); l-- > 0;) {
+  recompute_.backward(layers_, layer_run(), [&](size_t l) {
     layers_[l]->backward(d, Tensor{});
     if (ready_hook_) ready_hook_(table()[layer_first_[l]].offset);
-  }
+  });
   if (embedding_) {
     embedding_backward(d);
   } else {
@@ -491,12 +561,12 @@ void Bert::embedding_backward(Tensor d) {
   if (ln_embedding_) {
     Tensor g = d;
     if (emb_dropped_) {
-      d_emb_.resize(be, kernels::DType::F32, (size_t)(N * H));
+      d_emb_.resize(be, store_.activation_dtype(), (size_t)(N * H));
       d_emb_.zero();
       g = d_emb_.view({N, H});
       drop_embedding_.backward(g, d);
     }
-    d_emb_sum_.resize(be, kernels::DType::F32, (size_t)(N * H));
+    d_emb_sum_.resize(be, store_.activation_dtype(), (size_t)(N * H));
     d_emb_sum_.zero();
     const Tensor ds = d_emb_sum_.view({N, H});
     ln_embedding_->backward(ds, g, embedded_);

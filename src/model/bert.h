@@ -20,6 +20,7 @@
 #include "layers/layernorm.h"
 #include "layers/linear.h"
 #include "layers/parameter_store.h"
+#include "layers/recompute.h"
 #include "layers/tensor_parallel.h"
 #include "layers/transformer_layer.h"
 #include "layers/workspace.h"
@@ -56,6 +57,10 @@ struct BertConfig {
   float hidden_dropout = 0.1f;     // --hidden-dropout (embedding output and each branch before its residual add)
   float attention_dropout = 0.1f;  // --attention-dropout (attention probabilities)
   int type_vocab_size = 2;         // rows of the token-type table
+  // Megatron's activation recomputation (--recompute-activations / --recompute-granularity / --recompute-method /
+  // --recompute-num-layers, --checkpoint-activations): see layers::Recompute. The losses and gradients are bit for
+  // bit those without it.
+  layers::Recompute recompute;
 
   int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
   int padded_vocab_size() const;
@@ -127,6 +132,13 @@ class Bert {
   // A pipeline stage draws the whole model's stream and keeps its own tensors (as GPT::init_weights).
   void init_weights(uint64_t seed);
   const BertStage& stage() const { return stage_; }
+  // Mixed precision (Megatron's --bf16 / --fp16), as GPT::set_compute_dtype: the layers compute with a BF16 or F16
+  // working copy of the weights and keep activations and their gradients in that dtype; params()/grads() stay the
+  // fp32 master weights and main gradients (LayerNorm statistics, softmax, the logits, the cross-entropy and the
+  void set_compute_dtype(kernels::DType dtype);
+  kernels::DType compute_dtype() const { return store_.compute_dtype(); }
+  // After params() changed (an optimizer step, a load): refresh the working copy (nothing in fp32).
+  void params_updated() { store_.sync_compute_copy(); }
   size_t num_parameters() const { return store_.local_numel(); }  // on this rank
   float* params() { return store_.values(); }
   float* grads() { return store_.grads(); }
@@ -166,8 +178,10 @@ class Bert {
 
  private:
   void check_inputs(const BertInputs& in) const;
+  double lm_head_forward(const kernels::Tensor& final_out, const BertInputs& in);
   void lm_head_backward(const kernels::Tensor& d_final, float loss_scale);
   void binary_head_backward(const kernels::Tensor& d_final, float loss_scale);
+  layers::StackRecomputation::Run layer_run();
 
   // The stage's embeddings (first stage) or its input activation (the others): x [B·T, H].
   kernels::Tensor embed_or_input(const BertInputs& in, const float* input, const layers::ForwardStep& step);
@@ -183,6 +197,7 @@ class Bert {
   std::unique_ptr<layers::LayerNorm> ln_embedding_;  // original flavour
   layers::Dropout drop_embedding_;                   // original flavour: after ln_embedding_
   std::vector<std::unique_ptr<layers::TransformerLayer>> layers_;
+  layers::StackRecomputation recompute_;             // full recomputation (none unless configured)
   std::vector<size_t> layer_first_;                  // table index of each layer's first tensor
   size_t after_layers_ = 0;                          // table index of the first tensor after the layers
   std::unique_ptr<layers::LayerNorm> ln_final_;      // Megatron flavour
@@ -191,14 +206,18 @@ class Bert {
   layers::VocabParallelCrossEntropy loss_;
 
   int B_ = 0, T_ = 0;
-  bool have_forward_ = false, emb_dropped_ = false;
+  bool have_forward_ = false, emb_dropped_ = false, padding_kept_ = false;
+  layers::ForwardStep step_;                          // the last forward's (full recomputation runs it again)
   double mask_sum_ = 0.0;
   std::vector<int32_t> is_random_;
+  std::vector<int64_t> head_rows_;    // the positions the masked-LM head predicts (loss_mask != 0), ascending
+  std::vector<float> head_mask_;      // their loss_mask values
   std::vector<double> binary_probs_;  // [B,2] softmax of the binary logits
   std::vector<float> pooled_host_;    // tanh output [B,H]
   kernels::Buffer tokens_, positions_, types_, padding_, labels_;
   kernels::Buffer emb_sum_, emb_normed_, emb_out_;  // original flavour: embedding sum, its LayerNorm, dropout
   kernels::Buffer final_, t1_, t2_, t3_, logits_;   // final hidden, head dense / GELU / LayerNorm, logits
+  kernels::Buffer head_in_, d_head_in_;             // the predicted rows of the final hidden, their gradient
   kernels::Buffer first_, pooled_pre_, pooled_, binary_logits_;
   kernels::Buffer d_final_, d_residual_, d_t1_, d_t2_, d_t3_, d_first_, d_pooled_, d_binary_, d_emb_, d_emb_sum_;
   kernels::Buffer input_;                           // a later stage's copy of its input activation

@@ -43,6 +43,11 @@ void T5Config::validate() const {
   if (!(init_std > 0.0f) || !std::isfinite(init_std)) fail("init_std must be a positive number");
   if (!(hidden_dropout >= 0.0f && hidden_dropout < 1.0f)) fail("hidden dropout must be in [0, 1)");
   if (!(attention_dropout >= 0.0f && attention_dropout < 1.0f)) fail("attention dropout must be in [0, 1)");
+  try {
+    recompute.validate(std::min(encoder_num_layers, decoder_layers()));
+  } catch (const Error& e) {
+    fail(std::string(e.what()) + " (each of the encoder and decoder stacks)");
+  }
 }
 
 namespace {
@@ -71,6 +76,7 @@ layers::AttentionSpec self_attention(const T5Config& c, const std::string& prefi
   a.out_init_std = out_std;
   a.attention_dropout = c.attention_dropout;
   a.layer = layer;
+  a.recompute_core = c.recompute.selective();
   return a;
 }
 
@@ -103,6 +109,7 @@ layers::TransformerLayerSpec layer_spec(const T5Config& c, const std::string& pr
     x.out_init_std = out_std;
     x.attention_dropout = c.attention_dropout;
     x.layer = layer;
+    x.recompute_core = c.recompute.selective();
     s.cross_attention = x;
   } else {
     s.ln2 = prefix + "post_attention_norm";
@@ -211,6 +218,29 @@ T5::T5(const T5Config& config, kernels::Backend& backend, dist::Communicator* te
   decoder_norm_ = std::move(p.decoder_norm);
   head_ = std::move(p.head);
   store_.allocate();
+  encoder_recompute_ = layers::StackRecomputation(config_.recompute, config_.encoder_num_layers);
+  decoder_recompute_ = layers::StackRecomputation(config_.recompute, config_.decoder_layers());
+}
+
+void T5::set_compute_dtype(kernels::DType dtype) {
+  store_.set_compute_dtype(dtype);
+  workspace_.set_dtype(store_.activation_dtype());
+}
+
+layers::StackRecomputation::Run T5::encoder_run() {
+  const Tensor pad = enc_pad_kept_ ? enc_padding_.view({B_, Te_}) : Tensor{};
+  return [this, pad](layers::TransformerLayer& layer, const Tensor& x) {
+    return layer.forward(x, pad, Tensor{}, Tensor{}, B_, Te_, 0, step_);
+  };
+}
+
+layers::StackRecomputation::Run T5::decoder_run() {
+  const Tensor pad = dec_pad_kept_ ? dec_padding_.view({B_, Td_}) : Tensor{};
+  const Tensor enc_pad = enc_pad_kept_ ? enc_padding_.view({B_, Te_}) : Tensor{};
+  const Tensor memory = enc_out_.view({(int64_t)B_ * Te_, config_.hidden});
+  return [this, pad, enc_pad, memory](layers::TransformerLayer& layer, const Tensor& y) {
+    return layer.forward(y, pad, memory, enc_pad, B_, Td_, Te_, step_);
+  };
 }
 
 T5::~T5() = default;
@@ -291,22 +321,23 @@ void T5::forward_body(const T5Inputs& in, const layers::ForwardStep& step) {
   for (int64_t n = 0; n < Nd; n++) pos[(size_t)(Ne + n)] = (int32_t)(n % Td);
   upload(tokens_, ids.data(), ids.size());
   upload(positions_, pos.data(), pos.size());
-  Tensor enc_pad, dec_pad;
-  if (in.encoder_padding) upload(enc_padding_, in.encoder_padding, (size_t)Ne), enc_pad = enc_padding_.view({B, Te});
-  if (in.decoder_padding) upload(dec_padding_, in.decoder_padding, (size_t)Nd), dec_pad = dec_padding_.view({B, Td});
+  if (in.encoder_padding) upload(enc_padding_, in.encoder_padding, (size_t)Ne);
+  if (in.decoder_padding) upload(dec_padding_, in.decoder_padding, (size_t)Nd);
+  enc_pad_kept_ = in.encoder_padding != nullptr;
+  dec_pad_kept_ = in.decoder_padding != nullptr;
+  step_ = step;
   const Tensor emb = embedding_->forward(tokens_.view({Ne + Nd}), positions_.view({Ne + Nd}), Tensor{}, step);
 
-  Tensor x = emb.slice0(0, Ne);
-  for (auto& layer : encoder_) x = layer->forward(x, enc_pad, Tensor{}, Tensor{}, B, Te, 0, step);
-  enc_body_ = x;
-  enc_out_.resize(be, kernels::DType::F32, (size_t)(Ne * H));
+  const kernels::DType act = store_.activation_dtype();
+  enc_body_ = encoder_recompute_.forward(encoder_, emb.slice0(0, Ne), encoder_run(), be);
+  enc_out_.resize(be, act, (size_t)(Ne * H));
   const Tensor memory = enc_out_.view({Ne, H});
-  encoder_norm_->forward(memory, x);
+  encoder_norm_->forward(memory, enc_body_);
 
-  Tensor y = emb.slice0(Ne, Nd);
-  for (auto& layer : decoder_) y = layer->forward(y, dec_pad, memory, enc_pad, B, Td, Te, step);
-  dec_body_ = y;
-  dec_out_.resize(be, kernels::DType::F32, (size_t)(Nd * H));
+  // The decoder layers read the encoder's output through memory (enc_out_), kept until the backward.
+  dec_body_ = decoder_recompute_.forward(decoder_, emb.slice0(Ne, Nd), decoder_run(), be);
+  const Tensor y = dec_body_;
+  dec_out_.resize(be, act, (size_t)(Nd * H));
   const Tensor dec_out = dec_out_.view({Nd, H});
   decoder_norm_->forward(dec_out, y);
 }
@@ -343,7 +374,7 @@ void T5::backward(float loss_scale) {
   const int64_t Ne = (int64_t)B_ * Te_, Nd = (int64_t)B_ * Td_, H = config_.hidden;
   kernels::Backend& be = backend();
   auto zeros = [&](kernels::Buffer& buf, int64_t rows) {
-    buf.resize(be, kernels::DType::F32, (size_t)(rows * H));
+    buf.resize(be, store_.activation_dtype(), (size_t)(rows * H));
     buf.zero();
     return buf.view({rows, H});
   };
@@ -360,16 +391,16 @@ void T5::backward(float loss_scale) {
     decoder_norm_->backward(d_dec, d_out, dec_body_);
   }
   if (ready_hook_) ready_hook_(tensor("language_model.decoder.final_norm.weight").offset);
-  for (size_t l = decoder_.size(); l-- > 0;) {
+  decoder_recompute_.backward(decoder_, decoder_run(), [&](size_t l) {
     decoder_[l]->backward(d_dec, d_memory);
     if (ready_hook_) ready_hook_(table()[decoder_first_[l]].offset);
-  }
+  });
   encoder_norm_->backward(d_enc, d_memory, enc_body_);
   if (ready_hook_) ready_hook_(tensor("language_model.encoder.final_norm.weight").offset);
-  for (size_t l = encoder_.size(); l-- > 0;) {
+  encoder_recompute_.backward(encoder_, encoder_run(), [&](size_t l) {
     encoder_[l]->backward(d_enc, Tensor{});
     if (ready_hook_) ready_hook_(table()[encoder_first_[l]].offset);
-  }
+  });
   embedding_->backward(d_all);
   if (ready_hook_) ready_hook_(0);
 }

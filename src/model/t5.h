@@ -20,6 +20,7 @@
 #include "layers/layernorm.h"
 #include "layers/linear.h"
 #include "layers/parameter_store.h"
+#include "layers/recompute.h"
 #include "layers/tensor_parallel.h"
 #include "layers/transformer_layer.h"
 #include "layers/workspace.h"
@@ -47,6 +48,10 @@ struct T5Config {
   float init_std = 0.02f;        // --init-method-std
   float hidden_dropout = 0.1f;   // --hidden-dropout
   float attention_dropout = 0.1f;  // --attention-dropout
+  // Megatron's activation recomputation (layers::Recompute): selective recomputes the core of every self- and
+  // cross-attention; full applies to the encoder and the decoder stack each (num_layers counted in each, as
+  // Megatron's two ParallelTransformers do). The losses and gradients are bit for bit those without it.
+  layers::Recompute recompute;
 
   int decoder_layers() const { return decoder_num_layers > 0 ? decoder_num_layers : encoder_num_layers; }
   int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
@@ -119,6 +124,9 @@ class T5 {
   // A pipeline stage draws the whole model's stream and keeps its own tensors (as GPT::init_weights).
   void init_weights(uint64_t seed);
   const T5Stage& stage() const { return stage_; }
+  void set_compute_dtype(kernels::DType dtype);
+  kernels::DType compute_dtype() const { return store_.compute_dtype(); }
+  void params_updated() { store_.sync_compute_copy(); }
   size_t num_parameters() const { return store_.local_numel(); }  // on this rank
   float* params() { return store_.values(); }
   float* grads() { return store_.grads(); }
@@ -186,6 +194,9 @@ class T5 {
   void hook_at(const char* name) {
     if (ready_hook_) ready_hook_(tensor(name).offset);
   }
+  // One encoder / decoder layer's forward with the last micro-batch's padding, memory, sizes and step.
+  layers::StackRecomputation::Run encoder_run();
+  layers::StackRecomputation::Run decoder_run();
 
   T5Config config_;
   T5Stage stage_;
@@ -195,6 +206,9 @@ class T5 {
   std::unique_ptr<layers::Embedding> embedding_;
   std::vector<std::unique_ptr<layers::TransformerLayer>> encoder_, decoder_;
   std::vector<size_t> encoder_first_, decoder_first_;  // table index of each layer's first tensor
+  layers::StackRecomputation encoder_recompute_, decoder_recompute_;  // full recomputation (none unless configured)
+  layers::ForwardStep step_;                                           // the last training forward's
+  bool enc_pad_kept_ = false, dec_pad_kept_ = false;
   std::unique_ptr<layers::LayerNorm> encoder_norm_, decoder_norm_;
   std::unique_ptr<layers::Linear> head_;
   layers::VocabParallelCrossEntropy loss_;

@@ -59,6 +59,11 @@ class BertModel final : public Model, public PipelineStage {
   std::vector<std::string> vocabulary_tensors() const override {
     return {"bert.embeddings.word_embeddings.weight", "cls.predictions.bias"};
   }
+  bool set_compute_dtype(kernels::DType dtype) override {
+    bert_.set_compute_dtype(dtype);
+    return true;
+  }
+  void params_updated() override { bert_.params_updated(); }
   std::string describe() const override;
   double training_flops(int B, int T) const override { return bert_.training_flops(B, T); }
 

@@ -33,6 +33,9 @@ model::GPTConfig gpt_config(const TrainOptions& o, int64_t vocab_size) {
   c.init_std = (float)o.init_method_std;
   c.hidden_dropout = (float)o.hidden_dropout;
   c.attention_dropout = (float)o.attention_dropout;
+  c.recompute_granularity = o.recompute_granularity;
+  if (!o.recompute_method.empty()) c.recompute_method = o.recompute_method;
+  c.recompute_num_layers = o.recompute_num_layers;
   c.validate();
   return c;
 }
@@ -45,6 +48,15 @@ std::string read_text(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// --recompute-* / --checkpoint-activations as train_options.cpp resolved them (no method without full).
+layers::Recompute recompute_of(const TrainOptions& o) {
+  layers::Recompute r;
+  r.granularity = o.recompute_granularity;
+  if (!o.recompute_method.empty()) r.method = o.recompute_method;
+  r.num_layers = o.recompute_num_layers;
+  return r;
 }
 
 model::BertConfig bert_config(const TrainOptions& o, int64_t vocab_size) {
@@ -76,6 +88,7 @@ model::BertConfig bert_config(const TrainOptions& o, int64_t vocab_size) {
   c.init_std = (float)o.init_method_std;
   c.hidden_dropout = (float)o.hidden_dropout;
   c.attention_dropout = (float)o.attention_dropout;
+  c.recompute = recompute_of(o);
   c.validate();
   return c;
 }
@@ -97,6 +110,7 @@ model::T5Config t5_config(const TrainOptions& o, int64_t vocab_size) {
   c.init_std = (float)o.init_method_std;
   c.hidden_dropout = (float)o.hidden_dropout;
   c.attention_dropout = (float)o.attention_dropout;
+  c.recompute = recompute_of(o);
   c.validate();
   return c;
 }
@@ -175,9 +189,6 @@ DatasetConfig masked_lm_dataset_config(const TrainOptions& o) {
 }  // namespace
 
 ModelShape model_shape(const TrainOptions& o, int64_t vocab_size) {
-  if (o.model_type != "gpt" && !o.recompute_granularity.empty())
-    throw Error("activation recomputation (--recompute-*, --checkpoint-activations) is implemented for train gpt "
-                "only; train " + o.model_type + " keeps its activations");
   if (o.model_type != "gpt" && o.pipeline_model_parallel_size > 1 &&
       (o.precision.bf16 || o.precision.fp16 || !o.recompute_granularity.empty()))
     throw Error("--pipeline-model-parallel-size with --bf16/--fp16 or activation recomputation is implemented for "

@@ -52,6 +52,11 @@ class T5Model final : public Model, public PipelineStage {
   std::vector<std::string> vocabulary_tensors() const override {
     return {"language_model.embedding.word_embeddings.weight", "lm_head.bias"};
   }
+  bool set_compute_dtype(kernels::DType dtype) override {
+    t5_.set_compute_dtype(dtype);
+    return true;
+  }
+  void params_updated() override { t5_.params_updated(); }
   std::string describe() const override;
   // T is the encoder length; the decoder's is the config's decoder_seq_length.
   double training_flops(int B, int T) const override {

@@ -16,6 +16,10 @@ namespace {
 // test's small model: 522 ms with both pools, 23 ms with one). One pool, split by us, has no such hand-over.
 }  // namespace
 
+// Products of at least this many flops go to oneDNN where fp32_gemm_uses_onednn(): below it, the primitive look-up
+// (tens of microseconds) is not repaid.
+constexpr double kOnednnMinWork = 1.6e7;
+
 void use_single_threaded_blas() {
   static const bool once = (openblas_set_num_threads(1), true);
   (void)once;
@@ -57,6 +61,10 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int l
     return;
   }
   const double work = 2.0 * M * N * K;
+  if (work >= kOnednnMinWork && (beta == 0.0f || beta == 1.0f) && !omp_in_parallel() && fp32_gemm_uses_onednn()) {
+    gemm_f32_onednn(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
   if (threads <= 1 || work < 4e6 || omp_in_parallel()) {
     cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
     return;

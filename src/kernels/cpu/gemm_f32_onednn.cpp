@@ -1,0 +1,74 @@
+// defines: gemm_f32_onednn() — row-major fp32 matrix products through oneDNN's matmul (AVX-512 kernels), and
+//          fp32_gemm_uses_onednn(), the run-time choice between it and OpenBLAS for gemm()
+#include <cpuid.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "kernels/cpu/cpu_common.h"
+#include "util/error.h"
+
+namespace lmforge::kernels::cpu {
+namespace {
+
+bool has_avx512f() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  return (b >> 16) & 1u;
+}
+
+// Why oneDNN for fp32 when the CPU has AVX-512: Debian's OpenBLAS 0.3.21 picks its kernels from OPENBLAS_CORETYPE
+// (this machine's environment sets Haswell: AVX2), while oneDNN's brgemm matmul always uses the widest vectors the
+// CPU has. Measured on BERT-base's [512 × 768]·[768 × {768, 2304, 3072}] products and their transposed backward
+// forms, 2 threads: oneDNN 1.2–1.8x OpenBLAS-Haswell per CPU-second (bench/RESULTS.md, "BERT-base").
+// LMFORGE_FP32_GEMM=openblas keeps OpenBLAS (for comparisons); unset or "onednn": oneDNN where AVX-512F exists.
+bool choose_onednn() {
+  const char* env = std::getenv("LMFORGE_FP32_GEMM");
+  if (env && std::strcmp(env, "openblas") == 0) return false;
+  if (env && *env && std::strcmp(env, "onednn") != 0)
+    throw Error(std::string("LMFORGE_FP32_GEMM=") + env + ": expected openblas or onednn");
+  return has_avx512f();
+}
+
+const dnnl::engine& engine() {
+  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// A [rows, cols] fp32 row-major matrix with leading dimension ld, or the transpose of one, seen as [rows, cols].
+dnnl::memory::desc matrix(int64_t rows, int64_t cols, int64_t ld, bool transposed) {
+  const dnnl::memory::dims strides = transposed ? dnnl::memory::dims{1, ld} : dnnl::memory::dims{ld, 1};
+  return dnnl::memory::desc({rows, cols}, dnnl::memory::data_type::f32, strides);
+}
+
+}  // namespace
+
+bool fp32_gemm_uses_onednn() {
+  static const bool use = choose_onednn();  // decided once: the environment and the CPU do not change
+  return use;
+}
+
+// C = op(A)·op(B) + beta·C for beta 0 (overwrite) or 1 (oneDNN's sum post-op). oneDNN runs on the OpenMP team,
+// the same threads as every other kernel here, and caches the primitive of each shape (a hash lookup per call).
+void gemm_f32_onednn(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B,
+                     int ldb, float beta, float* C, int ldc) {
+  if (beta != 0.0f && beta != 1.0f) throw std::logic_error("gemm_f32_onednn: beta must be 0 or 1");
+  const dnnl::memory::desc a_md = matrix(M, K, lda, trans_a), b_md = matrix(K, N, ldb, trans_b),
+                           c_md = matrix(M, N, ldc, false);
+  dnnl::primitive_attr attr;
+  if (beta == 1.0f) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+  }
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine());
+  const dnnl::matmul mm(pd);
+  dnnl::stream s(engine());
+  dnnl::memory a(a_md, engine(), const_cast<float*>(A)), b(b_md, engine(), const_cast<float*>(B)),
+      c(c_md, engine(), C);
+  mm.execute(s, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+  s.wait();
+}
+
+}  // namespace lmforge::kernels::cpu

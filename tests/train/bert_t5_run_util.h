@@ -1,0 +1,84 @@
+// defines: helpers of the tests that run `lmforge train bert` / `lmforge train t5` on Megatron's sentence-level
+//          sample dataset: a tiny model's flags, run() (one process or mpirun, losses read back from TensorBoard)
+//          and expect_same_losses()
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "train/train_run_util.h"
+
+// One executable includes this once (after train_run_util.h): plain definitions are fine.
+namespace bert_t5_runs {
+
+using namespace train_runs;
+using lmforge::testing::loss_lines;
+
+const std::string kVocab = shared_path("data/vocab/bert-base-uncased-vocab.txt");
+const std::string kData = shared_path("data/sample/sample_bert_text_sentence");
+
+Flags model_flags(const TempDir& dir, const std::string& model) {
+  Flags f = {{"--hidden-dropout", "0.1"}, {"--attention-dropout", "0.1"}, {"--num-layers", "2"},
+             {"--hidden-size", "32"}, {"--num-attention-heads", "2"}, {"--max-position-embeddings", "64"},
+             {"--micro-batch-size", "2"}, {"--global-batch-size", "8"}, {"--lr", "0.003"},
+             {"--lr-decay-style", "linear"}, {"--lr-warmup-iters", "2"}, {"--weight-decay", "0.01"},
+             {"--clip-grad", "1.0"}, {"--split", "949,50,1"}, {"--log-interval", "1"}, {"--eval-interval", "5"},
+             {"--eval-iters", "1"}, {"--data-cache-path", dir.file("cache-" + model)}, {"--train-iters", "10"},
+             {"--threads", "1"}, {"--tokenizer-type", "BertWordPieceLowerCase"}, {"--vocab-file", kVocab},
+             {"--data-path", kData}, {"--make-vocab-size-divisible-by", "128"}};
+  if (model == "bert") {
+    f["--seq-length"] = "64";
+    f["--optimizer"] = "lamb";
+  } else {
+    f["--encoder-seq-length"] = "64";
+    f["--decoder-seq-length"] = "32";
+    f["--vocab-extra-ids"] = "100";
+  }
+  return f;
+}
+
+std::string command(const TempDir& dir, const std::string& model, const Flags& overrides) {
+  Flags flags = model_flags(dir, model);
+  for (const auto& [k, v] : overrides) flags[k] = v;
+  std::string cmd = std::string(LMFORGE_EXE) + " train " + model;
+  for (const auto& [k, v] : flags)
+    if (v != "-") cmd += " " + k + (v.empty() ? "" : " '" + v + "'");
+  return cmd;
+}
+
+// Runs on np ranks (0: one plain process) and reads every loss back from TensorBoard.
+struct ModelRun {
+  int status = -1;
+  std::string output;
+  std::map<std::string, std::vector<float>> scalars;
+};
+ModelRun run(const TempDir& dir, const std::string& model, const std::string& name, int np, Flags flags = {}) {
+  const std::string tb = dir.file("tb-" + model + "-" + name);
+  fs::remove_all(tb);
+  flags["--tensorboard-dir"] = tb;
+  ModelRun r;
+  const auto c = run_command("timeout 300 env OMP_NUM_THREADS=1 " + (np > 0 ? mpirun_prefix(np) : std::string()) +
+                             command(dir, model, flags));
+  r.status = c.status;
+  r.output = c.output;
+  if (c.status == 0 && fs::exists(tb)) r.scalars = read_scalars(tb);
+  return r;
+}
+
+void expect_same_losses(const ModelRun& got, const ModelRun& want, const std::vector<std::string>& tags, double tolerance,
+                        const std::string& what) {
+  ASSERT_EQ(got.status, 0) << what << ":\n" << got.output;
+  ASSERT_EQ(want.status, 0) << want.output;
+  for (const std::string& tag : tags) {
+    const auto g = got.scalars.find(tag), w = want.scalars.find(tag);
+    ASSERT_NE(w, want.scalars.end()) << tag;
+    ASSERT_NE(g, got.scalars.end()) << what << " " << tag;
+    ASSERT_EQ(g->second.size(), w->second.size()) << what << " " << tag;
+    const double d = max_relative_difference(g->second, w->second);
+    std::printf("[ parity ] %s %s: max relative difference %.3g over %zu values\n", what.c_str(), tag.c_str(), d,
+                w->second.size());
+    EXPECT_LT(d, tolerance) << what << " " << tag;
+  }
+}
+
+}  // namespace bert_t5_runs
