@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <string>
 #include <vector>
@@ -24,6 +25,14 @@ struct BenchConfig {
   model::GPTConfig gpt;
   int B, T;
 };
+
+// CPU time (user + system, all threads) of the process so far, in seconds: on a shared machine the steadier
+// measure of the work a step costs (wall time also counts waiting for a core).
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 // Peak resident set of the process so far (Linux: ru_maxrss in KiB).
 double peak_rss_mb() {
@@ -44,11 +53,12 @@ void run(const BenchConfig& bc, int steps, kernels::DType dtype) {
   std::uniform_int_distribution<int> tok(0, bc.gpt.vocab_size - 1);
   const size_t N = (size_t)bc.B * bc.T;
   std::vector<int32_t> tokens(N + 1);
-  std::vector<double> times, fwd, bwd, opt;
+  std::vector<double> times, fwd, bwd, opt, cpu;
   float loss = 0.0f;
   for (int s = 0; s < steps + 1; s++) {  // step 0 warms up (first-touch of activations, BLAS buffers)
     for (auto& x : tokens) x = tok(rng);
     const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = cpu_seconds();
     gpt.zero_grad();
     loss = gpt.forward(tokens.data(), tokens.data() + 1, bc.B, bc.T);
     const auto tf = std::chrono::steady_clock::now();
@@ -57,7 +67,9 @@ void run(const BenchConfig& bc, int steps, kernels::DType dtype) {
     adam.step(1e-4, 0.1);
     gpt.params_updated();  // the bf16 working copy (nothing in fp32)
     const auto t1 = std::chrono::steady_clock::now();
+    const double c1 = cpu_seconds();
     if (s > 0) {
+      cpu.push_back(c1 - c0);
       times.push_back(std::chrono::duration<double>(t1 - t0).count());
       fwd.push_back(std::chrono::duration<double>(tf - t0).count());
       bwd.push_back(std::chrono::duration<double>(tb - tf).count());
@@ -77,6 +89,7 @@ void run(const BenchConfig& bc, int steps, kernels::DType dtype) {
               bc.gpt.recompute_granularity.c_str(), peak_rss_mb());
   std::printf("lmforge %s phases (median s): zero_grad+forward %.3f, backward %.3f, AdamW %.3f\n", bc.name,
               median(fwd), median(bwd), median(opt));
+  std::printf("lmforge %s cpu: median %.3f cpu-s/step -> %.0f tok/cpu-s\n", bc.name, median(cpu), N / median(cpu));
 }
 
 }  // namespace

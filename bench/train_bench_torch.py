@@ -80,10 +80,10 @@ def main():
         no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
         opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                                 lr=1e-4, betas=(0.9, 0.95), eps=1e-8)
-        times = []
+        times, cpu = [], []
         for s in range(a.steps + 1):
             tok = torch.randint(0, 50257, (B, T + 1))
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             opt.zero_grad(set_to_none=True)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
                 loss = model(tok[:, :-1], tok[:, 1:])
@@ -91,12 +91,15 @@ def main():
             opt.step()
             if s > 0:
                 times.append(time.perf_counter() - t0)
+                cpu.append(time.process_time() - c0)
         med = statistics.median(times)
         flops = B * T * (6.0 * (L * 12 * C * C + Vp * C) + 12.0 * L * C * T)
         print(f"torch {name}: {flops / 1e9:.1f} GFLOP/step, median {med:.3f} s/step over {a.steps} steps -> "
               f"{B * T / med:.0f} tok/s, {flops / med / 1e9:.1f} GFLOP/s (loss {loss.item():.3f}, "
               f"{torch.get_num_threads()} threads, {'bf16 autocast' if a.bf16 else 'fp32'}, peak RSS "
               f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB)")
+        cmed = statistics.median(cpu)
+        print(f"torch {name} cpu: median {cmed:.3f} cpu-s/step -> {B * T / cmed:.0f} tok/cpu-s")
 
 
 if __name__ == "__main__":

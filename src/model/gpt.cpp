@@ -302,7 +302,10 @@ float GPT::forward_stage(const int32_t* tokens, const float* input, const int32_
   // This rank's vocabulary rows start where its piece of the (row-split) word table starts.
   const int64_t vocab_offset = (int64_t)config_.padded_vocab_size() / tp_.size() * tp_.rank();
   const int64_t Vl = head_->local_out(), rows = loss_chunk_rows(N);
-  logits_.resize(be, kernels::DType::F32, (size_t)(rows * Vl));
+  // Logits in the activation dtype (bf16 under --bf16, as Megatron's): the head's GEMM writes them rounded, the
+  // cross-entropy reads them into fp32 statistics and writes dlogits in place in the same dtype, which the head's
+  // backward GEMMs then take as they are (no fp32 copy of a [rows, vocab] matrix).
+  logits_.resize(be, store_.activation_dtype(), (size_t)(rows * Vl));
   // The loss of each row depends on its logits only, so chunks of rows give the same per-row losses.
   double sum = 0.0;
   loss_chunks_ = 0;

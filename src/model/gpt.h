@@ -110,7 +110,8 @@ class GPT {
 
   // Mixed precision (Megatron's --bf16 / --fp16): the layers compute with a BF16 or F16 working copy of the
   // weights and keep activations and their gradients in that dtype; params()/grads() stay the fp32 master weights
-  // and main gradients (LayerNorm statistics, softmax, logits and cross-entropy stay fp32). F32: the default.
+  // and main gradients (LayerNorm statistics, softmax and cross-entropy stay fp32; the logits are stored in the
+  // compute dtype, as Megatron's). F32: the default.
   void set_compute_dtype(kernels::DType dtype);
   kernels::DType compute_dtype() const { return store_.compute_dtype(); }
   // After params() changed (an optimizer step, a load): refresh the working copy (nothing in fp32).

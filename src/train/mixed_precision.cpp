@@ -33,7 +33,8 @@ std::string precision_summary(const MixedPrecisionOptions& o, bool bf16_gemm_nat
                        "gradients: bf16; matrix products: bf16 inputs, fp32 accumulation (") +
            (bf16_gemm_native ? "oneDNN on AVX512-BF16" : "no AVX512-BF16 on this CPU: bf16-rounded inputs multiplied "
                                                          "in fp32") +
-           "); LayerNorm statistics, softmax, logits and cross-entropy: fp32; parameter gradients, data-parallel "
+           "); logits: bf16 (as Megatron's), their softmax and cross-entropy computed in fp32; LayerNorm "
+           "statistics: fp32; parameter gradients, data-parallel "
            "reductions and optimizer state: fp32\n";
   if (o.fp16) {
     char scale[160];
@@ -43,8 +44,10 @@ std::string precision_summary(const MixedPrecisionOptions& o, bool bf16_gemm_nat
                     o.initial_loss_scale, o.min_loss_scale, o.loss_scale_window, o.hysteresis);
     return std::string("precision: fp16 — weights: fp32 master copy, fp16 working copy; activations, their "
                        "gradients and the parameter gradients before unscaling: stored in fp16; arithmetic: fp32 on "
-                       "the fp16-stored operands (this CPU has no fp16 arithmetic); LayerNorm statistics, softmax, "
-                       "logits and cross-entropy: fp32; unscaled gradients, reductions and optimizer state: fp32; ") +
+                       "the fp16-stored operands (this CPU has no fp16 arithmetic); logits: stored in fp16 (as "
+                       "Megatron's without --fp16-lm-cross-entropy, which then takes them into fp32), softmax and "
+                       "cross-entropy: fp32; LayerNorm statistics, unscaled gradients, reductions and optimizer state: "
+                       "fp32; ") +
            scale + "\n";
   }
   return "precision: fp32 (weights, activations, gradients and optimizer state)\n";

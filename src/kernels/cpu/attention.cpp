@@ -1,4 +1,4 @@
-// defines: the CPU fp32 multi-head attention (masks, cross-attention, strided q/k/v, attention dropout) and its
+// defines: the CPU fp32 (and bf16/f16-storage) multi-head attention (masks, cross-attention, strided q/k/v, attention dropout) and its
 //          key/value-cache decoding step
 #include <cblas.h>
 
@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/lowp.h"
 
 namespace lmforge::kernels::cpu {
 
@@ -44,6 +45,120 @@ uint64_t probs_index(const AttentionShape& s, const AttentionDropout& d, int b, 
          (uint64_t)s.Tk;
 }
 
+
+// One (b,h) problem: the head's q, k, v, out (or dout) rows with their strides. Head h of batch b of the whole
+// tensors for the fp32 ops; contiguous fp32 copies of the head for the low-precision ones (attention_lowp).
+struct Head {
+  const float *q, *k, *v;
+  float* o;  // forward: the output rows; backward: unused
+  int64_t ldq, ldk, ldv, ldo;
+};
+struct HeadGrad {
+  float *dq, *dk, *dv;
+  const float* dy;
+};
+
+// Forward of one head: P (its [Tq,Tk] probabilities) and the output rows. dropped: Tq·Tk scratch when dropout is on.
+void head_forward(const Head& hd, float* P, const AttentionShape& s, int b, int h, bool causal, const int32_t* pad,
+                  const AttentionDropout& dropout, float* dropped) {
+  const int Tq = s.Tq, Tk = s.Tk, hs = s.hs;
+  const float scale = 1.0f / std::sqrt((float)hs);
+  // S = Q·Kᵀ·scale  [Tq,Tk] (causal: row block [t0,t1) against keys [0,t1) only)
+  for (int t0 = 0; t0 < Tq; t0 += causal ? kRowBlock : Tq) {
+    const int t1 = causal ? std::min(Tq, t0 + kRowBlock) : Tq, keys = causal ? std::min(t1, Tk) : Tk;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t1 - t0, keys, hs, scale, hd.q + (size_t)t0 * hd.ldq,
+                (int)hd.ldq, hd.k, (int)hd.ldk, 0.0f, P + (size_t)t0 * Tk, Tk);
+  }
+  for (int t = 0; t < Tq; t++) {
+    float* p = P + (size_t)t * Tk;
+    const int end = row_end(causal, t, Tk);
+    if (pad)
+      for (int j = 0; j < end; j++)
+        if (pad[j] == 0) p[j] = -INFINITY;
+    float maxv = -INFINITY;
+    for (int j = 0; j < end; j++) maxv = p[j] > maxv ? p[j] : maxv;
+    if (maxv == -INFINITY) {  // no key to attend: probabilities 0, output 0
+      for (int j = 0; j < Tk; j++) p[j] = 0.0f;
+      continue;
+    }
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < end; j++) {
+      p[j] = fast_exp(p[j] - maxv);
+      sum += p[j];
+    }
+    if (pad)
+      for (int j = 0; j < end; j++)
+        if (pad[j] == 0) sum -= p[j], p[j] = 0.0f;  // fast_exp clamps: exp(-inf) is not exactly 0 there
+    const float inv = 1.0f / sum;
+#pragma omp simd
+    for (int j = 0; j < end; j++) p[j] *= inv;
+    for (int j = end; j < Tk; j++) p[j] = 0.0f;
+  }
+  const float* A = P;
+  if (dropout.key.p > 0.0f) {
+    for (int t = 0; t < Tq; t++) {
+      float* dr = dropped + (size_t)t * Tk;
+      row_factors(dropout.key, probs_index(s, dropout, b, h, t), Tk, dr);
+      const float* p = P + (size_t)t * Tk;
+      for (int j = 0; j < Tk; j++) dr[j] *= p[j];
+    }
+    A = dropped;
+  }
+  // Y = drop(P)·V  [Tq,hs]
+  for (int t0 = 0; t0 < Tq; t0 += causal ? kRowBlock : Tq) {
+    const int t1 = causal ? std::min(Tq, t0 + kRowBlock) : Tq, keys = causal ? std::min(t1, Tk) : Tk;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t1 - t0, hs, keys, 1.0f, A + (size_t)t0 * Tk, Tk, hd.v,
+                (int)hd.ldv, 0.0f, hd.o + (size_t)t0 * hd.ldo, (int)hd.ldo);
+  }
+}
+
+// Backward of one head, accumulating into dq, dk, dv (strides of q, k, v). scratch: dP [Tq·Tk] and, with dropout,
+// factors and dropped [Tq·Tk] each.
+void head_backward(const Head& hd, const HeadGrad& g, const float* P, const AttentionShape& s, int b, int h,
+                   bool causal, const AttentionDropout& dropout, float* d, float* factors, float* dropped) {
+  const int Tq = s.Tq, Tk = s.Tk, hs = s.hs;
+  const float scale = 1.0f / std::sqrt((float)hs);
+  const bool drop = dropout.key.p > 0.0f;
+  const float* A = P;
+  if (drop) {
+    for (int t = 0; t < Tq; t++) row_factors(dropout.key, probs_index(s, dropout, b, h, t), Tk, factors + (size_t)t * Tk);
+    for (size_t i = 0; i < (size_t)Tq * Tk; i++) dropped[i] = factors[i] * P[i];
+    A = dropped;
+  }
+  // dA = dY·Vᵀ [Tq,Tk];  dV += Aᵀ·dY [Tk,hs]  (A = drop(P); causal: row blocks against their keys)
+  const int step = causal ? kRowBlock : Tq;
+  for (int t0 = 0; t0 < Tq; t0 += step) {
+    const int t1 = std::min(Tq, t0 + step), keys = causal ? std::min(t1, Tk) : Tk;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t1 - t0, keys, hs, 1.0f, g.dy + (size_t)t0 * hd.ldo,
+                (int)hd.ldo, hd.v, (int)hd.ldv, 0.0f, d + (size_t)t0 * Tk, Tk);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, hs, t1 - t0, 1.0f, A + (size_t)t0 * Tk, Tk,
+                g.dy + (size_t)t0 * hd.ldo, (int)hd.ldo, 1.0f, g.dv, (int)hd.ldv);
+  }
+  if (drop)
+    for (size_t i = 0; i < (size_t)Tq * Tk; i++) d[i] *= factors[i];
+  // dS = P∘(dP − rowsum(P∘dP))·scale, in place over dP (zero wherever P is)
+  for (int t = 0; t < Tq; t++) {
+    const float* p = P + (size_t)t * Tk;
+    float* dr = d + (size_t)t * Tk;
+    const int end = row_end(causal, t, Tk);
+    float pdp = 0.0f;
+#pragma omp simd reduction(+ : pdp)
+    for (int j = 0; j < end; j++) pdp += p[j] * dr[j];
+#pragma omp simd
+    for (int j = 0; j < end; j++) dr[j] = p[j] * (dr[j] - pdp) * scale;
+    for (int j = end; j < Tk; j++) dr[j] = 0.0f;
+  }
+  // dQ += dS·K;  dK += dSᵀ·Q  (causal: row blocks against their keys)
+  for (int t0 = 0; t0 < Tq; t0 += step) {
+    const int t1 = std::min(Tq, t0 + step), keys = causal ? std::min(t1, Tk) : Tk;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t1 - t0, hs, keys, 1.0f, d + (size_t)t0 * Tk, Tk, hd.k,
+                (int)hd.ldk, 1.0f, g.dq + (size_t)t0 * hd.ldq, (int)hd.ldq);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, hs, t1 - t0, 1.0f, d + (size_t)t0 * Tk, Tk,
+                hd.q + (size_t)t0 * hd.ldq, (int)hd.ldq, 1.0f, g.dk, (int)hd.ldk);
+  }
+}
+
 }  // namespace
 
 void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v,
@@ -51,7 +166,6 @@ void attention_forward(float* out, float* probs, const float* q, const float* k,
                        const AttentionDropout& dropout) {
   use_single_threaded_blas();
   const int B = s.B, Tq = s.Tq, Tk = s.Tk, H = s.H, hs = s.hs;
-  const float scale = 1.0f / std::sqrt((float)hs);
   const bool drop = dropout.key.p > 0.0f;
 #pragma omp parallel if ((size_t)B * Tq * Tk * H * hs >= kParallelMin)
   {
@@ -59,60 +173,11 @@ void attention_forward(float* out, float* probs, const float* q, const float* k,
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int b = 0; b < B; b++) {
       for (int h = 0; h < H; h++) {
-        const float* qp = q + (size_t)b * Tq * s.ldq + (size_t)h * hs;
-        const float* kp = k + (size_t)b * Tk * s.ldk + (size_t)h * hs;
-        const float* vp = v + (size_t)b * Tk * s.ldv + (size_t)h * hs;
-        const int32_t* pad = key_padding ? key_padding + (size_t)b * Tk : nullptr;
-        float* P = probs + ((size_t)b * H + h) * Tq * Tk;
-        // S = Q·Kᵀ·scale  [Tq,Tk] (causal: row block [t0,t1) against keys [0,t1) only)
-        for (int t0 = 0; t0 < Tq; t0 += causal ? kRowBlock : Tq) {
-          const int t1 = causal ? std::min(Tq, t0 + kRowBlock) : Tq, keys = causal ? std::min(t1, Tk) : Tk;
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t1 - t0, keys, hs, scale, qp + (size_t)t0 * s.ldq,
-                      (int)s.ldq, kp, (int)s.ldk, 0.0f, P + (size_t)t0 * Tk, Tk);
-        }
-        for (int t = 0; t < Tq; t++) {
-          float* p = P + (size_t)t * Tk;
-          const int end = row_end(causal, t, Tk);
-          if (pad)
-            for (int j = 0; j < end; j++)
-              if (pad[j] == 0) p[j] = -INFINITY;
-          float maxv = -INFINITY;
-          for (int j = 0; j < end; j++) maxv = p[j] > maxv ? p[j] : maxv;
-          if (maxv == -INFINITY) {  // no key to attend: probabilities 0, output 0
-            for (int j = 0; j < Tk; j++) p[j] = 0.0f;
-            continue;
-          }
-          float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-          for (int j = 0; j < end; j++) {
-            p[j] = fast_exp(p[j] - maxv);
-            sum += p[j];
-          }
-          if (pad)
-            for (int j = 0; j < end; j++)
-              if (pad[j] == 0) sum -= p[j], p[j] = 0.0f;  // fast_exp clamps: exp(-inf) is not exactly 0 there
-          const float inv = 1.0f / sum;
-#pragma omp simd
-          for (int j = 0; j < end; j++) p[j] *= inv;
-          for (int j = end; j < Tk; j++) p[j] = 0.0f;
-        }
-        const float* A = P;
-        if (drop) {
-          for (int t = 0; t < Tq; t++) {
-            float* dr = dropped.data() + (size_t)t * Tk;
-            row_factors(dropout.key, probs_index(s, dropout, b, h, t), Tk, dr);
-            const float* p = P + (size_t)t * Tk;
-            for (int j = 0; j < Tk; j++) dr[j] *= p[j];
-          }
-          A = dropped.data();
-        }
-        // Y = drop(P)·V  [Tq,hs], written into the head's columns of out
-        float* yp = out + (size_t)b * Tq * s.ldo + (size_t)h * hs;
-        for (int t0 = 0; t0 < Tq; t0 += causal ? kRowBlock : Tq) {
-          const int t1 = causal ? std::min(Tq, t0 + kRowBlock) : Tq, keys = causal ? std::min(t1, Tk) : Tk;
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t1 - t0, hs, keys, 1.0f, A + (size_t)t0 * Tk, Tk,
-                      vp, (int)s.ldv, 0.0f, yp + (size_t)t0 * s.ldo, (int)s.ldo);
-        }
+        const Head hd{q + (size_t)b * Tq * s.ldq + (size_t)h * hs, k + (size_t)b * Tk * s.ldk + (size_t)h * hs,
+                      v + (size_t)b * Tk * s.ldv + (size_t)h * hs, out + (size_t)b * Tq * s.ldo + (size_t)h * hs,
+                      s.ldq, s.ldk, s.ldv, s.ldo};
+        head_forward(hd, probs + ((size_t)b * H + h) * Tq * Tk, s, b, h, causal,
+                     key_padding ? key_padding + (size_t)b * Tk : nullptr, dropout, dropped.data());
       }
     }
   }
@@ -124,7 +189,6 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
   (void)key_padding;  // masked entries of probs are exact zeros: they take no gradient
   use_single_threaded_blas();
   const int B = s.B, Tq = s.Tq, Tk = s.Tk, H = s.H, hs = s.hs;
-  const float scale = 1.0f / std::sqrt((float)hs);
   const bool drop = dropout.key.p > 0.0f;
   // dk and dv of (b,h) gather contributions from every query row, so one thread owns a whole (b,h).
 #pragma omp parallel if ((size_t)B * Tq * Tk * H * hs >= kParallelMin)
@@ -133,53 +197,99 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int b = 0; b < B; b++) {
       for (int h = 0; h < H; h++) {
-        const float* qp = q + (size_t)b * Tq * s.ldq + (size_t)h * hs;
-        const float* kp = k + (size_t)b * Tk * s.ldk + (size_t)h * hs;
-        const float* vp = v + (size_t)b * Tk * s.ldv + (size_t)h * hs;
-        float* dqp = dq + (size_t)b * Tq * s.ldq + (size_t)h * hs;
-        float* dkp = dk + (size_t)b * Tk * s.ldk + (size_t)h * hs;
-        float* dvp = dv + (size_t)b * Tk * s.ldv + (size_t)h * hs;
-        const float* P = probs + ((size_t)b * H + h) * Tq * Tk;
-        const float* dy = dout + (size_t)b * Tq * s.ldo + (size_t)h * hs;
-        float* d = dP.data();
-        const float* A = P;
-        if (drop) {
-          for (int t = 0; t < Tq; t++)
-            row_factors(dropout.key, probs_index(s, dropout, b, h, t), Tk, factors.data() + (size_t)t * Tk);
-          for (size_t i = 0; i < (size_t)Tq * Tk; i++) dropped[i] = factors[i] * P[i];
-          A = dropped.data();
-        }
-        // dA = dY·Vᵀ [Tq,Tk];  dV += Aᵀ·dY [Tk,hs]  (A = drop(P); causal: row blocks against their keys)
-        const int step = causal ? kRowBlock : Tq;
-        for (int t0 = 0; t0 < Tq; t0 += step) {
-          const int t1 = std::min(Tq, t0 + step), keys = causal ? std::min(t1, Tk) : Tk;
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t1 - t0, keys, hs, 1.0f, dy + (size_t)t0 * s.ldo,
-                      (int)s.ldo, vp, (int)s.ldv, 0.0f, d + (size_t)t0 * Tk, Tk);
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, hs, t1 - t0, 1.0f, A + (size_t)t0 * Tk, Tk,
-                      dy + (size_t)t0 * s.ldo, (int)s.ldo, 1.0f, dvp, (int)s.ldv);
-        }
-        if (drop)
-          for (size_t i = 0; i < (size_t)Tq * Tk; i++) d[i] *= factors[i];
-        // dS = P∘(dP − rowsum(P∘dP))·scale, in place over dP (zero wherever P is)
-        for (int t = 0; t < Tq; t++) {
-          const float* p = P + (size_t)t * Tk;
-          float* dr = d + (size_t)t * Tk;
-          const int end = row_end(causal, t, Tk);
-          float pdp = 0.0f;
-#pragma omp simd reduction(+ : pdp)
-          for (int j = 0; j < end; j++) pdp += p[j] * dr[j];
-#pragma omp simd
-          for (int j = 0; j < end; j++) dr[j] = p[j] * (dr[j] - pdp) * scale;
-          for (int j = end; j < Tk; j++) dr[j] = 0.0f;
-        }
-        // dQ += dS·K;  dK += dSᵀ·Q  (causal: row blocks against their keys)
-        for (int t0 = 0; t0 < Tq; t0 += step) {
-          const int t1 = std::min(Tq, t0 + step), keys = causal ? std::min(t1, Tk) : Tk;
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t1 - t0, hs, keys, 1.0f, d + (size_t)t0 * Tk, Tk, kp,
-                      (int)s.ldk, 1.0f, dqp + (size_t)t0 * s.ldq, (int)s.ldq);
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, hs, t1 - t0, 1.0f, d + (size_t)t0 * Tk, Tk,
-                      qp + (size_t)t0 * s.ldq, (int)s.ldq, 1.0f, dkp, (int)s.ldk);
-        }
+        const size_t oq = (size_t)b * Tq * s.ldq + (size_t)h * hs, ok = (size_t)b * Tk * s.ldk + (size_t)h * hs,
+                     ov = (size_t)b * Tk * s.ldv + (size_t)h * hs;
+        const Head hd{q + oq, k + ok, v + ov, nullptr, s.ldq, s.ldk, s.ldv, s.ldo};
+        const HeadGrad g{dq + oq, dk + ok, dv + ov, dout + (size_t)b * Tq * s.ldo + (size_t)h * hs};
+        head_backward(hd, g, probs + ((size_t)b * H + h) * Tq * Tk, s, b, h, causal, dropout, dP.data(),
+                      factors.data(), dropped.data());
+      }
+    }
+  }
+}
+
+// ---- bf16 / f16 q, k, v: each head converted into contiguous fp32 [T, hs] scratch ---------------------------------
+
+namespace {
+// Rows [b·T, b·T + T), columns [h·hs, (h+1)·hs) of a [B,T,H·hs] view into dst [T, hs] fp32 (or += from src back).
+void gather_head(float* dst, const Tensor& t, int b, int h, int T, int hs) {
+  const size_t es = dtype_size(t.dtype);
+  const char* base = static_cast<const char*>(t.data);
+  for (int i = 0; i < T; i++)
+    row_to_f32(dst + (size_t)i * hs, base + ((size_t)((int64_t)b * T + i) * t.stride() + (size_t)h * hs) * es, t.dtype,
+               (size_t)hs);
+}
+// add: the head's rows += src (accumulating gradients), else = src; rounded to t's dtype.
+void scatter_head(const Tensor& t, const float* src, int b, int h, int T, int hs, bool add, float* tmp) {
+  const size_t es = dtype_size(t.dtype);
+  char* base = static_cast<char*>(t.data);
+  for (int i = 0; i < T; i++) {
+    char* row = base + ((size_t)((int64_t)b * T + i) * t.stride() + (size_t)h * hs) * es;
+    const float* v = src + (size_t)i * hs;
+    if (add) {
+      row_to_f32(tmp, row, t.dtype, (size_t)hs);
+      for (int c = 0; c < hs; c++) tmp[c] += v[c];
+      v = tmp;
+    }
+    row_from_f32(row, t.dtype, v, (size_t)hs);
+  }
+}
+}  // namespace
+
+void attention_forward_lowp(const Tensor& out, float* probs, const Tensor& q, const Tensor& k, const Tensor& v,
+                            const AttentionShape& s, bool causal, const int32_t* key_padding,
+                            const AttentionDropout& dropout) {
+  use_single_threaded_blas();
+  const int B = s.B, Tq = s.Tq, Tk = s.Tk, H = s.H, hs = s.hs;
+  const bool drop = dropout.key.p > 0.0f;
+#pragma omp parallel if ((size_t)B * Tq * Tk * H * hs >= kParallelMin)
+  {
+    std::vector<float> dropped(drop ? (size_t)Tq * Tk : 0), qh((size_t)Tq * hs), kh((size_t)Tk * hs),
+        vh((size_t)Tk * hs), oh((size_t)Tq * hs);
+#pragma omp for collapse(2) schedule(dynamic, 1)
+    for (int b = 0; b < B; b++) {
+      for (int h = 0; h < H; h++) {
+        gather_head(qh.data(), q, b, h, Tq, hs);
+        gather_head(kh.data(), k, b, h, Tk, hs);
+        gather_head(vh.data(), v, b, h, Tk, hs);
+        const Head hd{qh.data(), kh.data(), vh.data(), oh.data(), hs, hs, hs, hs};
+        head_forward(hd, probs + ((size_t)b * H + h) * Tq * Tk, s, b, h, causal,
+                     key_padding ? key_padding + (size_t)b * Tk : nullptr, dropout, dropped.data());
+        scatter_head(out, oh.data(), b, h, Tq, hs, false, nullptr);
+      }
+    }
+  }
+}
+
+void attention_backward_lowp(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                             const Tensor& q, const Tensor& k, const Tensor& v, const float* probs,
+                             const AttentionShape& s, bool causal, const int32_t* key_padding,
+                             const AttentionDropout& dropout) {
+  (void)key_padding;
+  use_single_threaded_blas();
+  const int B = s.B, Tq = s.Tq, Tk = s.Tk, H = s.H, hs = s.hs;
+  const bool drop = dropout.key.p > 0.0f;
+#pragma omp parallel if ((size_t)B * Tq * Tk * H * hs >= kParallelMin)
+  {
+    std::vector<float> dP((size_t)Tq * Tk), factors(drop ? (size_t)Tq * Tk : 0), dropped(drop ? (size_t)Tq * Tk : 0);
+    std::vector<float> qh((size_t)Tq * hs), kh((size_t)Tk * hs), vh((size_t)Tk * hs), dyh((size_t)Tq * hs),
+        dqh((size_t)Tq * hs), dkh((size_t)Tk * hs), dvh((size_t)Tk * hs), tmp((size_t)hs);
+#pragma omp for collapse(2) schedule(dynamic, 1)
+    for (int b = 0; b < B; b++) {
+      for (int h = 0; h < H; h++) {
+        gather_head(qh.data(), q, b, h, Tq, hs);
+        gather_head(kh.data(), k, b, h, Tk, hs);
+        gather_head(vh.data(), v, b, h, Tk, hs);
+        gather_head(dyh.data(), dout, b, h, Tq, hs);
+        std::fill(dqh.begin(), dqh.end(), 0.0f), std::fill(dkh.begin(), dkh.end(), 0.0f);
+        std::fill(dvh.begin(), dvh.end(), 0.0f);
+        const Head hd{qh.data(), kh.data(), vh.data(), nullptr, hs, hs, hs, hs};
+        const HeadGrad g{dqh.data(), dkh.data(), dvh.data(), dyh.data()};
+        head_backward(hd, g, probs + ((size_t)b * H + h) * Tq * Tk, s, b, h, causal, dropout, dP.data(),
+                      factors.data(), dropped.data());
+        scatter_head(dq, dqh.data(), b, h, Tq, hs, true, tmp.data());
+        scatter_head(dk, dkh.data(), b, h, Tk, hs, true, tmp.data());
+        scatter_head(dv, dvh.data(), b, h, Tk, hs, true, tmp.data());
       }
     }
   }

@@ -46,6 +46,8 @@ void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_str
 void philox4x32_10(const uint32_t counter[4], const uint32_t key[2], uint32_t out[4]);
 void dropout_forward(float* out, const float* inp, size_t n, const DropoutKey& key);
 void dropout_backward(float* dinp, const float* dout, size_t n, const DropoutKey& key);
+// y[i] (=, or += with add) keep(base + i)·x[i]/(1−p) for i < n; base a multiple of 4.
+void dropout_apply(float* y, const float* x, size_t n, const DropoutKey& key, uint64_t base, bool add);
 
 // One attention problem: q rows of stride ldq, k/v rows of stride ldk/ldv, [B, T, H·hs] logically.
 struct AttentionShape {
@@ -66,5 +68,39 @@ void crossentropy_sumexp(float* sumexp, float* target_logit, const float* logits
                          const int32_t* targets, int64_t col_offset, int N, int V);
 void crossentropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
                            const float* dloss, int64_t col_offset, int N, int V);
+
+// ---- bf16 / f16 storage (kernels/cpu/lowp_ops.cpp): the ops above on any mix of F32, BF16 and F16 operands (the
+// statistics f32), fp32 math on rows or 4096-element blocks converted in a thread's scratch, results rounded to
+// each output's dtype. Same arguments as ops.h.
+void embedding_forward_lowp(const Tensor& out, const int32_t* ids, const Tensor& table, int64_t row_offset,
+                            bool accumulate);
+void embedding_backward_lowp(const Tensor& dtable, const Tensor& dout, const int32_t* ids, int64_t row_offset);
+void layernorm_forward_lowp(const Tensor& out, float* mean, float* rstd, const Tensor& inp, const Tensor& weight,
+                            const Tensor& bias, float eps);
+void layernorm_backward_lowp(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                             const Tensor& inp, const Tensor& weight, const float* mean, const float* rstd);
+void bias_add_forward_lowp(const Tensor& x, const Tensor& bias);
+void column_sums_lowp(const Tensor& acc, const Tensor& x);  // acc[o] += Σ_n x[n,o] (bias gradients)
+void add_forward_lowp(const Tensor& out, const Tensor& a, const Tensor& b);
+void accumulate_lowp(const Tensor& dst, const Tensor& src);
+void gelu_forward_lowp(const Tensor& out, const Tensor& inp, GeluKind kind);
+void gelu_backward_lowp(const Tensor& dinp, const Tensor& inp, const Tensor& dout, GeluKind kind);
+void dropout_forward_lowp(const Tensor& out, const Tensor& inp, const DropoutKey& key);
+void dropout_backward_lowp(const Tensor& dinp, const Tensor& dout, const DropoutKey& key);
+void copy_lowp(const Tensor& dst, const Tensor& src);
+void crossentropy_row_max_lowp(float* row_max, const Tensor& logits);
+void crossentropy_sumexp_lowp(float* sumexp, float* target_logit, const Tensor& logits, const float* m,
+                              const int32_t* targets, int64_t col_offset);
+void crossentropy_backward_lowp(const Tensor& dlogits, const Tensor& logits, const float* lse,
+                                const int32_t* targets, const float* dloss, int64_t col_offset);
+// Attention with bf16 / f16 q, k, v, out (probs f32): each (b,h)'s head gathered into fp32 scratch, the fp32
+// per-head code, results scattered (and rounded) back.
+void attention_forward_lowp(const Tensor& out, float* probs, const Tensor& q, const Tensor& k, const Tensor& v,
+                            const AttentionShape& s, bool causal, const int32_t* key_padding,
+                            const AttentionDropout& dropout);
+void attention_backward_lowp(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                             const Tensor& q, const Tensor& k, const Tensor& v, const float* probs,
+                             const AttentionShape& s, bool causal, const int32_t* key_padding,
+                             const AttentionDropout& dropout);
 
 }  // namespace lmforge::kernels::cpu

@@ -34,39 +34,37 @@ inline void block_factors(const DropoutKey& key, uint64_t j, float scale, float 
   for (int i = 0; i < 4; i++) f[i] = (float)(w[i] >> 8) * (1.0f / 16777216.0f) >= key.p ? scale : 0.0f;
 }
 
-// y[i] (=, or += with add) factor(i)·x[i] over n elements, blocks of 4 in parallel.
-void apply(float* y, const float* x, size_t n, const DropoutKey& key, bool add) {
+}  // namespace
+
+// y[i] (=, or += with add) factor(base + i)·x[i] over n elements, blocks of 4 in parallel; base is a multiple of 4
+// (a piece of a larger tensor, e.g. one block of the low-precision kernels).
+void dropout_apply(float* y, const float* x, size_t n, const DropoutKey& key, uint64_t base, bool add) {
   const float scale = 1.0f / (1.0f - key.p);
+  if (key.p <= 0.0f) {
+    if (add) accumulate(y, x, n);
+    else if (y != x) std::memcpy(y, x, n * sizeof(float));
+    return;
+  }
   const int64_t blocks = (int64_t)((n + 3) / 4);
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
   for (int64_t j = 0; j < blocks; j++) {
     float f[4];
-    block_factors(key, (uint64_t)j, scale, f);
-    const size_t base = (size_t)j * 4;
-    for (size_t i = 0; i < 4 && base + i < n; i++) {
-      const float v = f[i] * x[base + i];
-      if (add) y[base + i] += v;
-      else y[base + i] = v;
+    block_factors(key, base / 4 + (uint64_t)j, scale, f);
+    const size_t first = (size_t)j * 4;
+    for (size_t i = 0; i < 4 && first + i < n; i++) {
+      const float v = f[i] * x[first + i];
+      if (add) y[first + i] += v;
+      else y[first + i] = v;
     }
   }
 }
 
-}  // namespace
-
 void dropout_forward(float* out, const float* inp, size_t n, const DropoutKey& key) {
-  if (key.p <= 0.0f) {
-    if (out != inp) std::memcpy(out, inp, n * sizeof(float));
-    return;
-  }
-  apply(out, inp, n, key, false);
+  dropout_apply(out, inp, n, key, 0, false);
 }
 
 void dropout_backward(float* dinp, const float* dout, size_t n, const DropoutKey& key) {
-  if (key.p <= 0.0f) {
-    accumulate(dinp, dout, n);
-    return;
-  }
-  apply(dinp, dout, n, key, true);
+  dropout_apply(dinp, dout, n, key, 0, true);
 }
 
 }  // namespace lmforge::kernels::cpu

@@ -62,10 +62,7 @@ void linear_backward_bf16(const Tensor& dinp, const Tensor& dweight, const Tenso
     else  // dW[OC,IC] += doutᵀ·inp
       gemm_bf16(true, false, OC, IC, N, dy.get(), OC, x.get(), IC, true, dweight.data, dweight.dtype, IC, nullptr);
   }
-  if (dbias.present()) {
-    const AsF32 d(dout, AsF32::IN), db(dbias, AsF32::INOUT);
-    column_sums(db, d, N, OC);
-  }
+  if (dbias.present()) column_sums_lowp(dbias, dout.reshaped({N, OC}));
 }
 
 }  // namespace lmforge::kernels::cpu

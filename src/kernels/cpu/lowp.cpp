@@ -68,6 +68,8 @@ void f16_out(uint16_t* dst, const float* src, size_t n) {
   for (; i < n; i++) dst[i] = f32_to_f16(src[i]);
 }
 
+}  // namespace
+
 void row_to_f32(float* dst, const void* src, DType dtype, size_t n) {
   if (dtype == DType::BF16) bf16_in(dst, static_cast<const uint16_t*>(src), n);
   else if (dtype == DType::F16) f16_in(dst, static_cast<const uint16_t*>(src), n);
@@ -78,8 +80,6 @@ void row_from_f32(void* dst, DType dtype, const float* src, size_t n) {
   else if (dtype == DType::F16) f16_out(static_cast<uint16_t*>(dst), src, n);
   else std::copy_n(src, n, static_cast<float*>(dst));
 }
-
-}  // namespace
 
 void to_f32(float* dst, const void* src, DType dtype, size_t n) { to_f32_rows(dst, src, dtype, 1, (int64_t)n, (int64_t)n); }
 void from_f32(void* dst, DType dtype, const float* src, size_t n) {

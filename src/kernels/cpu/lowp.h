@@ -28,6 +28,9 @@ float f16_to_f32(uint16_t h);
 // n elements of `dtype` (F32, BF16 or F16) to fp32 and back.
 void to_f32(float* dst, const void* src, DType dtype, size_t n);
 void from_f32(void* dst, DType dtype, const float* src, size_t n);
+// One contiguous row (no threading; for callers that already split the work).
+void row_to_f32(float* dst, const void* src, DType dtype, size_t n);
+void row_from_f32(void* dst, DType dtype, const float* src, size_t n);
 // rows × cols elements with row strides (elements) into / out of a typed buffer of the same layout.
 void to_f32_rows(float* dst, const void* src, DType dtype, int64_t rows, int64_t cols, int64_t stride);
 void from_f32_rows(void* dst, DType dtype, const float* src, int64_t rows, int64_t cols, int64_t stride);
