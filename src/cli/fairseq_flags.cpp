@@ -72,10 +72,15 @@ void notice(const std::string& text) { std::cerr << "lmforge train bert: notice:
 
 // The batch: --max-sentences, --update-freq, --data, --dict, --task and the sequence length.
 void apply_data_flags(const FairseqFlags& f, train::TrainOptions& o, int ranks, const ShardRows* rows) {
-  if (f.max_sentences > 0) {
-    agree<int64_t>(given(f.micro_batch_opt), o.micro_batch_size, f.max_sentences, "--micro-batch-size",
+  const int64_t batch_size = given(f.batch_size_opt) ? f.batch_size_opt->as<int64_t>() : -1;
+  if (f.max_sentences > 0 && batch_size > 0 && batch_size != f.max_sentences)
+    throw Error("--max-sentences " + std::to_string(f.max_sentences) + " and --batch-size " +
+                std::to_string(batch_size) + " disagree (two spellings of one setting)");
+  if (f.max_sentences > 0 || batch_size > 0) {
+    const int64_t sentences = f.max_sentences > 0 ? f.max_sentences : batch_size;
+    agree<int64_t>(given(f.micro_batch_opt), o.micro_batch_size, sentences, "--micro-batch-size",
                    "--max-sentences", show_int);
-    o.micro_batch_size = f.max_sentences;
+    o.micro_batch_size = (int)sentences;
   } else if (!given(f.micro_batch_opt)) {
     throw Error("give --micro-batch-size (or fairseq's --max-sentences): sequences per rank per forward pass");
   }
@@ -207,6 +212,7 @@ void apply_epoch_flags(const FairseqFlags& f, train::TrainOptions& o, const Shar
 
 void add_fairseq_flags(CLI::App* cmd, FairseqFlags& f) {
   f.micro_batch_opt = cmd->get_option("--micro-batch-size");
+  f.batch_size_opt = cmd->get_option_no_throw("--batch-size");
   f.micro_batch_opt->required(false);
   f.seq_length_opt = cmd->get_option("--seq-length");
   f.seq_length_opt->required(false);
@@ -247,8 +253,9 @@ void add_fairseq_flags(CLI::App* cmd, FairseqFlags& f) {
                   "the shards hold token ids already, so casing does not matter; the vocabulary sets the id range and "
                   "the embedding rows)")
       ->group(kGroup);
-  cmd->add_option("--max-sentences,--batch-size", f.max_sentences,
-                  "Sequences per rank per forward pass (= --micro-batch-size)")
+  cmd->add_option("--max-sentences", f.max_sentences,
+                  "Sequences per rank per forward pass (= --micro-batch-size; fairseq's --batch-size, listed under the "
+                  "older spellings, means the same)")
       ->check(CLI::PositiveNumber)
       ->group(kGroup);
   cmd->add_option("--update-freq", f.update_freq,

@@ -22,6 +22,9 @@ struct FairseqFlags {
   bool no_epoch_checkpoints = false, fast_stat_sync = false;
   CLI::Option *end_lr_opt = nullptr, *power_opt = nullptr;
   // The Megatron options of the same settings (counted to detect a setting given twice).
+  // --batch-size is Megatron v1's spelling (cli/older_spellings.h) and fairseq's alias of --max-sentences: one
+  // meaning, sequences per rank per forward pass.
+  CLI::Option* batch_size_opt = nullptr;
   CLI::Option *micro_batch_opt = nullptr, *global_batch_opt = nullptr, *seq_length_opt = nullptr,
               *tokenizer_type_opt = nullptr, *vocab_file_opt = nullptr, *data_path_opt = nullptr,
               *clip_grad_opt = nullptr, *beta1_opt = nullptr, *beta2_opt = nullptr, *min_lr_opt = nullptr,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/last_value_wins.h"
 #include "cli/tokenizer_flags.h"
 #include "data/dataset_stats.h"
 #include "data/indexed_dataset.h"
@@ -151,9 +152,9 @@ void add_inspect_command(CLI::App& app) {
                   "Dataset path prefix, without .bin/.idx (e.g. out/corpus_text_document), or a shard directory "
                   "(out/corpus.shards)")
       ->required();
-  cmd->add_option("--document", options->documents,
+  repeatable(cmd->add_option("--document", options->documents,
                   "Print document K (0-based; repeat the flag or list several): its sequences as text with "
-                  "--vocab-file (and --merge-file for GPT-2), else as ids");
+                  "--vocab-file (and --merge-file for GPT-2), else as ids"));
   add_tokenizer_flags(cmd, options->tokenizer);
   cmd->add_flag("--json", options->json,
                 "Machine-readable output: one JSON object with the statistics, then one JSON object per --document "

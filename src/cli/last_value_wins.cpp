@@ -21,9 +21,14 @@ std::string option_name(const std::string& token) {
 }
 
 // A list-valued option: more than one value per occurrence (CLI11's vector options expect 1..unbounded).
-bool is_list(const CLI::Option* o) { return o->get_items_expected_max() > 1; }
+// (Options marked repeatable() append across occurrences instead.)
+bool is_list(const CLI::Option* o) {
+  return o->get_items_expected_max() > 1 && o->get_multi_option_policy() != CLI::MultiOptionPolicy::TakeAll;
+}
 
 }  // namespace
+
+CLI::Option* repeatable(CLI::Option* option) { return option->multi_option_policy(CLI::MultiOptionPolicy::TakeAll); }
 
 void take_last_values(CLI::App& app) {
   for (CLI::Option* o : app.get_options())

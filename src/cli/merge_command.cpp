@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/last_value_wins.h"
 #include "data/merge.h"
 #include "prep/shard_assembly.h"
 #include "util/error.h"
@@ -56,9 +57,9 @@ void add_merge_command(CLI::App& app) {
       "when complete. Memory is bounded by the inputs' .idx sizes, not their .bin sizes.");
   auto* output = cmd->add_option("--output-prefix", options->output_prefix,
                                  "Output path prefix; writes <prefix>.bin and .idx (required unless --shards)");
-  auto* prefixes = cmd->add_option("--input-prefix", options->input_prefixes,
+  auto* prefixes = repeatable(cmd->add_option("--input-prefix", options->input_prefixes,
                                    "An input dataset's path prefix (without .bin/.idx); repeat the flag for each "
-                                   "input. Merged in command-line order");
+                                   "input. Merged in command-line order"));
   auto* dir = cmd->add_option("--input-dir", options->input_dir,
                               "Merge every X.bin/X.idx pair in this directory, in sorted order of file name (as "
                               "merge_datasets.py); other files are ignored");

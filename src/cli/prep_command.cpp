@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/last_value_wins.h"
 #include "cli/tokenizer_flags.h"
 #include "prep/distributed.h"
 #include "prep/prep.h"
@@ -86,9 +87,9 @@ void add_prep_command(CLI::App& app) {
       "power the machine off). `lmforge inspect <output-prefix>.shards` shows progress from anywhere. The "
       "shard directory must be on a POSIX file system with atomic exclusive create and rename (local disk, "
       "NFS, Lustre, GPFS, CephFS); FUSE bucket mounts (gcsfuse, s3fs) give neither and are refused.");
-  cmd->add_option("--input", options->inputs,
+  repeatable(cmd->add_option("--input", options->inputs,
                   "Input JSON-lines file(s), directories (their .jsonl/.json[.gz|.zst|.xz] files, sorted) or glob "
-                  "patterns; repeat the flag or list several")
+                  "patterns; repeat the flag or list several"))
       ->required();
   cmd->add_option("--output-prefix", options->output_prefix,
                   "Output path prefix; writes <prefix>_<key>_document.bin and .idx (_sentence with --split-sentences)")

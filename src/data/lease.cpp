@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <sstream>
 
@@ -76,7 +77,13 @@ std::string this_process_space() {
 
 bool owner_is_dead(const LeaseOwner& owner) {
   if (owner.process_space.empty() || owner.pid <= 0 || owner.process_space != this_process_space()) return false;
-  return ::kill(static_cast<pid_t>(owner.pid), 0) != 0 && errno == ESRCH;
+  if (::kill(static_cast<pid_t>(owner.pid), 0) != 0) return errno == ESRCH;
+  // A zombie (exited, not yet reaped — e.g. a killed MPI rank whose launcher ended before reaping it, in a container
+  // whose init reaps late) still answers kill(0) but will never renew its lease.
+  std::ifstream stat("/proc/" + std::to_string(owner.pid) + "/stat");
+  const std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');  // the command name may hold spaces and parentheses
+  return close != std::string::npos && close + 2 < text.size() && (text[close + 2] == 'Z' || text[close + 2] == 'X');
 }
 
 LeaseOwner this_process_owner() {

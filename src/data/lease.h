@@ -37,7 +37,8 @@ struct LeaseOwner {
 LeaseOwner this_process_owner();
 // "<boot id>:<pid namespace inode>" from /proc, or "" when /proc does not say.
 std::string this_process_space();
-// True only when `owner` is known to be gone: same process space as this process and its pid no longer exists.
+// True only when `owner` is known to be gone: same process space as this process and its pid no longer exists
+// or is a zombie (exited, not yet reaped).
 bool owner_is_dead(const LeaseOwner& owner);
 // gethostname(), or "unknown".
 std::string host_name();

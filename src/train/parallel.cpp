@@ -113,6 +113,7 @@ void DataParallel::gradients_ready(size_t from) {
   for (size_t i = buckets_.size(); i-- > 0;) {
     if (buckets_[i].begin < from) break;
     if (handles_[i] != -2) continue;
+    round_bucket_to_f16(i);
     handles_[i] = comm_.start_reduce_scatter_sum(grads_ + buckets_[i].begin, buckets_[i].counts);
     if (from > 0) overlapped_++;  // from == 0 is the end of the backward pass: nothing left to overlap with
   }
@@ -143,7 +144,10 @@ void DataParallel::release(size_t begin, size_t end) {
 void DataParallel::finish_micro_batch() {
   for (size_t i = 0; i < buckets_.size(); i++) {
     if (armed_ && handles_[i] != -2) comm_.finish_reduce_scatter_sum(handles_[i]);
-    else comm_.reduce_scatter_sum(grads_ + buckets_[i].begin, buckets_[i].counts);
+    else {
+      round_bucket_to_f16(i);
+      comm_.reduce_scatter_sum(grads_ + buckets_[i].begin, buckets_[i].counts);
+    }
     reduced_++;
   }
   armed_ = false;
@@ -161,11 +165,12 @@ void DataParallel::zero_gradients() {
   }
 }
 
+void DataParallel::round_bucket_to_f16(size_t i) {
+  if (f16_storage_) round_to_f16_storage(grads_ + buckets_[i].begin, buckets_[i].end - buckets_[i].begin);
+}
+
 void DataParallel::round_gradients_to_f16() {
-  if (!shard_grads_) {
-    round_to_f16_storage(grads_, n_);
-    return;
-  }
+  if (!shard_grads_) return;  // rounded bucket by bucket as the reductions started (round_bucket_to_f16)
   for (const Bucket& k : buckets_) round_to_f16_storage(grads_ + k.mine_begin, k.mine_end - k.mine_begin);
 }
 
@@ -187,13 +192,17 @@ double DataParallel::reduce_gradients(int64_t global_micro_batches, double max_n
                               : 1.0f / (float)global_micro_batches;
   if (comm_.size() == 1 && !distributed_ && model_parallel_ == nullptr && pipeline_ == nullptr) {
     // One process: exactly the single-process trainer's arithmetic.
+    if (f16_storage_) round_to_f16_storage(grads_, n_);
     if (global_micro_batches > 1 || unscale) optim::scale_grads(spans_, scale);
     return optim::clip_grad_norm(spans_, max_norm);
   }
   // (Stage 2 reduced every micro-batch already: finish_micro_batch.)
   for (size_t i = 0; i < buckets_.size() && !shard_grads_; i++) {
     if (armed_ && handles_[i] != -2) comm_.finish_reduce_scatter_sum(handles_[i]);
-    else comm_.reduce_scatter_sum(grads_ + buckets_[i].begin, buckets_[i].counts);
+    else {
+      round_bucket_to_f16(i);
+      comm_.reduce_scatter_sum(grads_ + buckets_[i].begin, buckets_[i].counts);
+    }
     reduced_++;
   }
   armed_ = false;

@@ -68,8 +68,12 @@ class DataParallel {
   void finish_micro_batch();
   // zero_grad: the owned pieces zeroed, the rest released (stage 2); callers without stage 2 zero the model's.
   void zero_gradients();
-  // --fp16: the gradient values this rank holds rounded to fp16 storage (train/mixed_precision.h): the whole
-  // accumulated buffer before the reduction, or with stage 2 the owned, already reduced pieces.
+  // --fp16: the accumulated local gradients are rounded to fp16 storage (train/mixed_precision.h) bucket by bucket
+  // just before each bucket's reduction starts — in the overlapped path too, so no rounding ever touches a buffer
+  // a non-blocking reduction is still reading (that race made fp16 runs on several ranks differ run to run).
+  void set_f16_gradient_storage(bool on) { f16_storage_ = on; }
+  // With stage 2, additionally the owned, already reduced pieces (their sums over the micro-batches); otherwise a
+  // no-op (the rounding happened as the reductions started).
   void round_gradients_to_f16();
   // Gradient bytes this rank holds after the backward: all of them, or with stage 2 its pieces.
   size_t held_gradient_bytes() const;
@@ -140,6 +144,8 @@ class DataParallel {
   void update_counted();
   bool armed_ = false;
   bool shard_grads_ = false;
+  bool f16_storage_ = false;  // --fp16: round each bucket to fp16 storage before reducing it
+  void round_bucket_to_f16(size_t i);
   void release(size_t begin, size_t end);  // grads_[begin, end) reads as 0, its whole pages returned
   std::vector<int> handles_;   // per bucket: -2 not started, else the communicator's handle
   int64_t overlapped_ = 0, reduced_ = 0;

@@ -377,6 +377,9 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
                                         m.model->table().local_numel(), o.optimizer, o.use_distributed_optimizer,
                                         (size_t)o.ddp_bucket_size);
   if (o.zero_stage == 2) m.dp->shard_gradients();
+  // --fp16: gradients are held in fp16 storage before the reduction (rounded bucket by bucket as each reduction
+  // starts, never while one is in flight).
+  m.dp->set_f16_gradient_storage(m.scaler.active());
   if (TP > 1) {
     std::vector<bool> counted;  // replicated tensors count once in the global norm
     for (const param::Parameter& t : m.model->table()) counted.push_back(!t.replicated() || m.tp_group()->rank() == 0);

@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <thread>
 #include <vector>
@@ -141,6 +144,28 @@ TEST(Lease, CommitNeverReplacesAPublishedFile) {
   EXPECT_EQ(read_file(dir.file("final")), "first");
   EXPECT_EQ(read_file(dir.file("late")), "second");  // kept: the caller decides what to do with it
   EXPECT_THROW(commit_no_clobber(dir.file("absent"), dir.file("other")), lmforge::Error);
+}
+
+// A holder that exited but was not reaped yet (a zombie: a SIGKILLed MPI rank whose launcher ended first, in a
+// container whose init reaps late) is dead: it answers kill(pid, 0) but never renews its lease. Before, its lock
+// was held until the lease ran out, so a resumed job on the same --save failed.
+TEST(Lease, ZombieHolderIsDead) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  LeaseOwner owner = this_process_owner();
+  owner.pid = child;
+  bool dead = false;
+  for (int i = 0; i < 200 && !dead; i++) {  // until the child has exited (it stays a zombie: nobody reaps it yet)
+    dead = owner_is_dead(owner);
+    if (!dead) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(dead);
+  EXPECT_EQ(::kill(child, 0), 0) << "the zombie still answers kill(0)";
+  ::waitpid(child, nullptr, 0);
+  EXPECT_TRUE(owner_is_dead(owner));  // reaped: gone
+  owner.pid = ::getpid();
+  EXPECT_FALSE(owner_is_dead(owner));  // this process is alive
 }
 
 TEST(Lease, ErrorsNameThePath) {
