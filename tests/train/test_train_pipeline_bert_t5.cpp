@@ -6,76 +6,21 @@
 #include <cstring>
 
 #include "train/train_run_util.h"
+#include "train/bert_t5_run_util.h"
 
 namespace {
 
 using namespace train_runs;
 
-const std::string kVocab = shared_path("data/vocab/bert-base-uncased-vocab.txt");
-const std::string kData = shared_path("data/sample/sample_bert_text_sentence");
+using namespace bert_t5_runs;
 
-Flags model_flags(const TempDir& dir, const std::string& model) {
-  Flags f = {{"--hidden-dropout", "0.1"}, {"--attention-dropout", "0.1"}, {"--num-layers", "2"},
-             {"--hidden-size", "32"}, {"--num-attention-heads", "2"}, {"--max-position-embeddings", "64"},
-             {"--micro-batch-size", "2"}, {"--global-batch-size", "8"}, {"--lr", "0.003"},
-             {"--lr-decay-style", "linear"}, {"--lr-warmup-iters", "2"}, {"--weight-decay", "0.01"},
-             {"--clip-grad", "1.0"}, {"--split", "949,50,1"}, {"--log-interval", "1"}, {"--eval-interval", "10"},
-             {"--eval-iters", "1"}, {"--data-cache-path", dir.file("cache-" + model)}, {"--train-iters", "20"},
-             {"--threads", "1"}, {"--tokenizer-type", "BertWordPieceLowerCase"}, {"--vocab-file", kVocab},
-             {"--data-path", kData}, {"--make-vocab-size-divisible-by", "128"}};
-  if (model == "bert") {
-    f["--seq-length"] = "64";
-  } else {
-    f["--encoder-seq-length"] = "64";
-    f["--decoder-seq-length"] = "32";
-    f["--vocab-extra-ids"] = "100";
-  }
-  return f;
-}
-
-std::string command(const TempDir& dir, const std::string& model, const Flags& overrides) {
-  Flags flags = model_flags(dir, model);
-  for (const auto& [k, v] : overrides) flags[k] = v;
-  std::string cmd = std::string(LMFORGE_EXE) + " train " + model;
-  for (const auto& [k, v] : flags)
-    if (v != "-") cmd += " " + k + (v.empty() ? "" : " '" + v + "'");
-  return cmd;
-}
-
-struct ModelRun {
-  int status = -1;
-  std::string output;
-  std::map<std::string, std::vector<float>> scalars;
-};
-
-// Runs on np ranks (0: one plain process; more ranks than cores: oversubscribed) and reads the scalars back.
-ModelRun run(const TempDir& dir, const std::string& model, const std::string& name, int np, Flags flags = {}) {
-  const std::string tb = dir.file("tb-" + model + "-" + name);
-  fs::remove_all(tb);
-  flags["--tensorboard-dir"] = tb;
-  ModelRun r;
-  const auto c = run_command("timeout 300 env OMP_NUM_THREADS=1 " + (np > 0 ? mpirun_prefix(np) : std::string()) +
-                             command(dir, model, flags));
-  r.status = c.status;
-  r.output = c.output;
-  if (c.status == 0 && fs::exists(tb)) r.scalars = read_scalars(tb);
-  return r;
-}
-
-void expect_same(const ModelRun& got, const ModelRun& want, const std::vector<std::string>& tags, double tolerance,
-                 const std::string& what) {
-  ASSERT_EQ(got.status, 0) << what << ":\n" << got.output;
-  ASSERT_EQ(want.status, 0) << want.output;
-  for (const std::string& tag : tags) {
-    const auto g = got.scalars.find(tag), w = want.scalars.find(tag);
-    ASSERT_NE(w, want.scalars.end()) << tag;
-    ASSERT_NE(g, got.scalars.end()) << what << " " << tag;
-    ASSERT_EQ(g->second.size(), w->second.size()) << what << " " << tag;
-    const double d = max_relative_difference(g->second, w->second);
-    std::printf("[ parity ] %s %s: max relative difference %.3g over %zu values\n", what.c_str(), tag.c_str(), d,
-                w->second.size());
-    EXPECT_LT(d, tolerance) << what << " " << tag;
-  }
+// The shared tiny models (train/bert_t5_run_util.h) over 20 iterations, evaluated at 10 and 20, with AdamW; the
+// caller's flags win.
+ModelRun run20(const TempDir& dir, const std::string& model, const std::string& name, int np, Flags flags = {}) {
+  flags.emplace("--train-iters", "20");
+  flags.emplace("--eval-interval", "10");
+  flags.emplace("--optimizer", "adam");
+  return bert_t5_runs::run(dir, model, name, np, flags);
 }
 
 // The safetensors header of a checkpoint's model file.
@@ -100,7 +45,7 @@ class BertPipeline : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir;
-    single_ = new ModelRun(run(*dir_, "bert", "single", 0));
+    single_ = new ModelRun(run20(*dir_, "bert", "single", 0));
   }
   static void TearDownTestSuite() {
     delete single_;
@@ -115,14 +60,14 @@ TEST_F(BertPipeline, EveryLayoutWithStagesReproducesOneProcess) {
   const std::vector<float>& lm = single_->scalars.at("lm loss");
   ASSERT_EQ(lm.size(), 20u);
   EXPECT_LT(lm.back(), lm.front() - 0.05f) << single_->output;  // it learns
-  const ModelRun p2 = run(*dir_, "bert", "p2", 2, {{"--pipeline-model-parallel-size", "2"}});
-  expect_same(p2, *single_, kBertTags, 1e-5, "BERT P=2");
+  const ModelRun p2 = run20(*dir_, "bert", "p2", 2, {{"--pipeline-model-parallel-size", "2"}});
+  expect_same_losses(p2, *single_, kBertTags, 1e-5, "BERT P=2");
   EXPECT_NE(p2.output.find("pipeline parallel: 2 stages (layers per stage: 1 1), 1F1B schedule"), std::string::npos)
       << p2.output;
-  expect_same(run(*dir_, "bert", "t2p2", 4, {{"--pipeline-model-parallel-size", "2"},
+  expect_same_losses(run20(*dir_, "bert", "t2p2", 4, {{"--pipeline-model-parallel-size", "2"},
                                              {"--tensor-model-parallel-size", "2"}}),
               *single_, kBertTags, 1e-5, "BERT T=2 x P=2");
-  expect_same(run(*dir_, "bert", "p2d2", 4, {{"--pipeline-model-parallel-size", "2"},
+  expect_same_losses(run20(*dir_, "bert", "p2d2", 4, {{"--pipeline-model-parallel-size", "2"},
                                              {"--use-distributed-optimizer", ""}}),
               *single_, kBertTags, 1e-5, "BERT P=2 x D=2, distributed optimizer");
 }
@@ -131,24 +76,24 @@ TEST_F(BertPipeline, EveryLayoutWithStagesReproducesOneProcess) {
 TEST_F(BertPipeline, OriginalFlavourWithoutBinaryHead) {
   const Flags flags = {{"--bert-post-layernorm", ""}, {"--bert-no-binary-head", ""}, {"--num-layers", "3"},
                        {"--train-iters", "12"}};
-  const ModelRun one = run(*dir_, "bert", "post-single", 0, flags);
+  const ModelRun one = run20(*dir_, "bert", "post-single", 0, flags);
   Flags staged = flags;
   staged["--pipeline-model-parallel-size"] = "2";
   staged["--decoder-first-pipeline-num-layers"] = "1";
   staged["--decoder-last-pipeline-num-layers"] = "2";
-  const ModelRun p2 = run(*dir_, "bert", "post-p2", 2, staged);
-  expect_same(p2, one, {"lm loss", "grad-norm", "lm loss validation"}, 1e-5, "original BERT P=2 (1 + 2 layers)");
+  const ModelRun p2 = run20(*dir_, "bert", "post-p2", 2, staged);
+  expect_same_losses(p2, one, {"lm loss", "grad-norm", "lm loss validation"}, 1e-5, "original BERT P=2 (1 + 2 layers)");
   EXPECT_EQ(p2.scalars.count("sop loss"), 0u);
 }
 
 TEST_F(BertPipeline, CheckpointFromOneLayoutResumesUnderAnother) {
   const std::string ckpt = dir_->file("ckpt");
   // T = 2 × P = 2 stops at 8; one process resumes to 14; P = 2 × D = 2 (distributed optimizer) resumes to 20.
-  const ModelRun first = run(*dir_, "bert", "first", 4,
+  const ModelRun first = run20(*dir_, "bert", "first", 4,
                              {{"--pipeline-model-parallel-size", "2"}, {"--tensor-model-parallel-size", "2"},
                               {"--save", ckpt}, {"--exit-interval", "8"}});
-  const ModelRun second = run(*dir_, "bert", "second", 0, {{"--save", ckpt}, {"--load", ckpt}, {"--exit-interval", "14"}});
-  const ModelRun third = run(*dir_, "bert", "third", 4,
+  const ModelRun second = run20(*dir_, "bert", "second", 0, {{"--save", ckpt}, {"--load", ckpt}, {"--exit-interval", "14"}});
+  const ModelRun third = run20(*dir_, "bert", "third", 4,
                              {{"--save", ckpt}, {"--load", ckpt}, {"--pipeline-model-parallel-size", "2"},
                               {"--use-distributed-optimizer", ""}});
   ModelRun resumed = first;
@@ -158,7 +103,7 @@ TEST_F(BertPipeline, CheckpointFromOneLayoutResumesUnderAnother) {
     for (const auto& [tag, values] : r->scalars)
       resumed.scalars[tag].insert(resumed.scalars[tag].end(), values.begin(), values.end());
   }
-  expect_same(resumed, *single_, {"lm loss", "sop loss", "grad-norm"}, 1e-5,
+  expect_same_losses(resumed, *single_, {"lm loss", "sop loss", "grad-norm"}, 1e-5,
               "BERT T=2 x P=2 -> 1 process -> P=2 x D=2, resumed");
   // Each saved model is one whole Hugging Face MegatronBertForPreTraining (each tensor once, whole shapes).
   for (const char* iter : {"iter_0000008", "iter_0000014", "iter_0000020"}) {
@@ -178,7 +123,7 @@ class T5Pipeline : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir;
-    single_ = new ModelRun(run(*dir_, "t5", "single", 0));
+    single_ = new ModelRun(run20(*dir_, "t5", "single", 0));
   }
   static void TearDownTestSuite() {
     delete single_;
@@ -196,13 +141,13 @@ TEST_F(T5Pipeline, EncoderAndDecoderStagesReproduceOneProcess) {
   ASSERT_EQ(lm.size(), 20u);
   EXPECT_LT(lm.back(), lm.front() - 0.05f) << single_->output;
   // P = 2: the default split rank P/2 = 1, one encoder and one decoder stage.
-  const ModelRun p2 = run(*dir_, "t5", "p2", 2, {{"--pipeline-model-parallel-size", "2"}});
-  expect_same(p2, *single_, kT5Tags, 1e-5, "T5 P=2 (split rank 1)");
+  const ModelRun p2 = run20(*dir_, "t5", "p2", 2, {{"--pipeline-model-parallel-size", "2"}});
+  expect_same_losses(p2, *single_, kT5Tags, 1e-5, "T5 P=2 (split rank 1)");
   EXPECT_NE(p2.output.find("pipeline parallel: 2 stages (layers per stage: encoder 2 | decoder 2)"),
             std::string::npos)
       << p2.output;
   // P = 4, split rank 2: a middle encoder stage, and a decoder stage that passes the encoder's output on.
-  expect_same(run(*dir_, "t5", "p4", 4, {{"--pipeline-model-parallel-size", "4"},
+  expect_same_losses(run20(*dir_, "t5", "p4", 4, {{"--pipeline-model-parallel-size", "4"},
                                          {"--pipeline-model-parallel-split-rank", "2"}}),
               *single_, kT5Tags, 1e-5, "T5 P=4 (split rank 2)");
 }
@@ -210,10 +155,10 @@ TEST_F(T5Pipeline, EncoderAndDecoderStagesReproduceOneProcess) {
 TEST_F(T5Pipeline, CheckpointFromOneLayoutResumesUnderAnother) {
   const std::string ckpt = dir_->file("ckpt");
   // P = 2 stops at 8; one process resumes to 14; P = 3 with split rank 1 (the word table on three stages) to 20.
-  const ModelRun first = run(*dir_, "t5", "first", 2,
+  const ModelRun first = run20(*dir_, "t5", "first", 2,
                              {{"--pipeline-model-parallel-size", "2"}, {"--save", ckpt}, {"--exit-interval", "8"}});
-  const ModelRun second = run(*dir_, "t5", "second", 0, {{"--save", ckpt}, {"--load", ckpt}, {"--exit-interval", "14"}});
-  const ModelRun third = run(*dir_, "t5", "third", 3,
+  const ModelRun second = run20(*dir_, "t5", "second", 0, {{"--save", ckpt}, {"--load", ckpt}, {"--exit-interval", "14"}});
+  const ModelRun third = run20(*dir_, "t5", "third", 3,
                              {{"--save", ckpt}, {"--load", ckpt}, {"--pipeline-model-parallel-size", "3"},
                               {"--pipeline-model-parallel-split-rank", "1"}});
   ModelRun resumed = first;
@@ -223,7 +168,7 @@ TEST_F(T5Pipeline, CheckpointFromOneLayoutResumesUnderAnother) {
     for (const auto& [tag, values] : r->scalars)
       resumed.scalars[tag].insert(resumed.scalars[tag].end(), values.begin(), values.end());
   }
-  expect_same(resumed, *single_, {"lm loss", "grad-norm"}, 1e-5, "T5 P=2 -> 1 process -> P=3 (split 1), resumed");
+  expect_same_losses(resumed, *single_, {"lm loss", "grad-norm"}, 1e-5, "T5 P=2 -> 1 process -> P=3 (split 1), resumed");
   for (const char* iter : {"iter_0000008", "iter_0000020"}) {
     const std::string header = model_header(ckpt + "/" + iter + "/model.safetensors");
     for (const char* entry :
@@ -238,19 +183,19 @@ TEST_F(T5Pipeline, CheckpointFromOneLayoutResumesUnderAnother) {
 
 TEST(T5PipelineLayout, SplitRanksThatDoNotFitFailAtOnce) {
   TempDir dir;
-  const ModelRun bad = run(dir, "t5", "bad", 0, {{"--pipeline-model-parallel-size", "2"},
+  const ModelRun bad = run20(dir, "t5", "bad", 0, {{"--pipeline-model-parallel-size", "2"},
                                                  {"--pipeline-model-parallel-split-rank", "2"}});
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.output.find("--pipeline-model-parallel-split-rank 2 must be in [1, 1]"), std::string::npos)
       << bad.output;
-  const ModelRun odd = run(dir, "t5", "odd", 0, {{"--pipeline-model-parallel-size", "3"},
+  const ModelRun odd = run20(dir, "t5", "odd", 0, {{"--pipeline-model-parallel-size", "3"},
                                                  {"--pipeline-model-parallel-split-rank", "1"},
                                                  {"--decoder-num-layers", "3"}});
   EXPECT_NE(odd.status, 0);
   EXPECT_NE(odd.output.find("--decoder-num-layers 3: the decoder's layers do not split evenly over its 2 pipeline"),
             std::string::npos)
       << odd.output;
-  const ModelRun gpt_split = run(dir, "bert", "split", 0, {{"--pipeline-model-parallel-split-rank", "1"}});
+  const ModelRun gpt_split = run20(dir, "bert", "split", 0, {{"--pipeline-model-parallel-split-rank", "1"}});
   EXPECT_NE(gpt_split.output.find("applies to train t5"), std::string::npos) << gpt_split.output;
 }
 
