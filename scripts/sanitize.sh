@@ -7,12 +7,14 @@
 # Both live in build-asan: one compile of the libraries (with libFuzzer's coverage hooks, which plain tests
 # ignore) serves both, which keeps CI's total time down.
 # Usage: scripts/sanitize.sh [seconds per fuzz target, default 15]; a longer hunt: scripts/sanitize.sh 3600.
-# LMFORGE_SANITIZE_LABELS (a ctest -L regex, default "util|data|prep|checkpoint"), LMFORGE_SKIP_ASAN=1 or
+# LMFORGE_SANITIZE_LABELS (a ctest -L regex, default "util|text|data|prep|datasets|param|optim|layers|checkpoint";
+# not yet: kernels (one cross-entropy accuracy test misses its bound in the clang build), model, train, cli, dist
+# (their multi-process runs would take CI past its time budget)), LMFORGE_SKIP_ASAN=1 or
 # LMFORGE_SKIP_FUZZ=1 choose the parts. A failing input is kept as build-asan/<target>-crash-<sha1> (libFuzzer's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-15}"
-labels="${LMFORGE_SANITIZE_LABELS:-util|data|prep|checkpoint}"
+labels="${LMFORGE_SANITIZE_LABELS:-util|text|data|prep|datasets|param|optim|layers|checkpoint}"
 jobs="${LMFORGE_JOBS:-2}"
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 export CCACHE_BASEDIR="$PWD"
