@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -381,6 +382,11 @@ void apply_fairseq_flags(const FairseqFlags& f, train::TrainOptions& o, std::str
     if (given(f.data_path_opt) && (o.data_path.size() != 1 || o.data_path[0] != f.data))
       throw Error("--data " + f.data + " and --data-path disagree (two spellings of one setting; give one)");
     o.data_path = {f.data};
+    // fairseq's --data is a directory (of HDF5 shards here): a missing one is named now, before any other check
+    // (otherwise the first complaint would be the sequence length the shards were to give).
+    std::error_code ec;
+    if (!std::filesystem::exists(f.data, ec) && f.data.find_first_of("*?[") == std::string::npos)
+      throw Error("--data " + f.data + ": no such file or directory");
   }
   if (!f.dict.empty()) {
     agree<std::string>(given(f.vocab_file_opt), o.tokenizer.vocab_file, f.dict, "--vocab-file", "--dict", show_text);

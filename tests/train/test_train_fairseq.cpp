@@ -140,6 +140,17 @@ TEST(TrainFairseq, FlagsGivenUnderBothSpellingsMustAgree) {
   EXPECT_NE(run("bert", h).status, 0);
 }
 
+// A --data directory that does not exist is named as such (before: "give --seq-length", the first value the
+// missing shards were to supply).
+TEST(TrainFairseq, MissingDataDirectoryIsNamed) {
+  Flags f = fairseq_flags();
+  f["--data"] = "/nonexistent-lmforge-shards";
+  const auto r = run("bert", f);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--data /nonexistent-lmforge-shards: no such file or directory"), std::string::npos)
+      << r.output;
+}
+
 TEST(TrainFairseq, HelpListsTheFairseqSpellings) {
   const auto r = run_command(std::string(LMFORGE_EXE) + " train bert --help");
   ASSERT_EQ(r.status, 0) << r.output;
