@@ -23,10 +23,7 @@ void crossentropy_sumexp(float* sumexp, float* target_logit, const float* logits
   for (int n = 0; n < N; n++) {
     const float* l = logits + (size_t)n * V;
     const float maxv = m[n];
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int v = 0; v < V; v++) sum += fast_exp(l[v] - maxv);
-    sumexp[n] = sum;
+    sumexp[n] = lane_sum(V, [&](int v) { return fast_exp(l[v] - maxv); });
     const int64_t t = (int64_t)targets[n] - col_offset;
     target_logit[n] = t >= 0 && t < V ? l[t] : 0.0f;
   }
