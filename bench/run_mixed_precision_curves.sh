@@ -4,7 +4,8 @@
 # Megatron's defaults), same seed and data order, dropout 0; prints the lm loss every 25 iterations side by side
 # with the relative difference from fp32 (issue 12: final loss within 2 %).
 #   usage: bench/run_mixed_precision_curves.sh   (BUILD=build-dir, default build; ITERS, default 300; THREADS, default 2;
-#          PARALLEL=1 runs the three at once, e.g. with THREADS=1 on a machine shared with other jobs)
+#          PARALLEL=1 runs the three at once, e.g. with THREADS=1 on a machine shared with other jobs;
+#          CACHE_DIR: where the GPT index cache goes, default bench/out/mixed-precision-curves/cache)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -20,7 +21,7 @@ flags="--num-layers 4 --hidden-size 256 --num-attention-heads 4 --seq-length 256
   --micro-batch-size 4 --global-batch-size 4 --lr 6e-4 --min-lr 6e-5 --lr-decay-style cosine --lr-warmup-iters 30
   --train-iters $iters --log-interval 25 --eval-iters 0 --split 1000,0,0 --seed 1234
   --hidden-dropout 0 --attention-dropout 0 --clip-grad 1.0 --weight-decay 0.1
-  --data-cache-path $out/cache --threads $threads
+  --data-cache-path ${CACHE_DIR:-$out/cache} --threads $threads
   --vocab-file $shared/data/vocab/gpt2-vocab.json --merge-file $shared/data/vocab/gpt2-merges.txt
   --data-path $shared/data/sample/sample_gpt2_text_document"
 run() {

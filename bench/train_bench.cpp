@@ -15,6 +15,8 @@
 #include "kernels/ops.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
+#include "optim/clip_grad.h"
+#include "train/mixed_precision.h"
 
 using namespace lmforge;
 
@@ -62,10 +64,19 @@ void run(const BenchConfig& bc, int steps, kernels::DType dtype) {
     gpt.zero_grad();
     loss = gpt.forward(tokens.data(), tokens.data() + 1, bc.B, bc.T);
     const auto tf = std::chrono::steady_clock::now();
-    gpt.backward();
+    if (dtype == kernels::DType::F16) {
+      // What the trainer does under --fp16 at a fixed scale (no overflow at 2^10 here): the backward of the scaled
+      // loss, the gradients stored in fp16 before unscaling, then unscaled for the optimizer.
+      const float scale = 1024.0f;
+      gpt.backward(scale);
+      train::round_to_f16_storage(gpt.grads(), (size_t)gpt.num_parameters());
+      optim::scale_grads(spans, 1.0f / scale);
+    } else {
+      gpt.backward();
+    }
     const auto tb = std::chrono::steady_clock::now();
     adam.step(1e-4, 0.1);
-    gpt.params_updated();  // the bf16 working copy (nothing in fp32)
+    gpt.params_updated();  // the bf16 / fp16 working copy (nothing in fp32)
     const auto t1 = std::chrono::steady_clock::now();
     const double c1 = cpu_seconds();
     if (s > 0) {
@@ -105,12 +116,14 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--batch") && i + 1 < argc) batch = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--recompute") && i + 1 < argc) recompute = argv[++i];
     else if (!std::strcmp(argv[i], "--bf16")) dtype = kernels::DType::BF16;
+    else if (!std::strcmp(argv[i], "--fp16")) dtype = kernels::DType::F16;
     else {
-      std::fprintf(stderr, "usage: bench_train [--config A|B|AB] [--steps N] [--bf16] [--recompute full|selective]\n"
+      std::fprintf(stderr, "usage: bench_train [--config A|B|AB] [--steps N] [--bf16|--fp16] [--recompute full|selective]\n"
                            "                   [--seq T] [--batch B]\n"
                            "  A: vocab 50257, 4 layers, hidden 256, 4 heads, seq 256, batch 4\n"
                            "  B: GPT-2 124M shapes, seq 256, batch 2\n"
                            "  --seq/--batch override the configuration's (e.g. B at --seq 1024 for memory)\n"
+                           "  --fp16: f16 storage, the step scaled by 2^10, gradients rounded to fp16 and unscaled as the trainer does\n"
                            "  --recompute full: one layer per chunk (uniform); selective: the attention core\n");
       return 2;
     }

@@ -29,8 +29,8 @@ void add_mixed_precision_flags(CLI::App* cmd, train::MixedPrecisionOptions& p) {
   cmd->add_flag("--fp16", p.fp16,
                 "fp16 mixed precision with loss scaling (Megatron --fp16): fp32 master weights and optimizer state; "
                 "the working weights, activations and gradients before unscaling are STORED in fp16 (so overflow "
-                "and underflow are real), while the arithmetic runs in fp32 on the fp16-stored operands (the CPU has "
-                "no fp16 arithmetic); an iteration whose gradients overflow is skipped");
+                "and underflow are real), while the arithmetic runs in fp32 on the fp16-stored operands (matrix "
+                "products accumulate in fp32, as fp16 GEMMs on GPUs); an iteration whose gradients overflow is skipped");
   cmd->add_option("--loss-scale", p.loss_scale, "Static loss scale for --fp16 (a power of 2 helps; 0: dynamic)")
       ->capture_default_str();
   cmd->add_option("--initial-loss-scale", p.initial_loss_scale, "Initial dynamic loss scale (--fp16)")

@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/linear_f16.h"
 #include "kernels/cpu/lowp.h"
 #include "util/error.h"
 
@@ -61,9 +62,10 @@ void contiguous(Op op, const Tensor& t) { need(!t.present() || t.contiguous(), o
 
 // An op whose dtype is BF16 or F16 goes to its cpu::*_lowp kernel (kernels/cpu/lowp_ops.cpp, attention.cpp), which
 // converts a row or block at a time into a thread's fp32 scratch; the linear layer's bf16 GEMMs run on the bf16 data
-// itself (cpu::linear_forward_bf16). The fp32 kernels take the rest: F32 operands as they are, and through
-// cpu::AsF32 (whole operands converted into temporaries) the few low-precision combinations without a *_lowp path
-// (f16 linear layers, attention decoding).
+// itself (cpu::linear_forward_bf16), its f16 ones on f16 blocks converted into reused fp32 scratch
+// (cpu::linear_forward_f16). The fp32 kernels take the rest: F32 operands as they are, and through cpu::AsF32
+// (whole operands converted into temporaries) the few low-precision combinations without a *_lowp path (attention
+// decoding, bf16 linear layers on a CPU without AVX512-BF16).
 using In = cpu::AsF32;
 constexpr cpu::AsF32::Mode IN = cpu::AsF32::IN, OUT = cpu::AsF32::OUT, INOUT = cpu::AsF32::INOUT;
 const int32_t* ids(const Tensor& t) { return t.present() ? static_cast<const int32_t*>(t.data) : nullptr; }
@@ -177,6 +179,7 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
     cpu::linear_forward_bf16(out, inp, weight, bias, (int)N, (int)IC, (int)OC, layout);
     return;
   }
+  if (c.dtype == DType::F16) return cpu::linear_forward_f16(out, inp, weight, bias, (int)N, (int)IC, (int)OC, layout);
   const In o(out, OUT), x(inp, IN), w(weight, IN), b(bias, IN);
   cpu::linear_forward(o, x, w, b, (int)N, (int)IC, (int)OC, layout);
 }
@@ -194,6 +197,8 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
     cpu::linear_backward_bf16(dinp, dweight, dbias, dout, inp, weight, (int)N, (int)IC, (int)OC, layout);
     return;
   }
+  if (c.dtype == DType::F16)
+    return cpu::linear_backward_f16(dinp, dweight, dbias, dout, inp, weight, (int)N, (int)IC, (int)OC, layout);
   const In dx(dinp, INOUT), dw(dweight, INOUT), db(dbias, INOUT), d(dout, IN), x(inp, IN), w(weight, IN);
   cpu::linear_backward(dx, dw, db, d, x, w, (int)N, (int)IC, (int)OC, layout);
 }

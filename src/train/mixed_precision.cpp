@@ -44,7 +44,7 @@ std::string precision_summary(const MixedPrecisionOptions& o, bool bf16_gemm_nat
                     o.initial_loss_scale, o.min_loss_scale, o.loss_scale_window, o.hysteresis);
     return std::string("precision: fp16 — weights: fp32 master copy, fp16 working copy; activations, their "
                        "gradients and the parameter gradients before unscaling: stored in fp16; arithmetic: fp32 on "
-                       "the fp16-stored operands (this CPU has no fp16 arithmetic); logits: stored in fp16 (as "
+                       "the fp16-stored operands (matrix products: fp32 accumulation, as fp16 GEMMs on GPUs); logits: stored in fp16 (as "
                        "Megatron's without --fp16-lm-cross-entropy, which then takes them into fp32), softmax and "
                        "cross-entropy: fp32; LayerNorm statistics, unscaled gradients, reductions and optimizer state: "
                        "fp32; ") +

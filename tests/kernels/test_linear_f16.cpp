@@ -1,0 +1,160 @@
+// defines: tests of the f16 linear layer (kernels/cpu/linear_f16.cpp) on products wide enough to be split into
+//          column blocks: every f16 result is the f16 rounding, once, of its exact value (bias and accumulated old
+//          value included), fp32 results are exact; both weight layouts, fp32 and f16 weight gradients
+//
+// Exact references: the operands are multiples of 2^-3 (2^-6 for bias and old values) with few significant bits,
+// so every product is a multiple of 2^-6, and a sum of them in any order and blocking is exact in fp32 as long as
+// the sum of the terms' magnitudes stays below 2^18 (24 bits); the test checks that bound for every result. The
+// kernel's fp32 accumulation is then exact, and its only rounding is the final one to f16, which the test
+// reproduces with the compiler's _Float16 (or the CPU's F16C conversion), independent of the kernel's code.
+#include <gtest/gtest.h>
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/linear_f16.h"
+#include "kernels/ops.h"
+
+namespace lmforge::kernels {
+namespace {
+
+// fp32 → nearest-even binary16 → fp32.
+float f16_round(float x) {
+#if defined(__FLT16_MAX__)
+  return (float)(_Float16)x;
+#else
+  return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT));
+#endif
+}
+
+// n values k·scale with k uniform in [-kmax, kmax] (exact in f16 for kmax < 2048).
+std::vector<float> grid(size_t n, int kmax, float scale, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> k(-kmax, kmax);
+  std::vector<float> v(n);
+  for (float& x : v) x = (float)k(rng) * scale;
+  return v;
+}
+
+// Host values into a new buffer of `dtype` (through copy(): exact, the values are f16 numbers) and back.
+Buffer upload(const std::vector<float>& v, DType dtype) {
+  Backend& be = cpu_backend();
+  Buffer f(be, DType::F32, v.size()), out(be, dtype, v.size());
+  std::memcpy(f.f32(), v.data(), v.size() * 4);
+  copy(out.view({1, (int64_t)v.size()}), f.view({1, (int64_t)v.size()}));
+  return out;
+}
+std::vector<float> download(const Buffer& b) {
+  std::vector<float> v(b.count());
+  copy(make_view(v.data(), {1, (int64_t)v.size()}), b.view({1, (int64_t)v.size()}));
+  return v;
+}
+
+struct Shape {
+  int64_t N, IC, OC;
+};
+
+// N·OC just above one block: two column blocks, the second 16 columns wide.
+Shape two_blocks() {
+  const int64_t N = 4096, IC = 4;
+  const int64_t OC = cpu::kLinearF16BlockElems / N + 16;
+  return {N, IC, OC};
+}
+
+void check_layer(WeightLayout layout, DType dweight_dtype) {
+  const Shape s = two_blocks();
+  const int64_t N = s.N, IC = s.IC, OC = s.OC;
+  ASSERT_GT(N * OC, cpu::kLinearF16BlockElems) << "the case must cross a block boundary";
+  const bool out_in = layout == WeightLayout::OUT_IN;
+  auto W = [&](const std::vector<float>& w, int64_t o, int64_t i) {
+    return (double)w[(size_t)(out_in ? o * IC + i : i * OC + o)];
+  };
+  const std::vector<float> x = grid((size_t)(N * IC), 127, 0.125f, 1), w = grid((size_t)(IC * OC), 31, 0.125f, 2),
+                           b = grid((size_t)OC, 1000, 1.0f / 64, 3), dy = grid((size_t)(N * OC), 31, 0.125f, 4),
+                           dx0 = grid((size_t)(N * IC), 1000, 1.0f / 64, 5),
+                           dw0 = grid((size_t)(IC * OC), 1000, 1.0f / 64, 6);
+  const Buffer xb = upload(x, DType::F16), wb = upload(w, DType::F16), bb = upload(b, DType::F16),
+               dyb = upload(dy, DType::F16), dxb = upload(dx0, DType::F16), dwb = upload(dw0, dweight_dtype);
+  Buffer yb(cpu_backend(), DType::F16, (size_t)(N * OC)), dbb = upload(std::vector<float>((size_t)OC, 0.0f), DType::F32);
+  const Tensor wt = out_in ? wb.view({OC, IC}) : wb.view({IC, OC});
+  const Tensor dwt = out_in ? dwb.view({OC, IC}) : dwb.view({IC, OC});
+
+  linear_forward(yb.view({N, OC}), xb.view({N, IC}), wt, bb.view({OC}), layout);
+  const std::vector<float> y = download(yb);
+  constexpr double kExactBelow = 262144.0;  // 2^18: sums of multiples of 2^-6 below it are exact in fp32
+  size_t rounded = 0;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t o = 0; o < OC; o++) {
+      double exact = b[(size_t)o];
+      for (int64_t i = 0; i < IC; i++) exact += (double)x[(size_t)(n * IC + i)] * W(w, o, i);
+      const float want = f16_round((float)exact);
+      ASSERT_EQ(y[(size_t)(n * OC + o)], want) << "out[" << n << "," << o << "] exact " << exact;
+      rounded += want != exact;
+    }
+  // Real f16 storage: outputs above 32 in magnitude, where f16's step is 2^-5 or coarser, are mostly rounded.
+  EXPECT_GT(rounded, (size_t)(N * OC / 20));
+
+  linear_backward(dxb.view({N, IC}), dwt, dbb.view({OC}), dyb.view({N, OC}), xb.view({N, IC}), wt, layout);
+  const std::vector<float> dx = download(dxb), dw = download(dwb), db = download(dbb);
+  size_t dx_rounded = 0;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t i = 0; i < IC; i++) {
+      double exact = dx0[(size_t)(n * IC + i)], magnitude = std::fabs(exact);
+      for (int64_t o = 0; o < OC; o++) {
+        const double t = (double)dy[(size_t)(n * OC + o)] * W(w, o, i);
+        exact += t, magnitude += std::fabs(t);
+      }
+      ASSERT_LT(magnitude, kExactBelow);
+      ASSERT_EQ(dx[(size_t)(n * IC + i)], f16_round((float)exact)) << "dinp[" << n << "," << i << "]";
+      dx_rounded += f16_round((float)exact) != exact;
+    }
+  EXPECT_GT(dx_rounded, (size_t)(N * IC / 2)) << "sums over " << OC << " columns are mostly not f16 numbers";
+  std::vector<double> dw_exact((size_t)(IC * OC)), dw_magnitude((size_t)(IC * OC));
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t o = 0; o < OC; o++) {
+      const double g = dy[(size_t)(n * OC + o)];
+      for (int64_t i = 0; i < IC; i++) {
+        const size_t k = (size_t)(out_in ? o * IC + i : i * OC + o);
+        dw_exact[k] += g * x[(size_t)(n * IC + i)];
+        dw_magnitude[k] += std::fabs(g * x[(size_t)(n * IC + i)]);
+      }
+    }
+  for (size_t k = 0; k < dw_exact.size(); k++) {
+    ASSERT_LT(dw_magnitude[k] + std::fabs(dw0[k]), kExactBelow);
+    const float exact = (float)(dw0[k] + dw_exact[k]);  // exact in fp32 (see the top)
+    ASSERT_EQ(dw[k], dweight_dtype == DType::F16 ? f16_round(exact) : exact) << "dweight[" << k << "]";
+  }
+  for (int64_t o = 0; o < OC; o++) {
+    double exact = 0;
+    for (int64_t n = 0; n < N; n++) exact += dy[(size_t)(n * OC + o)];
+    ASSERT_EQ(db[(size_t)o], (float)exact) << "dbias[" << o << "]";
+  }
+}
+
+TEST(LinearF16, OutInBlocksRoundOnceWithFp32MainGradients) { check_layer(WeightLayout::OUT_IN, DType::F32); }
+TEST(LinearF16, InOutBlocksRoundOnceWithFp32MainGradients) { check_layer(WeightLayout::IN_OUT, DType::F32); }
+TEST(LinearF16, OutInBlocksWithF16WeightGradients) { check_layer(WeightLayout::OUT_IN, DType::F16); }
+TEST(LinearF16, InOutBlocksWithF16WeightGradients) { check_layer(WeightLayout::IN_OUT, DType::F16); }
+
+// An fp32 output of f16 inputs (the op's dtype is f16; the result is written in place, bias first): exact.
+TEST(LinearF16, Fp32OutputOfF16Inputs) {
+  const int64_t N = 37, IC = 19, OC = 45;
+  const std::vector<float> x = grid((size_t)(N * IC), 31, 0.125f, 7), w = grid((size_t)(OC * IC), 31, 0.125f, 8),
+                           b = grid((size_t)OC, 1000, 1.0f / 64, 9);
+  const Buffer xb = upload(x, DType::F16), wb = upload(w, DType::F16), bb = upload(b, DType::F32);
+  Buffer yb(cpu_backend(), DType::F32, (size_t)(N * OC));
+  linear_forward(yb.view({N, OC}), xb.view({N, IC}), wb.view({OC, IC}), bb.view({OC}), WeightLayout::OUT_IN);
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t o = 0; o < OC; o++) {
+      double exact = b[(size_t)o];
+      for (int64_t i = 0; i < IC; i++) exact += (double)x[(size_t)(n * IC + i)] * w[(size_t)(o * IC + i)];
+      ASSERT_EQ(yb.f32()[n * OC + o], (float)exact) << "out[" << n << "," << o << "]";
+    }
+}
+
+}  // namespace
+}  // namespace lmforge::kernels
