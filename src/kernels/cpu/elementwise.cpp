@@ -123,7 +123,7 @@ constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 
 void gelu_forward(float* out, const float* inp, size_t n, GeluKind kind) {
   if (kind == GeluKind::TANH) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= kParallelMin)
     for (size_t i = 0; i < n; i++) {
       const float x = inp[i];
       const float u = kGeluScale * (x + 0.044715f * x * x * x);
@@ -140,7 +140,7 @@ void gelu_forward(float* out, const float* inp, size_t n, GeluKind kind) {
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n, GeluKind kind) {
   if (kind == GeluKind::TANH) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= kParallelMin)
     for (size_t i = 0; i < n; i++) {
       const float x = inp[i];
       const float u = kGeluScale * (x + 0.044715f * x * x * x);
@@ -160,12 +160,12 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n, G
 // ---- add, copy --------------------------------------------------------------------------------------------------
 
 void add_forward(float* out, const float* a, const float* b, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= kParallelMin)
   for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
 void accumulate(float* dst, const float* src, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= kParallelMin)
   for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
