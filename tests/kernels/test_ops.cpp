@@ -531,6 +531,29 @@ TEST(CrossEntropy, Bf16WideRowsInPlaceMatchDouble) {
   EXPECT_LT(back.f32()[0], 0.0f) << "the target column carries −dloss";
 }
 
+// The one-pass statistics (a rank holding whole rows) are the two passes' values bit for bit, in every dtype.
+TEST(CrossEntropy, OnePassStatsEqualTwoPasses) {
+  Backend& be = cpu_backend();
+  const int64_t N = 5, V = 50304, col_offset = 7;
+  std::vector<float> host = noise((size_t)(N * V), 33);
+  for (auto& x : host) x *= 5.0f;
+  const int32_t targets[5] = {7, 50310, 3, 20000, 50311};  // first column, last column, outside, inside, outside
+  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+    Buffer logits = upload(be, dt, host), tg(be, DType::I32, N);
+    std::memcpy(tg.i32(), targets, sizeof targets);
+    Buffer m1(be, DType::F32, N), s1(be, DType::F32, N), t1(be, DType::F32, N);
+    Buffer m2(be, DType::F32, N), s2(be, DType::F32, N), t2(be, DType::F32, N);
+    crossentropy_row_max(m1.view({N}), logits.view({N, V}));
+    crossentropy_sumexp(s1.view({N}), t1.view({N}), logits.view({N, V}), m1.view({N}), tg.view({N}), col_offset);
+    crossentropy_stats(m2.view({N}), s2.view({N}), t2.view({N}), logits.view({N, V}), tg.view({N}), col_offset);
+    EXPECT_EQ(0, std::memcmp(m1.f32(), m2.f32(), N * 4)) << dtype_name(dt);
+    EXPECT_EQ(0, std::memcmp(s1.f32(), s2.f32(), N * 4)) << dtype_name(dt);
+    EXPECT_EQ(0, std::memcmp(t1.f32(), t2.f32(), N * 4)) << dtype_name(dt);
+    EXPECT_EQ(t2.f32()[2], 0.0f) << "a target outside the columns contributes 0";
+    EXPECT_GT(s2.f32()[0], 1.0f);
+  }
+}
+
 // ---- operand checks and the backend ---------------------------------------------------------------------------------
 
 TEST(OpChecks, MismatchedOperandsNameTheOpAndTheOperand) {

@@ -66,6 +66,9 @@ void attention_decode_forward(float* out, float* scratch, const float* q, int64_
 void crossentropy_row_max(float* row_max, const float* logits, int N, int V);
 void crossentropy_sumexp(float* sumexp, float* target_logit, const float* logits, const float* m,
                          const int32_t* targets, int64_t col_offset, int N, int V);
+// crossentropy_row_max then crossentropy_sumexp (m = row_max) row by row: each row is still in cache for the second.
+void crossentropy_stats(float* row_max, float* sumexp, float* target_logit, const float* logits,
+                        const int32_t* targets, int64_t col_offset, int N, int V);
 void crossentropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
                            const float* dloss, int64_t col_offset, int N, int V);
 
@@ -91,6 +94,8 @@ void copy_lowp(const Tensor& dst, const Tensor& src);
 void crossentropy_row_max_lowp(float* row_max, const Tensor& logits);
 void crossentropy_sumexp_lowp(float* sumexp, float* target_logit, const Tensor& logits, const float* m,
                               const int32_t* targets, int64_t col_offset);
+void crossentropy_stats_lowp(float* row_max, float* sumexp, float* target_logit, const Tensor& logits,
+                             const int32_t* targets, int64_t col_offset);
 void crossentropy_backward_lowp(const Tensor& dlogits, const Tensor& logits, const float* lse,
                                 const int32_t* targets, const float* dloss, int64_t col_offset);
 // Attention with bf16 / f16 q, k, v, out (probs f32): each (b,h)'s head gathered into fp32 scratch, the fp32

@@ -316,21 +316,38 @@ void copy_lowp(const Tensor& dst, const Tensor& src) {
 // nothing else, where converting a row into fp32 scratch first wrote and re-read 4 more bytes per element. f16
 // (whose conversion is not a shift) keeps the scratch row.
 
+namespace {
+
+// One bf16 row's maximum and Σexp(l − m) with its target logit, shared by the two-pass and one-pass calls (their
+// results agree bit for bit).
+inline float bf16_row_max(const uint16_t* r, int64_t V) {
+  float maxv = -INFINITY;
+#pragma omp simd reduction(max : maxv)
+  for (int64_t v = 0; v < V; v++) {
+    const float x = bf16_to_f32(r[v]);
+    maxv = x > maxv ? x : maxv;
+  }
+  return maxv;
+}
+
+inline void bf16_row_sumexp(float* sumexp, float* target_logit, const uint16_t* r, float maxv, int32_t target,
+                            int64_t col_offset, int64_t V) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t v = 0; v < V; v++) sum += fast_exp(bf16_to_f32(r[v]) - maxv);
+  *sumexp = sum;
+  const int64_t t = (int64_t)target - col_offset;
+  *target_logit = t >= 0 && t < V ? bf16_to_f32(r[t]) : 0.0f;
+}
+
+}  // namespace
+
 void crossentropy_row_max_lowp(float* row_max, const Tensor& logits) {
   const Ref l(logits);
   const int64_t N = logits.rows(), V = logits.dim(-1);
   if (l.dt == DType::BF16) {
 #pragma omp parallel for schedule(static) if ((size_t)(N * V) >= kParallelMin)
-    for (int64_t n = 0; n < N; n++) {
-      const uint16_t* r = reinterpret_cast<const uint16_t*>(l.at(n, 0));
-      float maxv = -INFINITY;
-#pragma omp simd reduction(max : maxv)
-      for (int64_t v = 0; v < V; v++) {
-        const float x = bf16_to_f32(r[v]);
-        maxv = x > maxv ? x : maxv;
-      }
-      row_max[n] = maxv;
-    }
+    for (int64_t n = 0; n < N; n++) row_max[n] = bf16_row_max(reinterpret_cast<const uint16_t*>(l.at(n, 0)), V);
     return;
   }
   for_rows(N, V, (size_t)V, [&](int64_t n, float* s) { crossentropy_row_max(row_max + n, l.load(n, 0, V, s), 1, (int)V); });
@@ -342,20 +359,34 @@ void crossentropy_sumexp_lowp(float* sumexp, float* target_logit, const Tensor& 
   const int64_t N = logits.rows(), V = logits.dim(-1);
   if (l.dt == DType::BF16) {
 #pragma omp parallel for schedule(static) if ((size_t)(N * V) >= kParallelMin)
-    for (int64_t n = 0; n < N; n++) {
-      const uint16_t* r = reinterpret_cast<const uint16_t*>(l.at(n, 0));
-      const float maxv = m[n];
-      float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t v = 0; v < V; v++) sum += fast_exp(bf16_to_f32(r[v]) - maxv);
-      sumexp[n] = sum;
-      const int64_t t = (int64_t)targets[n] - col_offset;
-      target_logit[n] = t >= 0 && t < V ? bf16_to_f32(r[t]) : 0.0f;
-    }
+    for (int64_t n = 0; n < N; n++)
+      bf16_row_sumexp(sumexp + n, target_logit + n, reinterpret_cast<const uint16_t*>(l.at(n, 0)), m[n], targets[n],
+                      col_offset, V);
     return;
   }
   for_rows(N, V, (size_t)V, [&](int64_t n, float* s) {
     crossentropy_sumexp(sumexp + n, target_logit + n, l.load(n, 0, V, s), m + n, targets + n, col_offset, 1, (int)V);
+  });
+}
+
+// Row by row, the row still in cache for its Σexp; f16 rows are converted into scratch once for both.
+void crossentropy_stats_lowp(float* row_max, float* sumexp, float* target_logit, const Tensor& logits,
+                             const int32_t* targets, int64_t col_offset) {
+  const Ref l(logits);
+  const int64_t N = logits.rows(), V = logits.dim(-1);
+  if (l.dt == DType::BF16) {
+#pragma omp parallel for schedule(static) if ((size_t)(N * V) >= kParallelMin)
+    for (int64_t n = 0; n < N; n++) {
+      const uint16_t* r = reinterpret_cast<const uint16_t*>(l.at(n, 0));
+      row_max[n] = bf16_row_max(r, V);
+      bf16_row_sumexp(sumexp + n, target_logit + n, r, row_max[n], targets[n], col_offset, V);
+    }
+    return;
+  }
+  for_rows(N, V, (size_t)V, [&](int64_t n, float* s) {
+    const float* r = l.load(n, 0, V, s);
+    crossentropy_row_max(row_max + n, r, 1, (int)V);
+    crossentropy_sumexp(sumexp + n, target_logit + n, r, row_max + n, targets + n, col_offset, 1, (int)V);
   });
 }
 
