@@ -13,6 +13,9 @@ void embedding_forward(float* out, const int32_t* ids, const float* table, int64
 void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t rows, int64_t row_offset, int N,
                         int C);
 
+// One row of layernorm_forward (no threading; for callers that already split the rows).
+void layernorm_forward_row(float* y, float* mean, float* rstd, const float* x, const float* weight, const float* bias,
+                           int C, float eps);
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
                        int N, int C, float eps);
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,

@@ -134,7 +134,7 @@ void layernorm_forward_lowp(const Tensor& out, float* mean, float* rstd, const T
   const std::vector<float> w = small_f32(weight), b = small_f32(bias);
   for_rows(N, C, (size_t)(2 * C), [&](int64_t n, float* s) {
     float* y = o.target(n, 0, s + C);
-    layernorm_forward(y, mean + n, rstd + n, x.load(n, 0, C, s), w.data(), b.data(), 1, (int)C, eps);
+    layernorm_forward_row(y, mean + n, rstd + n, x.load(n, 0, C, s), w.data(), b.data(), (int)C, eps);
     o.store(n, 0, C, y);
   });
 }
