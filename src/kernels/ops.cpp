@@ -388,6 +388,24 @@ void crossentropy_sumexp(const Tensor& sumexp, const Tensor& target_logit, const
                            (int)logits.dim(-1));
 }
 
+void crossentropy_stats(const Tensor& row_max, const Tensor& sumexp, const Tensor& target_logit, const Tensor& logits,
+                        const Tensor& targets, int64_t col_offset) {
+  const Checked c = check(Op::CROSSENTROPY, logits, {&row_max, &sumexp, &target_logit}, {&targets});
+  const int64_t N = logits.rows();
+  need(row_max.numel() == N && sumexp.numel() == N && target_logit.numel() == N && targets.numel() == N,
+       Op::CROSSENTROPY, "per-row operands for " + logits.describe());
+  contiguous(Op::CROSSENTROPY, logits);
+  if (row_max.dtype != DType::F32 || sumexp.dtype != DType::F32 || target_logit.dtype != DType::F32) {
+    crossentropy_row_max(row_max, logits);  // the ops' own conversions of low-precision statistics
+    return crossentropy_sumexp(sumexp, target_logit, logits, row_max, targets, col_offset);
+  }
+  if (c.dtype != DType::F32)
+    return cpu::crossentropy_stats_lowp(row_max.f32(), sumexp.f32(), target_logit.f32(), logits, ids(targets),
+                                        col_offset);
+  cpu::crossentropy_stats(row_max.f32(), sumexp.f32(), target_logit.f32(), logits.f32(), ids(targets), col_offset,
+                          (int)N, (int)logits.dim(-1));
+}
+
 void crossentropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse, const Tensor& targets,
                            const Tensor& dloss, int64_t col_offset) {
   const Checked c = check(Op::CROSSENTROPY, logits, {&dlogits, &lse, &dloss}, {&targets});

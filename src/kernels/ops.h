@@ -155,6 +155,10 @@ void crossentropy_row_max(const Tensor& row_max, const Tensor& logits);
 // this shard, else 0.
 void crossentropy_sumexp(const Tensor& sumexp, const Tensor& target_logit, const Tensor& logits, const Tensor& m,
                          const Tensor& targets, int64_t col_offset);
+// Both of the above in one pass, for a rank holding whole rows (no all-reduce of the maxima between them): row_max,
+// then sumexp and target_logit with m = row_max, bit for bit as the two calls give them, each row read once.
+void crossentropy_stats(const Tensor& row_max, const Tensor& sumexp, const Tensor& target_logit, const Tensor& logits,
+                        const Tensor& targets, int64_t col_offset);
 // dlogits[n,v] = dloss[n]·(exp(logits[n,v] − lse[n]) − [v + col_offset == targets[n]])  — writes (=); dlogits may
 // alias logits. dloss[n] carries the loss mask and the mean's 1/Σmask (0 for a masked row).
 void crossentropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse, const Tensor& targets,

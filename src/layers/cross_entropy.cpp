@@ -18,21 +18,26 @@ double VocabParallelCrossEntropy::forward(const Tensor& logits, const Tensor& ta
   else mask_.assign((size_t)N, 1.0f);
   // Row maxima, then the group's maximum per row: each rank's N maxima in its piece of a [T, N] buffer.
   row_max_.resize(backend_, kernels::DType::F32, (size_t)(T * N));
-  kernels::crossentropy_row_max(row_max_.view({N}), logits);
   std::vector<float> maxima((size_t)(T * N));
-  backend_.copy_to_host(maxima.data() + (size_t)tp_.rank() * N, row_max_.data(), (size_t)N * sizeof(float));
-  if (tp_.active()) {
+  // Σexp and the target logit: [2, N], summed over the group in one all-reduce.
+  sumexp_.resize(backend_, kernels::DType::F32, (size_t)(2 * N));
+  const Tensor both = sumexp_.view({2, N});
+  if (!tp_.active()) {
+    // One rank holds whole rows: maxima and Σexp in one pass over the logits (each row read from memory once).
+    kernels::crossentropy_stats(row_max_.view({N}), both.slice0(0, 1).reshaped({N}), both.slice0(1, 1).reshaped({N}),
+                                logits, targets, vocab_offset);
+    backend_.copy_to_host(maxima.data(), row_max_.data(), (size_t)N * sizeof(float));
+  } else {
+    kernels::crossentropy_row_max(row_max_.view({N}), logits);
+    backend_.copy_to_host(maxima.data() + (size_t)tp_.rank() * N, row_max_.data(), (size_t)N * sizeof(float));
     tp_.all_gather(maxima.data(), (size_t)N);
     for (int64_t n = 0; n < N; n++)
       for (int q = 0; q < T; q++) maxima[(size_t)n] = std::max(maxima[(size_t)n], maxima[(size_t)q * N + n]);
     backend_.copy_to_device(row_max_.data(), maxima.data(), (size_t)N * sizeof(float));
+    kernels::crossentropy_sumexp(both.slice0(0, 1).reshaped({N}), both.slice0(1, 1).reshaped({N}), logits,
+                                 row_max_.view({N}), targets, vocab_offset);
+    tp_.all_reduce(both);
   }
-  // Σexp and the target logit: [2, N], summed over the group in one all-reduce.
-  sumexp_.resize(backend_, kernels::DType::F32, (size_t)(2 * N));
-  const Tensor both = sumexp_.view({2, N});
-  kernels::crossentropy_sumexp(both.slice0(0, 1).reshaped({N}), both.slice0(1, 1).reshaped({N}), logits,
-                               row_max_.view({N}), targets, vocab_offset);
-  tp_.all_reduce(both);
   std::vector<float> sums((size_t)(2 * N));
   backend_.copy_to_host(sums.data(), sumexp_.data(), sums.size() * sizeof(float));
   losses_.resize((size_t)N);

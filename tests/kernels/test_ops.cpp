@@ -481,6 +481,79 @@ TEST(CrossEntropy, WideRowsMatchDouble) {
   }
 }
 
+// bf16 logits as the GPT keeps them under --bf16 (read directly, no fp32 row): statistics within fp32 accuracy of
+// double precision on the same bf16 values, dlogits written in place within one bf16 rounding of the exact
+// gradient (the target column included, a target in another shard, a masked row with dloss 0).
+TEST(CrossEntropy, Bf16WideRowsInPlaceMatchDouble) {
+  Backend& be = cpu_backend();
+  const int64_t N = 4, V = 50304, col_offset = 100;
+  std::vector<float> host = noise((size_t)(N * V), 21);
+  for (auto& x : host) x *= 4.0f;
+  Buffer f32 = upload(be, DType::F32, host), logits(be, DType::BF16, (size_t)(N * V)), back(be, DType::F32, host.size());
+  copy(logits.view({N * V}), f32.view({N * V}));
+  copy(back.view({N * V}), logits.view({N * V}));
+  const std::vector<float> exact(back.f32(), back.f32() + N * V);  // the bf16 values the kernels see
+  const int32_t targets[4] = {100, 50403, 7, 12345};                 // column 0, the last column, another shard
+  const float dloss[4] = {0.25f, 0.25f, 0.25f, 0.0f};
+  Buffer m(be, DType::F32, N), se(be, DType::F32, N), tl(be, DType::F32, N), tg(be, DType::I32, N),
+      lse(be, DType::F32, N), dl(be, DType::F32, N);
+  std::memcpy(tg.i32(), targets, sizeof targets);
+  std::memcpy(dl.f32(), dloss, sizeof dloss);
+  crossentropy_row_max(m.view({N}), logits.view({N, V}));
+  crossentropy_sumexp(se.view({N}), tl.view({N}), logits.view({N, V}), m.view({N}), tg.view({N}), col_offset);
+  std::vector<double> ref_lse((size_t)N);
+  for (int64_t n = 0; n < N; n++) {
+    double mx = -1e30, s = 0;
+    for (int64_t v = 0; v < V; v++) mx = std::max(mx, (double)exact[(size_t)(n * V + v)]);
+    for (int64_t v = 0; v < V; v++) s += std::exp(exact[(size_t)(n * V + v)] - mx);
+    ref_lse[(size_t)n] = mx + std::log(s);
+    EXPECT_EQ(m.f32()[n], (float)mx) << "row " << n;
+    EXPECT_NEAR(m.f32()[n] + std::log((double)se.f32()[n]), ref_lse[(size_t)n], 2e-6 * std::fabs(ref_lse[(size_t)n]));
+    const int64_t t = targets[n] - col_offset;
+    EXPECT_EQ(tl.f32()[n], t >= 0 && t < V ? exact[(size_t)(n * V + t)] : 0.0f) << "row " << n;
+    lse.f32()[n] = (float)ref_lse[(size_t)n];
+  }
+  crossentropy_backward(logits.view({N, V}), logits.view({N, V}), lse.view({N}), tg.view({N}), dl.view({N}),
+                        col_offset);
+  copy(back.view({N * V}), logits.view({N * V}));
+  size_t bad = 0;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t v = 0; v < V; v++) {
+      const double p = std::exp((double)exact[(size_t)(n * V + v)] - (double)lse.f32()[n]);
+      const double want = dloss[n] * (p - (v + col_offset == targets[n] ? 1.0 : 0.0));
+      const double got = back.f32()[n * V + v];
+      // one bf16 rounding (2^-9 relative) of an fp32 value a few ulps from exact
+      if (!(std::fabs(got - want) <= std::ldexp(std::fabs(want), -8) + 1e-30)) {
+        if (bad++ < 5) ADD_FAILURE() << "dlogits[" << n << "," << v << "] = " << got << ", want " << want;
+      }
+    }
+  EXPECT_EQ(bad, 0u);
+  EXPECT_LT(back.f32()[0], 0.0f) << "the target column carries −dloss";
+}
+
+// The one-pass statistics (a rank holding whole rows) are the two passes' values bit for bit, in every dtype.
+TEST(CrossEntropy, OnePassStatsEqualTwoPasses) {
+  Backend& be = cpu_backend();
+  const int64_t N = 5, V = 50304, col_offset = 7;
+  std::vector<float> host = noise((size_t)(N * V), 33);
+  for (auto& x : host) x *= 5.0f;
+  const int32_t targets[5] = {7, 50310, 3, 20000, 50311};  // first column, last column, outside, inside, outside
+  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+    Buffer logits = upload(be, dt, host), tg(be, DType::I32, N);
+    std::memcpy(tg.i32(), targets, sizeof targets);
+    Buffer m1(be, DType::F32, N), s1(be, DType::F32, N), t1(be, DType::F32, N);
+    Buffer m2(be, DType::F32, N), s2(be, DType::F32, N), t2(be, DType::F32, N);
+    crossentropy_row_max(m1.view({N}), logits.view({N, V}));
+    crossentropy_sumexp(s1.view({N}), t1.view({N}), logits.view({N, V}), m1.view({N}), tg.view({N}), col_offset);
+    crossentropy_stats(m2.view({N}), s2.view({N}), t2.view({N}), logits.view({N, V}), tg.view({N}), col_offset);
+    EXPECT_EQ(0, std::memcmp(m1.f32(), m2.f32(), N * 4)) << dtype_name(dt);
+    EXPECT_EQ(0, std::memcmp(s1.f32(), s2.f32(), N * 4)) << dtype_name(dt);
+    EXPECT_EQ(0, std::memcmp(t1.f32(), t2.f32(), N * 4)) << dtype_name(dt);
+    EXPECT_EQ(t2.f32()[2], 0.0f) << "a target outside the columns contributes 0";
+    EXPECT_GT(s2.f32()[0], 1.0f);
+  }
+}
+
 // ---- operand checks and the backend ---------------------------------------------------------------------------------
 
 TEST(OpChecks, MismatchedOperandsNameTheOpAndTheOperand) {

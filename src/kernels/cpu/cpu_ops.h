@@ -13,6 +13,9 @@ void embedding_forward(float* out, const int32_t* ids, const float* table, int64
 void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t rows, int64_t row_offset, int N,
                         int C);
 
+// One row of layernorm_forward (no threading; for callers that already split the rows).
+void layernorm_forward_row(float* y, float* mean, float* rstd, const float* x, const float* weight, const float* bias,
+                           int C, float eps);
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
                        int N, int C, float eps);
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
@@ -66,6 +69,9 @@ void attention_decode_forward(float* out, float* scratch, const float* q, int64_
 void crossentropy_row_max(float* row_max, const float* logits, int N, int V);
 void crossentropy_sumexp(float* sumexp, float* target_logit, const float* logits, const float* m,
                          const int32_t* targets, int64_t col_offset, int N, int V);
+// crossentropy_row_max then crossentropy_sumexp (m = row_max) row by row: each row is still in cache for the second.
+void crossentropy_stats(float* row_max, float* sumexp, float* target_logit, const float* logits,
+                        const int32_t* targets, int64_t col_offset, int N, int V);
 void crossentropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
                            const float* dloss, int64_t col_offset, int N, int V);
 
@@ -91,6 +97,8 @@ void copy_lowp(const Tensor& dst, const Tensor& src);
 void crossentropy_row_max_lowp(float* row_max, const Tensor& logits);
 void crossentropy_sumexp_lowp(float* sumexp, float* target_logit, const Tensor& logits, const float* m,
                               const int32_t* targets, int64_t col_offset);
+void crossentropy_stats_lowp(float* row_max, float* sumexp, float* target_logit, const Tensor& logits,
+                             const int32_t* targets, int64_t col_offset);
 void crossentropy_backward_lowp(const Tensor& dlogits, const Tensor& logits, const float* lse,
                                 const int32_t* targets, const float* dloss, int64_t col_offset);
 // Attention with bf16 / f16 q, k, v, out (probs f32): each (b,h)'s head gathered into fp32 scratch, the fp32

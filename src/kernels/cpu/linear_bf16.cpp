@@ -23,7 +23,7 @@ class AsBF16 {
     temp_.reset(new uint16_t[n > 0 ? n : 1]);
     const float* src = static_cast<const float*>(t.data);
     uint16_t* dst = temp_.get();
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin * 4)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= kParallelMin * 4)
     for (size_t i = 0; i < n; i++) dst[i] = f32_to_bf16(src[i]);
     p_ = dst;
   }

@@ -134,7 +134,7 @@ void layernorm_forward_lowp(const Tensor& out, float* mean, float* rstd, const T
   const std::vector<float> w = small_f32(weight), b = small_f32(bias);
   for_rows(N, C, (size_t)(2 * C), [&](int64_t n, float* s) {
     float* y = o.target(n, 0, s + C);
-    layernorm_forward(y, mean + n, rstd + n, x.load(n, 0, C, s), w.data(), b.data(), 1, (int)C, eps);
+    layernorm_forward_row(y, mean + n, rstd + n, x.load(n, 0, C, s), w.data(), b.data(), (int)C, eps);
     o.store(n, 0, C, y);
   });
 }
@@ -311,10 +311,42 @@ void copy_lowp(const Tensor& dst, const Tensor& src) {
 }
 
 // ---- cross-entropy on bf16 / f16 logits (statistics in fp32) ------------------------------------------------------
+// bf16 logits are read as they are: widening a bf16 to fp32 is a shift, done in registers inside each loop, so the
+// three passes over the [N, V] logits (100 MB for config A's 1024 × 50304) read 2 bytes per element and write
+// nothing else, where converting a row into fp32 scratch first wrote and re-read 4 more bytes per element. f16
+// (whose conversion is not a shift) keeps the scratch row.
+
+namespace {
+
+// One bf16 row's maximum and Σexp(l − m) with its target logit, shared by the two-pass and one-pass calls (their
+// results agree bit for bit).
+inline float bf16_row_max(const uint16_t* r, int64_t V) {
+  float maxv = -INFINITY;
+#pragma omp simd reduction(max : maxv)
+  for (int64_t v = 0; v < V; v++) {
+    const float x = bf16_to_f32(r[v]);
+    maxv = x > maxv ? x : maxv;
+  }
+  return maxv;
+}
+
+inline void bf16_row_sumexp(float* sumexp, float* target_logit, const uint16_t* r, float maxv, int32_t target,
+                            int64_t col_offset, int64_t V) {
+  *sumexp = lane_sum((int)V, [&](int v) { return fast_exp(bf16_to_f32(r[v]) - maxv); });
+  const int64_t t = (int64_t)target - col_offset;
+  *target_logit = t >= 0 && t < V ? bf16_to_f32(r[t]) : 0.0f;
+}
+
+}  // namespace
 
 void crossentropy_row_max_lowp(float* row_max, const Tensor& logits) {
   const Ref l(logits);
   const int64_t N = logits.rows(), V = logits.dim(-1);
+  if (l.dt == DType::BF16) {
+#pragma omp parallel for schedule(static) if ((size_t)(N * V) >= kParallelMin)
+    for (int64_t n = 0; n < N; n++) row_max[n] = bf16_row_max(reinterpret_cast<const uint16_t*>(l.at(n, 0)), V);
+    return;
+  }
   for_rows(N, V, (size_t)V, [&](int64_t n, float* s) { crossentropy_row_max(row_max + n, l.load(n, 0, V, s), 1, (int)V); });
 }
 
@@ -322,8 +354,36 @@ void crossentropy_sumexp_lowp(float* sumexp, float* target_logit, const Tensor& 
                               const int32_t* targets, int64_t col_offset) {
   const Ref l(logits);
   const int64_t N = logits.rows(), V = logits.dim(-1);
+  if (l.dt == DType::BF16) {
+#pragma omp parallel for schedule(static) if ((size_t)(N * V) >= kParallelMin)
+    for (int64_t n = 0; n < N; n++)
+      bf16_row_sumexp(sumexp + n, target_logit + n, reinterpret_cast<const uint16_t*>(l.at(n, 0)), m[n], targets[n],
+                      col_offset, V);
+    return;
+  }
   for_rows(N, V, (size_t)V, [&](int64_t n, float* s) {
     crossentropy_sumexp(sumexp + n, target_logit + n, l.load(n, 0, V, s), m + n, targets + n, col_offset, 1, (int)V);
+  });
+}
+
+// Row by row, the row still in cache for its Σexp; f16 rows are converted into scratch once for both.
+void crossentropy_stats_lowp(float* row_max, float* sumexp, float* target_logit, const Tensor& logits,
+                             const int32_t* targets, int64_t col_offset) {
+  const Ref l(logits);
+  const int64_t N = logits.rows(), V = logits.dim(-1);
+  if (l.dt == DType::BF16) {
+#pragma omp parallel for schedule(static) if ((size_t)(N * V) >= kParallelMin)
+    for (int64_t n = 0; n < N; n++) {
+      const uint16_t* r = reinterpret_cast<const uint16_t*>(l.at(n, 0));
+      row_max[n] = bf16_row_max(r, V);
+      bf16_row_sumexp(sumexp + n, target_logit + n, r, row_max[n], targets[n], col_offset, V);
+    }
+    return;
+  }
+  for_rows(N, V, (size_t)V, [&](int64_t n, float* s) {
+    const float* r = l.load(n, 0, V, s);
+    crossentropy_row_max(row_max + n, r, 1, (int)V);
+    crossentropy_sumexp(sumexp + n, target_logit + n, r, row_max + n, targets + n, col_offset, 1, (int)V);
   });
 }
 
@@ -331,6 +391,21 @@ void crossentropy_backward_lowp(const Tensor& dlogits, const Tensor& logits, con
                                 const float* dloss, int64_t col_offset) {
   const Ref dl(dlogits), l(logits);
   const int64_t N = logits.rows(), V = logits.dim(-1);
+  if (l.dt == DType::BF16 && dl.dt == DType::BF16) {
+#pragma omp parallel for schedule(static) if ((size_t)(N * V) >= kParallelMin)
+    for (int64_t n = 0; n < N; n++) {
+      const uint16_t* r = reinterpret_cast<const uint16_t*>(l.at(n, 0));
+      uint16_t* d = reinterpret_cast<uint16_t*>(dl.at(n, 0));  // may be r itself (in place)
+      const float mx = lse[n], w = dloss[n];
+      const int64_t t = (int64_t)targets[n] - col_offset;
+      const bool has_target = t >= 0 && t < V;
+      const float target = has_target ? bf16_to_f32(r[t]) : 0.0f;  // read before an in-place write replaces it
+#pragma omp simd
+      for (int64_t v = 0; v < V; v++) d[v] = f32_to_bf16(w * fast_exp(bf16_to_f32(r[v]) - mx));
+      if (has_target) d[t] = f32_to_bf16(w * fast_exp(target - mx) - w);
+    }
+    return;
+  }
   for_rows(N, V, (size_t)(2 * V), [&](int64_t n, float* s) {
     float* g = dl.target(n, 0, s + V);
     crossentropy_backward(g, l.load(n, 0, V, s), lse + n, targets + n, dloss + n, col_offset, 1, (int)V);
