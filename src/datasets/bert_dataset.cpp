@@ -41,7 +41,7 @@ bool truncate_segments(Segment& a, Segment& b, uint64_t target, NumpyRandomState
 
 BertDataset::BertDataset(std::shared_ptr<const SentenceSplits> data, Split split, int64_t num_samples,
                          const BertDatasetConfig& config)
-    : data_(std::move(data)), split_(split), config_(config) {
+    : SentenceDataset(std::move(data), split), config_(config) {
   if (config_.seq_length < 4) throw Error("BertDataset: --seq-length must be ≥ 4 ([CLS] A [SEP] B [SEP])");
   if (!(config_.mask_prob >= 0 && config_.mask_prob <= 1))
     throw Error("BertDataset: --mask-prob must be in [0, 1], got " + std::to_string(config_.mask_prob));
@@ -53,8 +53,7 @@ BertDataset::BertDataset(std::shared_ptr<const SentenceSplits> data, Split split
   o.short_seq_prob = config_.short_seq_prob;
   o.seed = config_.seed;
   o.min_sentences = config_.binary_head ? 2 : 1;
-  const int k = int(split);
-  map_ = cached_samples_map(data_->prefix, split_name(split), config_.cache_dir, data_->view(k), *data_->sizes, o);
+  load_samples_map(config_.cache_dir, o);
   if (config_.binary_head)
     for (int64_t i = 0; i < map_.map.size(); ++i) {
       const SamplesMapRow r = map_.map.row(i);
@@ -129,14 +128,7 @@ void BertDataset::sample(int64_t i, BertSample& out) const {
 }
 
 BertDatasets build_bert_datasets(const BertDatasetConfig& config, const std::array<int64_t, 3>& samples_per_split) {
-  BertDatasets out;
-  out.data = std::make_shared<const SentenceSplits>(open_sentence_splits(config.prefix, config.split));
-  for (int k = 0; k < kNumSplits; ++k) {
-    if (out.data->bounds[size_t(k) + 1] <= out.data->bounds[size_t(k)] || samples_per_split[size_t(k)] <= 0) continue;
-    out.split[size_t(k)] =
-        std::make_shared<const BertDataset>(out.data, Split(k), samples_per_split[size_t(k)], config);
-  }
-  return out;
+  return build_sentence_datasets<BertDataset>(config, samples_per_split);
 }
 
 void append_json_array(std::string& out, const char* name, const std::vector<int32_t>& values) {

@@ -13,6 +13,7 @@
 #include "datasets/gpt_indices.h"
 #include "datasets/masked_lm.h"
 #include "datasets/samples_map.h"
+#include "datasets/sentence_dataset.h"
 
 namespace lmforge::datasets {
 
@@ -43,38 +44,22 @@ struct BertSample {
   MaskingWorkspace scratch_masking;
 };
 
-class BertDataset {
+class BertDataset : public SentenceDataset {
  public:
   BertDataset(std::shared_ptr<const SentenceSplits> data, Split split, int64_t num_samples,
               const BertDatasetConfig& config);
 
-  // Megatron's len(dataset): rows of the samples map (whole epochs, ≥ the number requested).
-  int64_t size() const { return map_.map.size(); }
   // Sample i (0 ≤ i < size()) into `out`, overwriting every field. Const and thread-safe with one BertSample per
   // thread. Error when a row has one sentence with the binary head (a map cached without it: Megatron's cache name
   // does not record the head).
   void sample(int64_t i, BertSample& out) const;
 
-  Split split() const { return split_; }
-  const SamplesMap& samples_map() const { return map_.map; }
-  const std::string& cache_file() const { return map_.path; }
-  bool loaded_from_cache() const { return map_.loaded; }
-
  private:
-  std::shared_ptr<const SentenceSplits> data_;
-  Split split_;
   BertDatasetConfig config_;  // vocab included
-  CachedSamplesMap map_;
 };
 
-// The three splits. split[k] is null when its document range is empty or no sample is asked of it (Megatron would
-// build ~2^31 epochs for a count of 0). The map of each split is loaded from or written to the cache.
-struct BertDatasets {
-  std::shared_ptr<const SentenceSplits> data;
-  std::array<std::shared_ptr<const BertDataset>, kNumSplits> split;
-};
-// samples_per_split: as Megatron's trainer asks them, e.g. samples_per_split(train_iters, global_batch, eval_iters,
-// eval_interval) from gpt_indices.h (or --train-samples for the first).
+// The three splits (see build_sentence_datasets).
+using BertDatasets = SentenceDatasets<BertDataset>;
 BertDatasets build_bert_datasets(const BertDatasetConfig& config, const std::array<int64_t, 3>& samples_per_split);
 
 // One JSON line (with '\n') for --print-samples: {"split": "train", "index": 0, "text": [...], "types": [...],

@@ -32,7 +32,7 @@ void T5Sample::enc_dec_mask(std::vector<int32_t>& out) const { pair_mask(text_de
 
 T5Dataset::T5Dataset(std::shared_ptr<const SentenceSplits> data, Split split, int64_t num_samples,
                      const T5DatasetConfig& config)
-    : data_(std::move(data)), split_(split), config_(config) {
+    : SentenceDataset(std::move(data), split), config_(config) {
   if (config_.encoder_seq_length < 3 || config_.decoder_seq_length < 2)
     throw Error("T5Dataset: encoder length must be ≥ 3 and decoder length ≥ 2");
   if (!(config_.mask_prob >= 0 && config_.mask_prob <= 1))
@@ -47,8 +47,7 @@ T5Dataset::T5Dataset(std::shared_ptr<const SentenceSplits> data, Split split, in
   o.short_seq_prob = config_.short_seq_prob;
   o.seed = config_.seed;
   o.min_sentences = 1;
-  map_ = cached_samples_map(data_->prefix, split_name(split), config_.cache_dir, data_->view(int(split)),
-                            *data_->sizes, o);
+  load_samples_map(config_.cache_dir, o);
 }
 
 void T5Dataset::sample(int64_t i, T5Sample& out) const {
@@ -129,13 +128,7 @@ void T5Dataset::sample(int64_t i, T5Sample& out) const {
 }
 
 T5Datasets build_t5_datasets(const T5DatasetConfig& config, const std::array<int64_t, 3>& samples_per_split) {
-  T5Datasets out;
-  out.data = std::make_shared<const SentenceSplits>(open_sentence_splits(config.prefix, config.split));
-  for (int k = 0; k < kNumSplits; ++k) {
-    if (out.data->bounds[size_t(k) + 1] <= out.data->bounds[size_t(k)] || samples_per_split[size_t(k)] <= 0) continue;
-    out.split[size_t(k)] = std::make_shared<const T5Dataset>(out.data, Split(k), samples_per_split[size_t(k)], config);
-  }
-  return out;
+  return build_sentence_datasets<T5Dataset>(config, samples_per_split);
 }
 
 namespace {

@@ -13,6 +13,7 @@
 #include "datasets/gpt_indices.h"
 #include "datasets/masked_lm.h"
 #include "datasets/samples_map.h"
+#include "datasets/sentence_dataset.h"
 
 namespace lmforge::datasets {
 
@@ -48,32 +49,21 @@ struct T5Sample {
   MaskingWorkspace scratch_masking;
 };
 
-class T5Dataset {
+class T5Dataset : public SentenceDataset {
  public:
   T5Dataset(std::shared_ptr<const SentenceSplits> data, Split split, int64_t num_samples,
             const T5DatasetConfig& config);
 
-  int64_t size() const { return map_.map.size(); }
   // Sample i into `out`. Errors where Megatron fails: more spans than sentinels, an encoder or decoder side longer
   // than its sequence length (the decoder needs 1 + spans + masked tokens), seed + i ≥ 2^32 (RandomState rejects it).
   void sample(int64_t i, T5Sample& out) const;
 
-  Split split() const { return split_; }
-  const SamplesMap& samples_map() const { return map_.map; }
-  const std::string& cache_file() const { return map_.path; }
-  bool loaded_from_cache() const { return map_.loaded; }
-
  private:
-  std::shared_ptr<const SentenceSplits> data_;
-  Split split_;
   T5DatasetConfig config_;
-  CachedSamplesMap map_;
 };
 
-struct T5Datasets {
-  std::shared_ptr<const SentenceSplits> data;
-  std::array<std::shared_ptr<const T5Dataset>, kNumSplits> split;  // null: empty range or no sample asked
-};
+// The three splits (see build_sentence_datasets).
+using T5Datasets = SentenceDatasets<T5Dataset>;
 T5Datasets build_t5_datasets(const T5DatasetConfig& config, const std::array<int64_t, 3>& samples_per_split);
 
 // One JSON line: {"split", "index", "text_enc", "text_dec", "labels", "loss_mask", "truncated"} and, with

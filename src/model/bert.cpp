@@ -13,40 +13,26 @@ namespace lmforge::model {
 using kernels::Tensor;
 
 int BertConfig::padded_vocab_size() const {
-  const int64_t m = make_vocab_size_divisible_by;
-  return (int)((vocab_size + m - 1) / m * m);
+  return model::padded_vocab_size(vocab_size, make_vocab_size_divisible_by);
 }
 
 void BertConfig::validate() const {
-  auto fail = [](const std::string& msg) { throw Error("invalid BERT config: " + msg); };
-  auto positive = [&](const char* what, int64_t v) {
-    if (v < 1) fail(std::string(what) + " must be >= 1 (got " + std::to_string(v) + ")");
-  };
-  positive("num_layers", num_layers);
-  positive("hidden size", hidden);
-  positive("number of attention heads", heads);
-  positive("max_positions", max_positions);
-  positive("vocab_size", vocab_size);
-  positive("make_vocab_size_divisible_by", make_vocab_size_divisible_by);
-  positive("type_vocab_size", type_vocab_size);
-  if (ffn_hidden < 0) fail("ffn_hidden must be >= 0 (0: 4·hidden; got " + std::to_string(ffn_hidden) + ")");
-  if (hidden % heads != 0)
-    fail("hidden size " + std::to_string(hidden) + " is not divisible by the number of attention heads " +
-         std::to_string(heads));
+  const ConfigCheck check("BERT");
+  check.positive({{"num_layers", num_layers}, {"hidden size", hidden}, {"number of attention heads", heads},
+                  {"max_positions", max_positions}, {"vocab_size", vocab_size},
+                  {"make_vocab_size_divisible_by", make_vocab_size_divisible_by},
+                  {"type_vocab_size", type_vocab_size}});
+  check.ffn_hidden(ffn_hidden);
+  check.heads_divide(hidden, heads);
   if (seq_length < 1 || seq_length > max_positions)
-    fail("seq_length " + std::to_string(seq_length) + " must be in [1, max_positions = " +
-         std::to_string(max_positions) + "]");
-  if ((int64_t)vocab_size + make_vocab_size_divisible_by > INT32_MAX) fail("vocab_size too large");
-  if (!(layernorm_eps > 0.0f)) fail("layernorm_eps must be positive");
-  if (!(init_std > 0.0f) || !std::isfinite(init_std)) fail("init_std must be a positive number");
-  if (!(hidden_dropout >= 0.0f && hidden_dropout < 1.0f))
-    fail("hidden dropout must be in [0, 1) (got " + std::to_string(hidden_dropout) + ")");
-  if (!(attention_dropout >= 0.0f && attention_dropout < 1.0f))
-    fail("attention dropout must be in [0, 1) (got " + std::to_string(attention_dropout) + ")");
+    check.fail("seq_length " + std::to_string(seq_length) + " must be in [1, max_positions = " +
+               std::to_string(max_positions) + "]");
+  check.numbers(vocab_size, make_vocab_size_divisible_by, layernorm_eps, init_std);
+  check.dropouts(hidden_dropout, attention_dropout);
   try {
     recompute.validate(num_layers);
   } catch (const Error& e) {
-    fail(e.what());
+    check.fail(e.what());
   }
 }
 
@@ -117,14 +103,7 @@ layers::TransformerLayerSpec layer_spec(const BertConfig& c, int l) {
 // only its own (see BertStage).
 Parts build(const BertConfig& c, layers::ParameterStore& store, const layers::TensorParallel& tp,
             layers::Workspace& workspace, const BertStage& stage = {}) {
-  const int T = tp.size();
-  if (c.padded_vocab_size() % T != 0)
-    throw Error("--tensor-model-parallel-size " + std::to_string(T) + " does not divide the padded vocabulary " +
-                std::to_string(c.padded_vocab_size()) + " (use --make-vocab-size-divisible-by a multiple of it)");
-  if (c.heads % T != 0 || c.ffn() % T != 0)
-    throw Error("--tensor-model-parallel-size " + std::to_string(T) + " does not divide --num-attention-heads " +
-                std::to_string(c.heads) + " and --ffn-hidden-size " + std::to_string(c.ffn()) +
-                " (each rank takes whole heads and an equal share of the MLP)");
+  check_tensor_parallel_fits(tp.size(), c.padded_vocab_size(), c.heads, c.ffn());
   const int64_t H = c.hidden;
   Parts p;
   layers::EmbeddingSpec e;
@@ -147,9 +126,7 @@ Parts build(const BertConfig& c, layers::ParameterStore& store, const layers::Te
     if (c.post_layernorm)
       p.ln_embedding = std::make_unique<layers::LayerNorm>(store, "bert.embeddings.LayerNorm", H, c.layernorm_eps);
   } else if (stage.post_process) {
-    // The last stage's copy of the tied table, added as the embedding adds it (same name, shape and split).
-    word = store.add(e.word_name + ".weight", {e.padded_vocab, e.hidden}, true, layers::Init::normal(e.init_std),
-                     /*split_dim=*/0);
+    word = add_tied_word_copy(store, e);
   }
   const int first = stage.first_layer, end = stage.num_layers < 0 ? c.num_layers : first + stage.num_layers;
   if (first < 0 || end > c.num_layers || first >= end)
@@ -168,14 +145,8 @@ Parts build(const BertConfig& c, layers::ParameterStore& store, const layers::Te
                                                 replicated("bert.pooler.dense", H, H, c.init_std));
   // The decoder is the word embedding itself (tied, vocabulary-parallel) with its own bias, split like the
   // vocabulary; HF's state_dict lists that bias (cls.predictions.bias) before the transform.
-  layers::LinearSpec dec;
-  dec.name = "cls.predictions.decoder";
-  dec.bias_name = "cls.predictions.bias";
-  dec.in = H;
-  dec.out = c.padded_vocab_size();
-  dec.layout = kernels::WeightLayout::OUT_IN;
-  dec.parallelism = layers::Parallelism::COLUMN;
-  dec.tied_weight = (int64_t)word;
+  const layers::LinearSpec dec =
+      tied_head_spec("cls.predictions.decoder", "cls.predictions.bias", H, c.padded_vocab_size(), word);
   p.decoder = std::make_unique<layers::Linear>(store, tp, workspace, dec);
   p.transform = std::make_unique<layers::Linear>(store, tp, workspace,
                                                  replicated("cls.predictions.transform.dense", H, H, c.init_std));
@@ -190,11 +161,9 @@ Parts build(const BertConfig& c, layers::ParameterStore& store, const layers::Te
 }  // namespace
 
 Bert::Bert(const BertConfig& config, kernels::Backend& backend, dist::Communicator* tensor_parallel, BertStage stage)
-    : config_(config),
+    : ModelParameters(backend, tensor_parallel),
+      config_(config),
       stage_(stage),
-      tp_(tensor_parallel),
-      store_(backend, tp_.rank(), tp_.size()),
-      workspace_(backend),
       drop_embedding_(config.hidden_dropout, 0, layers::DropoutSite::EMBEDDING),
       loss_(tp_, backend) {
   config_.validate();
@@ -215,29 +184,19 @@ Bert::Bert(const BertConfig& config, kernels::Backend& backend, dist::Communicat
   recompute_ = layers::StackRecomputation(config_.recompute, (int)layers_.size());  // this stage's layers
 }
 
-void Bert::set_compute_dtype(kernels::DType dtype) {
-  store_.set_compute_dtype(dtype);
-  workspace_.set_dtype(store_.activation_dtype());
-}
-
 Bert::~Bert() = default;
 
 void Bert::init_weights(uint64_t seed) {
   if (stage_.whole(config_)) return store_.init(seed);
-  layers::TensorParallel one;
-  layers::ParameterStore whole(kernels::cpu_backend(), 0, 1);
-  layers::Workspace workspace(kernels::cpu_backend());
-  Parts p = build(config_, whole, one, workspace);
-  store_.init(seed, stage_init_discards(whole, store_));
+  store_.init(seed, build_whole_model(
+                        [&](auto&... a) { return build(config_, a...); },
+                        [&](const layers::ParameterStore& whole) { return stage_init_discards(whole, store_); }));
 }
 
 param::ParamTable Bert::parameter_table(const BertConfig& config) {
   config.validate();
-  layers::TensorParallel tp;
-  layers::ParameterStore store(kernels::cpu_backend(), 0, 1);
-  layers::Workspace workspace(kernels::cpu_backend());
-  Parts p = build(config, store, tp, workspace);
-  return store.table();
+  return build_whole_model([&](auto&... a) { return build(config, a...); },
+                           [](const layers::ParameterStore& whole) { return whole.table(); });
 }
 
 // One encoder layer's forward with this micro-batch's padding, sizes and step (kept for full recomputation).

@@ -24,6 +24,7 @@
 #include "layers/tensor_parallel.h"
 #include "layers/transformer_layer.h"
 #include "layers/workspace.h"
+#include "model/model_common.h"
 #include "param/parameter.h"
 
 namespace lmforge::model {
@@ -116,41 +117,18 @@ struct BertStage {
 // Initialisation (§1.6): N(0, init_std) for embeddings, q/k/v, intermediate, pooler, head transform and binary
 // head; Megatron flavour: N(0, init_std/√(2·layers)) for the two output projections (HF/DLE's original BERT: plain
 // init_std there too); biases 0, LayerNorms 1/0. Streams as GPT's: the same weights on every parallel layout.
-class Bert {
+class Bert : public ModelParameters {
  public:
   explicit Bert(const BertConfig& config, kernels::Backend& backend = kernels::cpu_backend(),
                 dist::Communicator* tensor_parallel = nullptr, BertStage stage = {});
   ~Bert();
-  Bert(const Bert&) = delete;
-  Bert& operator=(const Bert&) = delete;
 
   const BertConfig& config() const { return config_; }
-  kernels::Backend& backend() { return store_.backend(); }
-  int tensor_parallel_rank() const { return tp_.rank(); }
-  int tensor_parallel_size() const { return tp_.size(); }
-
   // A pipeline stage draws the whole model's stream and keeps its own tensors (as GPT::init_weights).
   void init_weights(uint64_t seed);
   const BertStage& stage() const { return stage_; }
-  // Mixed precision (Megatron's --bf16 / --fp16), as GPT::set_compute_dtype: the layers compute with a BF16 or F16
-  // working copy of the weights and keep activations and their gradients in that dtype; params()/grads() stay the
-  // fp32 master weights and main gradients (LayerNorm statistics, softmax, the logits, the cross-entropy and the
-  void set_compute_dtype(kernels::DType dtype);
-  kernels::DType compute_dtype() const { return store_.compute_dtype(); }
-  // After params() changed (an optimizer step, a load): refresh the working copy (nothing in fp32).
-  void params_updated() { store_.sync_compute_copy(); }
-  size_t num_parameters() const { return store_.local_numel(); }  // on this rank
-  float* params() { return store_.values(); }
-  float* grads() { return store_.grads(); }
-  const param::ParamTable& table() const { return store_.table(); }
   // The whole model's table (tensor-parallel size 1) for a config, without allocating a model.
   static param::ParamTable parameter_table(const BertConfig& config);
-  const param::Parameter& tensor(std::string_view name) const { return table().find(name); }
-  float* param(std::string_view name) { return params() + tensor(name).offset; }
-  float* grad(std::string_view name) { return grads() + tensor(name).offset; }
-  void zero_grad() { store_.zero_grads(); }
-  // See GPT::set_gradients_ready_hook.
-  void set_gradients_ready_hook(std::function<void(size_t from)> hook) { ready_hook_ = std::move(hook); }
 
   // Training forward over one micro-batch; `step` (training set) turns dropout on, nullptr: evaluation. Throws
   // lmforge::Error for T > max_positions, ids outside the vocabulary, a label outside [−1, vocab) or −1 under a
@@ -190,9 +168,6 @@ class Bert {
 
   BertConfig config_;
   BertStage stage_;
-  layers::TensorParallel tp_;
-  layers::ParameterStore store_;
-  layers::Workspace workspace_;
   std::unique_ptr<layers::Embedding> embedding_;
   std::unique_ptr<layers::LayerNorm> ln_embedding_;  // original flavour
   layers::Dropout drop_embedding_;                   // original flavour: after ln_embedding_
@@ -223,7 +198,6 @@ class Bert {
   kernels::Buffer input_;                           // a later stage's copy of its input activation
   int64_t vocab_offset_ = 0;                        // the first vocabulary row of this rank's piece
   kernels::Tensor body_out_, embedded_, d_input_;
-  std::function<void(size_t)> ready_hook_;
 };
 
 }  // namespace lmforge::model

@@ -11,42 +11,28 @@ namespace lmforge::model {
 using kernels::Tensor;
 
 int T5Config::padded_vocab_size() const {
-  const int64_t m = make_vocab_size_divisible_by;
-  return (int)((vocab_size + m - 1) / m * m);
+  return model::padded_vocab_size(vocab_size, make_vocab_size_divisible_by);
 }
 
 void T5Config::validate() const {
-  auto fail = [](const std::string& msg) { throw Error("invalid T5 config: " + msg); };
-  auto positive = [&](const char* what, int64_t v) {
-    if (v < 1) fail(std::string(what) + " must be >= 1 (got " + std::to_string(v) + ")");
-  };
-  positive("encoder_num_layers", encoder_num_layers);
-  positive("decoder layers", decoder_layers());
-  positive("hidden size", hidden);
-  positive("number of attention heads", heads);
-  positive("max_positions", max_positions);
-  positive("encoder_seq_length", encoder_seq_length);
-  positive("decoder_seq_length", decoder_seq_length);
-  positive("vocab_size", vocab_size);
-  positive("make_vocab_size_divisible_by", make_vocab_size_divisible_by);
-  if (decoder_num_layers < 0) fail("decoder_num_layers must be >= 0 (0: the encoder's)");
-  if (ffn_hidden < 0) fail("ffn_hidden must be >= 0 (0: 4·hidden)");
-  if (hidden % heads != 0)
-    fail("hidden size " + std::to_string(hidden) + " is not divisible by the number of attention heads " +
-         std::to_string(heads));
+  const ConfigCheck check("T5");
+  check.positive({{"encoder_num_layers", encoder_num_layers}, {"decoder layers", decoder_layers()},
+                  {"hidden size", hidden}, {"number of attention heads", heads}, {"max_positions", max_positions},
+                  {"encoder_seq_length", encoder_seq_length}, {"decoder_seq_length", decoder_seq_length},
+                  {"vocab_size", vocab_size}, {"make_vocab_size_divisible_by", make_vocab_size_divisible_by}});
+  if (decoder_num_layers < 0) check.fail("decoder_num_layers must be >= 0 (0: the encoder's)");
+  check.ffn_hidden(ffn_hidden);
+  check.heads_divide(hidden, heads);
   if (encoder_seq_length > max_positions || decoder_seq_length > max_positions)
-    fail("encoder_seq_length " + std::to_string(encoder_seq_length) + " and decoder_seq_length " +
-         std::to_string(decoder_seq_length) + " must not exceed max_positions " + std::to_string(max_positions) +
-         " (one position table serves both)");
-  if ((int64_t)vocab_size + make_vocab_size_divisible_by > INT32_MAX) fail("vocab_size too large");
-  if (!(layernorm_eps > 0.0f)) fail("layernorm_eps must be positive");
-  if (!(init_std > 0.0f) || !std::isfinite(init_std)) fail("init_std must be a positive number");
-  if (!(hidden_dropout >= 0.0f && hidden_dropout < 1.0f)) fail("hidden dropout must be in [0, 1)");
-  if (!(attention_dropout >= 0.0f && attention_dropout < 1.0f)) fail("attention dropout must be in [0, 1)");
+    check.fail("encoder_seq_length " + std::to_string(encoder_seq_length) + " and decoder_seq_length " +
+               std::to_string(decoder_seq_length) + " must not exceed max_positions " +
+               std::to_string(max_positions) + " (one position table serves both)");
+  check.numbers(vocab_size, make_vocab_size_divisible_by, layernorm_eps, init_std);
+  check.dropouts(hidden_dropout, attention_dropout);
   try {
     recompute.validate(std::min(encoder_num_layers, decoder_layers()));
   } catch (const Error& e) {
-    fail(std::string(e.what()) + " (each of the encoder and decoder stacks)");
+    check.fail(std::string(e.what()) + " (each of the encoder and decoder stacks)");
   }
 }
 
@@ -140,13 +126,7 @@ std::pair<int, int> stage_layers(const T5Stage& st, bool decoder, int total) {
 // T5 out of layers in Megatron's state_dict order; a pipeline stage adds only its own tensors (see T5Stage).
 Parts build(const T5Config& c, layers::ParameterStore& store, const layers::TensorParallel& tp,
             layers::Workspace& workspace, const T5Stage& st = {}) {
-  const int T = tp.size();
-  if (c.padded_vocab_size() % T != 0)
-    throw Error("--tensor-model-parallel-size " + std::to_string(T) + " does not divide the padded vocabulary " +
-                std::to_string(c.padded_vocab_size()) + " (use --make-vocab-size-divisible-by a multiple of it)");
-  if (c.heads % T != 0 || c.ffn() % T != 0)
-    throw Error("--tensor-model-parallel-size " + std::to_string(T) + " does not divide --num-attention-heads " +
-                std::to_string(c.heads) + " and --ffn-hidden-size " + std::to_string(c.ffn()));
+  check_tensor_parallel_fits(tp.size(), c.padded_vocab_size(), c.heads, c.ffn());
   Parts p;
   layers::EmbeddingSpec e;
   e.word_name = "language_model.embedding.word_embeddings";
@@ -162,9 +142,7 @@ Parts build(const T5Config& c, layers::ParameterStore& store, const layers::Tens
     p.embedding = std::make_unique<layers::Embedding>(store, tp, e);
     word = p.embedding->word_index();
   } else if (st.decoder && st.post_process) {
-    // The last stage's copy of the tied table, added as the embedding adds it (same name, shape and split).
-    word = store.add(e.word_name + ".weight", {e.padded_vocab, e.hidden}, true, layers::Init::normal(e.init_std),
-                     /*split_dim=*/0);
+    word = add_tied_word_copy(store, e);
   }
   // Dropout streams: layer 0 the embedding, 1..Le the encoder, Le+1..Le+Ld the decoder (the whole model's numbers
   // on every stage).
@@ -189,14 +167,7 @@ Parts build(const T5Config& c, layers::ParameterStore& store, const layers::Tens
   if (!whole && !(st.decoder && st.post_process)) return p;
   p.decoder_norm =
       std::make_unique<layers::LayerNorm>(store, "language_model.decoder.final_norm", c.hidden, c.layernorm_eps);
-  layers::LinearSpec head;
-  head.name = "lm_head";
-  head.bias_name = "lm_head.bias";
-  head.in = c.hidden;
-  head.out = c.padded_vocab_size();
-  head.layout = kernels::WeightLayout::OUT_IN;
-  head.parallelism = layers::Parallelism::COLUMN;
-  head.tied_weight = (int64_t)word;
+  const layers::LinearSpec head = tied_head_spec("lm_head", "lm_head.bias", c.hidden, c.padded_vocab_size(), word);
   p.head = std::make_unique<layers::Linear>(store, tp, workspace, head);
   return p;
 }
@@ -204,8 +175,7 @@ Parts build(const T5Config& c, layers::ParameterStore& store, const layers::Tens
 }  // namespace
 
 T5::T5(const T5Config& config, kernels::Backend& backend, dist::Communicator* tensor_parallel, T5Stage stage)
-    : config_(config), stage_(stage), tp_(tensor_parallel), store_(backend, tp_.rank(), tp_.size()), workspace_(backend),
-      loss_(tp_, backend) {
+    : ModelParameters(backend, tensor_parallel), config_(config), stage_(stage), loss_(tp_, backend) {
   config_.validate();
   Parts p = build(config_, store_, tp_, workspace_, stage_);
   vocab_offset_ = (int64_t)config_.padded_vocab_size() / tp_.size() * tp_.rank();
@@ -220,11 +190,6 @@ T5::T5(const T5Config& config, kernels::Backend& backend, dist::Communicator* te
   store_.allocate();
   encoder_recompute_ = layers::StackRecomputation(config_.recompute, config_.encoder_num_layers);
   decoder_recompute_ = layers::StackRecomputation(config_.recompute, config_.decoder_layers());
-}
-
-void T5::set_compute_dtype(kernels::DType dtype) {
-  store_.set_compute_dtype(dtype);
-  workspace_.set_dtype(store_.activation_dtype());
 }
 
 layers::StackRecomputation::Run T5::encoder_run() {
@@ -247,11 +212,9 @@ T5::~T5() = default;
 
 void T5::init_weights(uint64_t seed) {
   if (stage_.whole_model) return store_.init(seed);
-  layers::TensorParallel one;
-  layers::ParameterStore whole(kernels::cpu_backend(), 0, 1);
-  layers::Workspace workspace(kernels::cpu_backend());
-  Parts p = build(config_, whole, one, workspace);
-  store_.init(seed, stage_init_discards(whole, store_));
+  store_.init(seed, build_whole_model(
+                        [&](auto&... a) { return build(config_, a...); },
+                        [&](const layers::ParameterStore& whole) { return stage_init_discards(whole, store_); }));
 }
 
 void T5::require_whole(const char* what) const {
@@ -260,11 +223,8 @@ void T5::require_whole(const char* what) const {
 
 param::ParamTable T5::parameter_table(const T5Config& config) {
   config.validate();
-  layers::TensorParallel tp;
-  layers::ParameterStore store(kernels::cpu_backend(), 0, 1);
-  layers::Workspace workspace(kernels::cpu_backend());
-  Parts p = build(config, store, tp, workspace);
-  return store.table();
+  return build_whole_model([&](auto&... a) { return build(config, a...); },
+                           [](const layers::ParameterStore& whole) { return whole.table(); });
 }
 
 void T5::check_inputs(const T5Inputs& in, bool need_labels) const {

@@ -24,6 +24,7 @@
 #include "layers/tensor_parallel.h"
 #include "layers/transformer_layer.h"
 #include "layers/workspace.h"
+#include "model/model_common.h"
 #include "param/parameter.h"
 
 namespace lmforge::model {
@@ -108,35 +109,17 @@ struct T5Stage {
 // Initialisation (§1.6): N(0, init_std) for the embeddings, q/k/v projections and dense_h_to_4h; N(0, init_std /
 // √(2·encoder layers)) for every output projection (self- and cross-attention dense, dense_4h_to_h) of BOTH
 // stacks; biases 0, LayerNorms 1/0. Layout-independent streams as GPT's.
-class T5 {
+class T5 : public ModelParameters {
  public:
   explicit T5(const T5Config& config, kernels::Backend& backend = kernels::cpu_backend(),
               dist::Communicator* tensor_parallel = nullptr, T5Stage stage = {});
   ~T5();
-  T5(const T5&) = delete;
-  T5& operator=(const T5&) = delete;
 
   const T5Config& config() const { return config_; }
-  kernels::Backend& backend() { return store_.backend(); }
-  int tensor_parallel_rank() const { return tp_.rank(); }
-  int tensor_parallel_size() const { return tp_.size(); }
-
   // A pipeline stage draws the whole model's stream and keeps its own tensors (as GPT::init_weights).
   void init_weights(uint64_t seed);
   const T5Stage& stage() const { return stage_; }
-  void set_compute_dtype(kernels::DType dtype);
-  kernels::DType compute_dtype() const { return store_.compute_dtype(); }
-  void params_updated() { store_.sync_compute_copy(); }
-  size_t num_parameters() const { return store_.local_numel(); }  // on this rank
-  float* params() { return store_.values(); }
-  float* grads() { return store_.grads(); }
-  const param::ParamTable& table() const { return store_.table(); }
   static param::ParamTable parameter_table(const T5Config& config);
-  const param::Parameter& tensor(std::string_view name) const { return table().find(name); }
-  float* param(std::string_view name) { return params() + tensor(name).offset; }
-  float* grad(std::string_view name) { return grads() + tensor(name).offset; }
-  void zero_grad() { store_.zero_grads(); }
-  void set_gradients_ready_hook(std::function<void(size_t from)> hook) { ready_hook_ = std::move(hook); }
 
   // The micro-batch's lm loss Σ CE·loss_mask / Σ loss_mask over the decoder positions (NaN when nothing is
   // masked, as in Megatron). `step` (training set) turns dropout on; nullptr: evaluation. Throws lmforge::Error for
@@ -200,9 +183,6 @@ class T5 {
 
   T5Config config_;
   T5Stage stage_;
-  layers::TensorParallel tp_;
-  layers::ParameterStore store_;
-  layers::Workspace workspace_;
   std::unique_ptr<layers::Embedding> embedding_;
   std::vector<std::unique_ptr<layers::TransformerLayer>> encoder_, decoder_;
   std::vector<size_t> encoder_first_, decoder_first_;  // table index of each layer's first tensor
@@ -223,7 +203,6 @@ class T5 {
   kernels::Tensor stage_out_, d_input_, enc_pad_, dec_pad_;
   int64_t vocab_offset_ = 0;  // the first vocabulary row of this rank's piece
   int decode_B_ = 0, decode_pos_ = 0;
-  std::function<void(size_t)> ready_hook_;
 };
 
 }  // namespace lmforge::model

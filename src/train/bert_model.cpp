@@ -7,6 +7,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/config_fields.h"
+#include "train/model_checks.h"
 #include "util/error.h"
 
 namespace lmforge::train {
@@ -120,11 +121,7 @@ model::BertConfig bert_config_from_json(const std::string& text, const std::stri
   c.seq_length = o.count("lmforge_seq_length") ? config_positive_int(o, "lmforge_seq_length", source) : c.max_positions;
   if (config_string(o, "position_embedding_type", "absolute", source) != "absolute")
     throw Error(source + ": position_embedding_type must be \"absolute\" (learned positions)");
-  try {
-    c.validate();
-  } catch (const Error& e) {
-    throw Error(source + ": " + e.what());
-  }
+  validate_config_from(c, source);
   return c;
 }
 
@@ -133,10 +130,8 @@ BertModel::BertModel(const model::BertConfig& config, dist::Communicator* tensor
 
 model::BertInputs BertModel::inputs(const Batch& batch) const {
   const size_t N = (size_t)batch.B * batch.T;
-  auto need = [&](size_t size, size_t want, const char* what, bool optional) {
-    if ((optional && size == 0) || size == want) return;
-    throw Error(std::string("BERT: the micro-batch's ") + what + " has " + std::to_string(size) +
-                " entries, expected " + std::to_string(want));
+  auto need = [](size_t size, size_t want, const char* what, bool optional) {
+    check_batch_field("BERT", size, want, what, optional);
   };
   need(batch.tokens.size(), N, "tokens", false);
   need(batch.targets.size(), N, "targets (masked-LM labels)", false);
@@ -181,31 +176,21 @@ std::vector<std::string> BertModel::shared_tensors() const {
 void BertModel::check_checkpoint_config(const std::string& json, const std::string& source) const {
   const model::BertConfig saved = bert_config_from_json(json, source);
   const model::BertConfig& c = bert_.config();
-  if (saved.vocab_size != c.vocab_size)
-    throw Error(source + ": the checkpoint's vocabulary has " + std::to_string(saved.vocab_size) +
-                " tokens, the tokenizer " + std::to_string(c.vocab_size) +
-                " (a different --vocab-file?); use --finetune to start a new run from these weights");
-  const struct {
-    const char* flag;
-    int64_t saved, now;
-  } fields[] = {
-      {"--num-layers", saved.num_layers, c.num_layers},
-      {"--hidden-size", saved.hidden, c.hidden},
-      {"--num-attention-heads", saved.heads, c.heads},
-      {"--ffn-hidden-size", saved.ffn(), c.ffn()},
-      {"--max-position-embeddings", saved.max_positions, c.max_positions},
-      {"--make-vocab-size-divisible-by (padded vocabulary)", saved.padded_vocab_size(), c.padded_vocab_size()},
-      {"the binary head (--bert-no-binary-head)", saved.binary_head, c.binary_head},
-      {"the post-LayerNorm (original) flavour", saved.post_layernorm, c.post_layernorm},
-      {"the MLP GELU (0 tanh, 1 erf)", (int64_t)saved.mlp_gelu, (int64_t)c.mlp_gelu},
-      {"the MLM-head GELU (0 tanh, 1 erf)", (int64_t)saved.head_gelu, (int64_t)c.head_gelu},
-  };
-  for (const auto& f : fields)
-    if (f.saved != f.now)
-      throw Error(source + ": the checkpoint was trained with " + f.flag + " " + std::to_string(f.saved) +
-                  ", this run asks for " + std::to_string(f.now) +
-                  "; resume with the checkpoint's value, or start a new run from its weights with --finetune "
-                  "(where the shapes allow)");
+  check_checkpoint_vocab(saved.vocab_size, c.vocab_size, "a different --vocab-file?", source);
+  check_checkpoint_settings(
+      {
+          {"--num-layers", saved.num_layers, c.num_layers},
+          {"--hidden-size", saved.hidden, c.hidden},
+          {"--num-attention-heads", saved.heads, c.heads},
+          {"--ffn-hidden-size", saved.ffn(), c.ffn()},
+          {"--max-position-embeddings", saved.max_positions, c.max_positions},
+          {"--make-vocab-size-divisible-by (padded vocabulary)", saved.padded_vocab_size(), c.padded_vocab_size()},
+          {"the binary head (--bert-no-binary-head)", saved.binary_head, c.binary_head},
+          {"the post-LayerNorm (original) flavour", saved.post_layernorm, c.post_layernorm},
+          {"the MLP GELU (0 tanh, 1 erf)", (int64_t)saved.mlp_gelu, (int64_t)c.mlp_gelu},
+          {"the MLM-head GELU (0 tanh, 1 erf)", (int64_t)saved.head_gelu, (int64_t)c.head_gelu},
+      },
+      source);
   if (saved.layernorm_eps != c.layernorm_eps)
     throw Error(source + ": the checkpoint was trained with LayerNorm epsilon " +
                 std::to_string(saved.layernorm_eps) + ", this run asks for " + std::to_string(c.layernorm_eps));

@@ -7,20 +7,14 @@
 
 namespace lmforge::train {
 
-BertTask::BertTask(datasets::BertDatasets datasets, bool binary_head)
-    : datasets_(std::move(datasets)), binary_head_(binary_head) {}
-
-std::vector<std::string> BertTask::loss_names() const {
-  if (binary_head_) return {"lm loss", "sop loss"};
-  return {"lm loss"};
-}
-
-int64_t BertTask::split_size(SplitKind split) const {
+template <class Dataset, class Sample>
+int64_t SentenceTask<Dataset, Sample>::split_size(SplitKind split) const {
   const auto& d = datasets_.split[(int)split];
   return d ? d->size() : 0;
 }
 
-const datasets::BertDataset& BertTask::dataset(SplitKind split, int64_t index) const {
+template <class Dataset, class Sample>
+const Dataset& SentenceTask<Dataset, Sample>::dataset(SplitKind split, int64_t index) const {
   const auto& d = datasets_.split[(int)split];
   const int64_t available = d ? d->size() : 0;
   if (index < 0 || index >= available)
@@ -28,6 +22,37 @@ const datasets::BertDataset& BertTask::dataset(SplitKind split, int64_t index) c
                 " samples; sample " + std::to_string(index) +
                 " was asked (the flags differ from the run that built it?)");
   return *d;
+}
+
+template <class Dataset, class Sample>
+std::string SentenceTask<Dataset, Sample>::summary() const {
+  std::string out;
+  for (int k = 0; k < 3; k++) {
+    const auto& d = datasets_.split[k];
+    if (!d) continue;
+    out += name() + " " + split_kind_name(SplitKind(k)) + ": " + std::to_string(d->size()) +
+           " samples, samples map " + d->cache_file() + (d->loaded_from_cache() ? " (cached)" : " (built)") + "\n";
+  }
+  return out;
+}
+
+template <class Dataset, class Sample>
+std::string SentenceTask<Dataset, Sample>::sample_json(SplitKind split, int64_t index) {
+  dataset(split, index).sample(index, sample_);
+  std::string line = sample_line((datasets::Split)split, index, sample_);
+  if (!line.empty() && line.back() == '\n') line.pop_back();
+  return line;
+}
+
+template class SentenceTask<datasets::BertDataset, datasets::BertSample>;
+template class SentenceTask<datasets::T5Dataset, datasets::T5Sample>;
+
+BertTask::BertTask(datasets::BertDatasets datasets, bool binary_head)
+    : SentenceTask(std::move(datasets)), binary_head_(binary_head) {}
+
+std::vector<std::string> BertTask::loss_names() const {
+  if (binary_head_) return {"lm loss", "sop loss"};
+  return {"lm loss"};
 }
 
 void BertTask::fill(SplitKind split, int64_t first, int micro_batch, Batch& batch) {
@@ -59,40 +84,11 @@ void BertTask::fill(SplitKind split, int64_t first, int micro_batch, Batch& batc
   }
 }
 
-std::string BertTask::summary() const {
-  std::string out;
-  for (int k = 0; k < 3; k++) {
-    const auto& d = datasets_.split[k];
-    if (!d) continue;
-    out += std::string("bert ") + split_kind_name(SplitKind(k)) + ": " + std::to_string(d->size()) +
-           " samples, samples map " + d->cache_file() + (d->loaded_from_cache() ? " (cached)" : " (built)") + "\n";
-  }
-  return out;
+std::string BertTask::sample_line(datasets::Split split, int64_t index, const datasets::BertSample& sample) const {
+  return datasets::bert_sample_json(split, index, sample);
 }
 
-std::string BertTask::sample_json(SplitKind split, int64_t index) {
-  dataset(split, index).sample(index, sample_);
-  std::string line = datasets::bert_sample_json((datasets::Split)split, index, sample_);
-  if (!line.empty() && line.back() == '\n') line.pop_back();
-  return line;
-}
-
-T5Task::T5Task(datasets::T5Datasets datasets) : datasets_(std::move(datasets)) {}
-
-int64_t T5Task::split_size(SplitKind split) const {
-  const auto& d = datasets_.split[(int)split];
-  return d ? d->size() : 0;
-}
-
-const datasets::T5Dataset& T5Task::dataset(SplitKind split, int64_t index) const {
-  const auto& d = datasets_.split[(int)split];
-  const int64_t available = d ? d->size() : 0;
-  if (index < 0 || index >= available)
-    throw Error(std::string("the ") + split_kind_name(split) + " split has " + std::to_string(available) +
-                " samples; sample " + std::to_string(index) +
-                " was asked (the flags differ from the run that built it?)");
-  return *d;
-}
+T5Task::T5Task(datasets::T5Datasets datasets) : SentenceTask(std::move(datasets)) {}
 
 void T5Task::fill(SplitKind split, int64_t first, int micro_batch, Batch& batch) {
   const int B = micro_batch;
@@ -125,22 +121,8 @@ void T5Task::fill(SplitKind split, int64_t first, int micro_batch, Batch& batch)
   }
 }
 
-std::string T5Task::summary() const {
-  std::string out;
-  for (int k = 0; k < 3; k++) {
-    const auto& d = datasets_.split[k];
-    if (!d) continue;
-    out += std::string("t5 ") + split_kind_name(SplitKind(k)) + ": " + std::to_string(d->size()) +
-           " samples, samples map " + d->cache_file() + (d->loaded_from_cache() ? " (cached)" : " (built)") + "\n";
-  }
-  return out;
-}
-
-std::string T5Task::sample_json(SplitKind split, int64_t index) {
-  dataset(split, index).sample(index, sample_);
-  std::string line = datasets::t5_sample_json((datasets::Split)split, index, sample_);
-  if (!line.empty() && line.back() == '\n') line.pop_back();
-  return line;
+std::string T5Task::sample_line(datasets::Split split, int64_t index, const datasets::T5Sample& sample) const {
+  return datasets::t5_sample_json(split, index, sample);
 }
 
 }  // namespace lmforge::train

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "train/gpt_hf_config.h"
+#include "train/model_checks.h"
 #include "util/error.h"
 
 namespace lmforge::train {
@@ -42,26 +43,16 @@ std::string GptModel::config_json() const { return gpt_config_json(gpt_.config()
 void GptModel::check_checkpoint_config(const std::string& json, const std::string& source) const {
   const model::GPTConfig saved = gpt_config_from_json(json, source);
   const model::GPTConfig& c = gpt_.config();
-  if (saved.vocab_size != c.vocab_size)
-    throw Error(source + ": the checkpoint's vocabulary has " + std::to_string(saved.vocab_size) +
-                " tokens, the tokenizer " + std::to_string(c.vocab_size) +
-                " (a different --vocab-file?); use --finetune to start a new run from these weights");
-  const struct {
-    const char* flag;
-    int saved, now;
-  } fields[] = {
-      {"--num-layers", saved.num_layers, c.num_layers},
-      {"--hidden-size", saved.hidden, c.hidden},
-      {"--num-attention-heads", saved.heads, c.heads},
-      {"--max-position-embeddings", saved.max_positions, c.max_positions},
-      {"--make-vocab-size-divisible-by (padded vocabulary)", saved.padded_vocab_size(), c.padded_vocab_size()},
-  };
-  for (const auto& f : fields)
-    if (f.saved != f.now)
-      throw Error(source + ": the checkpoint was trained with " + f.flag + " " + std::to_string(f.saved) +
-                  ", this run asks for " + std::to_string(f.now) +
-                  "; resume with the checkpoint's value, or start a new run from its weights with --finetune "
-                  "(where the shapes allow)");
+  check_checkpoint_vocab(saved.vocab_size, c.vocab_size, "a different --vocab-file?", source);
+  check_checkpoint_settings(
+      {
+          {"--num-layers", saved.num_layers, c.num_layers},
+          {"--hidden-size", saved.hidden, c.hidden},
+          {"--num-attention-heads", saved.heads, c.heads},
+          {"--max-position-embeddings", saved.max_positions, c.max_positions},
+          {"--make-vocab-size-divisible-by (padded vocabulary)", saved.padded_vocab_size(), c.padded_vocab_size()},
+      },
+      source);
 }
 
 std::string GptModel::describe() const {

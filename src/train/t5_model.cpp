@@ -7,6 +7,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/config_fields.h"
+#include "train/model_checks.h"
 #include "util/error.h"
 
 namespace lmforge::train {
@@ -72,11 +73,7 @@ model::T5Config t5_config_from_json(const std::string& text, const std::string& 
   if (a == nullptr || (*a != "gelu_new" && *a != "gelu"))
     throw Error(source + ": hidden_act must be \"gelu_new\" (tanh) or \"gelu\" (erf)");
   c.gelu = *a == "gelu_new" ? kernels::GeluKind::TANH : kernels::GeluKind::ERF;
-  try {
-    c.validate();
-  } catch (const Error& e) {
-    throw Error(source + ": " + e.what());
-  }
+  validate_config_from(c, source);
   return c;
 }
 
@@ -85,10 +82,8 @@ T5Model::T5Model(const model::T5Config& config, dist::Communicator* tensor_paral
 
 model::T5Inputs T5Model::inputs(const Batch& batch) const {
   const size_t Ne = (size_t)batch.B * batch.T, Nd = (size_t)batch.B * batch.Td;
-  auto need = [&](size_t size, size_t want, const char* what, bool optional) {
-    if ((optional && size == 0) || size == want) return;
-    throw Error(std::string("T5: the micro-batch's ") + what + " has " + std::to_string(size) +
-                " entries, expected " + std::to_string(want));
+  auto need = [](size_t size, size_t want, const char* what, bool optional) {
+    check_batch_field("T5", size, want, what, optional);
   };
   if (batch.Td < 1) throw Error("T5: the micro-batch has no decoder side (Batch::Td)");
   need(batch.tokens.size(), Ne, "tokens (encoder input)", false);
@@ -133,29 +128,19 @@ std::vector<std::string> T5Model::shared_tensors() const {
 void T5Model::check_checkpoint_config(const std::string& json, const std::string& source) const {
   const model::T5Config saved = t5_config_from_json(json, source);
   const model::T5Config& c = t5_.config();
-  if (saved.vocab_size != c.vocab_size)
-    throw Error(source + ": the checkpoint's vocabulary has " + std::to_string(saved.vocab_size) +
-                " tokens, the tokenizer " + std::to_string(c.vocab_size) +
-                " (another --vocab-file or --vocab-extra-ids?); use --finetune to start a new run from these weights");
-  const struct {
-    const char* flag;
-    int64_t saved, now;
-  } fields[] = {
-      {"--encoder-num-layers", saved.encoder_num_layers, c.encoder_num_layers},
-      {"--decoder-num-layers", saved.decoder_layers(), c.decoder_layers()},
-      {"--hidden-size", saved.hidden, c.hidden},
-      {"--num-attention-heads", saved.heads, c.heads},
-      {"--ffn-hidden-size", saved.ffn(), c.ffn()},
-      {"--max-position-embeddings", saved.max_positions, c.max_positions},
-      {"--make-vocab-size-divisible-by (padded vocabulary)", saved.padded_vocab_size(), c.padded_vocab_size()},
-      {"the MLP GELU (0 tanh, 1 erf)", (int64_t)saved.gelu, (int64_t)c.gelu},
-  };
-  for (const auto& f : fields)
-    if (f.saved != f.now)
-      throw Error(source + ": the checkpoint was trained with " + f.flag + " " + std::to_string(f.saved) +
-                  ", this run asks for " + std::to_string(f.now) +
-                  "; resume with the checkpoint's value, or start a new run from its weights with --finetune "
-                  "(where the shapes allow)");
+  check_checkpoint_vocab(saved.vocab_size, c.vocab_size, "another --vocab-file or --vocab-extra-ids?", source);
+  check_checkpoint_settings(
+      {
+          {"--encoder-num-layers", saved.encoder_num_layers, c.encoder_num_layers},
+          {"--decoder-num-layers", saved.decoder_layers(), c.decoder_layers()},
+          {"--hidden-size", saved.hidden, c.hidden},
+          {"--num-attention-heads", saved.heads, c.heads},
+          {"--ffn-hidden-size", saved.ffn(), c.ffn()},
+          {"--max-position-embeddings", saved.max_positions, c.max_positions},
+          {"--make-vocab-size-divisible-by (padded vocabulary)", saved.padded_vocab_size(), c.padded_vocab_size()},
+          {"the MLP GELU (0 tanh, 1 erf)", (int64_t)saved.gelu, (int64_t)c.gelu},
+      },
+      source);
 }
 
 std::string T5Model::describe() const {

@@ -13,6 +13,8 @@ import sys
 import h5py
 import numpy as np
 
+from nvidia_hdf5_reference import NVIDIA_DTYPES, nvidia_fields, stream, write_shard
+
 out = sys.argv[1]
 rng = np.random.default_rng(20240611)
 L, P, VOCAB = 24, 5, 30522
@@ -45,77 +47,6 @@ def make_arrays(n, seq_len=L, preds=P):
                 next_sentence_labels=nsp)
 
 
-NVIDIA_DTYPES = dict(input_ids='i4', input_mask='i1', segment_ids='i1', masked_lm_positions='i4',
-                     masked_lm_ids='i4', next_sentence_labels='i1')
-
-
-def write_shard(path, arrays, dtypes=NVIDIA_DTYPES, skip=()):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with h5py.File(path, 'w') as f:
-        for name in NVIDIA_DTYPES:  # create_pretraining_data.py's order
-            if name not in skip:
-                f.create_dataset(name, data=arrays[name], dtype=dtypes[name], compression='gzip')
-
-
-def nvidia_fields(f, index):
-    """run_pretraining.py's pretraining_dataset.__getitem__ (DLE @ 7a4c4250) on an open h5py file, torch replaced by
-    numpy (torch's (x == 0).nonzero()[0].item() is numpy's flatnonzero(x == 0)[0]); Megatron's field names."""
-    keys = ['input_ids', 'input_mask', 'segment_ids', 'masked_lm_positions', 'masked_lm_ids', 'next_sentence_labels']
-    inputs = [np.asarray(f[key][:]) for key in keys]
-    [input_ids, input_mask, segment_ids, masked_lm_positions, masked_lm_ids, next_sentence_labels] = [
-        input[index].astype(np.int64) if indice < 5 else np.asarray(input[index].astype(np.int64))
-        for indice, input in enumerate(inputs)]
-    masked_lm_labels = np.ones(input_ids.shape, dtype=np.int64) * -1
-    index = P
-    padded_mask_indices = np.flatnonzero(masked_lm_positions == 0)
-    if len(padded_mask_indices) != 0:
-        index = padded_mask_indices[0]
-    masked_lm_labels[masked_lm_positions[:index]] = masked_lm_ids[:index]
-    loss_mask = (masked_lm_labels != -1).astype(np.int64)
-    return dict(text=input_ids, types=segment_ids, labels=masked_lm_labels, loss_mask=loss_mask,
-                padding_mask=input_mask, is_random=int(next_sentence_labels))
-
-
-# The documented stream order (src/datasets/hdf5_bert_shards.h), re-stated.
-M64 = (1 << 64) - 1
-
-
-def mix(z):
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-    return z ^ (z >> 31)
-
-
-def permutation(n, state):
-    a = list(range(n))
-
-    def draw(b):
-        nonlocal state
-        while True:
-            state = (state + 0x9E3779B97F4A7C15) & M64
-            r = mix(state)
-            if r >= ((1 << 64) - b) % b:
-                return r % b
-
-    for j in range(n - 1, 0, -1):
-        k = draw(j + 1)
-        a[j], a[k] = a[k], a[j]
-    return a
-
-
-def stream(files, rows, seed, count):
-    """(file index, row) of samples 0..count-1."""
-    result = []
-    epoch = 0
-    while len(result) < count:
-        order = permutation(len(files), mix(mix(seed ^ 0x5348415244) ^ epoch))
-        for f in order:
-            sigma = permutation(rows[f], mix(mix(mix(seed ^ 0x524F57) ^ epoch) ^ f))
-            result.extend((f, r) for r in sigma)
-        epoch += 1
-    return result[:count]
-
-
 if os.path.exists(out):
     shutil.rmtree(out)
 good = os.path.join(out, 'good')
@@ -138,7 +69,7 @@ with open(os.path.join(out, 'expected.txt'), 'w') as e:
     for name in sorted(sizes):
         with h5py.File(os.path.join(good, name), 'r') as f:
             for r in range(sizes[name]):
-                x = nvidia_fields(f, r)
+                x = nvidia_fields(f, r, P)
                 e.write(f'row {name} {r} {x["is_random"]}\n')
                 for field in ('text', 'types', 'labels', 'loss_mask', 'padding_mask'):
                     e.write(field + ' ' + ' '.join(str(int(v)) for v in x[field]) + '\n')

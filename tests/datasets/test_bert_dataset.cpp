@@ -59,34 +59,9 @@ std::vector<int64_t> field(const BertSample& s, const std::string& name) {
   return {s.truncated};
 }
 
-std::vector<int64_t> map_values(const SamplesMap& m) {
-  std::vector<int64_t> v;
-  for (int64_t i = 0; i < m.size(); ++i) {
-    const SamplesMapRow r = m.row(i);
-    v.insert(v.end(), {int64_t(r.first), int64_t(r.end), int64_t(r.target)});
-  }
-  return v;
-}
-
 // Every map row and the first `samples` dumped samples of each split equal Megatron's.
 void expect_matches_dump(const BertDatasets& ds, int samples) {
-  for (int k = 0; k < kNumSplits; ++k) {
-    const std::string split = split_name(Split(k));
-    ASSERT_TRUE(ds.split[size_t(k)]) << split;
-    const BertDataset& d = *ds.split[size_t(k)];
-    const IntArray map = read_int_npy(megatron_samples("bert_s128/" + split + "_samples_mapping.npy"));
-    EXPECT_EQ(map_values(d.samples_map()), map.values) << split;
-    EXPECT_FALSE(d.samples_map().wide());
-    BertSample s;
-    for (const char* name : kFields) {
-      const IntArray want = read_int_npy(megatron_samples("bert_s128/" + split + "_" + name + ".npy"));
-      const size_t width = want.shape.size() == 2 ? size_t(want.shape[1]) : 1;
-      for (int i = 0; i < samples; ++i) {
-        d.sample(i, s);
-        ASSERT_EQ(field(s, name), row_of(want.values, size_t(i), width)) << split << " sample " << i << " " << name;
-      }
-    }
-  }
+  lmforge::datasets::testing::expect_matches_dump<BertSample>(ds, "bert_s128", kFields, field, samples);
 }
 
 TEST(BertDataset, EqualsMegatronDumpEveryMapRowAndFieldOfAllSplits) {
@@ -142,15 +117,7 @@ TEST(BertDataset, MapBuildsWellUnderASecond) {
 TEST(BertDataset, SamplesAreFastAndAllocationFreeOnceWarm) {
   lmforge::testing::TempDir cache;
   const BertDatasets ds = build_bert_datasets(s128_config(cache.path()), kS128Counts);
-  const BertDataset& train = *ds.split[0];
-  BertSample s;
-  for (int64_t i = 0; i < train.size(); ++i) train.sample(i, s);  // buffers reach their largest size
-  const int64_t before = allocation_count();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < train.size(); ++i) train.sample(i, s);
-  const double s_total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_EQ(allocation_count() - before, 0);
-  std::printf("BERT seq 128: %.0f samples/s\n", double(train.size()) / s_total);
+  expect_warm_samples_allocation_free<BertSample>(*ds.split[0], allocation_count, "BERT seq 128");
 }
 
 TEST(BertDataset, TrapsGiveClearErrors) {
@@ -275,31 +242,27 @@ const std::vector<RefCase> kCases = {
     {"s128_ssp0", "98,2,0", {2000, 300, 100}, 128, 99, 0.15, 0.0, true},
 };
 
-class BertReference : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = temp_dir("bert-ref");
-    std::string json = "[";
+struct BertCases {
+  static constexpr const char* kTag = "bert-ref";
+  static std::vector<std::string> json() {
+    std::vector<std::string> out;
     for (const RefCase& c : kCases) {
       char buf[1024];
       std::snprintf(buf, sizeof buf,
-                    "%s{\"name\": \"%s\", \"model\": \"bert\", \"prefix\": \"%s\", \"vocab\": \"%s\", "
+                    "{\"name\": \"%s\", \"model\": \"bert\", \"prefix\": \"%s\", \"vocab\": \"%s\", "
                     "\"split\": \"%s\", \"counts\": [%lld, %lld, %lld], \"seq_length\": %d, \"seed\": %d, "
                     "\"mask_prob\": %.17g, \"short_seq_prob\": %.17g, \"binary_head\": %s, \"first\": 48, "
                     "\"stride\": 97}",
-                    json.size() > 1 ? ", " : "", c.name.c_str(), sentence_prefix().c_str(), bert_vocab_path().c_str(),
-                    c.split.c_str(), static_cast<long long>(c.counts[0]), static_cast<long long>(c.counts[1]),
+                    c.name.c_str(), sentence_prefix().c_str(), bert_vocab_path().c_str(), c.split.c_str(),
+                    static_cast<long long>(c.counts[0]), static_cast<long long>(c.counts[1]),
                     static_cast<long long>(c.counts[2]), c.seq_length, c.seed, c.mask_prob, c.short_seq_prob,
                     c.binary_head ? "true" : "false");
-      json += buf;
+      out.push_back(buf);
     }
-    write_text(dir_ + "/cases.json", json + "]");
-    run_python(bert_reference_script() + " " + dir_ + "/cases.json " + dir_);
+    return out;
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
-  static std::string dir_;
 };
-std::string BertReference::dir_;
+using BertReference = ReferenceSuite<BertCases>;
 
 TEST_F(BertReference, MapsAndSamplesEqualTheNumpyRestatement) {
   for (const RefCase& c : kCases) {
@@ -321,22 +284,7 @@ TEST_F(BertReference, MapsAndSamplesEqualTheNumpyRestatement) {
       }
       ++splits;
       ASSERT_TRUE(ds.split[size_t(k)]) << c.name << " " << split_name(Split(k));
-      const BertDataset& d = *ds.split[size_t(k)];
-      const auto want_map = read_raw<uint64_t>(base + ".map.bin");
-      const auto got_map = map_values(d.samples_map());
-      ASSERT_EQ(std::vector<int64_t>(want_map.begin(), want_map.end()), got_map) << c.name << " " << base;
-      const auto index = read_raw<int64_t>(base + ".index.bin");
-      std::vector<std::vector<int64_t>> want;
-      for (const char* name : kFields) want.push_back(read_raw<int64_t>(base + "." + name + ".bin"));
-      BertSample s;
-      for (size_t j = 0; j < index.size(); ++j) {
-        d.sample(index[j], s);
-        for (size_t f = 0; f < want.size(); ++f) {
-          const size_t width = want[f].size() / index.size();
-          ASSERT_EQ(field(s, kFields[f]), row_of(want[f], j, width)) << base << " sample " << index[j] << " "
-                                                                     << kFields[f];
-        }
-      }
+      ASSERT_NO_FATAL_FAILURE(expect_matches_reference<BertSample>(*ds.split[size_t(k)], base, kFields, field));
     }
     EXPECT_GE(splits, 2) << c.name;
   }

@@ -56,34 +56,9 @@ std::vector<int64_t> field(const T5Sample& s, const std::string& name) {
   return widen(m);
 }
 
-std::vector<int64_t> map_values(const SamplesMap& m) {
-  std::vector<int64_t> v;
-  for (int64_t i = 0; i < m.size(); ++i) {
-    const SamplesMapRow r = m.row(i);
-    v.insert(v.end(), {int64_t(r.first), int64_t(r.end), int64_t(r.target)});
-  }
-  return v;
-}
-
+// Every map row and the first `samples` dumped samples (with their masks) of each split equal Megatron's.
 void expect_matches_dump(const T5Datasets& ds, int samples) {
-  for (int k = 0; k < kNumSplits; ++k) {
-    const std::string split = split_name(Split(k));
-    ASSERT_TRUE(ds.split[size_t(k)]) << split;
-    const T5Dataset& d = *ds.split[size_t(k)];
-    EXPECT_EQ(map_values(d.samples_map()),
-              read_int_npy(megatron_samples("t5_e128_d64/" + split + "_samples_mapping.npy")).values)
-        << split;
-    T5Sample s;
-    for (const char* name : kFields) {
-      const IntArray want = read_int_npy(megatron_samples("t5_e128_d64/" + split + "_" + name + ".npy"));
-      size_t width = 1;
-      for (size_t a = 1; a < want.shape.size(); ++a) width *= size_t(want.shape[a]);
-      for (int i = 0; i < samples; ++i) {
-        d.sample(i, s);
-        ASSERT_EQ(field(s, name), row_of(want.values, size_t(i), width)) << split << " sample " << i << " " << name;
-      }
-    }
-  }
+  lmforge::datasets::testing::expect_matches_dump<T5Sample>(ds, "t5_e128_d64", kFields, field, samples);
 }
 
 TEST(T5Dataset, EqualsMegatronDumpEveryMapRowFieldAndMaskOfAllSplits) {
@@ -112,15 +87,7 @@ TEST(T5Dataset, LoadsMapsMegatronCached) {
 TEST(T5Dataset, SamplesAreFastAndAllocationFreeOnceWarm) {
   lmforge::testing::TempDir cache;
   const T5Datasets ds = build_t5_datasets(e128_config(cache.path()), kCounts);
-  const T5Dataset& train = *ds.split[0];
-  T5Sample s;
-  for (int64_t i = 0; i < train.size(); ++i) train.sample(i, s);  // buffers reach their largest size
-  const int64_t before = allocation_count();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < train.size(); ++i) train.sample(i, s);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_EQ(allocation_count() - before, 0);
-  std::printf("T5 encoder 128 / decoder 64: %.0f samples/s\n", double(train.size()) / seconds);
+  expect_warm_samples_allocation_free<T5Sample>(*ds.split[0], allocation_count, "T5 encoder 128 / decoder 64");
 }
 
 TEST(T5Dataset, ErrorsWhereMegatronFails) {
@@ -180,29 +147,25 @@ const std::vector<RefCase> kCases = {
     {"e64_d48", "90,8,2", {40000, 800, 300}, 64, 48, 5, 0.3, 0.3},
 };
 
-class T5Reference : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = temp_dir("t5-ref");
-    std::string json = "[";
+struct T5Cases {
+  static constexpr const char* kTag = "t5-ref";
+  static std::vector<std::string> json() {
+    std::vector<std::string> out;
     for (const RefCase& c : kCases) {
       char buf[1024];
       std::snprintf(buf, sizeof buf,
-                    "%s{\"name\": \"%s\", \"model\": \"t5\", \"prefix\": \"%s\", \"vocab\": \"%s\", "
+                    "{\"name\": \"%s\", \"model\": \"t5\", \"prefix\": \"%s\", \"vocab\": \"%s\", "
                     "\"split\": \"%s\", \"counts\": [%lld, %lld, %lld], \"seq_length\": %d, \"dec_length\": %d, "
                     "\"seed\": %d, \"mask_prob\": %.17g, \"short_seq_prob\": %.17g, \"first\": 24, \"stride\": 397}",
-                    json.size() > 1 ? ", " : "", c.name.c_str(), sentence_prefix().c_str(), bert_vocab_path().c_str(),
-                    c.split.c_str(), static_cast<long long>(c.counts[0]), static_cast<long long>(c.counts[1]),
+                    c.name.c_str(), sentence_prefix().c_str(), bert_vocab_path().c_str(), c.split.c_str(),
+                    static_cast<long long>(c.counts[0]), static_cast<long long>(c.counts[1]),
                     static_cast<long long>(c.counts[2]), c.enc, c.dec, c.seed, c.mask_prob, c.short_seq_prob);
-      json += buf;
+      out.push_back(buf);
     }
-    write_text(dir_ + "/cases.json", json + "]");
-    run_python(bert_reference_script() + " " + dir_ + "/cases.json " + dir_);
+    return out;
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
-  static std::string dir_;
 };
-std::string T5Reference::dir_;
+using T5Reference = ReferenceSuite<T5Cases>;
 
 TEST_F(T5Reference, MapsAndSamplesEqualTheNumpyRestatement) {
   for (const RefCase& c : kCases) {
@@ -219,21 +182,7 @@ TEST_F(T5Reference, MapsAndSamplesEqualTheNumpyRestatement) {
       const std::string base = dir_ + "/" + c.name + "." + split_name(Split(k));
       ASSERT_TRUE(fs::exists(base + ".map.bin")) << base;
       ASSERT_TRUE(ds.split[size_t(k)]) << base;
-      const T5Dataset& d = *ds.split[size_t(k)];
-      const auto want_map = read_raw<uint64_t>(base + ".map.bin");
-      ASSERT_EQ(std::vector<int64_t>(want_map.begin(), want_map.end()), map_values(d.samples_map())) << base;
-      const auto index = read_raw<int64_t>(base + ".index.bin");
-      std::vector<std::vector<int64_t>> want;
-      for (const char* name : kFields) want.push_back(read_raw<int64_t>(base + "." + name + ".bin"));
-      T5Sample s;
-      for (size_t j = 0; j < index.size(); ++j) {
-        d.sample(index[j], s);
-        for (size_t f = 0; f < want.size(); ++f) {
-          const size_t width = want[f].size() / index.size();
-          ASSERT_EQ(field(s, kFields[f]), row_of(want[f], j, width)) << base << " sample " << index[j] << " "
-                                                                     << kFields[f];
-        }
-      }
+      ASSERT_NO_FATAL_FAILURE(expect_matches_reference<T5Sample>(*ds.split[size_t(k)], base, kFields, field));
     }
   }
 }

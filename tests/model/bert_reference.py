@@ -16,11 +16,12 @@
 #                          both in float64; decay = 2-D tensors (Megatron's rule); hyperparameters in "hyper"
 #   hyper             F64  [adamw lr, lamb lr, beta1, beta2, adamw eps, lamb eps, weight decay]
 import argparse
-import json
 import math
-import struct
 
 import torch
+
+from reference_common import (Params, fresh, hyper, layer_norm as layer_norm_eps, linear, masked_lm_loss, normal,
+                              optimizer_losses, padded_vocab, write_safetensors)
 
 p = argparse.ArgumentParser()
 p.add_argument("--out", required=True)
@@ -48,25 +49,11 @@ binary = bool(a.binary_head)
 types_used = binary or not megatron
 H, n, F, L, B, T = a.hidden, a.heads, a.ffn, a.layers, a.batch, a.seq
 d = H // n
-Vp = (a.vocab + a.divisible_by - 1) // a.divisible_by * a.divisible_by
+Vp = padded_vocab(a.vocab, a.divisible_by)
 
 # ---- parameters, HF names and order ----------------------------------------------------------------------------
-params = {}
-
-
-def normal(*shape):
-    return (torch.randn(*shape, dtype=torch.float64) * 0.2).float()
-
-
-def add_linear(name, out_f, in_f):
-    params[name + ".weight"] = normal(out_f, in_f)
-    params[name + ".bias"] = normal(out_f)
-
-
-def add_ln(name):
-    params[name + ".weight"] = (1.0 + torch.randn(H, dtype=torch.float64) * 0.2).float()
-    params[name + ".bias"] = normal(H)
-
+params = Params(H)
+add_linear, add_ln = params.add_linear, params.add_ln
 
 params["bert.embeddings.word_embeddings.weight"] = normal(Vp, H)
 params["bert.embeddings.position_embeddings.weight"] = normal(a.max_positions, H)
@@ -127,13 +114,7 @@ def gelu(x, kind):
 
 
 def layer_norm(x, P, name):
-    mean = x.mean(-1, keepdim=True)
-    var = ((x - mean) ** 2).mean(-1, keepdim=True)
-    return (x - mean) / torch.sqrt(var + a.eps) * P[name + ".weight"] + P[name + ".bias"]
-
-
-def linear(x, P, name):
-    return x @ P[name + ".weight"].T + P[name + ".bias"]
+    return layer_norm_eps(x, P, name, a.eps)
 
 
 def attention(x, P, name_self, name_out):
@@ -177,12 +158,7 @@ def losses(P):
     t = layer_norm(gelu(linear(x, P, "cls.predictions.transform.dense"), a.head_gelu), P,
                    "cls.predictions.transform.LayerNorm")
     logits = t @ P["bert.embeddings.word_embeddings.weight"].T + P["cls.predictions.bias"]  # [B,T,Vp]
-    lse = torch.logsumexp(logits, -1)
-    picked = torch.gather(logits, -1, labels.clamp(min=0).long()[..., None])[..., 0]
-    picked = torch.where(labels >= 0, picked, torch.zeros_like(picked))
-    ce = lse - picked
-    m = loss_mask.double()
-    lm = (ce * m).sum() / m.sum()
+    lm = masked_lm_loss(logits, labels, loss_mask)
     sop = torch.zeros((), dtype=torch.float64)
     if binary:
         pooled = torch.tanh(linear(x[:, 0], P, "bert.pooler.dense"))
@@ -191,11 +167,7 @@ def losses(P):
     return lm, sop
 
 
-def fresh():
-    return {k: v.double().clone().requires_grad_(True) for k, v in params.items()}
-
-
-P = fresh()
+P = fresh(params)
 lm, sop = losses(P)
 loss = lm + sop
 loss.backward()
@@ -206,66 +178,17 @@ for k, v in params.items():
     out["param." + k] = v
     out["grad." + k] = P[k].grad.clone() if P[k].grad is not None else torch.zeros_like(P[k]).detach()
 
-# ---- optimizer steps -------------------------------------------------------------------------------------------------
-adamw_lr, lamb_lr, beta1, beta2, adamw_eps, lamb_eps, wd = 2e-3, 2e-2, 0.9, 0.999, 1e-8, 1e-6, 0.01
+# ---- optimizer steps (the unused zero token-type table gets a zero gradient) ---------------------------------------
+def total_loss(P):
+    lm, sop = losses(P)
+    return lm + sop
 
 
-def run(kind):
-    P = fresh()
-    m = {k: torch.zeros_like(v) for k, v in P.items()}
-    s = {k: torch.zeros_like(v) for k, v in P.items()}
-    history = []
-    for step in range(1, a.steps + 1):
-        for v in P.values():
-            v.grad = None
-        lm, sop = losses(P)
-        (lm + sop).backward()
-        for v in P.values():
-            if v.grad is None:  # the unused zero token-type table
-                v.grad = torch.zeros_like(v)
-        history.append((lm + sop).item())
-        bc1, bc2 = 1 - beta1**step, 1 - beta2**step
-        with torch.no_grad():
-            for k, v in P.items():
-                g = v.grad
-                decay = wd if v.dim() >= 2 else 0.0
-                m[k] = beta1 * m[k] + (1 - beta1) * g
-                s[k] = beta2 * s[k] + (1 - beta2) * g * g
-                if kind == "adamw":  # torch.optim.AdamW
-                    v.mul_(1 - adamw_lr * decay)
-                    v.sub_(adamw_lr / bc1 * m[k] / (torch.sqrt(s[k]) / math.sqrt(bc2) + adamw_eps))
-                else:  # apex FusedLAMB, AdamW mode
-                    u = (m[k] / bc1) / (torch.sqrt(s[k] / bc2) + lamb_eps) + decay * v
-                    pn, un = float(torch.norm(v)), float(torch.norm(u))
-                    ratio = pn / un if (decay != 0 and pn != 0 and un != 0) else 1.0
-                    v.sub_(lamb_lr * ratio * u)
-    return torch.tensor(history, dtype=torch.float64)
-
-
-out["adamw_losses"] = run("adamw")
-out["lamb_losses"] = run("lamb")
-out["hyper"] = torch.tensor([adamw_lr, lamb_lr, beta1, beta2, adamw_eps, lamb_eps, wd], dtype=torch.float64)
+out["adamw_losses"] = optimizer_losses(params, total_loss, a.steps, "adamw")
+out["lamb_losses"] = optimizer_losses(params, total_loss, a.steps, "lamb")
+out["hyper"] = hyper()
 out["tokens"], out["types"], out["padding"], out["labels"] = tokens, types, padding, labels
 out["is_random"], out["loss_mask"] = is_random, loss_mask
-
-
-# ---- safetensors writer (header: dtype/shape/offsets; data back to back) ---------------------------------------------
-def write_safetensors(path, tensors):
-    names = {torch.float32: "F32", torch.float64: "F64", torch.int32: "I32"}
-    header, blobs, offset = {}, [], 0
-    for k, v in tensors.items():
-        v = v.detach().contiguous()
-        raw = v.numpy().tobytes()
-        header[k] = {"dtype": names[v.dtype], "shape": list(v.shape), "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for raw in blobs:
-            f.write(raw)
 
 
 write_safetensors(a.out, out)

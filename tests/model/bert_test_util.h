@@ -22,13 +22,16 @@
 
 namespace lmforge::testing {
 
-// Runs the reference once per (script text, arguments) and caches its output in the build tree (ctest runs each
-// test in its own process).
+// Runs the reference once per (script text, the text of reference_common.py it imports, arguments) and caches its
+// output in the build tree (ctest runs each test in its own process).
 inline std::string reference_file(const std::string& name, const std::string& args) {
-  const std::string script = std::string(LMFORGE_SOURCE_DIR) + "/tests/model/" + name;
-  std::ifstream src(script);
-  if (!src) throw std::runtime_error("missing " + script);
-  const std::string text((std::istreambuf_iterator<char>(src)), std::istreambuf_iterator<char>());
+  const std::string dir = std::string(LMFORGE_SOURCE_DIR) + "/tests/model/", script = dir + name;
+  std::string text;
+  for (const std::string& file : {script, dir + "reference_common.py"}) {
+    std::ifstream src(file);
+    if (!src) throw std::runtime_error("missing " + file);
+    text.append((std::istreambuf_iterator<char>(src)), std::istreambuf_iterator<char>());
+  }
   const std::string out = std::string(LMFORGE_BINARY_DIR) + "/" + name + "_" +
                           std::to_string(std::hash<std::string>{}(text + "\n" + args)) + ".safetensors";
   if (!std::ifstream(out)) {

@@ -12,11 +12,12 @@
 #   enc_tokens, enc_padding, dec_tokens, dec_padding, labels I32; loss_mask F32; loss F64 [1]; grad.<name> F64;
 #   adamw_losses, lamb_losses F64 [steps] (as in bert_reference.py); hyper F64.
 import argparse
-import json
 import math
-import struct
 
 import torch
+
+from reference_common import (Params, fresh, hyper, layer_norm as layer_norm_eps, linear, masked_lm_loss, normal,
+                              optimizer_losses, padded_vocab, write_safetensors)
 
 p = argparse.ArgumentParser()
 p.add_argument("--out", required=True)
@@ -40,24 +41,10 @@ a = p.parse_args()
 torch.manual_seed(a.seed)
 H, n, F, B, Te, Td = a.hidden, a.heads, a.ffn, a.batch, a.enc_seq, a.dec_seq
 d = H // n
-Vp = (a.vocab + a.divisible_by - 1) // a.divisible_by * a.divisible_by
+Vp = padded_vocab(a.vocab, a.divisible_by)
 
-params = {}
-
-
-def normal(*shape):
-    return (torch.randn(*shape, dtype=torch.float64) * 0.2).float()
-
-
-def add_linear(name, out_f, in_f):
-    params[name + ".weight"] = normal(out_f, in_f)
-    params[name + ".bias"] = normal(out_f)
-
-
-def add_ln(name):
-    params[name + ".weight"] = (1.0 + torch.randn(H, dtype=torch.float64) * 0.2).float()
-    params[name + ".bias"] = normal(H)
-
+params = Params(H)
+add_linear, add_ln = params.add_linear, params.add_ln
 
 params["language_model.embedding.word_embeddings.weight"] = normal(Vp, H)
 params["language_model.embedding.position_embeddings.weight"] = normal(a.max_positions, H)
@@ -115,13 +102,7 @@ def gelu(x):
 
 
 def layer_norm(x, P, name):
-    mean = x.mean(-1, keepdim=True)
-    var = ((x - mean) ** 2).mean(-1, keepdim=True)
-    return (x - mean) / torch.sqrt(var + a.eps) * P[name + ".weight"] + P[name + ".bias"]
-
-
-def linear(x, P, name):
-    return x @ P[name + ".weight"].T + P[name + ".bias"]
+    return layer_norm_eps(x, P, name, a.eps)
 
 
 def heads(x, parts):  # [B,T,n·parts·d] in Megatron's per-head order → `parts` tensors [B,n,T,d]
@@ -168,19 +149,11 @@ def lm_loss(P):
         y = y + mlp(layer_norm(y, P, h + "post_inter_attention_norm"), P, h)
     y = layer_norm(y, P, "language_model.decoder.final_norm")
     logits = y @ W.T + P["lm_head.bias"]
-    lse = torch.logsumexp(logits, -1)
-    picked = torch.gather(logits, -1, labels.clamp(min=0).long()[..., None])[..., 0]
-    ce = lse - torch.where(labels >= 0, picked, torch.zeros_like(picked))
-    m = loss_mask.double()
-    return (ce * m).sum() / m.sum()
-
-
-def fresh():
-    return {k: v.double().clone().requires_grad_(True) for k, v in params.items()}
+    return masked_lm_loss(logits, labels, loss_mask)
 
 
 f64 = torch.float64
-P = fresh()
+P = fresh(params)
 loss = lm_loss(P)
 loss.backward()
 out = {"loss": torch.tensor([loss.item()], dtype=f64)}
@@ -188,60 +161,11 @@ for k, v in params.items():
     out["param." + k] = v
     out["grad." + k] = P[k].grad.clone()
 
-adamw_lr, lamb_lr, beta1, beta2, adamw_eps, lamb_eps, wd = 2e-3, 2e-2, 0.9, 0.999, 1e-8, 1e-6, 0.01
-
-
-def run(kind):
-    P = fresh()
-    m = {k: torch.zeros_like(v) for k, v in P.items()}
-    s = {k: torch.zeros_like(v) for k, v in P.items()}
-    history = []
-    for step in range(1, a.steps + 1):
-        for v in P.values():
-            v.grad = None
-        loss = lm_loss(P)
-        loss.backward()
-        history.append(loss.item())
-        bc1, bc2 = 1 - beta1**step, 1 - beta2**step
-        with torch.no_grad():
-            for k, v in P.items():
-                g = v.grad
-                decay = wd if v.dim() >= 2 else 0.0
-                m[k] = beta1 * m[k] + (1 - beta1) * g
-                s[k] = beta2 * s[k] + (1 - beta2) * g * g
-                if kind == "adamw":
-                    v.mul_(1 - adamw_lr * decay)
-                    v.sub_(adamw_lr / bc1 * m[k] / (torch.sqrt(s[k]) / math.sqrt(bc2) + adamw_eps))
-                else:
-                    u = (m[k] / bc1) / (torch.sqrt(s[k] / bc2) + lamb_eps) + decay * v
-                    pn, un = float(torch.norm(v)), float(torch.norm(u))
-                    ratio = pn / un if (decay != 0 and pn != 0 and un != 0) else 1.0
-                    v.sub_(lamb_lr * ratio * u)
-    return torch.tensor(history, dtype=f64)
-
-
-out["adamw_losses"] = run("adamw")
-out["lamb_losses"] = run("lamb")
-out["hyper"] = torch.tensor([adamw_lr, lamb_lr, beta1, beta2, adamw_eps, lamb_eps, wd], dtype=f64)
+out["adamw_losses"] = optimizer_losses(params, lm_loss, a.steps, "adamw")
+out["lamb_losses"] = optimizer_losses(params, lm_loss, a.steps, "lamb")
+out["hyper"] = hyper()
 out["enc_tokens"], out["enc_padding"], out["dec_tokens"], out["dec_padding"] = enc_tokens, enc_padding, dec_tokens, dec_padding
 out["labels"], out["loss_mask"] = labels, loss_mask
-
-
-def write_safetensors(path, tensors):
-    names = {torch.float32: "F32", torch.float64: "F64", torch.int32: "I32"}
-    header, blobs, offset = {}, [], 0
-    for k, v in tensors.items():
-        raw = v.detach().contiguous().numpy().tobytes()
-        header[k] = {"dtype": names[v.dtype], "shape": list(v.shape), "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for raw in blobs:
-            f.write(raw)
 
 
 write_safetensors(a.out, out)

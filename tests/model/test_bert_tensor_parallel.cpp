@@ -9,37 +9,25 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <random>
 
 #include "dist/communicator.h"
 #include "dist/mpi_session.h"
-#include "dist/mpi_test_util.h"
 #include "model/bert.h"
-#include "test_util.h"
+#include "tensor_parallel_harness.h"
 
 namespace {
 
 using namespace lmforge;
-using lmforge::testing::mpirun_prefix;
-using lmforge::testing::run_command;
+using namespace lmforge::testing;
 
 const char* kWorkerEnv = "LMFORGE_BERT_TP_WORKER";
 
 TEST(BertTensorParallel, TwoRanksComputeWhatOneProcessComputes) {
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  auto r = run_command("timeout 180 env " + std::string(kWorkerEnv) + "=1 OMP_NUM_THREADS=1 " + mpirun_prefix(2) +
-                       "-x " + kWorkerEnv + " -x OMP_NUM_THREADS " + self +
-                       " --gtest_filter=BertTensorParallelWorker.* --gtest_brief=1");
+  auto r = run_tensor_parallel_workers(kWorkerEnv, "BertTensorParallelWorker", 180);
   EXPECT_EQ(r.status, 0) << r.output;
   for (const char* flavour : {"megatron", "megatron-no-binary-head", "original"})
     EXPECT_NE(r.output.find(std::string("rank 1 of 2, ") + flavour + ":"), std::string::npos) << r.output;
-}
-
-double max_abs_diff(const float* a, const float* b, size_t n) {
-  double m = 0.0;
-  for (size_t i = 0; i < n; i++) m = std::max(m, (double)std::fabs(a[i] - b[i]));
-  return m;
 }
 
 void check_flavour(dist::Communicator& world, const char* name, model::BertConfig config) {
@@ -48,13 +36,7 @@ void check_flavour(dist::Communicator& world, const char* name, model::BertConfi
   model::Bert piece(config, kernels::cpu_backend(), &world);
   whole.init_weights(1234);
   piece.init_weights(1234);
-  ASSERT_EQ(piece.table().size(), whole.table().size());
-  for (size_t i = 0; i < whole.table().size(); i++) {
-    std::vector<float> expect(piece.table()[i].numel);
-    piece.table().slice(i, whole.params() + whole.table()[i].offset, expect.data());
-    ASSERT_EQ(max_abs_diff(expect.data(), piece.params() + piece.table()[i].offset, expect.size()), 0.0)
-        << name << " " << whole.table()[i].name;
-  }
+  ASSERT_TRUE(pieces_start_as_slices(whole, piece, std::string(name) + " "));
   // Rows of different real lengths, ~20 % of the real positions labelled, both segments, both sentence orders.
   const int B = 3, S = config.seq_length;
   std::mt19937 rng(7);
@@ -81,11 +63,7 @@ void check_flavour(dist::Communicator& world, const char* name, model::BertConfi
   in.labels = labels.data();
   in.loss_mask = mask.data();
   in.is_random = is_random.data();
-  layers::ForwardStep step;
-  step.training = true;
-  step.seed = 99;
-  step.iteration = 3;
-  step.micro_batch = 5;
+  const layers::ForwardStep step = dropout_step();
   const model::BertLosses eval = whole.forward(in);
   const model::BertLosses lw = whole.forward(in, &step);
   EXPECT_NE(eval.lm, lw.lm) << name << ": dropout made no difference";
@@ -94,14 +72,7 @@ void check_flavour(dist::Communicator& world, const char* name, model::BertConfi
   EXPECT_NEAR(lp.sop, lw.sop, 1e-5 * std::fabs(lw.sop) + 1e-12) << name;
   whole.backward();
   piece.backward();
-  double worst = 0.0;
-  for (size_t i = 0; i < whole.table().size(); i++) {
-    std::vector<float> expect(piece.table()[i].numel);
-    piece.table().slice(i, whole.grads() + whole.table()[i].offset, expect.data());
-    const double d = max_abs_diff(expect.data(), piece.grads() + piece.table()[i].offset, expect.size());
-    worst = std::max(worst, d);
-    EXPECT_LT(d, 1e-5) << name << " " << whole.table()[i].name;
-  }
+  const double worst = expect_gradient_pieces(whole, piece, 1e-5, std::string(name) + " ");
   std::printf("rank %d of %d, %s: parameters %zu of %zu, lm %.7f vs %.7f, sop %.7f vs %.7f, max gradient "
               "difference %.3g\n",
               rank, T, name, piece.num_parameters(), whole.num_parameters(), lp.lm, lw.lm, lp.sop, lw.sop, worst);

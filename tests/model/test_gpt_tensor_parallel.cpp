@@ -8,36 +8,24 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <random>
 
 #include "dist/communicator.h"
 #include "dist/mpi_session.h"
-#include "dist/mpi_test_util.h"
 #include "model/gpt.h"
-#include "test_util.h"
+#include "tensor_parallel_harness.h"
 
 namespace {
 
 using namespace lmforge;
-using lmforge::testing::mpirun_prefix;
-using lmforge::testing::run_command;
+using namespace lmforge::testing;
 
 const char* kWorkerEnv = "LMFORGE_GPT_TP_WORKER";
 
 TEST(GptTensorParallel, TwoRanksComputeWhatOneProcessComputes) {
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  auto r = run_command("timeout 120 env " + std::string(kWorkerEnv) + "=1 OMP_NUM_THREADS=1 " + mpirun_prefix(2) +
-                       "-x " + kWorkerEnv + " -x OMP_NUM_THREADS " + self +
-                       " --gtest_filter=GptTensorParallelWorker.* --gtest_brief=1");
+  auto r = run_tensor_parallel_workers(kWorkerEnv, "GptTensorParallelWorker", 120);
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("rank 1 of 2: parameters"), std::string::npos) << r.output;
-}
-
-double max_abs_diff(const float* a, const float* b, size_t n) {
-  double m = 0.0;
-  for (size_t i = 0; i < n; i++) m = std::max(m, (double)std::fabs(a[i] - b[i]));
-  return m;
 }
 
 TEST(GptTensorParallelWorker, PieceMatchesTheWholeModel) {
@@ -58,24 +46,14 @@ TEST(GptTensorParallelWorker, PieceMatchesTheWholeModel) {
   model::GPT piece(config, kernels::cpu_backend(), world.get());
   whole.init_weights(1234);
   piece.init_weights(1234);
-  ASSERT_EQ(piece.tensors().size(), whole.tensors().size());
   // Initial weights: exactly the slices (no whole tensor was ever built on this rank for them).
-  for (size_t i = 0; i < whole.tensors().size(); i++) {
-    std::vector<float> expect(piece.tensors()[i].numel);
-    piece.table().slice(i, whole.params() + whole.tensors()[i].offset, expect.data());
-    ASSERT_EQ(max_abs_diff(expect.data(), piece.params() + piece.tensors()[i].offset, expect.size()), 0.0)
-        << whole.tensors()[i].name;
-  }
+  ASSERT_TRUE(pieces_start_as_slices(whole, piece, ""));
   // A training forward with dropout on both: same loss, gradient pieces equal the whole gradient's slices.
   const int B = 2, S = config.seq_length;
   std::mt19937 rng(7);
   std::vector<int32_t> ids((size_t)(B * S + 1));
   for (auto& id : ids) id = (int32_t)(rng() % 1000);
-  layers::ForwardStep step;
-  step.training = true;
-  step.seed = 99;
-  step.iteration = 3;
-  step.micro_batch = 5;
+  const layers::ForwardStep step = dropout_step();
   whole.zero_grad();
   piece.zero_grad();
   const float loss_whole = whole.forward(ids.data(), ids.data() + 1, B, S, &step);
@@ -86,14 +64,7 @@ TEST(GptTensorParallelWorker, PieceMatchesTheWholeModel) {
   whole.forward(ids.data(), ids.data() + 1, B, S, &step);
   whole.backward();
   piece.backward();
-  double worst = 0.0;
-  for (size_t i = 0; i < whole.tensors().size(); i++) {
-    std::vector<float> expect(piece.tensors()[i].numel);
-    piece.table().slice(i, whole.grads() + whole.tensors()[i].offset, expect.data());
-    const double d = max_abs_diff(expect.data(), piece.grads() + piece.tensors()[i].offset, expect.size());
-    worst = std::max(worst, d);
-    EXPECT_LT(d, 1e-5) << whole.tensors()[i].name;
-  }
+  const double worst = expect_gradient_pieces(whole, piece, 1e-5, "");
   // Decoding: this rank's vocabulary columns of the whole model's logits, position by position.
   whole.decode_begin(B);
   piece.decode_begin(B);

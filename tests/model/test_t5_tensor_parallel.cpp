@@ -8,36 +8,24 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <random>
 
 #include "dist/communicator.h"
 #include "dist/mpi_session.h"
-#include "dist/mpi_test_util.h"
 #include "model/t5.h"
-#include "test_util.h"
+#include "tensor_parallel_harness.h"
 
 namespace {
 
 using namespace lmforge;
-using lmforge::testing::mpirun_prefix;
-using lmforge::testing::run_command;
+using namespace lmforge::testing;
 
 const char* kWorkerEnv = "LMFORGE_T5_TP_WORKER";
 
 TEST(T5TensorParallel, TwoRanksComputeWhatOneProcessComputes) {
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  auto r = run_command("timeout 180 env " + std::string(kWorkerEnv) + "=1 OMP_NUM_THREADS=1 " + mpirun_prefix(2) +
-                       "-x " + kWorkerEnv + " -x OMP_NUM_THREADS " + self +
-                       " --gtest_filter=T5TensorParallelWorker.* --gtest_brief=1");
+  auto r = run_tensor_parallel_workers(kWorkerEnv, "T5TensorParallelWorker", 180);
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("rank 1 of 2: parameters"), std::string::npos) << r.output;
-}
-
-double max_abs_diff(const float* a, const float* b, size_t n) {
-  double m = 0.0;
-  for (size_t i = 0; i < n; i++) m = std::max(m, (double)std::fabs(a[i] - b[i]));
-  return m;
 }
 
 TEST(T5TensorParallelWorker, PieceMatchesTheWholeModel) {
@@ -61,13 +49,7 @@ TEST(T5TensorParallelWorker, PieceMatchesTheWholeModel) {
   model::T5 piece(c, kernels::cpu_backend(), world.get());
   whole.init_weights(1234);
   piece.init_weights(1234);
-  ASSERT_EQ(piece.table().size(), whole.table().size());
-  for (size_t i = 0; i < whole.table().size(); i++) {
-    std::vector<float> expect(piece.table()[i].numel);
-    piece.table().slice(i, whole.params() + whole.table()[i].offset, expect.data());
-    ASSERT_EQ(max_abs_diff(expect.data(), piece.params() + piece.table()[i].offset, expect.size()), 0.0)
-        << whole.table()[i].name;
-  }
+  ASSERT_TRUE(pieces_start_as_slices(whole, piece, ""));
   const int B = 3, Te = c.encoder_seq_length, Td = c.decoder_seq_length;
   std::mt19937 rng(5);
   std::vector<int32_t> enc((size_t)B * Te, 0), enc_pad((size_t)B * Te, 0), dec((size_t)B * Td, 0),
@@ -92,11 +74,7 @@ TEST(T5TensorParallelWorker, PieceMatchesTheWholeModel) {
   in.decoder_padding = dec_pad.data();
   in.labels = labels.data();
   in.loss_mask = mask.data();
-  layers::ForwardStep step;
-  step.training = true;
-  step.seed = 99;
-  step.iteration = 3;
-  step.micro_batch = 5;
+  const layers::ForwardStep step = dropout_step();
   const double eval = whole.forward(in);
   const double lw = whole.forward(in, &step);
   EXPECT_NE(eval, lw) << "dropout made no difference";
@@ -104,14 +82,7 @@ TEST(T5TensorParallelWorker, PieceMatchesTheWholeModel) {
   EXPECT_NEAR(lp, lw, 1e-5 * std::fabs(lw));
   whole.backward();
   piece.backward();
-  double worst = 0.0;
-  for (size_t i = 0; i < whole.table().size(); i++) {
-    std::vector<float> expect(piece.table()[i].numel);
-    piece.table().slice(i, whole.grads() + whole.table()[i].offset, expect.data());
-    const double d = max_abs_diff(expect.data(), piece.grads() + piece.table()[i].offset, expect.size());
-    worst = std::max(worst, d);
-    EXPECT_LT(d, 1e-5) << whole.table()[i].name;
-  }
+  const double worst = expect_gradient_pieces(whole, piece, 1e-5, "");
   std::printf("rank %d of %d: parameters %zu of %zu, loss %.7f vs %.7f, max gradient difference %.3g\n", rank, T,
               piece.num_parameters(), whole.num_parameters(), lp, lw, worst);
   std::fflush(stdout);

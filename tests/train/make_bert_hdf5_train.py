@@ -15,6 +15,10 @@ import sys
 import h5py
 import numpy as np
 
+# The loader transcription, shard writer and stream order shared with tests/datasets/make_bert_hdf5.py.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'datasets'))
+from nvidia_hdf5_reference import nvidia_fields, stream, write_shard  # noqa: E402
+
 out = sys.argv[1]
 rng = np.random.default_rng(31337)
 L, P = 32, 5
@@ -54,69 +58,6 @@ def make_arrays(n, bad_id=None):
                 next_sentence_labels=nsp)
 
 
-NVIDIA_DTYPES = dict(input_ids='i4', input_mask='i1', segment_ids='i1', masked_lm_positions='i4',
-                     masked_lm_ids='i4', next_sentence_labels='i1')
-
-
-def write_shard(path, arrays):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with h5py.File(path, 'w') as f:
-        for name in NVIDIA_DTYPES:
-            f.create_dataset(name, data=arrays[name], dtype=NVIDIA_DTYPES[name], compression='gzip')
-
-
-def nvidia_fields(path, index):
-    """run_pretraining.py's pretraining_dataset.__getitem__ (DLE @ 7a4c4250), torch replaced by numpy."""
-    keys = ['input_ids', 'input_mask', 'segment_ids', 'masked_lm_positions', 'masked_lm_ids', 'next_sentence_labels']
-    with h5py.File(path, 'r') as f:
-        inputs = [np.asarray(f[key][:]) for key in keys]
-    [input_ids, input_mask, segment_ids, masked_lm_positions, masked_lm_ids, next_sentence_labels] = [
-        input[index].astype(np.int64) if indice < 5 else np.asarray(input[index].astype(np.int64))
-        for indice, input in enumerate(inputs)]
-    masked_lm_labels = np.ones(input_ids.shape, dtype=np.int64) * -1
-    index = P
-    padded_mask_indices = np.flatnonzero(masked_lm_positions == 0)
-    if len(padded_mask_indices) != 0:
-        index = padded_mask_indices[0]
-    masked_lm_labels[masked_lm_positions[:index]] = masked_lm_ids[:index]
-    return input_ids, segment_ids, input_mask, masked_lm_labels, int(next_sentence_labels)
-
-
-M64 = (1 << 64) - 1
-
-
-def mix(z):
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-    return z ^ (z >> 31)
-
-
-def permutation(n, state):
-    a = list(range(n))
-
-    def draw(b):
-        nonlocal state
-        while True:
-            state = (state + 0x9E3779B97F4A7C15) & M64
-            r = mix(state)
-            if r >= ((1 << 64) - b) % b:
-                return r % b
-
-    for j in range(n - 1, 0, -1):
-        k = draw(j + 1)
-        a[j], a[k] = a[k], a[j]
-    return a
-
-
-def stream(files, rows, seed, count):
-    result, epoch = [], 0
-    while len(result) < count:
-        for f in permutation(len(files), mix(mix(seed ^ 0x5348415244) ^ epoch)):
-            result.extend((f, r) for r in permutation(rows[f], mix(mix(mix(seed ^ 0x524F57) ^ epoch) ^ f)))
-        epoch += 1
-    return result[:count]
-
-
 if os.path.exists(out):
     shutil.rmtree(out)
 sizes = {'wiki_training_0.hdf5': 13, 'wiki_training_1.hdf5': 7, 'books_training_2.hdf5': 20, 'wiki_test_0.hdf5': 8}
@@ -132,9 +73,9 @@ for split, short in (('training', 'train'), ('test', 'valid')):
     rows = [sizes[os.path.basename(p)] for p in files]
     with open(os.path.join(out, f'expected_{short}.jsonl'), 'w') as e:
         for i, (f, r) in enumerate(stream(files, rows, 1234, 60)):
-            text, types, padding, labels, is_random = nvidia_fields(files[f], r)
-            line = {'split': short, 'index': i, 'text': text.tolist(), 'types': types.tolist(),
-                    'labels': labels.tolist(), 'is_random': is_random,
-                    'loss_mask': (labels != -1).astype(np.int64).tolist(), 'padding_mask': padding.tolist(),
-                    'truncated': 0}
+            with h5py.File(files[f], 'r') as shard:
+                x = nvidia_fields(shard, r, P)
+            line = {'split': short, 'index': i, 'text': x['text'].tolist(), 'types': x['types'].tolist(),
+                    'labels': x['labels'].tolist(), 'is_random': x['is_random'], 'loss_mask': x['loss_mask'].tolist(),
+                    'padding_mask': x['padding_mask'].tolist(), 'truncated': 0}
             e.write(json.dumps(line) + '\n')

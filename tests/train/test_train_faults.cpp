@@ -69,25 +69,6 @@ TEST(TrainParallelFaults, ErrorOnOneRankEndsTheJobWithItsReason) {
       << r.output;
 }
 
-// Pids of the processes whose parent is `parent` and whose name is `name`.
-std::vector<pid_t> children(pid_t parent, const std::string& name) {
-  std::vector<pid_t> out;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string pid = e.path().filename().string();
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(e.path() / "stat");
-    std::string s((std::istreambuf_iterator<char>(stat)), {});
-    const size_t close = s.rfind(')');
-    if (close == std::string::npos || s.find("(" + name + ")") == std::string::npos) continue;
-    std::istringstream rest(s.substr(close + 2));
-    char state;
-    long ppid;
-    rest >> state >> ppid;
-    if (ppid == parent) out.push_back((pid_t)std::stol(pid));
-  }
-  return out;
-}
-
 TEST(TrainParallelFaults, SigkilledRankEndsTheJobNonZeroWithin30SecondsThenAnotherLayoutResumes) {
   TempDir dir;
   const std::string log = dir.file("run.log"), ckpt = dir.file("ckpt");
@@ -95,40 +76,12 @@ TEST(TrainParallelFaults, SigkilledRankEndsTheJobNonZeroWithin30SecondsThenAnoth
                        {"--save-interval", "2"}, {"--eval-iters", "0"}};
   const std::string cmd = "exec env OMP_NUM_THREADS=1 " + mpirun_prefix(3) + train_args(dir, flags) + " > " + log +
                           " 2>&1";
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  auto since = [](auto t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
-  const auto start = std::chrono::steady_clock::now();
-  // Wait until training runs (a few iterations logged), then SIGKILL one rank.
-  while (since(start) < 60) {
-    std::ifstream in(log);
-    std::string text((std::istreambuf_iterator<char>(in)), {});
-    if (text.find(" iteration        3/") != std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  std::vector<pid_t> ranks = children(pid, "lmforge");
-  int status = 0;
-  if (ranks.size() != 3 || ::waitpid(pid, &status, WNOHANG) != 0) {
-    ::kill(-pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-    FAIL() << "expected 3 running ranks, found " << ranks.size() << ": " << read_file(log);
-  }
-  ASSERT_EQ(::kill(ranks.back(), SIGKILL), 0);
-  const auto killed = std::chrono::steady_clock::now();
-  pid_t done = 0;
-  while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 && since(killed) < 30)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  const double seconds = since(killed);
-  if (done == 0) {
-    ::kill(-pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-    FAIL() << "mpirun did not end within 30 s of a rank being killed: " << read_file(log);
-  }
+  // Once training runs (a few iterations logged), SIGKILL one rank.
+  KilledRun killed;
+  ASSERT_NO_FATAL_FAILURE(kill_rank_mid_run(cmd, log, 3, [](std::vector<pid_t>& ranks) { return ranks.back(); },
+                                            "a rank", killed));
+  const int status = killed.status;
+  const double seconds = killed.seconds;
   std::printf("[ fault ] job ended %.2f s after a rank was SIGKILLed\n", seconds);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << read_file(log);
   EXPECT_LT(seconds, 30);
@@ -139,9 +92,9 @@ TEST(TrainParallelFaults, SigkilledRankEndsTheJobNonZeroWithin30SecondsThenAnoth
     const size_t close = s.rfind(')');
     return close != std::string::npos && close + 2 < s.size() && s[close + 2] != 'Z' && s[close + 2] != 'X';
   };
-  for (pid_t p : ranks) {
+  for (pid_t p : killed.ranks) {
     const auto t = std::chrono::steady_clock::now();
-    while (alive(p) && since(t) < 5) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (alive(p) && seconds_since(t) < 5) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     EXPECT_FALSE(alive(p)) << "rank " << p << " still running 5 s after mpirun ended";
   }
 

@@ -171,26 +171,6 @@ TEST_F(PipelineParallel, TwoHostsAsNetworkNamespacesRunOneStageEach) {
   expect_parity(run, *single_, 1e-5, "P=2 across 2 hosts over TCP");
 }
 
-// The child processes of `parent` whose command name is `name`.
-std::vector<pid_t> children(pid_t parent, const std::string& name) {
-  std::vector<pid_t> out;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string pid = e.path().filename().string();
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(e.path() / "stat");
-    std::string s((std::istreambuf_iterator<char>(stat)), {});
-    const size_t open = s.find('('), close = s.rfind(')');
-    if (open == std::string::npos || close == std::string::npos) continue;
-    if (s.substr(open + 1, close - open - 1) != name) continue;
-    std::istringstream rest(s.substr(close + 2));
-    char state;
-    long ppid;
-    rest >> state >> ppid;
-    if (ppid == parent) out.push_back((pid_t)std::stol(pid));
-  }
-  return out;
-}
-
 TEST(PipelineFaults, AKilledStageEndsTheJobWithin30Seconds) {
   TempDir dir;
   const std::string log = dir.file("run.log");
@@ -198,41 +178,16 @@ TEST(PipelineFaults, AKilledStageEndsTheJobWithin30Seconds) {
                             {"--eval-iters", "0"}});
   const std::string cmd = "exec env OMP_NUM_THREADS=1 " + mpirun_prefix(2) + train_args(dir, flags) + " > " + log +
                           " 2>&1";
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  auto since = [](auto t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
-  const auto start = std::chrono::steady_clock::now();
-  auto text = [&] {  // the log so far (empty before mpirun created it)
-    std::ifstream in(log);
-    return std::string((std::istreambuf_iterator<char>(in)), {});
-  };
-  while (since(start) < 60 && text().find(" iteration        3/") == std::string::npos)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  std::vector<pid_t> ranks = children(pid, "lmforge");
-  int status = 0;
-  if (ranks.size() != 2 || ::waitpid(pid, &status, WNOHANG) != 0) {
-    ::kill(-pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-    FAIL() << "expected 2 running ranks, found " << ranks.size() << ": " << read_file(log);
-  }
   // Stage 0 dies while stage 1 waits for its activations.
-  std::sort(ranks.begin(), ranks.end());
-  ASSERT_EQ(::kill(ranks.front(), SIGKILL), 0);
-  const auto killed = std::chrono::steady_clock::now();
-  pid_t done = 0;
-  while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 && since(killed) < 30)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  const double seconds = since(killed);
-  if (done == 0) {
-    ::kill(-pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-    FAIL() << "mpirun did not end within 30 s of a stage being killed: " << read_file(log);
-  }
+  KilledRun killed;
+  ASSERT_NO_FATAL_FAILURE(kill_rank_mid_run(cmd, log, 2,
+                                            [](std::vector<pid_t>& ranks) {
+                                              std::sort(ranks.begin(), ranks.end());
+                                              return ranks.front();
+                                            },
+                                            "a stage", killed));
+  const int status = killed.status;
+  const double seconds = killed.seconds;
   std::printf("[ fault ] pipeline job ended %.2f s after stage 0 was SIGKILLed\n", seconds);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << read_file(log);
   EXPECT_NE(read_file(log).find("signal 9"), std::string::npos) << read_file(log);

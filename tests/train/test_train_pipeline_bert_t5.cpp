@@ -38,28 +38,48 @@ void expect_once(const std::string& header, const std::string& entry, const std:
   EXPECT_EQ(header.find(entry, at + 1), std::string::npos) << what << ": twice: " << entry;
 }
 
-const std::vector<std::string> kBertTags = {"lm loss", "sop loss", "grad-norm", "lm loss validation",
-                                            "sop loss validation", "lm loss test"};
+// Appends to `resumed` the scalars of each run that resumed from its checkpoint (a fatal failure when one failed).
+void append_resumed(ModelRun& resumed, std::initializer_list<const ModelRun*> resumes) {
+  for (const ModelRun* r : resumes) {
+    ASSERT_EQ(r->status, 0) << r->output;
+    EXPECT_NE(r->output.find("loaded checkpoint"), std::string::npos) << r->output;
+    for (const auto& [tag, values] : r->scalars)
+      resumed.scalars[tag].insert(resumed.scalars[tag].end(), values.begin(), values.end());
+  }
+}
 
-class BertPipeline : public ::testing::Test {
+// A suite per model whose one-process run (made once) every layout is compared with.
+template <const char* kModel>
+class PipelineSuite : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir;
-    single_ = new ModelRun(run20(*dir_, "bert", "single", 0));
+    single_ = new ModelRun(run20(*dir_, kModel, "single", 0));
   }
   static void TearDownTestSuite() {
     delete single_;
     delete dir_;
   }
+  // The one-process run finished its 20 iterations and learned.
+  static void expect_single_learns() {
+    ASSERT_EQ(single_->status, 0) << single_->output;
+    const std::vector<float>& lm = single_->scalars.at("lm loss");
+    ASSERT_EQ(lm.size(), 20u);
+    EXPECT_LT(lm.back(), lm.front() - 0.05f) << single_->output;
+  }
   static inline TempDir* dir_ = nullptr;
   static inline ModelRun* single_ = nullptr;
 };
 
+constexpr char kBert[] = "bert", kT5[] = "t5";
+
+const std::vector<std::string> kBertTags = {"lm loss", "sop loss", "grad-norm", "lm loss validation",
+                                            "sop loss validation", "lm loss test"};
+
+using BertPipeline = PipelineSuite<kBert>;
+
 TEST_F(BertPipeline, EveryLayoutWithStagesReproducesOneProcess) {
-  ASSERT_EQ(single_->status, 0) << single_->output;
-  const std::vector<float>& lm = single_->scalars.at("lm loss");
-  ASSERT_EQ(lm.size(), 20u);
-  EXPECT_LT(lm.back(), lm.front() - 0.05f) << single_->output;  // it learns
+  ASSERT_NO_FATAL_FAILURE(expect_single_learns());
   const ModelRun p2 = run20(*dir_, "bert", "p2", 2, {{"--pipeline-model-parallel-size", "2"}});
   expect_same_losses(p2, *single_, kBertTags, 1e-5, "BERT P=2");
   EXPECT_NE(p2.output.find("pipeline parallel: 2 stages (layers per stage: 1 1), 1F1B schedule"), std::string::npos)
@@ -97,12 +117,7 @@ TEST_F(BertPipeline, CheckpointFromOneLayoutResumesUnderAnother) {
                              {{"--save", ckpt}, {"--load", ckpt}, {"--pipeline-model-parallel-size", "2"},
                               {"--use-distributed-optimizer", ""}});
   ModelRun resumed = first;
-  for (const ModelRun* r : {&second, &third}) {
-    ASSERT_EQ(r->status, 0) << r->output;
-    EXPECT_NE(r->output.find("loaded checkpoint"), std::string::npos) << r->output;
-    for (const auto& [tag, values] : r->scalars)
-      resumed.scalars[tag].insert(resumed.scalars[tag].end(), values.begin(), values.end());
-  }
+  ASSERT_NO_FATAL_FAILURE(append_resumed(resumed, {&second, &third}));
   expect_same_losses(resumed, *single_, {"lm loss", "sop loss", "grad-norm"}, 1e-5,
               "BERT T=2 x P=2 -> 1 process -> P=2 x D=2, resumed");
   // Each saved model is one whole Hugging Face MegatronBertForPreTraining (each tensor once, whole shapes).
@@ -119,27 +134,12 @@ TEST_F(BertPipeline, CheckpointFromOneLayoutResumesUnderAnother) {
 
 // T5 (2 encoder and 2 decoder layers) split as Megatron splits it: stages before --pipeline-model-parallel-split-rank
 // hold the encoder, the rest the decoder, the encoder's output travelling with the decoder's activations.
-class T5Pipeline : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new TempDir;
-    single_ = new ModelRun(run20(*dir_, "t5", "single", 0));
-  }
-  static void TearDownTestSuite() {
-    delete single_;
-    delete dir_;
-  }
-  static inline TempDir* dir_ = nullptr;
-  static inline ModelRun* single_ = nullptr;
-};
+using T5Pipeline = PipelineSuite<kT5>;
 
 const std::vector<std::string> kT5Tags = {"lm loss", "grad-norm", "lm loss validation", "lm loss test"};
 
 TEST_F(T5Pipeline, EncoderAndDecoderStagesReproduceOneProcess) {
-  ASSERT_EQ(single_->status, 0) << single_->output;
-  const std::vector<float>& lm = single_->scalars.at("lm loss");
-  ASSERT_EQ(lm.size(), 20u);
-  EXPECT_LT(lm.back(), lm.front() - 0.05f) << single_->output;
+  ASSERT_NO_FATAL_FAILURE(expect_single_learns());
   // P = 2: the default split rank P/2 = 1, one encoder and one decoder stage.
   const ModelRun p2 = run20(*dir_, "t5", "p2", 2, {{"--pipeline-model-parallel-size", "2"}});
   expect_same_losses(p2, *single_, kT5Tags, 1e-5, "T5 P=2 (split rank 1)");
@@ -162,12 +162,7 @@ TEST_F(T5Pipeline, CheckpointFromOneLayoutResumesUnderAnother) {
                              {{"--save", ckpt}, {"--load", ckpt}, {"--pipeline-model-parallel-size", "3"},
                               {"--pipeline-model-parallel-split-rank", "1"}});
   ModelRun resumed = first;
-  for (const ModelRun* r : {&second, &third}) {
-    ASSERT_EQ(r->status, 0) << r->output;
-    EXPECT_NE(r->output.find("loaded checkpoint"), std::string::npos) << r->output;
-    for (const auto& [tag, values] : r->scalars)
-      resumed.scalars[tag].insert(resumed.scalars[tag].end(), values.begin(), values.end());
-  }
+  ASSERT_NO_FATAL_FAILURE(append_resumed(resumed, {&second, &third}));
   expect_same_losses(resumed, *single_, {"lm loss", "grad-norm"}, 1e-5, "T5 P=2 -> 1 process -> P=3 (split 1), resumed");
   for (const char* iter : {"iter_0000008", "iter_0000020"}) {
     const std::string header = model_header(ckpt + "/" + iter + "/model.safetensors");

@@ -1,6 +1,7 @@
 // defines: helpers for tests that run `lmforge train gpt` under mpirun: TensorBoard scalars read back at float
 //          precision (TFRecord framing and protobuf wire format, independent of the writer), a tiny GPT's flags on
-//          Megatron's sample dataset, train() runs and expect_parity(), and a fixture holding the one-process run
+//          Megatron's sample dataset, train() runs and expect_parity(), a fixture holding the one-process run, and
+//          kill_rank_mid_run() (an mpirun job whose rank is SIGKILLed while it trains)
 #pragma once
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -12,8 +13,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -182,6 +185,80 @@ void expect_parity(const TrainRun& got, const TrainRun& want, double tolerance, 
   EXPECT_LT(max_relative_difference(got.valid, want.valid), tolerance) << what;
   // Training did something: the loss fell.
   EXPECT_LT(want.loss.back(), want.loss.front() - 0.1f);
+}
+
+// ---- a rank killed while the job trains ----------------------------------------------------------------------------
+
+// The child processes of `parent` whose command name is `name`.
+std::vector<pid_t> children(pid_t parent, const std::string& name) {
+  std::vector<pid_t> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string s((std::istreambuf_iterator<char>(stat)), {});
+    const size_t open = s.find('('), close = s.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    if (s.substr(open + 1, close - open - 1) != name) continue;
+    std::istringstream rest(s.substr(close + 2));
+    char state;
+    long ppid;
+    rest >> state >> ppid;
+    if (ppid == parent) out.push_back((pid_t)std::stol(pid));
+  }
+  return out;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+struct KilledRun {
+  pid_t mpirun = 0;
+  std::vector<pid_t> ranks;  // the lmforge ranks mpirun started
+  int status = 0;            // mpirun's wait status
+  double seconds = 0.0;      // from the SIGKILL to mpirun's end
+};
+
+// Starts `cmd` (an mpirun of `ranks` lmforge processes writing to `log`) in its own process group; once the log shows
+// iteration 3, SIGKILLs the rank victim(ranks) and waits for mpirun. A fatal failure (the group killed) when the ranks
+// are not all running, or when mpirun outlives the kill by 30 s ("... of <what> being killed"): call it under
+// ASSERT_NO_FATAL_FAILURE.
+void kill_rank_mid_run(const std::string& cmd, const std::string& log, size_t ranks,
+                       const std::function<pid_t(std::vector<pid_t>&)>& victim, const std::string& what,
+                       KilledRun& run) {
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  run.mpirun = pid;
+  const auto start = std::chrono::steady_clock::now();
+  auto text = [&] {  // the log so far (empty before mpirun created it)
+    std::ifstream in(log);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  while (seconds_since(start) < 60 && text().find(" iteration        3/") == std::string::npos)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  run.ranks = children(pid, "lmforge");
+  if (run.ranks.size() != ranks || ::waitpid(pid, &run.status, WNOHANG) != 0) {
+    ::kill(-pid, SIGKILL);
+    ::waitpid(pid, &run.status, 0);
+    FAIL() << "expected " << ranks << " running ranks, found " << run.ranks.size() << ": " << read_file(log);
+  }
+  ASSERT_EQ(::kill(victim(run.ranks), SIGKILL), 0);
+  const auto killed = std::chrono::steady_clock::now();
+  pid_t done = 0;
+  while ((done = ::waitpid(pid, &run.status, WNOHANG)) == 0 && seconds_since(killed) < 30)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  run.seconds = seconds_since(killed);
+  if (done == 0) {
+    ::kill(-pid, SIGKILL);
+    ::waitpid(pid, &run.status, 0);
+    FAIL() << "mpirun did not end within 30 s of " << what << " being killed: " << read_file(log);
+  }
 }
 
 // The single-process reference runs are shared by the tests of one executable.

@@ -1,0 +1,112 @@
+// defines: lmforge::model::ModelParameters (what Bert and T5 own alike: the tensor-parallel group, the parameter
+//          store with its accessors, the activation workspace and the gradients-ready hook), ConfigCheck (the field
+//          checks their configs share, one message each), padded_vocab_size(), check_tensor_parallel_fits(),
+//          add_tied_word_copy() and tied_head_spec() (the LM head tied to the word table, on any stage),
+//          build_whole_model() (a table-only build of the whole model for parameter_table and a stage's init)
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "dist/communicator.h"
+#include "kernels/backend.h"
+#include "layers/embedding.h"
+#include "layers/linear.h"
+#include "layers/parameter_store.h"
+#include "layers/tensor_parallel.h"
+#include "layers/workspace.h"
+#include "param/parameter.h"
+
+namespace lmforge::model {
+
+// vocab_size rounded up to a multiple of divisible_by (Megatron's --make-vocab-size-divisible-by, not growing with
+// the tensor-parallel size; see GPTConfig).
+int padded_vocab_size(int vocab_size, int divisible_by);
+
+// Throws lmforge::Error unless the tensor-parallel size T divides the padded vocabulary, the heads and the MLP width
+// (each rank takes an equal share of each).
+void check_tensor_parallel_fits(int T, int padded_vocab, int heads, int ffn);
+
+// A last pipeline stage's own copy of the tied word table (when it does not hold the embedding), added as
+// layers::Embedding adds the original: same name, shape, split and initialisation. Returns its table index.
+size_t add_tied_word_copy(layers::ParameterStore& store, const layers::EmbeddingSpec& e);
+
+// The LM head whose weight is the word table `word` (tied, vocabulary-parallel) with its own bias, split like the
+// vocabulary.
+layers::LinearSpec tied_head_spec(const std::string& name, const std::string& bias_name, int64_t hidden,
+                                  int64_t padded_vocab, size_t word);
+
+// The checks a model config makes of its fields, each throwing lmforge::Error("invalid <model> config: ...").
+class ConfigCheck {
+ public:
+  explicit ConfigCheck(std::string model) : model_(std::move(model)) {}
+  [[noreturn]] void fail(const std::string& msg) const;
+  // Each value >= 1, checked in order.
+  void positive(std::initializer_list<std::pair<const char*, int64_t>> fields) const;
+  void ffn_hidden(int ffn_hidden) const;                           // >= 0 (0: 4·hidden)
+  void heads_divide(int hidden, int heads) const;
+  // vocab_size + divisible_by within int32, layernorm_eps > 0, init_std a positive number.
+  void numbers(int vocab_size, int divisible_by, float layernorm_eps, float init_std) const;
+  void dropouts(float hidden_dropout, float attention_dropout) const;  // each in [0, 1)
+
+ private:
+  std::string model_;
+};
+
+// The parameters of one model composed from the layer library, as one rank of a tensor-parallel group: Bert and T5
+// derive from it (GPT holds the same members itself). Pointers are device memory of the backend.
+class ModelParameters {
+ public:
+  ModelParameters(const ModelParameters&) = delete;
+  ModelParameters& operator=(const ModelParameters&) = delete;
+
+  kernels::Backend& backend() { return store_.backend(); }
+  int tensor_parallel_rank() const { return tp_.rank(); }
+  int tensor_parallel_size() const { return tp_.size(); }
+
+  // Mixed precision (Megatron's --bf16 / --fp16), as GPT::set_compute_dtype: the layers compute with a BF16 or F16
+  // working copy of the weights and keep activations and their gradients in that dtype; params()/grads() stay the
+  // fp32 master weights and main gradients.
+  void set_compute_dtype(kernels::DType dtype);
+  kernels::DType compute_dtype() const { return store_.compute_dtype(); }
+  // After params() changed (an optimizer step, a load): refresh the working copy (nothing in fp32).
+  void params_updated() { store_.sync_compute_copy(); }
+  size_t num_parameters() const { return store_.local_numel(); }  // on this rank
+  float* params() { return store_.values(); }
+  float* grads() { return store_.grads(); }
+  const param::ParamTable& table() const { return store_.table(); }
+  // Throws lmforge::Error for an unknown name.
+  const param::Parameter& tensor(std::string_view name) const { return table().find(name); }
+  float* param(std::string_view name) { return params() + tensor(name).offset; }
+  float* grad(std::string_view name) { return grads() + tensor(name).offset; }
+  void zero_grad() { store_.zero_grads(); }
+  // See GPT::set_gradients_ready_hook.
+  void set_gradients_ready_hook(std::function<void(size_t from)> hook) { ready_hook_ = std::move(hook); }
+
+ protected:
+  ModelParameters(kernels::Backend& backend, dist::Communicator* tensor_parallel)
+      : tp_(tensor_parallel), store_(backend, tp_.rank(), tp_.size()), workspace_(backend) {}
+  ~ModelParameters() = default;
+
+  layers::TensorParallel tp_;
+  layers::ParameterStore store_;
+  layers::Workspace workspace_;
+  std::function<void(size_t)> ready_hook_;
+};
+
+// `build(store, tp, workspace)` over the whole model (tensor-parallel size 1) into a table-only store, never
+// allocated; returns the store. What it builds lives until `use(store)` returns.
+template <typename Build, typename Use>
+auto build_whole_model(Build&& build, Use&& use) {
+  layers::TensorParallel one;
+  layers::ParameterStore whole(kernels::cpu_backend(), 0, 1);
+  layers::Workspace workspace(kernels::cpu_backend());
+  [[maybe_unused]] const auto parts = build(whole, one, workspace);
+  return use(static_cast<const layers::ParameterStore&>(whole));
+}
+
+}  // namespace lmforge::model
