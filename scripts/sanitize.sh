@@ -7,14 +7,20 @@
 # Both live in build-asan: one compile of the libraries (with libFuzzer's coverage hooks, which plain tests
 # ignore) serves both, which keeps CI's total time down.
 # Usage: scripts/sanitize.sh [seconds per fuzz target, default 15]; a longer hunt: scripts/sanitize.sh 3600.
-# LMFORGE_SANITIZE_LABELS (a ctest -L regex, default "util|text|data|prep|datasets|param|optim|layers|checkpoint";
-# not yet: kernels (one cross-entropy accuracy test misses its bound in the clang build), model, train, cli, dist
-# (their multi-process runs would take CI past its time budget)), LMFORGE_SKIP_ASAN=1 or
-# LMFORGE_SKIP_FUZZ=1 choose the parts. A failing input is kept as build-asan/<target>-crash-<sha1> (libFuzzer's).
+# LMFORGE_SANITIZE_LABELS (a ctest -L regex; default every label but train:
+# "util|text|data|prep|datasets|param|optim|layers|checkpoint|kernels|model|cli|dist"; ".*" for the whole suite).
+# The train label (133 tests, ~80 % of the suite's time: many-process trainings) is left out of CI's pass because
+# under the sanitizers it runs 5-20x slower (measured: 9x-80x at -O1, 3x-20x at -O2), which would take CI far past
+# its 30 minutes on 2 cores; run it with LMFORGE_SANITIZE_LABELS=".*" when changing the trainer.
+# LMFORGE_SKIP_ASAN=1 or LMFORGE_SKIP_FUZZ=1 choose the parts. A failing input is kept as
+# build-asan/<target>-crash-<sha1> (libFuzzer's).
+# The build is -O2 with line tables only: -O1 left the kernels unvectorised (the sanitized tests ran ~3x longer)
+# and full debug info only slows the compile; -Wno-pass-failed silences clang's "loop not vectorized" notes,
+# which the sanitizers' checks cause.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-15}"
-labels="${LMFORGE_SANITIZE_LABELS:-util|text|data|prep|datasets|param|optim|layers|checkpoint}"
+labels="${LMFORGE_SANITIZE_LABELS:-util|text|data|prep|datasets|param|optim|layers|checkpoint|kernels|model|cli|dist}"
 jobs="${LMFORGE_JOBS:-2}"
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 export CCACHE_BASEDIR="$PWD"
@@ -25,13 +31,15 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 configure() {  # <build dir> <extra flags> <cmake args...>
   local dir="$1" flags="$2"
   shift 2
-  CXX=clang++ cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS="$flags" "$@" > /dev/null
+  CXX=clang++ cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" -DCMAKE_CXX_FLAGS="$flags -Wno-pass-failed" \
+    -DLMFORGE_BENCH=OFF "$@" > /dev/null
 }
 
 configure build-asan "$san -fsanitize=fuzzer-no-link" -DLMFORGE_FUZZ=ON
 
 if [ "${LMFORGE_SKIP_ASAN:-0}" != 1 ]; then
-  targets=$(cmake --build build-asan --target help | sed -n 's/^\.\.\. //p' | grep -E "^($labels)_test_" || true)
+  targets=$(cmake --build build-asan --target help | sed -n 's/^\.\.\. //p' | grep -E "^($labels)[a-z]*_test_" || true)
   # shellcheck disable=SC2086
   cmake --build build-asan -j"$jobs" --target $targets
   (cd build-asan && ctest --output-on-failure -j"$jobs" -L "^($labels)\$")
