@@ -16,9 +16,12 @@ function(lmforge_module name)
   endif()
 endfunction()
 
-# Every tests/<folder>/test_*.cpp becomes one GoogleTest executable linked to the given libraries.
+# Every tests/<folder>/test_*.cpp becomes one GoogleTest executable linked to the given libraries, labelled with
+# the folder. RUN_LMFORGE names the tests (file stems) that run the lmforge executable (every test of cli/ does);
+# RUN_LMFORGE_LABEL gives those another label (`ctest -L <folder>` still selects them when the label starts with
+# the folder's name), which CI's sanitizer pass uses to leave the slowest out.
 function(lmforge_tests folder)
-  cmake_parse_arguments(T "" "" "LIBS" ${ARGN})
+  cmake_parse_arguments(T "" "RUN_LMFORGE_LABEL" "LIBS;RUN_LMFORGE" ${ARGN})
   file(GLOB tests CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/${folder}/test_*.cpp")
   foreach(src ${tests})
     get_filename_component(stem ${src} NAME_WE)
@@ -34,10 +37,14 @@ function(lmforge_tests folder)
       LMFORGE_SHARED_DIR="${LMFORGE_SHARED_DIR}"
       LMFORGE_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
       LMFORGE_BINARY_DIR="${CMAKE_BINARY_DIR}")
-    if(folder STREQUAL "cli")  # tests that run the executable itself
+    set(labels ${folder})
+    if(folder STREQUAL "cli" OR stem IN_LIST T_RUN_LMFORGE)  # tests that run the executable itself
       add_dependencies(${target} lmforge)
       target_compile_definitions(${target} PRIVATE LMFORGE_EXE="$<TARGET_FILE:lmforge>")
+      if(T_RUN_LMFORGE_LABEL)  # one label only: gtest_discover_tests flattens a list of them
+        set(labels ${T_RUN_LMFORGE_LABEL})
+      endif()
     endif()
-    gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${folder})
+    gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${labels}")
   endforeach()
 endfunction()

@@ -5,6 +5,6 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
 cd build && ctest --output-on-failure -j"$(nproc)"
-# The sanitizer build (ASan + UBSan) of every test label but train (see scripts/sanitize.sh for why) and a 15 s
+# The sanitizer build (ASan + UBSan) of the suite but the train_runs tests (see scripts/sanitize.sh) and a 15 s
 # fuzzing pass per libFuzzer target (its own build directory, build-asan).
 cd .. && bash scripts/sanitize.sh 15
