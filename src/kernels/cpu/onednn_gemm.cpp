@@ -5,6 +5,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "util/error.h"
 
@@ -38,19 +39,12 @@ dnnl::memory::desc matrix(int64_t rows, int64_t cols, dnnl::memory::data_type t,
 // first touches them. One buffer per calling thread (GEMMs are issued from outside parallel regions, so in
 // practice one), grown to the largest scratchpad asked for.
 void* scratchpad(size_t bytes) {
-  struct Scratch {
-    void* p = nullptr;
-    size_t bytes = 0;
-    ~Scratch() { std::free(p); }
-  };
-  thread_local Scratch s;
-  if (bytes > s.bytes) {
-    std::free(s.p);
-    s.p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (s.p == nullptr) throw Error("gemm_bf16: cannot allocate a " + std::to_string(bytes) + "-byte scratchpad");
-    s.bytes = bytes;
+  thread_local GrowingBuffer buffer;
+  try {
+    return buffer.get(bytes);
+  } catch (const std::bad_alloc&) {
+    throw Error("gemm_bf16: cannot allocate a " + std::to_string(bytes) + "-byte scratchpad");
   }
-  return s.p;
 }
 
 }  // namespace
