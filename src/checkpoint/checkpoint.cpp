@@ -17,6 +17,7 @@
 #include "util/json_text.h"
 #include "checkpoint/safetensors.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace lmforge::checkpoint {
 
@@ -30,8 +31,6 @@ constexpr const char* kConfigFile = "config.json";
 constexpr const char* kOptimizerFile = "optimizer.safetensors";
 constexpr const char* kStateFile = "trainer_state.json";
 constexpr const char* kFormat = "lmforge-checkpoint-1";
-
-std::string errno_text() { return std::strerror(errno); }
 
 void fsync_path(const std::string& path, bool directory) {
   const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);

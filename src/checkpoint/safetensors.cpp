@@ -15,6 +15,7 @@
 
 #include "util/json_text.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian; add byte swapping");
 
@@ -33,8 +34,6 @@ constexpr DTypeEntry kDTypes[] = {
 };
 
 constexpr uint64_t kMaxHeader = 100'000'000;  // the reference reader's limit
-
-std::string errno_text() { return std::strerror(errno); }
 
 // numel × size with overflow detection; nullopt when it does not fit in 64 bits.
 std::optional<uint64_t> checked_bytes(std::span<const int64_t> shape, size_t elem) {

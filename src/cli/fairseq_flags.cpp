@@ -15,7 +15,7 @@
 namespace lmforge::cli {
 namespace {
 
-const char* kGroup = "fairseq spellings";
+const char* kFairseqGroup = "fairseq spellings";
 
 std::string num(double x) {
   std::ostringstream s;
@@ -244,41 +244,41 @@ void add_fairseq_flags(CLI::App* cmd, FairseqFlags& f) {
                   "--bert-config-file), --distributed-world-size, --distributed-rank, --distributed-init-method. "
                   "Defaults stay lmforge's (e.g. --clip-grad 1.0) unless the fairseq flag is given")
       ->check(CLI::IsMember({"bert"}))
-      ->group(kGroup);
+      ->group(kFairseqGroup);
   cmd->add_option("--data", f.data,
                   "A directory (or glob, or file) of NVIDIA's pre-masked HDF5 shards (= --data-path); the sequence "
                   "length is then read from the shards when --seq-length is not given")
-      ->group(kGroup);
+      ->group(kFairseqGroup);
   cmd->add_option("--dict", f.dict,
                   "vocab.txt (= --vocab-file, with --tokenizer-type BertWordPieceLowerCase unless another is given: "
                   "the shards hold token ids already, so casing does not matter; the vocabulary sets the id range and "
                   "the embedding rows)")
-      ->group(kGroup);
+      ->group(kFairseqGroup);
   cmd->add_option("--max-sentences", f.max_sentences,
                   "Sequences per rank per forward pass (= --micro-batch-size; fairseq's --batch-size, listed under the "
                   "older spellings, means the same)")
       ->check(CLI::PositiveNumber)
-      ->group(kGroup);
+      ->group(kFairseqGroup);
   cmd->add_option("--update-freq", f.update_freq,
                   "Forward passes accumulated per update (gradient accumulation): --global-batch-size = "
                   "--max-sentences x this x data-parallel ranks")
       ->check(CLI::PositiveNumber)
-      ->group(kGroup);
+      ->group(kFairseqGroup);
   cmd->add_option("--max-update", f.max_update, "Updates to train (= --train-iters)")
       ->check(CLI::PositiveNumber)
-      ->group(kGroup);
+      ->group(kFairseqGroup);
   cmd->add_option("--max-epoch", f.max_epoch,
                   "Passes over the training shards: training ends after the last whole global batch within N x "
                   "(training rows) samples (global batches run across epoch boundaries; fairseq's smaller last batch "
                   "of an epoch is not formed), or at --max-update if that comes first")
       ->check(CLI::PositiveNumber)
-      ->group(kGroup);
+      ->group(kFairseqGroup);
   cmd->add_option("--clip-norm", f.clip_norm, "Clip the global gradient norm to this, 0: off (= --clip-grad)")
       ->check(CLI::NonNegativeNumber)
-      ->group(kGroup);
+      ->group(kFairseqGroup);
   cmd->add_option("--adam-betas", f.adam_betas,
                   "fairseq's '(beta1, beta2)' string, e.g. '(0.9, 0.999)' (= --adam-beta1, --adam-beta2)")
-      ->group(kGroup);
+      ->group(kFairseqGroup);
   cmd->add_option("--lr-scheduler,--lr_scheduler", f.lr_scheduler,
                   "polynomial_decay: fairseq's PolynomialDecayLRSchedule (the only one taken): update u+1 runs with "
                   "lr(u) = lr*u/W during the W = --warmup-updates updates (the first update has lr 0), then "
@@ -287,66 +287,66 @@ void add_fairseq_flags(CLI::App* cmd, FairseqFlags& f) {
                   "--min-lr takes fairseq's meaning: training stops before the first update after the warm-up whose "
                   "rate is at or below it (checked per update; fairseq checks at epoch ends)")
       ->check(CLI::IsMember({"polynomial_decay"}))
-      ->group(kGroup);
+      ->group(kFairseqGroup);
   cmd->add_option("--warmup-updates", f.warmup_updates, "Linear warm-up updates of polynomial_decay")
       ->check(CLI::NonNegativeNumber)
-      ->group(kGroup);
+      ->group(kFairseqGroup);
   cmd->add_option("--total-num-update", f.total_num_update,
                   "Updates over which polynomial_decay decays (default: --max-update, as fairseq)")
       ->check(CLI::PositiveNumber)
-      ->group(kGroup);
+      ->group(kFairseqGroup);
   f.end_lr_opt = cmd->add_option("--end-learning-rate", f.end_learning_rate,
                                  "Learning rate at the end of polynomial_decay (default 0)")
                      ->check(CLI::NonNegativeNumber)
-                     ->group(kGroup);
+                     ->group(kFairseqGroup);
   f.power_opt = cmd->add_option("--power", f.power, "Exponent of polynomial_decay (default 1: linear)")
                     ->check(CLI::PositiveNumber)
-                    ->group(kGroup);
+                    ->group(kFairseqGroup);
   cmd->add_option("--save-dir", f.save_dir,
                   "Checkpoint directory (= --save), also resumed from when it holds a checkpoint (fairseq resumes "
                   "from its checkpoint_last.pt; here: = --load DIR)")
-      ->group(kGroup);
+      ->group(kFairseqGroup);
   cmd->add_option("--restore-file", f.restore_file,
                   "Checkpoint to resume from (= --load): an lmforge save or iteration directory; fairseq's default "
                   "'checkpoint_last.pt' means the latest in --save-dir")
-      ->group(kGroup);
+      ->group(kFairseqGroup);
   cmd->add_option("--save-interval-updates", f.save_interval_updates,
                   "Updates between checkpoints (= --save-interval)")
       ->check(CLI::NonNegativeNumber)
-      ->group(kGroup);
+      ->group(kFairseqGroup);
   cmd->add_option("--keep-interval-updates", f.keep_interval_updates,
                   "After each save keep only the newest N iteration checkpoints in --save-dir (the final one counts)")
       ->check(CLI::PositiveNumber)
-      ->group(kGroup);
+      ->group(kFairseqGroup);
   cmd->add_flag("--no-epoch-checkpoints", f.no_epoch_checkpoints,
                 "No checkpoint at the end of each epoch: what lmforge does anyway (without the flag a notice says so)")
-      ->group(kGroup);
+      ->group(kFairseqGroup);
   cmd->add_option("--valid-subset", f.valid_subset,
                   "valid: the validation shards (file names with test, valid or eval); validation then covers the "
                   "whole subset: --eval-iters = its rows / global batch unless given")
       ->check(CLI::IsMember({"valid"}))
-      ->group(kGroup);
+      ->group(kFairseqGroup);
   cmd->add_option("--validate-interval", f.validate_interval,
                   "Validate every N epochs of the training shards (= --eval-interval N x rows / global batch "
                   "updates), over the whole validation subset as --valid-subset")
       ->check(CLI::PositiveNumber)
-      ->group(kGroup);
+      ->group(kFairseqGroup);
   cmd->add_option("--num-workers", f.num_workers,
                   "fairseq's data-loading worker processes: accepted, but lmforge starts no workers: each "
                   "micro-batch's rows are read on the training thread from the shard held in memory (a shard is "
                   "decompressed when the stream enters it, once per epoch); a notice says so for N > 0")
       ->check(CLI::NonNegativeNumber)
-      ->group(kGroup);
+      ->group(kFairseqGroup);
   cmd->add_flag("--fast-stat-sync", f.fast_stat_sync,
                 "Accepted: lmforge all-reduces its per-step statistics (one sum per loss) every step either way; "
                 "results do not depend on it")
-      ->group(kGroup);
+      ->group(kFairseqGroup);
   cmd->add_option("--distributed-port", f.distributed_port,
                   "fairseq: without --distributed-init-method, rank 0 listens at tcp://HOST:PORT with HOST = "
                   "MASTER_ADDR, or the Slurm job's first host (scontrol show hostnames, as fairseq); ignored with a "
                   "notice when --distributed-init-method is given")
       ->check(CLI::Range(1, 65535))
-      ->group(kGroup);
+      ->group(kFairseqGroup);
 }
 
 std::string fairseq_init_method(int port, const std::string& init_method) {

@@ -10,7 +10,7 @@
 namespace lmforge::cli {
 namespace {
 
-const char* const kGroup = "Older spellings (Megatron v1, Megatron-DeepSpeed)";
+const char* const kOlderGroup = "Older spellings (Megatron v1, Megatron-DeepSpeed)";
 
 bool counted(const CLI::App* cmd, const std::string& flag) {
   const CLI::Option* o = cmd->get_option_no_throw(flag);
@@ -36,10 +36,10 @@ void merge(const OlderSpellings& s, const std::string& older, T older_value, con
 void add_older_spellings(CLI::App* cmd, OlderSpellings& s) {
   s.cmd = cmd;
   auto add = [&](const std::string& name, auto& value, const std::string& help) {
-    return cmd->add_option(name, value, help)->group(kGroup);
+    return cmd->add_option(name, value, help)->group(kOlderGroup);
   };
   auto flag = [&](const std::string& name, bool& value, const std::string& help) {
-    return cmd->add_flag(name, value, help)->group(kGroup);
+    return cmd->add_flag(name, value, help)->group(kOlderGroup);
   };
   add("--batch-size", s.batch_size,
       "Megatron v1: samples per forward/backward on each data-parallel rank = --micro-batch-size (v1 had no "
@@ -90,7 +90,7 @@ void add_older_spellings(CLI::App* cmd, OlderSpellings& s) {
        "Megatron-DeepSpeed ZeRO-Offload: accepted with a notice: the optimizer runs on the CPU already");
   // Older spellings lmforge had already (defined with the flags they stand for).
   for (const char* name : {"--pipe-parallel-size", "--checkpoint-activations", "--checkpoint-num-layers"})
-    if (CLI::Option* o = cmd->get_option_no_throw(name)) o->group(kGroup);
+    if (CLI::Option* o = cmd->get_option_no_throw(name)) o->group(kOlderGroup);
   flag("--deepspeed", s.deepspeed, "Megatron-DeepSpeed: train with the --deepspeed_config JSON's settings");
   add("--deepspeed_config,--deepspeed-config", s.deepspeed_config,
       "A DeepSpeed JSON config (with --deepspeed): train_batch_size, train_micro_batch_size_per_gpu, "

@@ -6,21 +6,14 @@
 #include <cstdlib>
 
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace lmforge::datasets {
 
 namespace {
 
-std::string strip(const std::string& s) {
-  // Python str.strip(): ASCII whitespace is what can occur on a command line here.
-  const char* ws = " \t\n\r\v\f";
-  const size_t b = s.find_first_not_of(ws);
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(ws) - b + 1);
-}
-
 double parse_weight(const std::string& text) {
-  const std::string t = strip(text);
+  const std::string t = python_strip(text);
   char* end = nullptr;
   errno = 0;
   const double v = std::strtod(t.c_str(), &end);
@@ -74,7 +67,7 @@ std::vector<BlendEntry> parse_data_path(const std::vector<std::string>& args) {
   std::vector<BlendEntry> out;
   for (size_t i = 0; i < args.size(); i += 2) {
     raw.push_back(parse_weight(args[i]));
-    out.push_back(BlendEntry{strip(args[i + 1]), 0.0});
+    out.push_back(BlendEntry{python_strip(args[i + 1]), 0.0});
   }
   const std::vector<double> w = normalize_weights(raw);
   for (size_t i = 0; i < out.size(); ++i) out[i].weight = w[i];

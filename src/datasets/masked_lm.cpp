@@ -7,22 +7,11 @@
 
 #include "datasets/gpt_indices.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace lmforge::datasets {
 
 // ---- vocabulary ----
-
-namespace {
-
-// Python str.strip() for the ASCII whitespace a vocab.txt line can carry.
-std::string strip(const std::string& s) {
-  const char* ws = " \t\n\r\f\v";
-  const size_t b = s.find_first_not_of(ws);
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(ws) - b + 1);
-}
-
-}  // namespace
 
 MaskedLmVocab masked_lm_vocab(const std::vector<std::string>& tokens, const std::vector<int32_t>& random_ids,
                               int vocab_extra_ids, const std::string& origin) {
@@ -60,7 +49,7 @@ MaskedLmVocab load_bert_vocab(const std::string& vocab_txt, int vocab_extra_ids)
   std::string line;
   int32_t index = 0;
   while (std::getline(f, line)) {
-    const std::string token = strip(line);
+    const std::string token = python_strip(line);
     if (vocab.emplace(token, index).second) order.push_back(token);
     else vocab[token] = index;
     ++index;

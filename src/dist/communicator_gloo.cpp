@@ -29,6 +29,7 @@
 #include "dist/communicator.h"
 #include "dist/tcp_store.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace lmforge::dist {
 namespace {
@@ -68,12 +69,6 @@ struct Job {
   int world_rank = 0, world_size = 1;
   milliseconds timeout{600000};
 };
-
-std::string minutes_text(milliseconds d) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%g min (%.3g s)", (double)d.count() / 60000.0, (double)d.count() / 1000.0);
-  return buf;
-}
 
 std::string rank_list(const std::vector<int>& ranks) {
   std::string s = ranks.size() == 1 ? "rank " : "ranks ";

@@ -19,6 +19,7 @@
 #include "dist/communicator.h"
 #include "dist/mpi_check.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace lmforge::dist {
 namespace {
@@ -31,12 +32,6 @@ int as_int(size_t n, const char* what) {
     throw Error(std::string("MPI ") + what + ": a piece of " + std::to_string(n) +
                 " elements exceeds MPI's int counts (use smaller buckets)");
   return (int)n;
-}
-
-std::string minutes_text(std::chrono::milliseconds d) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%g min (%.3g s)", (double)d.count() / 60000.0, (double)d.count() / 1000.0);
-  return buf;
 }
 
 class MpiCommunicator final : public Communicator {

@@ -78,7 +78,10 @@ Tensor Tensor::slice0(int64_t begin, int64_t count) const {
 std::string Tensor::describe() const {
   std::string s = dtype_name(dtype);
   s += "[";
-  for (int i = 0; i < ndim; i++) s += (i ? "," : "") + std::to_string(shape[(size_t)i]);
+  for (int i = 0; i < ndim; i++) {
+    if (i) s += ",";  // not `(i ? "," : "") + to_string(...)`: GCC 12 gives a false -Wrestrict for it (PR 105329)
+    s += std::to_string(shape[(size_t)i]);
+  }
   s += "]";
   if (!contiguous()) s += " (row stride " + std::to_string(row_stride) + ")";
   return s + " " + device_name(device);

@@ -38,7 +38,7 @@ void BertConfig::validate() const {
 
 namespace {
 
-struct Parts {
+struct BertParts {
   std::unique_ptr<layers::Embedding> embedding;
   std::unique_ptr<layers::LayerNorm> ln_embedding;
   std::vector<std::unique_ptr<layers::TransformerLayer>> layers;
@@ -101,11 +101,11 @@ layers::TransformerLayerSpec layer_spec(const BertConfig& c, int l) {
 
 // BERT out of layers, adding the parameters in Hugging Face's state_dict order and names; a pipeline stage adds
 // only its own (see BertStage).
-Parts build(const BertConfig& c, layers::ParameterStore& store, const layers::TensorParallel& tp,
+BertParts build(const BertConfig& c, layers::ParameterStore& store, const layers::TensorParallel& tp,
             layers::Workspace& workspace, const BertStage& stage = {}) {
   check_tensor_parallel_fits(tp.size(), c.padded_vocab_size(), c.heads, c.ffn());
   const int64_t H = c.hidden;
-  Parts p;
+  BertParts p;
   layers::EmbeddingSpec e;
   e.word_name = "bert.embeddings.word_embeddings";
   e.position_name = "bert.embeddings.position_embeddings";
@@ -167,7 +167,7 @@ Bert::Bert(const BertConfig& config, kernels::Backend& backend, dist::Communicat
       drop_embedding_(config.hidden_dropout, 0, layers::DropoutSite::EMBEDDING),
       loss_(tp_, backend) {
   config_.validate();
-  Parts p = build(config_, store_, tp_, workspace_, stage_);
+  BertParts p = build(config_, store_, tp_, workspace_, stage_);
   vocab_offset_ = (int64_t)config_.padded_vocab_size() / tp_.size() * tp_.rank();
   embedding_ = std::move(p.embedding);
   ln_embedding_ = std::move(p.ln_embedding);

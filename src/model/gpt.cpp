@@ -51,7 +51,7 @@ void GPTConfig::validate() const {
 
 namespace {
 
-struct Parts {
+struct GptParts {
   std::unique_ptr<layers::Embedding> embedding;
   std::vector<std::unique_ptr<layers::TransformerLayer>> layers;
   std::vector<size_t> layer_first;
@@ -60,7 +60,7 @@ struct Parts {
 };
 
 // GPT-2 out of layers, adding the parameters in Hugging Face's order and names.
-Parts build(const GPTConfig& c, layers::ParameterStore& store, const layers::TensorParallel& tp,
+GptParts build(const GPTConfig& c, layers::ParameterStore& store, const layers::TensorParallel& tp,
             layers::Workspace& workspace, const GPTStage& stage = {}) {
   const int T = tp.size();
   if (c.padded_vocab_size() % T != 0)
@@ -71,7 +71,7 @@ Parts build(const GPTConfig& c, layers::ParameterStore& store, const layers::Ten
                 std::to_string(c.heads) + " (each rank takes whole heads)");
   const int64_t C = c.hidden;
   const double out_std = c.init_std / std::sqrt(2.0 * c.num_layers);
-  Parts p;
+  GptParts p;
   layers::EmbeddingSpec e;
   e.word_name = "transformer.wte";
   e.position_name = "transformer.wpe";
@@ -151,7 +151,7 @@ GPT::GPT(const GPTConfig& config, kernels::Backend& backend, dist::Communicator*
       workspace_(backend),
       loss_(tp_, backend) {
   config_.validate();
-  Parts p = build(config_, store_, tp_, workspace_, stage_);
+  GptParts p = build(config_, store_, tp_, workspace_, stage_);
   embedding_ = std::move(p.embedding);
   layers_ = std::move(p.layers);
   layer_first_ = std::move(p.layer_first);
@@ -181,7 +181,7 @@ param::ParamTable GPT::parameter_table(const GPTConfig& config) {
   layers::TensorParallel tp;
   layers::ParameterStore store(kernels::cpu_backend(), 0, 1);
   layers::Workspace workspace(kernels::cpu_backend());
-  Parts p = build(config, store, tp, workspace);
+  GptParts p = build(config, store, tp, workspace);
   return store.table();
 }
 
@@ -192,7 +192,7 @@ void GPT::init_weights(uint64_t seed) {
   layers::TensorParallel one;
   layers::ParameterStore whole(kernels::cpu_backend(), 0, 1);
   layers::Workspace workspace(kernels::cpu_backend());
-  Parts p = build(config_, whole, one, workspace);
+  GptParts p = build(config_, whole, one, workspace);
   std::vector<uint64_t> discard(table().size(), 0);
   uint64_t skipped = 0;
   size_t next = 0;  // the stage's tensors appear in the whole table in the same order

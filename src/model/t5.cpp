@@ -38,7 +38,7 @@ void T5Config::validate() const {
 
 namespace {
 
-struct Parts {
+struct T5Parts {
   std::unique_ptr<layers::Embedding> embedding;
   std::vector<std::unique_ptr<layers::TransformerLayer>> encoder, decoder;
   std::vector<size_t> encoder_first, decoder_first;
@@ -124,10 +124,10 @@ std::pair<int, int> stage_layers(const T5Stage& st, bool decoder, int total) {
 }
 
 // T5 out of layers in Megatron's state_dict order; a pipeline stage adds only its own tensors (see T5Stage).
-Parts build(const T5Config& c, layers::ParameterStore& store, const layers::TensorParallel& tp,
+T5Parts build(const T5Config& c, layers::ParameterStore& store, const layers::TensorParallel& tp,
             layers::Workspace& workspace, const T5Stage& st = {}) {
   check_tensor_parallel_fits(tp.size(), c.padded_vocab_size(), c.heads, c.ffn());
-  Parts p;
+  T5Parts p;
   layers::EmbeddingSpec e;
   e.word_name = "language_model.embedding.word_embeddings";
   e.position_name = "language_model.embedding.position_embeddings";
@@ -177,7 +177,7 @@ Parts build(const T5Config& c, layers::ParameterStore& store, const layers::Tens
 T5::T5(const T5Config& config, kernels::Backend& backend, dist::Communicator* tensor_parallel, T5Stage stage)
     : ModelParameters(backend, tensor_parallel), config_(config), stage_(stage), loss_(tp_, backend) {
   config_.validate();
-  Parts p = build(config_, store_, tp_, workspace_, stage_);
+  T5Parts p = build(config_, store_, tp_, workspace_, stage_);
   vocab_offset_ = (int64_t)config_.padded_vocab_size() / tp_.size() * tp_.rank();
   embedding_ = std::move(p.embedding);
   encoder_ = std::move(p.encoder);

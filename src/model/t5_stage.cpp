@@ -8,7 +8,7 @@ using kernels::Tensor;
 
 namespace {
 
-void upload_i32(kernels::Backend& be, kernels::Buffer& buf, const int32_t* host, size_t n) {
+void upload_ids(kernels::Backend& be, kernels::Buffer& buf, const int32_t* host, size_t n) {
   buf.resize(be, kernels::DType::I32, n);
   be.copy_to_device(buf.data(), host, n * sizeof(int32_t));
 }
@@ -47,8 +47,8 @@ Tensor T5::embed_both(const T5Inputs& in, const layers::ForwardStep& step) {
   std::copy(in.decoder_tokens, in.decoder_tokens + Nd, ids.begin() + Ne);
   for (int64_t n = 0; n < Ne; n++) pos[(size_t)n] = (int32_t)(n % in.Te);
   for (int64_t n = 0; n < Nd; n++) pos[(size_t)(Ne + n)] = (int32_t)(n % in.Td);
-  upload_i32(backend(), tokens_, ids.data(), ids.size());
-  upload_i32(backend(), positions_, pos.data(), pos.size());
+  upload_ids(backend(), tokens_, ids.data(), ids.size());
+  upload_ids(backend(), positions_, pos.data(), pos.size());
   return embedding_->forward(tokens_.view({Ne + Nd}), positions_.view({Ne + Nd}), Tensor{}, step);
 }
 
@@ -62,9 +62,9 @@ double T5::forward_stage(const T5Inputs& in, const float* input, const layers::F
   kernels::Backend& be = backend();
   enc_pad_ = dec_pad_ = Tensor{};
   if (in.encoder_padding)
-    upload_i32(be, enc_padding_, in.encoder_padding, (size_t)in.B * in.Te), enc_pad_ = enc_padding_.view({in.B, in.Te});
+    upload_ids(be, enc_padding_, in.encoder_padding, (size_t)in.B * in.Te), enc_pad_ = enc_padding_.view({in.B, in.Te});
   if (in.decoder_padding)
-    upload_i32(be, dec_padding_, in.decoder_padding, (size_t)in.B * in.Td), dec_pad_ = dec_padding_.view({in.B, in.Td});
+    upload_ids(be, dec_padding_, in.decoder_padding, (size_t)in.B * in.Td), dec_pad_ = dec_padding_.view({in.B, in.Td});
   double loss = 0.0;
   if (stage_.decoder) {
     loss = decoder_stage_forward(in, input, step);
@@ -118,7 +118,7 @@ double T5::decoder_stage_forward(const T5Inputs& in, const float* input, const l
   logits_.resize(be, kernels::DType::F32, (size_t)(Nd * head_->local_out()));
   const Tensor logits = logits_.view({Nd, head_->local_out()});
   head_->forward(logits, dec_out);
-  upload_i32(be, labels_, in.labels, (size_t)Nd);
+  upload_ids(be, labels_, in.labels, (size_t)Nd);
   const double masked = loss_.forward(logits, labels_.view({Nd}), in.loss_mask, vocab_offset_);
   mask_sum_ = 0.0;
   for (int64_t n = 0; n < Nd; n++) mask_sum_ += (double)in.loss_mask[n];

@@ -32,6 +32,7 @@
 #include "util/error.h"
 #include "util/json_text.h"
 #include "util/progress.h"
+#include "util/strings.h"
 
 namespace lmforge::prep {
 namespace {
@@ -47,8 +48,6 @@ using data::LeaseState;
 using data::ServerClock;
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 

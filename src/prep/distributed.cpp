@@ -37,6 +37,7 @@
 #include "text/tokenizer_factory.h"
 #include "util/error.h"
 #include "util/progress.h"
+#include "util/strings.h"
 
 namespace lmforge::prep {
 namespace {
@@ -44,8 +45,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 enum Tag : int { kRequest = 1, kProgress = 2, kAssign = 3, kFinal = 4 };
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 std::string mb(uint64_t bytes) {
   char buf[32];

@@ -54,7 +54,10 @@ struct Block {
   uint64_t invalid_utf8 = 0, lone_surrogates = 0;
 };
 
-struct Worker {
+}  // namespace
+
+// A thread's parser and encoder. Not file-private: PieceEncoders::Impl, a class of the header, holds one per thread.
+struct PrepWorker {
   JsonDocumentParser parser;
   std::unique_ptr<text::TextEncoder> encoder;
   ParsedDocument doc;
@@ -63,8 +66,10 @@ struct Worker {
   std::vector<std::string_view> sentences;
 };
 
+namespace {
+
 // Parse and tokenize every line of a block (runs on any worker thread).
-void encode_block(Block& block, Worker& worker, const PrepOptions& options, std::optional<int32_t> eod) {
+void encode_block(Block& block, PrepWorker& worker, const PrepOptions& options, std::optional<int32_t> eod) {
   const std::string& bytes = block.lines.bytes;
   const size_t readable_end = bytes.capacity();
   block.keys.assign(options.json_keys.size(), {});
@@ -150,12 +155,12 @@ std::string megabytes(uint64_t bytes) {
 }  // namespace
 
 struct PieceEncoders::Impl {
-  tbb::enumerable_thread_specific<Worker> workers;
+  tbb::enumerable_thread_specific<PrepWorker> workers;
 };
 
 PieceEncoders::PieceEncoders(const PrepOptions& options, const text::Tokenizer& tokenizer)
-    : impl(std::make_unique<Impl>(Impl{tbb::enumerable_thread_specific<Worker>([&options, &tokenizer] {
-        Worker w{JsonDocumentParser(options.json_keys), tokenizer.make_encoder(), {}, {}, {}, {}};
+    : impl(std::make_unique<Impl>(Impl{tbb::enumerable_thread_specific<PrepWorker>([&options, &tokenizer] {
+        PrepWorker w{JsonDocumentParser(options.json_keys), tokenizer.make_encoder(), {}, {}, {}, {}};
         if (options.split_sentences)
           w.splitter.emplace(text::SentenceSplitOptions{options.lang, options.keep_newlines});
         return w;
@@ -183,7 +188,7 @@ void prepare_pieces(const PrepOptions& options, const text::Tokenizer& tokenizer
     own = std::make_unique<PieceEncoders>(options, tokenizer);
     encoders = own.get();
   }
-  tbb::enumerable_thread_specific<Worker>& worker_state = encoders->impl->workers;
+  tbb::enumerable_thread_specific<PrepWorker>& worker_state = encoders->impl->workers;
 
   size_t piece_index = 0;
   std::unique_ptr<data::LineReader> reader;

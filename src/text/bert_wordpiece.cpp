@@ -17,7 +17,7 @@ using bert::CharKind;
 using bert::CharNorm;
 
 // Decodes one UTF-8 sequence at p (< end); malformed input reads as U+FFFD over one byte.
-inline uint32_t decode_utf8(const uint8_t*& p, const uint8_t* end) {
+inline uint32_t next_code_point(const uint8_t*& p, const uint8_t* end) {
   const uint8_t b0 = *p;
   if (b0 < 0x80) {
     ++p;
@@ -83,7 +83,7 @@ bool valid_utf8(std::string_view s) {
       continue;
     }
     const uint8_t* before = p;
-    if (decode_utf8(p, end) == 0xFFFD && !(p - before == 3 && before[0] == 0xEF && before[1] == 0xBF &&
+    if (next_code_point(p, end) == 0xFFFD && !(p - before == 3 && before[0] == 0xEF && before[1] == 0xBF &&
                                            before[2] == 0xBD))
       return false;
   }
@@ -408,7 +408,7 @@ class BertEncoder final : public TextEncoder {
         continue;
       }
       const uint8_t* at = p;
-      const uint32_t cp = decode_utf8(p, end);
+      const uint32_t cp = next_code_point(p, end);
       if (cp < 0x10000) {
         // Common case: a BMP character that stays one character (a letter continues the word).
         const BmpEntry& e = t_.bmp_[cp];
@@ -477,7 +477,7 @@ class BertEncoder final : public TextEncoder {
       const uint8_t* s = q - 1;
       while (s > begin && (*s & 0xC0) == 0x80 && q - s < 4) --s;
       const uint8_t* r = s;
-      const uint32_t cp = decode_utf8(r, end);
+      const uint32_t cp = next_code_point(r, end);
       q = s;
       const CharKind k = t_.kind_of(cp);
       if (k == CharKind::kDelete) continue;
@@ -488,7 +488,7 @@ class BertEncoder final : public TextEncoder {
     }
     if (!cased_before) return false;
     for (const uint8_t* q = after; q < end;) {
-      const uint32_t cp = decode_utf8(q, end);
+      const uint32_t cp = next_code_point(q, end);
       const CharKind k = t_.kind_of(cp);
       if (k == CharKind::kDelete) continue;
       if (k == CharKind::kSpace || k == CharKind::kCjk) break;

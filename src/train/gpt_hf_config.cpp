@@ -9,6 +9,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/config_fields.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace lmforge::train {
 
@@ -17,7 +18,6 @@ using checkpoint::config_positive_int;
 using checkpoint::shortest_decimal;
 namespace {
 
-std::string str(int64_t v) { return std::to_string(v); }
 
 }  // namespace
 
@@ -57,8 +57,8 @@ model::GPTConfig gpt_config_from_json(const std::string& text, const std::string
     c.vocab_size = config_positive_int(o, "lmforge_vocab_size", source);
     c.make_vocab_size_divisible_by = config_positive_int(o, "lmforge_make_vocab_size_divisible_by", source);
     if (c.padded_vocab_size() != file_vocab)
-      throw Error(source + ": vocab_size " + str(file_vocab) + " is not lmforge_vocab_size " + str(c.vocab_size) +
-                  " padded to a multiple of " + str(c.make_vocab_size_divisible_by));
+      throw Error(source + ": vocab_size " + int_text(file_vocab) + " is not lmforge_vocab_size " + int_text(c.vocab_size) +
+                  " padded to a multiple of " + int_text(c.make_vocab_size_divisible_by));
   } else {
     c.vocab_size = (int)file_vocab;
     c.make_vocab_size_divisible_by = 1;

@@ -4,19 +4,19 @@
 #include <algorithm>
 
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace lmforge::train {
 namespace {
 
-std::string str(int64_t v) { return std::to_string(v); }
 
 // The shards were masked for one sequence length; the model's position table and the batches follow --seq-length.
 void check_seq_length(const datasets::Hdf5BertShards& shards, int64_t seq_length, const char* which) {
   if (shards.seq_length() != seq_length)
-    throw Error("--seq-length " + str(seq_length) + " differs from the sequence length " + str(shards.seq_length()) +
+    throw Error("--seq-length " + int_text(seq_length) + " differs from the sequence length " + int_text(shards.seq_length()) +
                 " of the " + which + " shards (" + shards.shards().front().path +
                 "): NVIDIA's shards are masked and padded for one length; pass --seq-length " +
-                str(shards.seq_length()));
+                int_text(shards.seq_length()));
 }
 
 // The first id of `values` that is not below `vocab` (−1: none).
@@ -37,7 +37,7 @@ Hdf5BertTask::Hdf5BertTask(const Hdf5BertTaskConfig& config) : config_(config) {
   if (valid.empty()) {
     no_validation_ = "no validation shards (file names with 'test', 'valid' or 'eval') in " + config.spec;
   } else if (config.samples_per_split[(int)SplitKind::VALID] <= 0) {
-    no_validation_ = str((int64_t)valid.size()) + " validation shards in " + config.spec + " left unread (no "
+    no_validation_ = int_text((int64_t)valid.size()) + " validation shards in " + config.spec + " left unread (no "
                      "evaluation is asked: --eval-iters 0)";
   } else {
     streams_[(int)SplitKind::VALID] = std::make_unique<datasets::Hdf5BertShards>(valid, config.seed);
@@ -70,9 +70,9 @@ void Hdf5BertTask::read(SplitKind split, int64_t index) {
   const bool text = in_text >= 0;
   const int64_t p = text ? in_text : in_labels;
   const int32_t id = text ? sample_.text[(size_t)p] : sample_.labels[(size_t)p];
-  throw Error(s.shards()[(size_t)at.file].path + ": row " + str(at.row) + " holds token id " + str(id) + " in " +
-              (text ? "input_ids" : "masked_lm_ids") + " (position " + str(p) + "), outside the vocabulary of " +
-              str(vocab) + " tokens (" + config_.tokenizer_note + "); were the shards made with another vocabulary?");
+  throw Error(s.shards()[(size_t)at.file].path + ": row " + int_text(at.row) + " holds token id " + int_text(id) + " in " +
+              (text ? "input_ids" : "masked_lm_ids") + " (position " + int_text(p) + "), outside the vocabulary of " +
+              int_text(vocab) + " tokens (" + config_.tokenizer_note + "); were the shards made with another vocabulary?");
 }
 
 void Hdf5BertTask::fill(SplitKind split, int64_t first, int micro_batch, Batch& batch) {
@@ -110,8 +110,8 @@ std::string Hdf5BertTask::summary() const {
     const auto& s = streams_[k];
     if (!s) continue;
     out += std::string("bert ") + split_kind_name(SplitKind(k)) + ": NVIDIA HDF5 shards, " +
-           str((int64_t)s->shards().size()) + " files, " + str(s->samples_per_epoch()) + " samples per epoch, " +
-           "sequence length " + str(s->seq_length()) + ", order seeded by --seed " + str((int64_t)config_.seed) +
+           int_text((int64_t)s->shards().size()) + " files, " + int_text(s->samples_per_epoch()) + " samples per epoch, " +
+           "sequence length " + int_text(s->seq_length()) + ", order seeded by --seed " + int_text((int64_t)config_.seed) +
            "\n";
   }
   if (!no_validation_.empty()) out += "bert validation: " + no_validation_ + ": no evaluation\n";

@@ -8,11 +8,11 @@
 #include "optim/lr_schedule.h"
 #include "train/process_groups.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace lmforge::train {
 namespace {
 
-std::string str(int64_t v) { return std::to_string(v); }
 
 }  // namespace
 
@@ -21,7 +21,7 @@ std::vector<std::string> data_prefixes(const std::vector<std::string>& data_path
   if (data_path.size() == 1) return data_path;
   if (data_path.size() % 2 != 0)
     throw Error("--data-path: expected one dataset prefix or \"weight prefix\" pairs, got " +
-                str((int64_t)data_path.size()) + " values");
+                int_text((int64_t)data_path.size()) + " values");
   std::vector<std::string> prefixes;
   for (size_t i = 1; i < data_path.size(); i += 2) prefixes.push_back(data_path[i]);
   return prefixes;
@@ -29,7 +29,7 @@ std::vector<std::string> data_prefixes(const std::vector<std::string>& data_path
 
 void validate_train_options(TrainOptions& o) {
   auto need_positive = [](int64_t v, const char* flag) {
-    if (v < 1) throw Error(std::string(flag) + " must be a positive integer (got " + str(v) + ")");
+    if (v < 1) throw Error(std::string(flag) + " must be a positive integer (got " + int_text(v) + ")");
   };
   // Model sizes may come from --bert-config-file instead of flags, so the command line does not require them.
   for (const auto& [value, flag] : {std::pair{o.num_layers, "--num-layers"}, std::pair{o.hidden_size, "--hidden-size"},
@@ -40,14 +40,14 @@ void validate_train_options(TrainOptions& o) {
   need_positive(o.hidden_size, "--hidden-size");
   need_positive(o.num_attention_heads, "--num-attention-heads");
   if (o.hidden_size % o.num_attention_heads != 0)
-    throw Error("--num-attention-heads " + str(o.num_attention_heads) + " does not divide --hidden-size " +
-                str(o.hidden_size) + " (each head takes hidden-size / heads channels)");
+    throw Error("--num-attention-heads " + int_text(o.num_attention_heads) + " does not divide --hidden-size " +
+                int_text(o.hidden_size) + " (each head takes hidden-size / heads channels)");
   need_positive(o.seq_length, "--seq-length");
   if (o.max_position_embeddings == 0) o.max_position_embeddings = o.seq_length;
   need_positive(o.max_position_embeddings, "--max-position-embeddings");
   if (o.seq_length > o.max_position_embeddings)
-    throw Error("--seq-length " + str(o.seq_length) + " exceeds --max-position-embeddings " +
-                str(o.max_position_embeddings) + " (the model has no position embedding beyond it)");
+    throw Error("--seq-length " + int_text(o.seq_length) + " exceeds --max-position-embeddings " +
+                int_text(o.max_position_embeddings) + " (the model has no position embedding beyond it)");
   need_positive(o.make_vocab_size_divisible_by, "--make-vocab-size-divisible-by");
   if (!(o.init_method_std > 0.0) || !std::isfinite(o.init_method_std))
     throw Error("--init-method-std must be a positive number");
@@ -87,15 +87,15 @@ void validate_train_options(TrainOptions& o) {
   if (o.recompute_granularity.empty() && !o.recompute_method.empty())
     throw Error("--recompute-method needs --recompute-granularity full");
   if (o.recompute_num_layers < 1 || o.recompute_num_layers > o.num_layers)
-    throw Error("--recompute-num-layers must be in [1, --num-layers " + str(o.num_layers) + "] (got " +
-                str(o.recompute_num_layers) + ")");
+    throw Error("--recompute-num-layers must be in [1, --num-layers " + int_text(o.num_layers) + "] (got " +
+                int_text(o.recompute_num_layers) + ")");
 
   need_positive(o.micro_batch_size, "--micro-batch-size");
   if (o.global_batch_size == 0) o.global_batch_size = o.micro_batch_size;
   need_positive(o.global_batch_size, "--global-batch-size");
   if (o.global_batch_size % o.micro_batch_size != 0)
-    throw Error("--global-batch-size " + str(o.global_batch_size) + " is not divisible by --micro-batch-size " +
-                str(o.micro_batch_size) + " (the global batch is a whole number of micro-batches)");
+    throw Error("--global-batch-size " + int_text(o.global_batch_size) + " is not divisible by --micro-batch-size " +
+                int_text(o.micro_batch_size) + " (the global batch is a whole number of micro-batches)");
   o.schedule.global_batch_size = o.global_batch_size;
   if (o.schedule.train_iters.has_value() == o.schedule.train_samples.has_value())
     throw Error("give exactly one of --train-iters and --train-samples");
@@ -103,8 +103,8 @@ void validate_train_options(TrainOptions& o) {
   if (o.schedule.train_samples) {
     need_positive(*o.schedule.train_samples, "--train-samples");
     if (*o.schedule.train_samples < o.global_batch_size)
-      throw Error("--train-samples " + str(*o.schedule.train_samples) + " is less than one global batch (" +
-                  str(o.global_batch_size) + ")");
+      throw Error("--train-samples " + int_text(*o.schedule.train_samples) + " is less than one global batch (" +
+                  int_text(o.global_batch_size) + ")");
   }
   if (!(o.schedule.lr >= 0.0) || !std::isfinite(o.schedule.lr)) throw Error("--lr must be >= 0");
   optim::OptimizerParamScheduler check(o.schedule);  // Megatron's schedule flag rules (throws naming the flag)
@@ -139,8 +139,8 @@ void validate_train_options(TrainOptions& o) {
     need_positive(o.decoder_seq_length, "--decoder-seq-length");
     if (o.decoder_num_layers < 0) throw Error("--decoder-num-layers must be positive");
     if (o.decoder_seq_length > o.max_position_embeddings)
-      throw Error("--decoder-seq-length " + str(o.decoder_seq_length) + " exceeds --max-position-embeddings " +
-                  str(o.max_position_embeddings) + " (encoder and decoder share one position table)");
+      throw Error("--decoder-seq-length " + int_text(o.decoder_seq_length) + " exceeds --max-position-embeddings " +
+                  int_text(o.max_position_embeddings) + " (encoder and decoder share one position table)");
   }
   if (o.layernorm_epsilon < 0.0) throw Error("--layernorm-epsilon must be positive");
   need_positive(o.tensor_model_parallel_size, "--tensor-model-parallel-size");
@@ -162,20 +162,20 @@ void validate_train_options(TrainOptions& o) {
                        o.decoder_last_pipeline_num_layers);  // throws naming the flags when the layers do not split
   }
   if (o.zero_stage < 0 || o.zero_stage > 2)
-    throw Error("--zero-stage " + str(o.zero_stage) + ": stages 0, 1 (optimizer state sharded) and 2 (gradients "
+    throw Error("--zero-stage " + int_text(o.zero_stage) + ": stages 0, 1 (optimizer state sharded) and 2 (gradients "
                 "too) are implemented; stage 3 (parameters sharded too) is not");
   if (o.zero_stage == 2 && o.pipeline_model_parallel_size > 1)
-    throw Error("--zero-stage 2 with --pipeline-model-parallel-size " + str(o.pipeline_model_parallel_size) +
+    throw Error("--zero-stage 2 with --pipeline-model-parallel-size " + int_text(o.pipeline_model_parallel_size) +
                 ": gradient sharding runs without pipeline stages (DeepSpeed does not combine them either); use "
                 "stage 1 (--use-distributed-optimizer)");
   if (o.zero_stage >= 1) o.use_distributed_optimizer = true;
   if (o.ddp_bucket_size < 0) throw Error("--ddp-bucket-size must be >= 0 (0: 4194304 elements)");
   if (o.num_attention_heads % o.tensor_model_parallel_size != 0)
-    throw Error("--tensor-model-parallel-size " + str(o.tensor_model_parallel_size) + " does not divide " +
-                "--num-attention-heads " + str(o.num_attention_heads) + " (each rank takes whole heads)");
+    throw Error("--tensor-model-parallel-size " + int_text(o.tensor_model_parallel_size) + " does not divide " +
+                "--num-attention-heads " + int_text(o.num_attention_heads) + " (each rank takes whole heads)");
   if (o.make_vocab_size_divisible_by % o.tensor_model_parallel_size != 0)
-    throw Error("--tensor-model-parallel-size " + str(o.tensor_model_parallel_size) + " does not divide " +
-                "--make-vocab-size-divisible-by " + str(o.make_vocab_size_divisible_by) +
+    throw Error("--tensor-model-parallel-size " + int_text(o.tensor_model_parallel_size) + " does not divide " +
+                "--make-vocab-size-divisible-by " + int_text(o.make_vocab_size_divisible_by) +
                 " (each rank takes an equal slice of the padded vocabulary)");
 }
 

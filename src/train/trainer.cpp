@@ -33,11 +33,11 @@
 #include "train/sharded_checkpoint.h"
 #include "train/tensorboard_writer.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace lmforge::train {
 namespace {
 
-std::string str(int64_t v) { return std::to_string(v); }
 
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string format(const char* fmt, ...) {
@@ -334,7 +334,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
     if (o.model_type == "bert" && datasets::is_hdf5_bert_data_path(prefix)) continue;
     const int64_t max_id = data::max_token_id(prefix);
     if (max_id >= vocab)
-      throw Error(prefix + ".bin: holds token id " + str(max_id) + ", outside the vocabulary of " + str(vocab) +
+      throw Error(prefix + ".bin: holds token id " + int_text(max_id) + ", outside the vocabulary of " + int_text(vocab) +
                   " tokens (" + m.tokenizer->type_name() + " from " + o.tokenizer.vocab_file +
                   "); was the dataset made with another tokenizer?");
   }
@@ -514,7 +514,7 @@ void Trainer::run() {
     }
     for (size_t i = 0; i < losses.size(); i++)
       if (!std::isfinite(losses[i]))
-        throw Error(name + " " + loss_names[i] + " is not finite at iteration " + str(m.iteration));
+        throw Error(name + " " + loss_names[i] + " is not finite at iteration " + int_text(m.iteration));
   };
 
   std::vector<double> interval_losses(loss_names.size(), 0.0);
@@ -553,7 +553,7 @@ void Trainer::run() {
     const bool overflow = m.scaler.active() && (!std::isfinite(norm) || !std::isfinite(loss));
     if (m.scaler.active()) m.scaler.update(overflow);
     if (!overflow && (!std::isfinite(loss) || !std::isfinite(norm)))
-      throw Error("iteration " + str(m.iteration + 1) + ": loss " + std::to_string(loss) + ", grad norm " +
+      throw Error("iteration " + int_text(m.iteration + 1) + ": loss " + std::to_string(loss) + ", grad norm " +
                   std::to_string(norm) + " — training diverged (try a lower --lr or --clip-grad)");
     // Megatron's convention: this step uses lr(num_steps) before the increment, so the first warm-up step has lr 0.
     // A skipped iteration leaves the weights and the schedule where they were (Megatron steps the scheduler only
@@ -615,7 +615,7 @@ void Trainer::run() {
       interval_count = interval_skipped = interval_nan = 0;
     }
     if (do_valid && m.iteration % o.eval_interval == 0) {
-      run_eval(SplitKind::VALID, m.consumed_valid, "iteration " + str(m.iteration), "validation");
+      run_eval(SplitKind::VALID, m.consumed_valid, "iteration " + int_text(m.iteration), "validation");
       m.consumed_valid += (int64_t)o.eval_iters * o.global_batch_size;
     }
     if (!o.save.empty() && o.save_interval > 0 && m.iteration % o.save_interval == 0) m.save();
@@ -631,7 +631,7 @@ void Trainer::run() {
     if ((by_interval || by_time) && m.iteration < m.train_iters) {
       if (!o.save.empty() && m.last_saved != m.iteration) m.save();
       m.log << "exiting at iteration " << m.iteration
-            << (by_interval ? " (--exit-interval " + str(o.exit_interval) + ")\n"
+            << (by_interval ? " (--exit-interval " + int_text(o.exit_interval) + ")\n"
                             : format(" (--exit-duration-in-mins %g: %.2f minutes)\n", o.exit_duration_in_mins,
                                      minutes));
       m.log.flush();
