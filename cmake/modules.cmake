@@ -32,10 +32,10 @@ function(lmforge_tests folder)
     add_executable(${target} ${src})
     target_link_libraries(${target} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main)
     target_include_directories(${target} PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
-    # The test's own code (GoogleTest's macro-heavy bodies, small references) compiles at -O1 in optimised
-    # builds: at -O3 it took ~40 % more compile time, about half of a clean build's, for nothing the tests
-    # need; the libraries under test keep the build's optimisation (the later -O wins). Debug stays -O0.
-    target_compile_options(${target} PRIVATE $<$<NOT:$<CONFIG:Debug>>:-O1>)
+    # The test's own code (GoogleTest's macro-heavy bodies, small references) compiles at LMFORGE_TEST_OPT in
+    # optimised builds: at -O3 it took ~40 % more compile time, about half of a clean build's, for nothing the
+    # tests need; the libraries under test keep the build's optimisation (the later -O wins). Debug stays -O0.
+    target_compile_options(${target} PRIVATE $<$<NOT:$<CONFIG:Debug>>:${LMFORGE_TEST_OPT}>)
     target_compile_definitions(${target} PRIVATE
       LMFORGE_SHARED_DIR="${LMFORGE_SHARED_DIR}"
       LMFORGE_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
