@@ -3,7 +3,7 @@
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 packages=(
-  build-essential cmake pkg-config ccache git
+  build-essential cmake ninja-build pkg-config ccache git
   libsimdjson-dev libutf8proc-dev libcli11-dev libtbb-dev libpcre2-dev
   libzstd-dev liblzma-dev zlib1g-dev zstd xz-utils gzip
   libsentencepiece-dev sentencepiece libicu-dev python3-sentencepiece python3-nltk

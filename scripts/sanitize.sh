@@ -37,7 +37,9 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 configure() {  # <build dir> <extra flags> <cmake args...>
   local dir="$1" flags="$2"
   shift 2
-  CXX=clang++ cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  local generator=()
+  [ -f "$dir/CMakeCache.txt" ] || generator=(-G Ninja)  # as scripts/build.sh
+  CXX=clang++ cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" -DCMAKE_CXX_FLAGS="$flags -Wno-pass-failed" \
     -DLMFORGE_BENCH=OFF "$@" > /dev/null
 }
@@ -46,7 +48,8 @@ configure build-asan "$san" -DLMFORGE_FUZZ=ON -DLMFORGE_TEST_OPT=-O0 \
   -DLMFORGE_NUMERIC_FLAGS="-fno-sanitize=alignment,float-cast-overflow,null,pointer-overflow,signed-integer-overflow"
 
 if [ "${LMFORGE_SKIP_ASAN:-0}" != 1 ]; then
-  targets=$(cmake --build build-asan --target help | sed -n 's/^\.\.\. //p' | grep -E "^($labels)[a-z]*_test_" || true)
+  # tests/<folder>/test_<name>.cpp builds <folder>_test_<name> (cmake/modules.cmake)
+  targets=$(cd tests && ls ./*/test_*.cpp | sed 's#^\./##; s#/test_#_test_#; s#\.cpp$##' | grep -E "^($labels)[a-z]*_test_" || true)
   # shellcheck disable=SC2086
   cmake --build build-asan -j"$jobs" --target $targets
   (cd build-asan && ctest --output-on-failure -j"$jobs" -L "^($labels)\$" -LE "^($exclude)\$")
