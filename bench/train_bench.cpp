@@ -96,8 +96,8 @@ void run(const BenchConfig& bc, int steps, kernels::DType dtype) {
   std::printf("lmforge %s: params %.2fM, %.1f GFLOP/step, median %.3f s/step over %d steps -> %.0f tok/s, %.1f "
               "GFLOP/s (loss %.3f, %s%s%s, peak RSS %.0f MB)\n",
               bc.name, gpt.num_parameters() / 1e6, flops / 1e9, med, steps, N / med, flops / med / 1e9, loss,
-              kernels::dtype_name(dtype), bc.gpt.recompute_granularity.empty() ? "" : ", recompute ",
-              bc.gpt.recompute_granularity.c_str(), peak_rss_mb());
+              kernels::dtype_name(dtype), bc.gpt.recompute.granularity.empty() ? "" : ", recompute ",
+              bc.gpt.recompute.granularity.c_str(), peak_rss_mb());
   std::printf("lmforge %s phases (median s): zero_grad+forward %.3f, backward %.3f, AdamW %.3f\n", bc.name,
               median(fwd), median(bwd), median(opt));
   std::printf("lmforge %s cpu: median %.3f cpu-s/step -> %.0f tok/cpu-s\n", bc.name, median(cpu), N / median(cpu));
@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
   b.seq_length = 256;
   for (model::GPTConfig* c : {&a, &b}) {
     c->hidden_dropout = c->attention_dropout = 0.0f;  // dropout 0 on both sides (the PyTorch peer has none)
-    c->recompute_granularity = recompute;
+    c->recompute.granularity = recompute;
     if (seq > 0) c->seq_length = seq;
   }
   if (which.find('A') != std::string::npos) run({"A", a, batch > 0 ? batch : 4, a.seq_length}, steps, dtype);

@@ -18,14 +18,17 @@ void Recompute::validate(int layers) const {
                 std::to_string(num_layers) + ")");
 }
 
+// The settings are the whole model's (validated against its stacks by the model's config); a pipeline stage chunks
+// its own layers, as Megatron's per-stage transformer does: uniform chunks of num_layers cut short at the stage's
+// end, block recomputation of the stage's first min(num_layers, layers) layers.
 StackRecomputation::StackRecomputation(const Recompute& r, int layers) {
   if (r.granularity != "full") return;
-  r.validate(layers);
+  if (r.num_layers < 1) throw Error("recompute num layers must be >= 1 (got " + std::to_string(r.num_layers) + ")");
   const int n = r.num_layers;
   if (r.method == "uniform") {
     for (int a = 0; a < layers; a += n) chunks_.push_back({a, std::min(a + n, layers), {}, {}});
   } else {
-    for (int a = 0; a < n; a++) chunks_.push_back({a, a + 1, {}, {}});
+    for (int a = 0; a < std::min(n, layers); a++) chunks_.push_back({a, a + 1, {}, {}});
   }
 }
 

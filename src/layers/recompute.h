@@ -37,6 +37,8 @@ class StackRecomputation {
   using Run = std::function<kernels::Tensor(TransformerLayer&, const kernels::Tensor&)>;
 
   StackRecomputation() = default;
+  // `layers`: the stack's layers on this pipeline stage (num_layers beyond them: one chunk, or every layer
+  // recomputed with "block").
   StackRecomputation(const Recompute& recompute, int layers);
 
   // x through every layer; returns the stack's output (valid until the next forward).

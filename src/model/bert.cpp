@@ -44,8 +44,9 @@ struct BertParts {
   std::vector<std::unique_ptr<layers::TransformerLayer>> layers;
   std::vector<size_t> layer_first;
   size_t after_layers = 0;
-  std::unique_ptr<layers::LayerNorm> ln_final, ln_transform;
-  std::unique_ptr<layers::Linear> pooler, decoder, transform, binary;
+  std::unique_ptr<layers::LayerNorm> ln_final;
+  std::unique_ptr<layers::Linear> pooler, binary;
+  std::unique_ptr<layers::LmHead> head;
 };
 
 layers::LinearSpec replicated(const std::string& name, int64_t in, int64_t out, double std) {
@@ -102,7 +103,7 @@ layers::TransformerLayerSpec layer_spec(const BertConfig& c, int l) {
 // BERT out of layers, adding the parameters in Hugging Face's state_dict order and names; a pipeline stage adds
 // only its own (see BertStage).
 BertParts build(const BertConfig& c, layers::ParameterStore& store, const layers::TensorParallel& tp,
-            layers::Workspace& workspace, const BertStage& stage = {}) {
+            layers::Workspace& workspace, const Stage& stage = {}) {
   check_tensor_parallel_fits(tp.size(), c.padded_vocab_size(), c.heads, c.ffn());
   const int64_t H = c.hidden;
   BertParts p;
@@ -143,15 +144,25 @@ BertParts build(const BertConfig& c, layers::ParameterStore& store, const layers
   if (c.binary_head)
     p.pooler = std::make_unique<layers::Linear>(store, tp, workspace,
                                                 replicated("bert.pooler.dense", H, H, c.init_std));
-  // The decoder is the word embedding itself (tied, vocabulary-parallel) with its own bias, split like the
-  // vocabulary; HF's state_dict lists that bias (cls.predictions.bias) before the transform.
-  const layers::LinearSpec dec =
-      tied_head_spec("cls.predictions.decoder", "cls.predictions.bias", H, c.padded_vocab_size(), word);
-  p.decoder = std::make_unique<layers::Linear>(store, tp, workspace, dec);
-  p.transform = std::make_unique<layers::Linear>(store, tp, workspace,
-                                                 replicated("cls.predictions.transform.dense", H, H, c.init_std));
-  p.ln_transform =
-      std::make_unique<layers::LayerNorm>(store, "cls.predictions.transform.LayerNorm", H, c.layernorm_eps);
+  // The masked-LM head (Megatron's BertLMHead): transform (dense, GELU, LayerNorm), then the word embedding itself
+  // as the decoder (tied, vocabulary-parallel) with its own bias split like the vocabulary; HF's state_dict lists
+  // that bias (cls.predictions.bias) before the transform. Only the masked positions go through it (Megatron
+  // computes all B·T rows of logits, here only the ~15 % masked ones: BERT-base, seq 128, the [512 × 768]·[768 ×
+  // 30592] decoder product and its two backward products, a fifth of the step, shrink to a seventh of that).
+  layers::LmHeadSpec head;
+  head.name = "cls.predictions.decoder";
+  head.bias_name = "cls.predictions.bias";
+  head.hidden = H;
+  head.padded_vocab = c.padded_vocab_size();
+  head.word = word;
+  head.transform_name = "cls.predictions.transform.dense";
+  head.transform_layernorm_name = "cls.predictions.transform.LayerNorm";
+  head.transform_gelu = c.head_gelu;
+  head.layernorm_eps = c.layernorm_eps;
+  head.init_std = c.init_std;
+  head.masked_rows_only = true;
+  head.logits_in_activation_dtype = false;
+  p.head = std::make_unique<layers::LmHead>(store, tp, workspace, head);
   if (c.binary_head)
     p.binary = std::make_unique<layers::Linear>(store, tp, workspace,
                                                 replicated("cls.seq_relationship", H, 2, c.init_std));
@@ -160,15 +171,13 @@ BertParts build(const BertConfig& c, layers::ParameterStore& store, const layers
 
 }  // namespace
 
-Bert::Bert(const BertConfig& config, kernels::Backend& backend, dist::Communicator* tensor_parallel, BertStage stage)
+Bert::Bert(const BertConfig& config, kernels::Backend& backend, dist::Communicator* tensor_parallel, Stage stage)
     : ModelParameters(backend, tensor_parallel),
       config_(config),
       stage_(stage),
-      drop_embedding_(config.hidden_dropout, 0, layers::DropoutSite::EMBEDDING),
-      loss_(tp_, backend) {
+      drop_embedding_(config.hidden_dropout, 0, layers::DropoutSite::EMBEDDING) {
   config_.validate();
   BertParts p = build(config_, store_, tp_, workspace_, stage_);
-  vocab_offset_ = (int64_t)config_.padded_vocab_size() / tp_.size() * tp_.rank();
   embedding_ = std::move(p.embedding);
   ln_embedding_ = std::move(p.ln_embedding);
   layers_ = std::move(p.layers);
@@ -176,9 +185,7 @@ Bert::Bert(const BertConfig& config, kernels::Backend& backend, dist::Communicat
   after_layers_ = p.after_layers;
   ln_final_ = std::move(p.ln_final);
   pooler_ = std::move(p.pooler);
-  decoder_ = std::move(p.decoder);
-  transform_ = std::move(p.transform);
-  ln_transform_ = std::move(p.ln_transform);
+  head_ = std::move(p.head);
   binary_ = std::move(p.binary);
   store_.allocate();
   recompute_ = layers::StackRecomputation(config_.recompute, (int)layers_.size());  // this stage's layers
@@ -187,7 +194,7 @@ Bert::Bert(const BertConfig& config, kernels::Backend& backend, dist::Communicat
 Bert::~Bert() = default;
 
 void Bert::init_weights(uint64_t seed) {
-  if (stage_.whole(config_)) return store_.init(seed);
+  if (stage_.whole(config_.num_layers)) return store_.init(seed);
   store_.init(seed, build_whole_model(
                         [&](auto&... a) { return build(config_, a...); },
                         [&](const layers::ParameterStore& whole) { return stage_init_discards(whole, store_); }));
@@ -256,18 +263,10 @@ Tensor f32(kernels::Backend& be, kernels::Buffer& buf, int64_t rows, int64_t col
   return buffer(be, buf, kernels::DType::F32, rows, cols);
 }
 
-// dst [M, cols] = rows[0..M) of src [*, cols] (same dtype).
-void gather_rows(kernels::Backend& be, const Tensor& dst, const Tensor& src, const std::vector<int64_t>& rows) {
-  const size_t bytes = (size_t)src.dim(-1) * kernels::dtype_size(src.dtype);
-  for (size_t i = 0; i < rows.size(); i++)
-    be.copy_on_device(static_cast<char*>(dst.data) + i * bytes, static_cast<const char*>(src.data) + rows[i] * bytes,
-                      bytes);
-}
-
 }  // namespace
 
 BertLosses Bert::forward(const BertInputs& in, const layers::ForwardStep* step) {
-  if (!stage_.whole(config_)) throw Error("BERT forward: this is one pipeline stage, not the whole model");
+  if (!stage_.whole(config_.num_layers)) throw Error("BERT forward: this is one pipeline stage, not the whole model");
   return forward_stage(in, nullptr, step);
 }
 
@@ -280,7 +279,10 @@ Tensor Bert::embed_or_input(const BertInputs& in, const float* input, const laye
   if (!stage_.pre_process) {  // copied: the layers keep views of their inputs until the backward
     const Tensor x = f32(be, input_, N, H);
     be.copy_to_device(x.data, input, (size_t)(N * H) * sizeof(float));
-    return x;
+    if (act == kernels::DType::F32) return x;
+    const Tensor a = buffer(be, input_act_, act, N, H);  // the layers read the activation dtype
+    kernels::copy(a, x);
+    return a;
   }
   const Tensor tokens = upload_i32(be, tokens_, in.tokens, (size_t)N);
   std::vector<int32_t> host((size_t)N);
@@ -323,6 +325,7 @@ BertLosses Bert::forward_stage(const BertInputs& in, const float* input, const l
   body_out_ = x = recompute_.forward(layers_, x, layer_run(), backend());
   BertLosses losses;
   if (stage_.post_process) losses = heads_forward(in, x);
+  else kernels::copy(f32(backend(), stage_out_, (int64_t)B * T, config_.hidden), x);  // for the next stage
   have_forward_ = true;
   return losses;
 }
@@ -374,66 +377,13 @@ BertLosses Bert::heads_forward(const BertInputs& in, const Tensor& x) {
   return losses;
 }
 
-// Masked-LM head over the predicted rows only: logits = LN(gelu(dense(x_m)))·Eᵀ + b over this rank's vocabulary
-// columns, CE over the mask. Every step of the head is row-wise, and rows with loss_mask 0 contribute neither loss
-// nor gradient (d lm/d CE_n = loss_mask_n / Σ loss_mask), so dropping them changes nothing but the work: Megatron
-// computes all B·T rows of logits, here only the ~15 % masked ones (BERT-base, seq 128: the [512 × 768]·[768 ×
-// 30592] decoder product and its two backward products, a fifth of the step, shrink to a seventh of that).
-// Returns Σ mask·CE / Σ mask (0/0 = NaN when nothing is masked, as in Megatron).
+// lm = Σ mask·CE / Σ mask over the masked-LM head's rows (0/0 = NaN when nothing is masked, as in Megatron).
 double Bert::lm_head_forward(const Tensor& final_out, const BertInputs& in) {
-  const int64_t N = (int64_t)in.B * in.T, H = config_.hidden;
-  kernels::Backend& be = backend();
-  head_rows_.clear();
-  head_mask_.clear();
-  std::vector<int32_t> labels;
+  const int64_t N = (int64_t)in.B * in.T;
   mask_sum_ = 0.0;
-  for (int64_t n = 0; n < N; n++) {
-    mask_sum_ += (double)in.loss_mask[n];
-    if (in.loss_mask[n] == 0.0f) continue;
-    head_rows_.push_back(n);
-    head_mask_.push_back(in.loss_mask[n]);
-    labels.push_back(in.labels[n]);
-  }
-  const int64_t M = (int64_t)head_rows_.size();
-  if (M == 0) return mask_sum_ / mask_sum_;  // 0/0: NaN
-  const kernels::DType act = store_.activation_dtype();
-  const Tensor x = buffer(be, head_in_, act, M, H), t1 = buffer(be, t1_, act, M, H), t2 = buffer(be, t2_, act, M, H),
-               t3 = buffer(be, t3_, act, M, H);
-  gather_rows(be, x, final_out, head_rows_);
-  transform_->forward(t1, x);
-  kernels::gelu_forward(t2, t1, config_.head_gelu);
-  ln_transform_->forward(t3, t2);
-  const Tensor logits = f32(be, logits_, M, decoder_->local_out());
-  decoder_->forward(logits, t3);
-  labels_.resize(be, kernels::DType::I32, (size_t)M);
-  be.copy_to_device(labels_.data(), labels.data(), (size_t)M * sizeof(int32_t));
-  const double masked_ce = loss_.forward(logits, labels_.view({M}), head_mask_.data(), vocab_offset_);
+  for (int64_t n = 0; n < N; n++) mask_sum_ += (double)in.loss_mask[n];
+  const double masked_ce = head_->forward(final_out, in.labels, in.loss_mask);
   return masked_ce / mask_sum_;
-}
-
-void Bert::lm_head_backward(const Tensor& d_final, float loss_scale) {
-  const int64_t M = (int64_t)head_rows_.size(), H = config_.hidden;
-  if (M == 0) return;
-  kernels::Backend& be = backend();
-  const kernels::DType act = store_.activation_dtype();
-  auto zeros = [&](kernels::Buffer& buf) {
-    buf.resize(be, act, (size_t)(M * H));
-    buf.zero();
-    return buf.view({M, H});
-  };
-  const Tensor logits = logits_.view({M, decoder_->local_out()});
-  // d(lm)/d(CE_i) = loss_mask_i / Σ loss_mask; the dlogits overwrite the logits.
-  loss_.backward(logits, (float)((double)loss_scale / mask_sum_));
-  const Tensor d3 = zeros(d_t3_), d2 = zeros(d_t2_), d1 = zeros(d_t1_), dx = zeros(d_head_in_);
-  decoder_->backward(d3, logits, t3_.view({M, H}));
-  ln_transform_->backward(d2, d3, t2_.view({M, H}));
-  kernels::gelu_backward(d1, t1_.view({M, H}), d2, config_.head_gelu);
-  transform_->backward(dx, d1, head_in_.view({M, H}));
-  // d_final is zero on entry (the binary head adds to row 0 of each sequence after this): scatter the rows.
-  const size_t bytes = (size_t)H * kernels::dtype_size(act);
-  for (int64_t i = 0; i < M; i++)
-    be.copy_on_device(static_cast<char*>(d_final.data) + (size_t)head_rows_[(size_t)i] * bytes,
-                      static_cast<const char*>(dx.data) + (size_t)i * bytes, bytes);
 }
 
 void Bert::binary_head_backward(const Tensor& d_final, float loss_scale) {
@@ -473,7 +423,7 @@ void Bert::binary_head_backward(const Tensor& d_final, float loss_scale) {
 }
 
 void Bert::backward(float loss_scale) {
-  if (!stage_.whole(config_)) throw Error("BERT backward: this is one pipeline stage, not the whole model");
+  if (!stage_.whole(config_.num_layers)) throw Error("BERT backward: this is one pipeline stage, not the whole model");
   backward_stage(nullptr, loss_scale);
 }
 
@@ -482,15 +432,14 @@ void Bert::backward_stage(const float* output_grad, float loss_scale) {
   have_forward_ = false;
   const int64_t N = (int64_t)B_ * T_, H = config_.hidden;
   kernels::Backend& be = backend();
-  // (Pipeline stages run in fp32: model_shape refuses BERT stages with --bf16/--fp16, so the activation dtype of a
-  // stage that receives output_grad is F32.)
   d_final_.resize(be, store_.activation_dtype(), (size_t)(N * H));
   const Tensor d_final = d_final_.view({N, H});
   // d carries the residual stream's gradient down through the layers (in place, see TransformerLayer::backward).
   Tensor d = d_final;
   if (stage_.post_process) {
     d_final_.zero();
-    if (mask_sum_ > 0.0) lm_head_backward(d_final, loss_scale);
+    // d(lm)/d(CE_i) = loss_mask_i / Σ loss_mask
+    if (mask_sum_ > 0.0) head_->backward(d_final, (float)((double)loss_scale / mask_sum_));
     if (binary_) binary_head_backward(d_final, loss_scale);
     if (ln_final_) {
       d_residual_.resize(be, store_.activation_dtype(), (size_t)(N * H));
@@ -499,8 +448,10 @@ void Bert::backward_stage(const float* output_grad, float loss_scale) {
       ln_final_->backward(d, d_final, body_out_);
     }
     if (ready_hook_) ready_hook_(table()[after_layers_].offset);  // the heads and the final LayerNorm
-  } else {  // the next stage's d(loss)/d(output) already carries loss_scale
-    be.copy_to_device(d_final.data, output_grad, (size_t)(N * H) * sizeof(float));
+  } else {  // the next stage's d(loss)/d(output), fp32, already carries loss_scale
+    const Tensor g = f32(be, d_output_, N, H);
+    be.copy_to_device(g.data, output_grad, (size_t)(N * H) * sizeof(float));
+    kernels::copy(d_final, g);
   }
   recompute_.backward(layers_, layer_run(), [&](size_t l) {
     layers_[l]->backward(d, Tensor{});
@@ -509,7 +460,7 @@ void Bert::backward_stage(const float* output_grad, float loss_scale) {
   if (embedding_) {
     embedding_backward(d);
   } else {
-    d_input_ = d;  // d(loss)/d(input), for the previous stage
+    kernels::copy(f32(be, d_input_, N, H), d);  // d(loss)/d(input), fp32 for the previous stage
   }
   if (ready_hook_) ready_hook_(0);
 }

@@ -14,10 +14,10 @@
 #include "dist/communicator.h"
 #include "kernels/backend.h"
 #include "kernels/ops.h"
-#include "layers/cross_entropy.h"
 #include "layers/dropout.h"
 #include "layers/embedding.h"
 #include "layers/layernorm.h"
+#include "layers/lm_head.h"
 #include "layers/linear.h"
 #include "layers/parameter_store.h"
 #include "layers/recompute.h"
@@ -90,22 +90,6 @@ struct BertLosses {
   double total() const { return lm + sop; }
 };
 
-// One pipeline stage of a BERT (Megatron's pre_process / post_process, as GPTStage): encoder layers [first_layer,
-// first_layer + num_layers) of the whole model; the first stage also holds the embeddings (and the original
-// flavour's embedding LayerNorm), the last the final LayerNorm, the pooler, the masked-LM head and the binary head.
-// When the last stage is not also the first it holds its own copy of the tied word table
-// "bert.embeddings.word_embeddings.weight" (initialised to the same values; the trainer sums its gradient with the
-// first stage's every step, as Megatron's embedding group does). Default: the whole model.
-struct BertStage {
-  int first_layer = 0;
-  int num_layers = -1;        // -1: every layer from first_layer on
-  bool pre_process = true;    // holds the embeddings: reads tokens
-  bool post_process = true;   // holds the heads and the losses
-  bool whole(const BertConfig& c) const {
-    return pre_process && post_process && first_layer == 0 && (num_layers < 0 || num_layers == c.num_layers);
-  }
-};
-
 // Megatron's BERT (pre-LN) or the original post-LN BERT on one Backend, as one rank of a tensor-parallel group.
 //
 // Parameters carry Hugging Face names, in HF's state_dict order (MegatronBertForPreTraining for the Megatron flavour,
@@ -120,13 +104,13 @@ struct BertStage {
 class Bert : public ModelParameters {
  public:
   explicit Bert(const BertConfig& config, kernels::Backend& backend = kernels::cpu_backend(),
-                dist::Communicator* tensor_parallel = nullptr, BertStage stage = {});
+                dist::Communicator* tensor_parallel = nullptr, Stage stage = {});
   ~Bert();
 
   const BertConfig& config() const { return config_; }
   // A pipeline stage draws the whole model's stream and keeps its own tensors (as GPT::init_weights).
   void init_weights(uint64_t seed);
-  const BertStage& stage() const { return stage_; }
+  const Stage& stage() const { return stage_; }
   // The whole model's table (tensor-parallel size 1) for a config, without allocating a model.
   static param::ParamTable parameter_table(const BertConfig& config);
 
@@ -138,7 +122,9 @@ class Bert : public ModelParameters {
   // its term adds no gradient (there is nothing to learn from); the caller sees the NaN loss and reports it.
   void backward(float loss_scale = 1.0f);
 
-  // Pipeline stages (see BertStage), as GPT's: forward_stage reads in.tokens (first stage) or `input` [B·T, H]
+  // Pipeline stages (model::Stage: the first holds the embeddings and the original flavour's embedding LayerNorm,
+  // the last the final LayerNorm, the pooler and both heads, with a copy of the tied word table
+  // "bert.embeddings.word_embeddings.weight" unless it is also the first), as GPT's: forward_stage reads in.tokens (first stage) or `input` [B·T, H]
   // (copied), and the padding mask on every stage; the last stage reads the labels and returns the losses, the
   // others return zeros and leave their output [B·T, H] at stage_output() (valid until the next forward).
   // backward_stage starts from the losses on the last stage, from output_grad d(loss)/d(output) [B·T, H] (already
@@ -146,9 +132,11 @@ class Bert : public ModelParameters {
   // d(loss)/d(input) [B·T, H] (valid until the next forward or backward). On the whole model they are forward() and
   // backward().
   BertLosses forward_stage(const BertInputs& in, const float* input, const layers::ForwardStep* step);
-  const float* stage_output() const { return body_out_.f32(); }
+  // Stages exchange fp32: under --bf16/--fp16 the activations and their gradients are converted at the boundary,
+  // exactly (every bf16/fp16 value is an fp32 value).
+  const float* stage_output() const { return stage_out_.count() ? stage_out_.f32() : nullptr; }
   void backward_stage(const float* output_grad, float loss_scale = 1.0f);
-  const float* input_grad() const { return d_input_.f32(); }
+  const float* input_grad() const { return d_input_.count() ? d_input_.f32() : nullptr; }
 
   // Model FLOPs of one training step on B×T tokens: 6·(matrix parameters incl. the tied decoder) + 12·L·H·T per
   // token (the pooler and binary head are negligible).
@@ -157,7 +145,6 @@ class Bert : public ModelParameters {
  private:
   void check_inputs(const BertInputs& in) const;
   double lm_head_forward(const kernels::Tensor& final_out, const BertInputs& in);
-  void lm_head_backward(const kernels::Tensor& d_final, float loss_scale);
   void binary_head_backward(const kernels::Tensor& d_final, float loss_scale);
   layers::StackRecomputation::Run layer_run();
 
@@ -167,7 +154,7 @@ class Bert : public ModelParameters {
   void embedding_backward(kernels::Tensor d);
 
   BertConfig config_;
-  BertStage stage_;
+  Stage stage_;
   std::unique_ptr<layers::Embedding> embedding_;
   std::unique_ptr<layers::LayerNorm> ln_embedding_;  // original flavour
   layers::Dropout drop_embedding_;                   // original flavour: after ln_embedding_
@@ -176,28 +163,24 @@ class Bert : public ModelParameters {
   std::vector<size_t> layer_first_;                  // table index of each layer's first tensor
   size_t after_layers_ = 0;                          // table index of the first tensor after the layers
   std::unique_ptr<layers::LayerNorm> ln_final_;      // Megatron flavour
-  std::unique_ptr<layers::Linear> pooler_, decoder_, transform_, binary_;
-  std::unique_ptr<layers::LayerNorm> ln_transform_;
-  layers::VocabParallelCrossEntropy loss_;
+  std::unique_ptr<layers::Linear> pooler_, binary_;
+  std::unique_ptr<layers::LmHead> head_;             // the masked-LM head over the masked rows
 
   int B_ = 0, T_ = 0;
   bool have_forward_ = false, emb_dropped_ = false, padding_kept_ = false;
   layers::ForwardStep step_;                          // the last forward's (full recomputation runs it again)
   double mask_sum_ = 0.0;
   std::vector<int32_t> is_random_;
-  std::vector<int64_t> head_rows_;    // the positions the masked-LM head predicts (loss_mask != 0), ascending
-  std::vector<float> head_mask_;      // their loss_mask values
   std::vector<double> binary_probs_;  // [B,2] softmax of the binary logits
   std::vector<float> pooled_host_;    // tanh output [B,H]
-  kernels::Buffer tokens_, positions_, types_, padding_, labels_;
+  kernels::Buffer tokens_, positions_, types_, padding_;
   kernels::Buffer emb_sum_, emb_normed_, emb_out_;  // original flavour: embedding sum, its LayerNorm, dropout
-  kernels::Buffer final_, t1_, t2_, t3_, logits_;   // final hidden, head dense / GELU / LayerNorm, logits
-  kernels::Buffer head_in_, d_head_in_;             // the predicted rows of the final hidden, their gradient
+  kernels::Buffer final_;                           // the final LayerNorm's output (Megatron flavour)
   kernels::Buffer first_, pooled_pre_, pooled_, binary_logits_;
-  kernels::Buffer d_final_, d_residual_, d_t1_, d_t2_, d_t3_, d_first_, d_pooled_, d_binary_, d_emb_, d_emb_sum_;
-  kernels::Buffer input_;                           // a later stage's copy of its input activation
-  int64_t vocab_offset_ = 0;                        // the first vocabulary row of this rank's piece
-  kernels::Tensor body_out_, embedded_, d_input_;
+  kernels::Buffer d_final_, d_residual_, d_first_, d_pooled_, d_binary_, d_emb_, d_emb_sum_;
+  kernels::Buffer input_, input_act_;               // a later stage's copy of its input (fp32, activation dtype)
+  kernels::Buffer stage_out_, d_output_, d_input_;  // fp32 stage boundary: output, its gradient, the input's
+  kernels::Tensor body_out_, embedded_;
 };
 
 }  // namespace lmforge::model

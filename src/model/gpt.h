@@ -12,15 +12,17 @@
 
 #include "dist/communicator.h"
 #include "kernels/backend.h"
-#include "layers/cross_entropy.h"
 #include "layers/dropout.h"
 #include "layers/embedding.h"
 #include "layers/layernorm.h"
 #include "layers/linear.h"
+#include "layers/lm_head.h"
 #include "layers/parameter_store.h"
+#include "layers/recompute.h"
 #include "layers/tensor_parallel.h"
 #include "layers/transformer_layer.h"
 #include "layers/workspace.h"
+#include "model/model_common.h"
 #include "param/parameter.h"
 
 namespace lmforge::model {
@@ -46,40 +48,19 @@ struct GPTConfig {
   // training forwards (a ForwardStep with training set).
   float hidden_dropout = 0.1f;
   float attention_dropout = 0.1f;
-  // Megatron's activation recomputation (what is not kept from the forward pass is computed again in the backward,
-  // bit for bit the same): "" none; "selective" (--recompute-activations) the attention core, whose [B,H,T,T]
-  // probabilities are recomputed from q, k, v; "full" whole layers, only chunk boundaries kept: method "uniform"
-  // cuts the layers into chunks of recompute_num_layers (each chunk's input kept), "block" recomputes the first
-  // recompute_num_layers layers one by one and keeps the rest.
-  std::string recompute_granularity;
-  std::string recompute_method = "uniform";
-  int recompute_num_layers = 1;
+  // Megatron's activation recomputation (--recompute-activations / --recompute-granularity / --recompute-method /
+  // --recompute-num-layers, --checkpoint-activations): see layers::Recompute. What is not kept from the forward
+  // pass is computed again in the backward, bit for bit the same.
+  layers::Recompute recompute;
   // The LM head and cross-entropy run over chunks of this many rows (positions) so the whole [B·T, vocab] logits are
   // never held: each chunk's logits are made, reduced to the loss and dropped, and made again in the backward
-  // (one more head GEMM per chunk). 0: automatic — one chunk while B·T·vocab/T fits kLossChunkLogits, else chunks
-  // of that many logits.
+  // (one more head GEMM per chunk). 0: automatic (layers::LmHeadSpec::chunk_rows).
   int loss_chunk_rows = 0;
-  static constexpr int64_t kLossChunkLogits = int64_t(1) << 26;  // 256 MB of fp32 logits
 
   int padded_vocab_size() const;
   // Throws lmforge::Error naming the first inconsistent field (heads not dividing hidden, seq_length >
   // max_positions, non-positive sizes, dropout outside [0,1), ...).
   void validate() const;
-};
-
-// One pipeline stage of a GPT (Megatron's pre_process / post_process): transformer layers [first_layer,
-// first_layer + num_layers) of the whole model; the first stage also holds the embedding, the last the final
-// LayerNorm, the LM head and the loss. When the last stage is not also the first it holds its own copy of the tied
-// word embedding "transformer.wte.weight" (initialised to the same values; the trainer sums its gradient with the
-// first stage's every step, as Megatron's embedding group does, so the copies stay equal). Default: the whole model.
-struct GPTStage {
-  int first_layer = 0;
-  int num_layers = -1;        // -1: every layer from first_layer on
-  bool pre_process = true;    // holds the embedding: reads tokens
-  bool post_process = true;   // holds ln_f, the head and the loss
-  bool whole(const GPTConfig& c) const {
-    return pre_process && post_process && first_layer == 0 && (num_layers < 0 || num_layers == c.num_layers);
-  }
 };
 
 // GPT-2 (pre-LayerNorm, GELU tanh approximation, tied embedding/LM head) on one Backend, as one rank of a
@@ -89,70 +70,45 @@ struct GPTStage {
 // order and names; with tensor parallelism each tensor's piece, see param::Parameter). Activations are allocated
 // once for the largest (B, T) seen and reused. Pointers returned here are device memory of the backend (host
 // memory for the CPU backend); token and target arrays are host memory.
-class GPT {
+class GPT : public ModelParameters {
  public:
   explicit GPT(const GPTConfig& config, kernels::Backend& backend = kernels::cpu_backend(),
-               dist::Communicator* tensor_parallel = nullptr, GPTStage stage = {});
+               dist::Communicator* tensor_parallel = nullptr, Stage stage = {});
   ~GPT();
-  GPT(const GPT&) = delete;
-  GPT& operator=(const GPT&) = delete;
 
   const GPTConfig& config() const { return config_; }
-  const GPTStage& stage() const { return stage_; }
-  kernels::Backend& backend() { return store_.backend(); }
-  int tensor_parallel_rank() const { return tp_.rank(); }
-  int tensor_parallel_size() const { return tp_.size(); }
+  const Stage& stage() const { return stage_; }
 
   // Megatron's initialisation from a seeded generator, the same on every parallel layout (see
   // layers::ParameterStore::init): wte, wpe, c_attn and c_fc weights N(0, init_std); c_proj weights
-  // N(0, init_std/sqrt(2·num_layers)); biases 0; LayerNorm weight 1, bias 0. Also zeroes the gradients.
+  // N(0, init_std/sqrt(2·num_layers)); biases 0; LayerNorm weight 1, bias 0. Also zeroes the gradients. A pipeline
+  // stage draws the whole model's stream and keeps its own tensors.
   void init_weights(uint64_t seed);
 
-  // Mixed precision (Megatron's --bf16 / --fp16): the layers compute with a BF16 or F16 working copy of the
-  // weights and keep activations and their gradients in that dtype; params()/grads() stay the fp32 master weights
-  // and main gradients (LayerNorm statistics, softmax and cross-entropy stay fp32; the logits are stored in the
-  // compute dtype, as Megatron's). F32: the default.
-  void set_compute_dtype(kernels::DType dtype);
-  kernels::DType compute_dtype() const { return store_.compute_dtype(); }
-  // After params() changed (an optimizer step, a load): refresh the working copy (nothing in fp32).
-  void params_updated() { store_.sync_compute_copy(); }
-
-  size_t num_parameters() const { return store_.local_numel(); }  // on this rank
-  float* params() { return store_.values(); }
-  const float* params() const { return store_.values(); }
-  float* grads() { return store_.grads(); }
-  const float* grads() const { return store_.grads(); }
-  const param::ParamTable& table() const { return store_.table(); }
-  const std::vector<param::Parameter>& tensors() const { return store_.table().all(); }
+  const std::vector<param::Parameter>& tensors() const { return table().all(); }
   // The whole model's table (tensor-parallel size 1) for a config, without allocating a model.
   static param::ParamTable parameter_table(const GPTConfig& config);
-  // Throws lmforge::Error for an unknown name.
-  const param::Parameter& tensor(std::string_view name) const { return table().find(name); }
-  float* param(std::string_view name) { return params() + tensor(name).offset; }
-  float* grad(std::string_view name) { return grads() + tensor(name).offset; }
 
   // Training forward pass over tokens/targets [B,T] (B·T ids each, row-major). Returns the mean cross-entropy
   // over all B·T positions. `step` (training set) turns dropout on; nullptr: evaluation. Throws lmforge::Error
   // for T > max_positions or an id outside [0, vocab_size).
   float forward(const int32_t* tokens, const int32_t* targets, int B, int T,
                 const layers::ForwardStep* step = nullptr);
-  // Logits [B·T, padded_vocab / T] (this rank's vocabulary columns) of the last forward(); valid until backward(),
-  // which overwrites them with their gradient. nullptr when that forward ran the head in several chunks
+  // Logits [B·T, padded_vocab / T] (this rank's vocabulary columns, fp32 runs) of the last forward(); valid until
+  // backward(), which overwrites them with their gradient. nullptr when that forward ran the head in several chunks
   // (GPTConfig::loss_chunk_rows), which never holds them all.
-  const float* logits() const { return loss_chunks_ == 1 ? logits_.f32() : nullptr; }
+  const float* logits() const;
   // Adds (+=) loss_scale · d(mean loss)/d(params) of the last forward() into grads(), so micro-batches
   // accumulate; loss_scale = 1/micro_batches makes the sum Megatron's average at no extra pass over the grads.
   void backward(float loss_scale = 1.0f);
-  void zero_grad() { store_.zero_grads(); }
-  // Called inside backward() each time the gradients from flat offset `from` to the end of grads() are final for
-  // this pass (after ln_f, after each block, and with 0 at the end), so that a data-parallel reduction of them can
-  // start while earlier layers are still being differentiated. Empty: none.
-  void set_gradients_ready_hook(std::function<void(size_t from)> hook) { ready_hook_ = std::move(hook); }
 
-  // Pipeline stages (see GPTStage). forward_stage: the first stage reads `tokens`, the others `input` [B·T, C]
-  // (copied: the layers keep views of their inputs until backward); the last stage computes and returns the mean
-  // loss over `targets`, the others return 0 and leave their output [B·T, C] at stage_output() (valid until the
-  // next forward). On the whole model it is forward().
+  // Pipeline stages (model::Stage: the first holds the embedding, the last ln_f, the head and the loss; when the
+  // last is not also the first it holds its own copy of the tied word table "transformer.wte.weight", initialised
+  // to the same values, whose gradient the trainer sums with the first stage's every step, as Megatron's embedding
+  // group). forward_stage: the first stage reads `tokens`, the others `input` [B·T, C] (copied: the layers keep
+  // views of their inputs until backward); the last stage computes and returns the mean loss over `targets`, the
+  // others return 0 and leave their output [B·T, C] at stage_output() (valid until the next forward). On the whole
+  // model it is forward().
   float forward_stage(const int32_t* tokens, const float* input, const int32_t* targets, int B, int T,
                       const layers::ForwardStep* step);
   // Stages exchange fp32 (under --bf16/--fp16 the activations and their gradients are converted at the boundary,
@@ -181,43 +137,29 @@ class GPT {
 
  private:
   void check_ids(const int32_t* ids, size_t n, const char* what) const;
-  // Full recomputation: the chunks [begin, end) of layers that are recomputed (empty: none).
-  struct Chunk {
-    int begin = 0, end = 0;
-    kernels::Tensor input;   // the chunk's input (the embedding's output or the previous chunk's kept output)
-    kernels::Buffer output;  // a copy of the chunk's last layer output, which the next layer reads
-  };
-  std::vector<Chunk> make_chunks() const;
-  void backward_layer(size_t l);
-  int64_t loss_chunk_rows(int64_t N) const;
   kernels::Tensor forward_body(const int32_t* tokens, const float* input, int B, int T,
                                const layers::ForwardStep& step);
+  layers::StackRecomputation::Run layer_run();
   void require_whole(const char* what) const;
+  // Into stage_f32_ as fp32 when t is not (a stage boundary under mixed precision); otherwise empties it.
+  void stage_to_f32(const kernels::Tensor& t);
 
   GPTConfig config_;
-  GPTStage stage_;
-  layers::TensorParallel tp_;
-  layers::ParameterStore store_;
-  layers::Workspace workspace_;
+  Stage stage_;
   std::unique_ptr<layers::Embedding> embedding_;
   std::vector<std::unique_ptr<layers::TransformerLayer>> layers_;
   std::vector<size_t> layer_first_;  // index of each layer's first tensor in the table
+  layers::StackRecomputation recompute_;  // full recomputation over this stage's layers (none unless configured)
   std::unique_ptr<layers::LayerNorm> ln_f_;
-  std::unique_ptr<layers::Linear> head_;
-  layers::VocabParallelCrossEntropy loss_;
+  std::unique_ptr<layers::LmHead> head_;
 
   int B_ = 0, T_ = 0, positions_T_ = 0;
   bool have_targets_ = false, have_forward_ = false;
-  kernels::Buffer tokens_, targets_, positions_, normed_, logits_, d_residual_, last_, last_logits_, input_;
+  kernels::Buffer tokens_, positions_, normed_, d_residual_, last_, last_logits_, input_, last_rows_;
   kernels::Buffer input_act_, stage_f32_;  // a stage's input in the activation dtype; its fp32 output / input grad
-  // Into stage_f32_ as fp32 when t is not (a stage boundary under mixed precision); otherwise empties it.
-  void stage_to_f32(const kernels::Tensor& t);
   kernels::Tensor body_out_;
-  std::vector<Chunk> chunks_;
-  int64_t loss_chunks_ = 0;  // chunks the last forward's head and loss ran in
   layers::ForwardStep step_;  // the last training forward's step (a recomputation draws the same masks)
   int decode_B_ = 0, decode_pos_ = 0;
-  std::function<void(size_t)> ready_hook_;
 };
 
 }  // namespace lmforge::model

@@ -1,4 +1,4 @@
-// defines: padded_vocab_size, check_tensor_parallel_fits, add_tied_word_copy, tied_head_spec, ConfigCheck,
+// defines: Stage::check, padded_vocab_size, check_tensor_parallel_fits, add_tied_word_copy, tied_head_spec, ConfigCheck,
 //          ModelParameters::set_compute_dtype
 #include "model/model_common.h"
 
@@ -40,6 +40,13 @@ layers::LinearSpec tied_head_spec(const std::string& name, const std::string& bi
   head.parallelism = layers::Parallelism::COLUMN;
   head.tied_weight = (int64_t)word;
   return head;
+}
+
+void Stage::check(const char* model, int total_layers) const {
+  const int end = end_layer(total_layers);
+  if (first_layer < 0 || end > total_layers || first_layer >= end)
+    throw Error(std::string(model) + " stage: layers [" + std::to_string(first_layer) + ", " + std::to_string(end) +
+                ") of " + std::to_string(total_layers));
 }
 
 void ConfigCheck::fail(const std::string& msg) const { throw Error("invalid " + model_ + " config: " + msg); }

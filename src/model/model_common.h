@@ -40,6 +40,24 @@ size_t add_tied_word_copy(layers::ParameterStore& store, const layers::Embedding
 layers::LinearSpec tied_head_spec(const std::string& name, const std::string& bias_name, int64_t hidden,
                                   int64_t padded_vocab, size_t word);
 
+// One pipeline stage of a model (Megatron's pre_process / post_process): layers [first_layer, first_layer +
+// num_layers) of the whole model's stack — for an encoder-decoder the encoder's layers followed by the decoder's,
+// numbered on (T5: decoder layer l is layer encoder_layers + l) —, the first stage (pre_process) reading the tokens
+// and the last (post_process) holding the head and the losses. The whole model is the one stage that holds every
+// layer; a model's forward and backward are those of its stages (one path). Default: the whole model.
+struct Stage {
+  int first_layer = 0;
+  int num_layers = -1;        // -1: every layer from first_layer on
+  bool pre_process = true;    // the first stage: reads the tokens
+  bool post_process = true;   // the last stage: holds the head and computes the losses
+  int end_layer(int total_layers) const { return num_layers < 0 ? total_layers : first_layer + num_layers; }
+  bool whole(int total_layers) const {
+    return pre_process && post_process && first_layer == 0 && end_layer(total_layers) == total_layers;
+  }
+  // Throws lmforge::Error naming `model` unless the layers are a nonempty range of [0, total_layers).
+  void check(const char* model, int total_layers) const;
+};
+
 // The checks a model config makes of its fields, each throwing lmforge::Error("invalid <model> config: ...").
 class ConfigCheck {
  public:
@@ -77,7 +95,9 @@ class ModelParameters {
   void params_updated() { store_.sync_compute_copy(); }
   size_t num_parameters() const { return store_.local_numel(); }  // on this rank
   float* params() { return store_.values(); }
+  const float* params() const { return store_.values(); }
   float* grads() { return store_.grads(); }
+  const float* grads() const { return store_.grads(); }
   const param::ParamTable& table() const { return store_.table(); }
   // Throws lmforge::Error for an unknown name.
   const param::Parameter& tensor(std::string_view name) const { return table().find(name); }

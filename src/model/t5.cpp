@@ -43,7 +43,7 @@ struct T5Parts {
   std::vector<std::unique_ptr<layers::TransformerLayer>> encoder, decoder;
   std::vector<size_t> encoder_first, decoder_first;
   std::unique_ptr<layers::LayerNorm> encoder_norm, decoder_norm;
-  std::unique_ptr<layers::Linear> head;
+  std::unique_ptr<layers::LmHead> head;
 };
 
 layers::AttentionSpec self_attention(const T5Config& c, const std::string& prefix, bool causal, int layer,
@@ -112,21 +112,25 @@ layers::TransformerLayerSpec layer_spec(const T5Config& c, const std::string& pr
   return s;
 }
 
-// A stage's layers [first, end) of a stack of `total` (the whole stack for the whole model).
-std::pair<int, int> stage_layers(const T5Stage& st, bool decoder, int total) {
-  if (st.whole_model) return {0, total};
-  if (st.decoder != decoder) return {0, 0};
-  const int first = st.first_layer, end = st.first_layer + st.num_layers;
-  if (first < 0 || end > total || first >= end)
-    throw Error(std::string("T5 stage: ") + (decoder ? "decoder" : "encoder") + " layers [" + std::to_string(first) +
-                ", " + std::to_string(end) + ") of " + std::to_string(total));
-  return {first, end};
+
+// The encoder's layers [first, end) and the decoder's a stage holds (stack-local numbers; empty ranges when none).
+struct StageLayers {
+  int enc_first, enc_end, dec_first, dec_end;
+};
+StageLayers stage_layers(const T5Config& c, const Stage& st) {
+  st.check("T5", c.encoder_num_layers + c.decoder_layers());
+  const int Le = c.encoder_num_layers, first = st.first_layer, end = st.end_layer(Le + c.decoder_layers());
+  return {std::min(first, Le), std::min(end, Le), std::max(first, Le) - Le, std::max(end, Le) - Le};
 }
 
-// T5 out of layers in Megatron's state_dict order; a pipeline stage adds only its own tensors (see T5Stage).
+// T5 out of layers in Megatron's state_dict order; a pipeline stage adds only its own tensors (see Stage in t5.h).
 T5Parts build(const T5Config& c, layers::ParameterStore& store, const layers::TensorParallel& tp,
-            layers::Workspace& workspace, const T5Stage& st = {}) {
+              layers::Workspace& workspace, const Stage& st = {}) {
   check_tensor_parallel_fits(tp.size(), c.padded_vocab_size(), c.heads, c.ffn());
+  const StageLayers sl = stage_layers(c, st);
+  const bool encoder_lookup = sl.enc_first == 0 && sl.enc_end > 0;
+  const bool decoder_lookup = sl.dec_first == 0 && sl.dec_end > 0;
+  const bool head = sl.dec_end == c.decoder_layers();
   T5Parts p;
   layers::EmbeddingSpec e;
   e.word_name = "language_model.embedding.word_embeddings";
@@ -136,49 +140,58 @@ T5Parts build(const T5Config& c, layers::ParameterStore& store, const layers::Te
   e.hidden = c.hidden;
   e.init_std = c.init_std;
   e.dropout = c.hidden_dropout;
-  const bool whole = st.whole_model;
   size_t word = 0;  // the word table the tied head reads
-  if (whole || st.pre_process) {
+  if (encoder_lookup || decoder_lookup) {
     p.embedding = std::make_unique<layers::Embedding>(store, tp, e);
     word = p.embedding->word_index();
-  } else if (st.decoder && st.post_process) {
+  } else if (head) {
     word = add_tied_word_copy(store, e);
   }
   // Dropout streams: layer 0 the embedding, 1..Le the encoder, Le+1..Le+Ld the decoder (the whole model's numbers
   // on every stage).
-  const auto [enc_first, enc_end] = stage_layers(st, false, c.encoder_num_layers);
-  for (int l = enc_first; l < enc_end; l++) {
+  for (int l = sl.enc_first; l < sl.enc_end; l++) {
     p.encoder_first.push_back(store.table().size());
     p.encoder.push_back(std::make_unique<layers::TransformerLayer>(
         store, tp, workspace,
         layer_spec(c, "language_model.encoder.layers." + std::to_string(l) + ".", false, l + 1)));
   }
-  if (whole || (!st.decoder && st.post_process))
+  if (sl.enc_end == c.encoder_num_layers && sl.enc_first < sl.enc_end)
     p.encoder_norm =
         std::make_unique<layers::LayerNorm>(store, "language_model.encoder.final_norm", c.hidden, c.layernorm_eps);
-  const auto [dec_first, dec_end] = stage_layers(st, true, c.decoder_layers());
-  for (int l = dec_first; l < dec_end; l++) {
+  for (int l = sl.dec_first; l < sl.dec_end; l++) {
     p.decoder_first.push_back(store.table().size());
     p.decoder.push_back(std::make_unique<layers::TransformerLayer>(
         store, tp, workspace,
         layer_spec(c, "language_model.decoder.layers." + std::to_string(l) + ".", true,
                    c.encoder_num_layers + l + 1)));
   }
-  if (!whole && !(st.decoder && st.post_process)) return p;
+  if (!head) return p;
   p.decoder_norm =
       std::make_unique<layers::LayerNorm>(store, "language_model.decoder.final_norm", c.hidden, c.layernorm_eps);
-  const layers::LinearSpec head = tied_head_spec("lm_head", "lm_head.bias", c.hidden, c.padded_vocab_size(), word);
-  p.head = std::make_unique<layers::Linear>(store, tp, workspace, head);
+  // logits = dec_out·Eᵀ + b over the masked decoder rows (the others add neither loss nor gradient), in fp32.
+  layers::LmHeadSpec h;
+  h.name = "lm_head";
+  h.bias_name = "lm_head.bias";
+  h.hidden = c.hidden;
+  h.padded_vocab = c.padded_vocab_size();
+  h.word = word;
+  h.masked_rows_only = true;
+  h.logits_in_activation_dtype = false;
+  p.head = std::make_unique<layers::LmHead>(store, tp, workspace, h);
   return p;
 }
 
 }  // namespace
 
-T5::T5(const T5Config& config, kernels::Backend& backend, dist::Communicator* tensor_parallel, T5Stage stage)
-    : ModelParameters(backend, tensor_parallel), config_(config), stage_(stage), loss_(tp_, backend) {
+T5::T5(const T5Config& config, kernels::Backend& backend, dist::Communicator* tensor_parallel, Stage stage)
+    : ModelParameters(backend, tensor_parallel), config_(config), stage_(stage) {
   config_.validate();
   T5Parts p = build(config_, store_, tp_, workspace_, stage_);
-  vocab_offset_ = (int64_t)config_.padded_vocab_size() / tp_.size() * tp_.rank();
+  const StageLayers sl = stage_layers(config_, stage_);
+  encoder_lookup_ = sl.enc_first == 0 && sl.enc_end > 0;
+  decoder_lookup_ = sl.dec_first == 0 && sl.dec_end > 0;
+  encoder_norm_held_ = p.encoder_norm != nullptr;
+  head_held_ = p.head != nullptr;
   embedding_ = std::move(p.embedding);
   encoder_ = std::move(p.encoder);
   decoder_ = std::move(p.decoder);
@@ -188,21 +201,20 @@ T5::T5(const T5Config& config, kernels::Backend& backend, dist::Communicator* te
   decoder_norm_ = std::move(p.decoder_norm);
   head_ = std::move(p.head);
   store_.allocate();
-  encoder_recompute_ = layers::StackRecomputation(config_.recompute, config_.encoder_num_layers);
-  decoder_recompute_ = layers::StackRecomputation(config_.recompute, config_.decoder_layers());
+  // Full recomputation chunks each stack's layers on this stage (Megatron's two ParallelTransformers, per stage).
+  encoder_recompute_ = layers::StackRecomputation(config_.recompute, (int)encoder_.size());
+  decoder_recompute_ = layers::StackRecomputation(config_.recompute, (int)decoder_.size());
 }
 
 layers::StackRecomputation::Run T5::encoder_run() {
-  const Tensor pad = enc_pad_kept_ ? enc_padding_.view({B_, Te_}) : Tensor{};
+  const Tensor pad = enc_pad_;
   return [this, pad](layers::TransformerLayer& layer, const Tensor& x) {
     return layer.forward(x, pad, Tensor{}, Tensor{}, B_, Te_, 0, step_);
   };
 }
 
 layers::StackRecomputation::Run T5::decoder_run() {
-  const Tensor pad = dec_pad_kept_ ? dec_padding_.view({B_, Td_}) : Tensor{};
-  const Tensor enc_pad = enc_pad_kept_ ? enc_padding_.view({B_, Te_}) : Tensor{};
-  const Tensor memory = enc_out_.view({(int64_t)B_ * Te_, config_.hidden});
+  const Tensor pad = dec_pad_, enc_pad = enc_pad_, memory = memory_;
   return [this, pad, enc_pad, memory](layers::TransformerLayer& layer, const Tensor& y) {
     return layer.forward(y, pad, memory, enc_pad, B_, Td_, Te_, step_);
   };
@@ -211,14 +223,14 @@ layers::StackRecomputation::Run T5::decoder_run() {
 T5::~T5() = default;
 
 void T5::init_weights(uint64_t seed) {
-  if (stage_.whole_model) return store_.init(seed);
+  if (whole()) return store_.init(seed);
   store_.init(seed, build_whole_model(
                         [&](auto&... a) { return build(config_, a...); },
                         [&](const layers::ParameterStore& whole) { return stage_init_discards(whole, store_); }));
 }
 
 void T5::require_whole(const char* what) const {
-  if (!stage_.whole_model) throw Error(std::string("T5 ") + what + ": this is one pipeline stage, not the whole model");
+  if (!whole()) throw Error(std::string("T5 ") + what + ": this is one pipeline stage, not the whole model");
 }
 
 param::ParamTable T5::parameter_table(const T5Config& config) {
@@ -262,106 +274,189 @@ void T5::check_inputs(const T5Inputs& in, bool need_labels) const {
   }
 }
 
-void T5::forward_body(const T5Inputs& in, const layers::ForwardStep& step) {
+namespace {
+
+Tensor sized(kernels::Backend& be, kernels::Buffer& buf, kernels::DType dtype, int64_t rows, int64_t cols,
+             bool zero = false) {
+  buf.resize(be, dtype, (size_t)(rows * cols));
+  if (zero) buf.zero();
+  return buf.view({rows, cols});
+}
+
+void upload_ids(kernels::Backend& be, kernels::Buffer& buf, const int32_t* host, size_t n) {
+  buf.resize(be, kernels::DType::I32, n);
+  be.copy_to_device(buf.data(), host, n * sizeof(int32_t));
+}
+
+}  // namespace
+
+// A stage ending inside the encoder passes [Ne, H], one ending with it the encoder's output [Ne, H], one ending
+// inside the decoder [Nd + Ne, H]; a stage's input is what its predecessor passes.
+size_t T5::stage_input_elements(int B, int Te, int Td) const {
+  if (stage_.pre_process) return 0;
+  const size_t Ne = (size_t)B * Te, Nd = (size_t)B * Td, H = (size_t)config_.hidden;
+  return (encoder_.empty() && !decoder_lookup_ ? Nd + Ne : Ne) * H;
+}
+
+size_t T5::stage_output_elements(int B, int Te, int Td) const {
+  if (head_held_) return 0;
+  const size_t Ne = (size_t)B * Te, Nd = (size_t)B * Td, H = (size_t)config_.hidden;
+  return (decoder_.empty() ? Ne : Nd + Ne) * H;
+}
+
+Tensor T5::embed_both(const T5Inputs& in, const layers::ForwardStep& step) {
+  const int64_t Ne = (int64_t)in.B * in.Te, Nd = (int64_t)in.B * in.Td;
+  std::vector<int32_t> ids((size_t)(Ne + Nd)), pos((size_t)(Ne + Nd));
+  std::copy(in.encoder_tokens, in.encoder_tokens + Ne, ids.begin());
+  std::copy(in.decoder_tokens, in.decoder_tokens + Nd, ids.begin() + Ne);
+  for (int64_t n = 0; n < Ne; n++) pos[(size_t)n] = (int32_t)(n % in.Te);
+  for (int64_t n = 0; n < Nd; n++) pos[(size_t)(Ne + n)] = (int32_t)(n % in.Td);
+  upload_ids(backend(), tokens_, ids.data(), ids.size());
+  upload_ids(backend(), positions_, pos.data(), pos.size());
+  return embedding_->forward(tokens_.view({Ne + Nd}), positions_.view({Ne + Nd}), Tensor{}, step);
+}
+
+Tensor T5::stage_input(const float* input, int64_t rows) {
+  kernels::Backend& be = backend();
+  const int64_t H = config_.hidden;
+  const Tensor x = sized(be, stage_in_f32_, kernels::DType::F32, rows, H);
+  be.copy_to_device(x.data, input, (size_t)(rows * H) * sizeof(float));
+  const kernels::DType act = store_.activation_dtype();
+  if (act == kernels::DType::F32) return x;
+  const Tensor a = sized(be, stage_in_, act, rows, H);
+  kernels::copy(a, x);
+  return a;
+}
+
+void T5::forward_body(const T5Inputs& in, const float* input, const layers::ForwardStep& step) {
   decode_B_ = 0;  // the encoder's output buffer is rewritten: a decode session ends here
   const int B = in.B, Te = in.Te, Td = in.Td;
   const int64_t Ne = (int64_t)B * Te, Nd = (int64_t)B * Td, H = config_.hidden;
   kernels::Backend& be = backend();
-  B_ = B, Te_ = Te, Td_ = Td;
-  auto upload = [&](kernels::Buffer& buf, const int32_t* host, size_t n) {
-    buf.resize(be, kernels::DType::I32, n);
-    be.copy_to_device(buf.data(), host, n * sizeof(int32_t));
-  };
-  // One embedding lookup for both sides: rows [0, Ne) the encoder's tokens, [Ne, Ne+Nd) the decoder's, so the
-  // shared table's gradient is one scatter over both (Megatron calls the same module twice).
-  std::vector<int32_t> ids((size_t)(Ne + Nd)), pos((size_t)(Ne + Nd));
-  std::copy(in.encoder_tokens, in.encoder_tokens + Ne, ids.begin());
-  std::copy(in.decoder_tokens, in.decoder_tokens + Nd, ids.begin() + Ne);
-  for (int64_t n = 0; n < Ne; n++) pos[(size_t)n] = (int32_t)(n % Te);
-  for (int64_t n = 0; n < Nd; n++) pos[(size_t)(Ne + n)] = (int32_t)(n % Td);
-  upload(tokens_, ids.data(), ids.size());
-  upload(positions_, pos.data(), pos.size());
-  if (in.encoder_padding) upload(enc_padding_, in.encoder_padding, (size_t)Ne);
-  if (in.decoder_padding) upload(dec_padding_, in.decoder_padding, (size_t)Nd);
-  enc_pad_kept_ = in.encoder_padding != nullptr;
-  dec_pad_kept_ = in.decoder_padding != nullptr;
-  step_ = step;
-  const Tensor emb = embedding_->forward(tokens_.view({Ne + Nd}), positions_.view({Ne + Nd}), Tensor{}, step);
-
   const kernels::DType act = store_.activation_dtype();
-  enc_body_ = encoder_recompute_.forward(encoder_, emb.slice0(0, Ne), encoder_run(), be);
-  enc_out_.resize(be, act, (size_t)(Ne * H));
-  const Tensor memory = enc_out_.view({Ne, H});
-  encoder_norm_->forward(memory, enc_body_);
-
-  // The decoder layers read the encoder's output through memory (enc_out_), kept until the backward.
-  dec_body_ = decoder_recompute_.forward(decoder_, emb.slice0(Ne, Nd), decoder_run(), be);
-  const Tensor y = dec_body_;
-  dec_out_.resize(be, act, (size_t)(Nd * H));
-  const Tensor dec_out = dec_out_.view({Nd, H});
-  decoder_norm_->forward(dec_out, y);
+  B_ = B, Te_ = Te, Td_ = Td;
+  step_ = step;
+  enc_pad_ = dec_pad_ = memory_ = Tensor{};
+  if (in.encoder_padding) upload_ids(be, enc_padding_, in.encoder_padding, (size_t)Ne), enc_pad_ = enc_padding_.view({B, Te});
+  if (in.decoder_padding) upload_ids(be, dec_padding_, in.decoder_padding, (size_t)Nd), dec_pad_ = dec_padding_.view({B, Td});
+  // One embedding lookup for both sides (rows [0, Ne) the encoder's tokens, [Ne, Ne+Nd) the decoder's), so the
+  // shared table's gradient is one scatter over both on the whole model (Megatron calls the same module twice).
+  const Tensor emb = embedding_ ? embed_both(in, step) : Tensor{};
+  const Tensor x_in = stage_.pre_process ? Tensor{} : stage_input(input, (int64_t)stage_input_elements(B, Te, Td) / H);
+  if (!encoder_.empty()) {
+    enc_body_ = encoder_recompute_.forward(encoder_, encoder_lookup_ ? emb.slice0(0, Ne) : x_in, encoder_run(), be);
+    if (encoder_norm_held_) {
+      memory_ = sized(be, enc_out_, act, Ne, H);
+      encoder_norm_->forward(memory_, enc_body_);
+    }
+  } else {  // the encoder's output came from the previous stage: alone (to the first decoder stage) or after the
+            // decoder's rows
+    memory_ = decoder_lookup_ ? x_in : x_in.slice0(Nd, Ne);
+  }
+  if (decoder_.empty()) {
+    const Tensor out = sized(be, stage_out_, kernels::DType::F32, Ne, H);
+    kernels::copy(out, encoder_norm_held_ ? memory_ : enc_body_);
+    return;
+  }
+  // The decoder layers read the encoder's output through memory_, kept until the backward.
+  dec_body_ = decoder_recompute_.forward(decoder_, decoder_lookup_ ? emb.slice0(Ne, Nd) : x_in.slice0(0, Nd),
+                                         decoder_run(), be);
+  if (head_held_) {
+    decoder_norm_->forward(sized(be, dec_out_, act, Nd, H), dec_body_);
+    return;
+  }
+  const Tensor out = sized(be, stage_out_, kernels::DType::F32, Nd + Ne, H);  // [decoder rows | encoder output]
+  kernels::copy(out.slice0(0, Nd), dec_body_);
+  kernels::copy(out.slice0(Nd, Ne), memory_);
 }
 
-double T5::forward(const T5Inputs& in, const layers::ForwardStep* step_ptr) {
+double T5::forward(const T5Inputs& in, const layers::ForwardStep* step) {
   require_whole("forward");
+  return forward_stage(in, nullptr, step);
+}
+
+double T5::forward_stage(const T5Inputs& in, const float* input, const layers::ForwardStep* step) {
   have_forward_ = false;
-  check_inputs(in);
-  const layers::ForwardStep step = step_ptr ? *step_ptr : layers::ForwardStep{};
-  forward_body(in, step);
-  const int64_t Nd = (int64_t)in.B * in.Td, H = config_.hidden;
-  kernels::Backend& be = backend();
-  auto upload = [&](kernels::Buffer& buf, const int32_t* host, size_t n) {
-    buf.resize(be, kernels::DType::I32, n);
-    be.copy_to_device(buf.data(), host, n * sizeof(int32_t));
-  };
-  const Tensor dec_out = dec_out_.view({Nd, H});
-  // logits = dec_out·Eᵀ + b over this rank's vocabulary columns; lm = Σ CE·mask / Σ mask.
-  logits_.resize(be, kernels::DType::F32, (size_t)(Nd * head_->local_out()));
-  const Tensor logits = logits_.view({Nd, head_->local_out()});
-  head_->forward(logits, dec_out);
-  upload(labels_, in.labels, (size_t)Nd);
-  const double masked = loss_.forward(logits, labels_.view({Nd}), in.loss_mask, embedding_->vocab_offset());
+  check_inputs(in, head_held_);
+  forward_body(in, input, step ? *step : layers::ForwardStep{});
+  have_forward_ = true;
+  if (!head_held_) return 0.0;
+  // lm = Σ CE·mask / Σ mask over the decoder positions (logits = dec_out·Eᵀ + b over this rank's vocabulary).
+  const int64_t Nd = (int64_t)in.B * in.Td;
+  const double masked = head_->forward(dec_out_.view({Nd, config_.hidden}), in.labels, in.loss_mask);
   mask_sum_ = 0.0;
   for (int64_t n = 0; n < Nd; n++) mask_sum_ += (double)in.loss_mask[n];
-  have_forward_ = true;
   return masked / mask_sum_;  // 0/0 = NaN when nothing is masked, as in Megatron
 }
 
 void T5::backward(float loss_scale) {
   require_whole("backward");
+  backward_stage(nullptr, loss_scale);
+}
+
+// Down the decoder (from the loss, or from what the next stage sent back: the decoder rows' gradient and the
+// encoder output's), then the encoder (its output's gradient summed over every cross-attention), to the embedding
+// (one scatter for both lookups) or to input_grad().
+void T5::backward_stage(const float* output_grad, float loss_scale) {
   if (!have_forward_) throw Error("T5 backward: no forward() precedes it (or backward already ran)");
   have_forward_ = false;
   const int64_t Ne = (int64_t)B_ * Te_, Nd = (int64_t)B_ * Td_, H = config_.hidden;
   kernels::Backend& be = backend();
-  auto zeros = [&](kernels::Buffer& buf, int64_t rows) {
-    buf.resize(be, store_.activation_dtype(), (size_t)(rows * H));
-    buf.zero();
-    return buf.view({rows, H});
-  };
-  // d_all is the gradient of the embedding output: rows [0, Ne) the encoder's residual stream, the rest the
-  // decoder's (each carried down through its layers in place).
-  const Tensor d_all = zeros(d_all_, Ne + Nd);
-  const Tensor d_enc = d_all.slice0(0, Ne), d_dec = d_all.slice0(Ne, Nd);
-  const Tensor d_memory = zeros(d_memory_, Ne);
-  if (mask_sum_ > 0.0) {
-    const Tensor logits = logits_.view({Nd, head_->local_out()});
-    loss_.backward(logits, (float)((double)loss_scale / mask_sum_));
-    const Tensor d_out = zeros(d_dec_out_, Nd);
-    head_->backward(d_out, logits, dec_out_.view({Nd, H}));
-    decoder_norm_->backward(d_dec, d_out, dec_body_);
+  const kernels::DType act = store_.activation_dtype();
+  // d_all is the gradient of the embedding's output (each stack's rows carried down through its layers in place);
+  // d_in that of this stage's input, in the activation dtype.
+  const Tensor d_all = embedding_ ? sized(be, d_all_, act, Ne + Nd, H, true) : Tensor{};
+  const int64_t in_rows = (int64_t)stage_input_elements(B_, Te_, Td_) / H;
+  const Tensor d_in = in_rows > 0 ? sized(be, d_input_, act, in_rows, H, true) : Tensor{};
+  Tensor g_out;  // d(loss)/d(output) of a stage that is not the last, in the activation dtype
+  if (!head_held_) {
+    const int64_t out_rows = (int64_t)stage_output_elements(B_, Te_, Td_) / H;
+    const Tensor g = sized(be, d_output_f32_, kernels::DType::F32, out_rows, H);
+    be.copy_to_device(g.data, output_grad, (size_t)(out_rows * H) * sizeof(float));
+    g_out = g;
+    if (act != kernels::DType::F32) {
+      g_out = sized(be, d_output_, act, out_rows, H);
+      kernels::copy(g_out, g);
+    }
   }
-  if (ready_hook_) ready_hook_(tensor("language_model.decoder.final_norm.weight").offset);
-  decoder_recompute_.backward(decoder_, decoder_run(), [&](size_t l) {
-    decoder_[l]->backward(d_dec, d_memory);
-    if (ready_hook_) ready_hook_(table()[decoder_first_[l]].offset);
-  });
-  encoder_norm_->backward(d_enc, d_memory, enc_body_);
-  if (ready_hook_) ready_hook_(tensor("language_model.encoder.final_norm.weight").offset);
-  encoder_recompute_.backward(encoder_, encoder_run(), [&](size_t l) {
-    encoder_[l]->backward(d_enc, Tensor{});
-    if (ready_hook_) ready_hook_(table()[encoder_first_[l]].offset);
-  });
-  embedding_->backward(d_all);
+  Tensor d_memory;
+  if (!decoder_.empty()) {
+    const Tensor d_dec = decoder_lookup_ ? d_all.slice0(Ne, Nd) : d_in.slice0(0, Nd);
+    if (!encoder_.empty()) d_memory = sized(be, d_memory_, act, Ne, H, true);
+    else d_memory = decoder_lookup_ ? d_in : d_in.slice0(Nd, Ne);
+    if (head_held_) {
+      if (mask_sum_ > 0.0) {
+        const Tensor d_out = sized(be, d_dec_out_, act, Nd, H, true);
+        head_->backward(d_out, (float)((double)loss_scale / mask_sum_));
+        decoder_norm_->backward(d_dec, d_out, dec_body_);
+      }
+      hook_at("language_model.decoder.final_norm.weight");
+    } else {
+      kernels::copy(d_dec, g_out.slice0(0, Nd));
+      kernels::copy(d_memory, g_out.slice0(Nd, Ne));
+    }
+    decoder_recompute_.backward(decoder_, decoder_run(), [&](size_t l) {
+      decoder_[l]->backward(d_dec, d_memory);
+      if (ready_hook_) ready_hook_(table()[decoder_first_[l]].offset);
+    });
+  }
+  if (!encoder_.empty()) {
+    const Tensor d_enc = encoder_lookup_ ? d_all.slice0(0, Ne) : d_in;
+    if (encoder_norm_held_) {
+      encoder_norm_->backward(d_enc, decoder_.empty() ? g_out : d_memory, enc_body_);
+      hook_at("language_model.encoder.final_norm.weight");
+    } else {
+      kernels::copy(d_enc, g_out);
+    }
+    encoder_recompute_.backward(encoder_, encoder_run(), [&](size_t l) {
+      encoder_[l]->backward(d_enc, Tensor{});
+      if (ready_hook_) ready_hook_(table()[encoder_first_[l]].offset);
+    });
+  }
+  if (embedding_) embedding_->backward(d_all);
+  if (d_in.present()) {  // for the previous stage, in fp32
+    kernels::copy(sized(be, d_input_f32_, kernels::DType::F32, in_rows, H), d_in);
+  }
   if (ready_hook_) ready_hook_(0);
 }
 
@@ -374,10 +469,10 @@ const float* T5::forward_logits(const int32_t* encoder_tokens, int B, int Te, co
   in.encoder_tokens = encoder_tokens;
   in.decoder_tokens = decoder_tokens;
   check_inputs(in, false);
-  forward_body(in, layers::ForwardStep{});
+  forward_body(in, nullptr, layers::ForwardStep{});
   const int64_t Nd = (int64_t)B * Td;
-  logits_.resize(backend(), kernels::DType::F32, (size_t)(Nd * head_->local_out()));
-  head_->forward(logits_.view({Nd, head_->local_out()}), dec_out_.view({Nd, config_.hidden}));
+  logits_.resize(backend(), kernels::DType::F32, (size_t)(Nd * head_->local_vocab()));
+  head_->logits(logits_.view({Nd, head_->local_vocab()}), dec_out_.view({Nd, config_.hidden}));
   return logits_.f32();
 }
 
@@ -422,7 +517,7 @@ const float* T5::decode_step(const int32_t* tokens) {
     throw Error("T5 decode: the decoder input is already max_positions = " + std::to_string(config_.max_positions) +
                 " long");
   const int B = decode_B_;
-  const int64_t H = config_.hidden, Vl = head_->local_out();
+  const int64_t H = config_.hidden, Vl = head_->local_vocab();
   for (int b = 0; b < B; b++)
     if (tokens[b] < 0 || tokens[b] >= config_.vocab_size)
       throw Error("T5 decode: decoder token id " + std::to_string(tokens[b]) + " is outside the vocabulary [0, " +
@@ -440,7 +535,7 @@ const float* T5::decode_step(const int32_t* tokens) {
   dec_out_.resize(be, kernels::DType::F32, (size_t)(B * H));
   decoder_norm_->forward(dec_out_.view({B, H}), x);
   logits_.resize(be, kernels::DType::F32, (size_t)(B * Vl));
-  head_->forward(logits_.view({B, Vl}), dec_out_.view({B, H}));
+  head_->logits(logits_.view({B, Vl}), dec_out_.view({B, H}));
   decode_pos_++;
   return logits_.f32();
 }

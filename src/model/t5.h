@@ -18,6 +18,7 @@
 #include "layers/dropout.h"
 #include "layers/embedding.h"
 #include "layers/layernorm.h"
+#include "layers/lm_head.h"
 #include "layers/linear.h"
 #include "layers/parameter_store.h"
 #include "layers/recompute.h"
@@ -72,20 +73,14 @@ struct T5Inputs {
   const float* loss_mask = nullptr;          // "loss_mask" [B,Td]
 };
 
-// One pipeline stage of a T5 as Megatron splits it (--pipeline-model-parallel-split-rank S of P stages): stages
-// [0, S) hold encoder layers, stages [S, P) decoder layers. An encoder stage holds layers [first_layer, first_layer
-// + num_layers) of the encoder, the embedding when it is stage 0 (pre_process) and the encoder's final LayerNorm
-// when it is stage S − 1 (post_process); a decoder stage holds decoder layers, an embedding (word and position
-// tables) when it is stage S (pre_process: the decoder's lookup) and the final LayerNorm, the LM head and the loss
-// when it is the last (post_process, with a copy of the tied word table unless it is also stage S). The copies of
-// the tables are initialised to the same values and their gradients summed between their holders every step
-// (Megatron's embedding and position-embedding groups). Default: the whole model.
-struct T5Stage {
-  bool whole_model = true;
-  bool decoder = false;       // holds decoder layers (otherwise encoder layers)
-  int first_layer = 0, num_layers = 0;  // of its stack
-  bool pre_process = false, post_process = false;
-};
+// A pipeline stage of a T5 is a model::Stage over the encoder's layers followed by the decoder's (decoder layer l is
+// layer encoder_num_layers + l). Megatron splits at --pipeline-model-parallel-split-rank S: stages [0, S) hold
+// encoder layers, [S, P) decoder layers. What a stage holds follows from its layers: the embedding (word and position
+// tables) when it holds encoder layer 0 (the encoder's lookup) or decoder layer 0 (the decoder's); the encoder's
+// final LayerNorm with the encoder's last layer; the decoder's final LayerNorm, the LM head and the loss with the
+// decoder's last layer (and a copy of the tied word table when it holds no embedding). The copies of the tables are
+// initialised to the same values and their gradients summed between their holders every step (Megatron's embedding
+// and position-embedding groups). The whole model is the stage that holds every layer.
 
 // Megatron's T5 on one Backend, as one rank of a tensor-parallel group.
 //
@@ -112,13 +107,17 @@ struct T5Stage {
 class T5 : public ModelParameters {
  public:
   explicit T5(const T5Config& config, kernels::Backend& backend = kernels::cpu_backend(),
-              dist::Communicator* tensor_parallel = nullptr, T5Stage stage = {});
+              dist::Communicator* tensor_parallel = nullptr, Stage stage = {});
   ~T5();
 
   const T5Config& config() const { return config_; }
   // A pipeline stage draws the whole model's stream and keeps its own tensors (as GPT::init_weights).
   void init_weights(uint64_t seed);
-  const T5Stage& stage() const { return stage_; }
+  const Stage& stage() const { return stage_; }
+  bool whole() const { return stage_.whole(total_layers()); }
+  int total_layers() const { return config_.encoder_num_layers + config_.decoder_layers(); }
+  // Whether this stage holds the embedding (the encoder's or the decoder's lookup).
+  bool holds_embedding() const { return embedding_ != nullptr; }
   static param::ParamTable parameter_table(const T5Config& config);
 
   // The micro-batch's lm loss Σ CE·loss_mask / Σ loss_mask over the decoder positions (NaN when nothing is
@@ -129,20 +128,23 @@ class T5 : public ModelParameters {
   // Adds loss_scale · d(lm)/dθ of the last forward into grads() (nothing when the loss was NaN).
   void backward(float loss_scale = 1.0f);
 
-  // Pipeline stages (see T5Stage). What passes from a stage to the next, per micro-batch (row-major, H wide):
-  //   encoder stage:              its layers' output [B·Te, H] (stage S − 1: after the encoder's final LayerNorm)
-  //   decoder stage (not last):   [B·Td decoder rows | B·Te rows of the encoder's output], the latter passed on
-  //                               unchanged so that every decoder stage's cross-attention reads it (Megatron's
-  //                               schedules send both tensors to the decoder stages)
-  // and each stage's input is its predecessor's output (stage S: the encoder's output alone). forward_stage returns
-  // the lm loss on the last stage (0 on the others) and leaves the output at stage_output() (valid until the next
-  // forward); backward_stage starts from the loss (last stage) or from output_grad, shaped as the output; afterwards
-  // input_grad() is shaped as the input (a decoder stage's encoder rows sum its cross-attentions' gradients and
-  // what came back from later stages). Stage sizes in floats: stage_input_elements / stage_output_elements.
+  // Pipeline stages (see Stage above); forward() and backward() are the one-stage case. What passes from a stage
+  // to the next, per micro-batch (fp32, row-major, H wide; under --bf16/--fp16 the activations are converted at the
+  // boundary, exactly: every bf16/fp16 value is an fp32 value):
+  //   a stage ending inside the encoder:        its last layer's output [B·Te, H]
+  //   a stage ending with the encoder:          the encoder's output [B·Te, H] (after its final LayerNorm)
+  //   a stage ending inside the decoder:        [B·Td decoder rows | B·Te rows of the encoder's output], the latter
+  //                                             passed on unchanged so that every decoder stage's cross-attention
+  //                                             reads it (Megatron's schedules send both tensors to decoder stages)
+  // and each stage's input is its predecessor's output. forward_stage returns the lm loss on the last stage (0 on
+  // the others) and leaves the output at stage_output() (valid until the next forward); backward_stage starts from
+  // the loss (last stage) or from output_grad, shaped as the output; afterwards input_grad() is shaped as the input
+  // (a decoder stage's encoder rows sum its cross-attentions' gradients and what came back from later stages).
+  // Stage sizes in floats: stage_input_elements / stage_output_elements.
   double forward_stage(const T5Inputs& in, const float* input, const layers::ForwardStep* step);
-  const float* stage_output() const { return stage_out_.f32(); }
+  const float* stage_output() const { return stage_out_.count() ? stage_out_.f32() : nullptr; }
   void backward_stage(const float* output_grad, float loss_scale = 1.0f);
-  const float* input_grad() const { return d_input_.f32(); }
+  const float* input_grad() const { return d_input_f32_.count() ? d_input_f32_.f32() : nullptr; }
   size_t stage_input_elements(int B, int Te, int Td) const;
   size_t stage_output_elements(int B, int Te, int Td) const;
 
@@ -162,18 +164,18 @@ class T5 : public ModelParameters {
  private:
   // need_labels: training/evaluation (labels and loss mask checked too); false: inference.
   void check_inputs(const T5Inputs& in, bool need_labels = true) const;
-  // Embedding, encoder and decoder stacks with their final LayerNorms: the decoder's output in dec_out_ [B·Td, H].
-  void forward_body(const T5Inputs& in, const layers::ForwardStep& step);
+  // The stage's layers and final LayerNorms over one micro-batch: the encoder's output in memory_ (when this stage
+  // has it), the decoder's final LayerNorm output in dec_out_ (last stage), or the stage's output in stage_out_.
+  void forward_body(const T5Inputs& in, const float* input, const layers::ForwardStep& step);
   // The encoder over `tokens` [B·Te] alone, its final LayerNorm's output in enc_out_ (inference).
   kernels::Tensor encode(const int32_t* tokens, int B, int Te);
   void require_whole(const char* what) const;
-  // A stage's lookup of both stacks' tokens (rows [0, Ne) the encoder's, [Ne, Ne + Nd) the decoder's), so that its
-  // dropout draws what the whole model's one lookup draws; the stage then uses its own rows.
+  // The lookup of both stacks' tokens (rows [0, Ne) the encoder's, [Ne, Ne + Nd) the decoder's), so that its
+  // dropout draws what the whole model's one lookup draws on every stage; a stage uses its own rows.
   kernels::Tensor embed_both(const T5Inputs& in, const layers::ForwardStep& step);
-  void encoder_stage_forward(const T5Inputs& in, const float* input, const layers::ForwardStep& step);
-  double decoder_stage_forward(const T5Inputs& in, const float* input, const layers::ForwardStep& step);
-  void encoder_stage_backward(const float* output_grad);
-  void decoder_stage_backward(const float* output_grad, float loss_scale);
+  // rows × H floats of the previous stage (host, fp32) as a device tensor in the activation dtype, kept until the
+  // backward (the layers keep views of it).
+  kernels::Tensor stage_input(const float* input, int64_t rows);
   void hook_at(const char* name) {
     if (ready_hook_) ready_hook_(tensor(name).offset);
   }
@@ -182,26 +184,24 @@ class T5 : public ModelParameters {
   layers::StackRecomputation::Run decoder_run();
 
   T5Config config_;
-  T5Stage stage_;
+  Stage stage_;
+  // What the stage's layers imply (see Stage above).
+  bool encoder_lookup_ = false, decoder_lookup_ = false, encoder_norm_held_ = false, head_held_ = false;
   std::unique_ptr<layers::Embedding> embedding_;
   std::vector<std::unique_ptr<layers::TransformerLayer>> encoder_, decoder_;
   std::vector<size_t> encoder_first_, decoder_first_;  // table index of each layer's first tensor
   layers::StackRecomputation encoder_recompute_, decoder_recompute_;  // full recomputation (none unless configured)
   layers::ForwardStep step_;                                           // the last training forward's
-  bool enc_pad_kept_ = false, dec_pad_kept_ = false;
   std::unique_ptr<layers::LayerNorm> encoder_norm_, decoder_norm_;
-  std::unique_ptr<layers::Linear> head_;
-  layers::VocabParallelCrossEntropy loss_;
+  std::unique_ptr<layers::LmHead> head_;
 
   int B_ = 0, Te_ = 0, Td_ = 0;
   bool have_forward_ = false;
   double mask_sum_ = 0.0;
-  kernels::Buffer tokens_, positions_, enc_padding_, dec_padding_, labels_;
-  kernels::Buffer enc_out_, dec_out_, logits_, d_all_, d_dec_out_, d_memory_;
-  kernels::Tensor enc_body_, dec_body_;
-  kernels::Buffer stage_in_, stage_buf_, d_stage_;  // a stage's input copy, output, and gradient buffers
-  kernels::Tensor stage_out_, d_input_, enc_pad_, dec_pad_;
-  int64_t vocab_offset_ = 0;  // the first vocabulary row of this rank's piece
+  kernels::Buffer tokens_, positions_, enc_padding_, dec_padding_;
+  kernels::Buffer enc_out_, dec_out_, logits_, d_all_, d_dec_out_, d_memory_, d_output_, d_output_f32_;
+  kernels::Buffer stage_in_f32_, stage_in_, stage_out_, d_input_, d_input_f32_;
+  kernels::Tensor enc_pad_, dec_pad_, enc_body_, dec_body_, memory_;
   int decode_B_ = 0, decode_pos_ = 0;
 };
 

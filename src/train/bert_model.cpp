@@ -125,7 +125,7 @@ model::BertConfig bert_config_from_json(const std::string& text, const std::stri
   return c;
 }
 
-BertModel::BertModel(const model::BertConfig& config, dist::Communicator* tensor_parallel, model::BertStage stage)
+BertModel::BertModel(const model::BertConfig& config, dist::Communicator* tensor_parallel, model::Stage stage)
     : bert_(config, kernels::cpu_backend(), tensor_parallel, stage) {}
 
 model::BertInputs BertModel::inputs(const Batch& batch) const {
@@ -166,7 +166,7 @@ std::vector<double> BertModel::forward_stage(const Batch& batch, const float* in
 }
 
 std::vector<std::string> BertModel::shared_tensors() const {
-  const model::BertStage& s = bert_.stage();
+  const model::Stage& s = bert_.stage();
   if (s.pre_process == s.post_process) return {};
   return {"bert.embeddings.word_embeddings.weight"};
 }

@@ -10,7 +10,7 @@
 
 namespace lmforge::train {
 
-GptModel::GptModel(const model::GPTConfig& config, dist::Communicator* tensor_parallel, model::GPTStage stage)
+GptModel::GptModel(const model::GPTConfig& config, dist::Communicator* tensor_parallel, model::Stage stage)
     : gpt_(config, kernels::cpu_backend(), tensor_parallel, stage) {}
 
 std::vector<double> GptModel::forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step) {
@@ -25,7 +25,7 @@ std::vector<double> GptModel::forward_stage(const Batch& batch, const float* inp
 
 // The tied word embedding lives on the first stage (lookup) and the last (LM head) when they are different stages.
 std::vector<std::string> GptModel::shared_tensors() const {
-  const model::GPTStage& s = gpt_.stage();
+  const model::Stage& s = gpt_.stage();
   if (s.pre_process == s.post_process) return {};
   return {"transformer.wte.weight"};
 }

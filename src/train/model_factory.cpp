@@ -21,6 +21,15 @@
 namespace lmforge::train {
 namespace {
 
+// --recompute-* / --checkpoint-activations as train_options.cpp resolved them (no method without full).
+layers::Recompute recompute_of(const TrainOptions& o) {
+  layers::Recompute r;
+  r.granularity = o.recompute_granularity;
+  if (!o.recompute_method.empty()) r.method = o.recompute_method;
+  r.num_layers = o.recompute_num_layers;
+  return r;
+}
+
 model::GPTConfig gpt_config(const TrainOptions& o, int64_t vocab_size) {
   model::GPTConfig c;
   c.num_layers = o.num_layers;
@@ -33,9 +42,7 @@ model::GPTConfig gpt_config(const TrainOptions& o, int64_t vocab_size) {
   c.init_std = (float)o.init_method_std;
   c.hidden_dropout = (float)o.hidden_dropout;
   c.attention_dropout = (float)o.attention_dropout;
-  c.recompute_granularity = o.recompute_granularity;
-  if (!o.recompute_method.empty()) c.recompute_method = o.recompute_method;
-  c.recompute_num_layers = o.recompute_num_layers;
+  c.recompute = recompute_of(o);
   c.validate();
   return c;
 }
@@ -50,14 +57,6 @@ std::string read_text(const std::string& path) {
   return text.str();
 }
 
-// --recompute-* / --checkpoint-activations as train_options.cpp resolved them (no method without full).
-layers::Recompute recompute_of(const TrainOptions& o) {
-  layers::Recompute r;
-  r.granularity = o.recompute_granularity;
-  if (!o.recompute_method.empty()) r.method = o.recompute_method;
-  r.num_layers = o.recompute_num_layers;
-  return r;
-}
 
 model::BertConfig bert_config(const TrainOptions& o, int64_t vocab_size) {
   model::BertConfig c;
@@ -189,10 +188,6 @@ DatasetConfig masked_lm_dataset_config(const TrainOptions& o) {
 }  // namespace
 
 ModelShape model_shape(const TrainOptions& o, int64_t vocab_size) {
-  if (o.model_type != "gpt" && o.pipeline_model_parallel_size > 1 &&
-      (o.precision.bf16 || o.precision.fp16 || !o.recompute_granularity.empty()))
-    throw Error("--pipeline-model-parallel-size with --bf16/--fp16 or activation recomputation is implemented for "
-                "train gpt; train " + o.model_type + " stages exchange fp32 activations and keep them");
   if (o.model_type == "gpt") {
     const model::GPTConfig c = gpt_config(o, vocab_size);
     return shape_of<model::GPT>(c, c.num_layers, c.seq_length);
@@ -265,10 +260,9 @@ std::string apply_model_config_file(TrainOptions& o) {
 namespace {
 
 // A decoder-only or encoder-only stack cut into consecutive layers (stage_layer_counts); the first stage holds the
-// embedding, the last the head. StageT: model::GPTStage or model::BertStage.
-template <typename StageT>
-StageT layer_stage(const TrainOptions& o, int rank) {
-  StageT stage;
+// embedding, the last the head.
+model::Stage layer_stage(const TrainOptions& o, int rank) {
+  model::Stage stage;
   const int P = o.pipeline_model_parallel_size;
   if (P == 1) return stage;
   const std::vector<int> counts =
@@ -285,20 +279,17 @@ EncoderDecoderStages t5_stages(const TrainOptions& o) {
                                 o.pipeline_model_parallel_size, o.pipeline_model_parallel_split_rank);
 }
 
-// Megatron's T5 stages: before the split rank the encoder (embedding on 0, final LayerNorm on S − 1), from it the
-// decoder (the decoder's embedding on S, the head on the last).
-model::T5Stage t5_stage(const TrainOptions& o, int rank) {
-  model::T5Stage stage;
+// Megatron's T5 stages: before the split rank S the encoder's layers, from it the decoder's (numbered after the
+// encoder's, model::Stage); what each stage holds besides follows from its layers (model::T5).
+model::Stage t5_stage(const TrainOptions& o, int rank) {
+  model::Stage stage;
   const int P = o.pipeline_model_parallel_size;
   if (P == 1) return stage;
   const EncoderDecoderStages split = t5_stages(o);
-  const int S = split.split_rank;
-  stage.whole_model = false;
-  stage.decoder = rank >= S;
-  stage.first_layer = split.first_layer(rank);
+  stage.first_layer = split.first_layer(rank) + (rank >= split.split_rank ? o.num_layers : 0);
   stage.num_layers = split.layers[(size_t)rank];
-  stage.pre_process = rank == 0 || rank == S;
-  stage.post_process = rank == S - 1 || rank == P - 1;
+  stage.pre_process = rank == 0;
+  stage.post_process = rank == P - 1;
   return stage;
 }
 
@@ -328,10 +319,10 @@ std::unique_ptr<Model> make_model(const TrainOptions& o, int64_t vocab_size, dis
                                   int pipeline_rank) {
   if (o.model_type == "gpt")
     return std::make_unique<GptModel>(gpt_config(o, vocab_size), tensor_parallel,
-                                      layer_stage<model::GPTStage>(o, pipeline_rank));
+                                      layer_stage(o, pipeline_rank));
   if (o.model_type == "bert")
     return std::make_unique<BertModel>(bert_config(o, vocab_size), tensor_parallel,
-                                       layer_stage<model::BertStage>(o, pipeline_rank));
+                                       layer_stage(o, pipeline_rank));
   if (o.model_type == "t5")
     return std::make_unique<T5Model>(t5_config(o, vocab_size), tensor_parallel, t5_stage(o, pipeline_rank));
   unknown_model(o.model_type);

@@ -77,7 +77,7 @@ model::T5Config t5_config_from_json(const std::string& text, const std::string& 
   return c;
 }
 
-T5Model::T5Model(const model::T5Config& config, dist::Communicator* tensor_parallel, model::T5Stage stage)
+T5Model::T5Model(const model::T5Config& config, dist::Communicator* tensor_parallel, model::Stage stage)
     : t5_(config, kernels::cpu_backend(), tensor_parallel, stage) {}
 
 model::T5Inputs T5Model::inputs(const Batch& batch) const {
@@ -116,12 +116,11 @@ std::vector<double> T5Model::forward_stage(const Batch& batch, const float* inpu
 }
 
 std::vector<std::string> T5Model::shared_tensors() const {
-  const model::T5Stage& s = t5_.stage();
-  if (s.whole_model) return {};
+  if (t5_.whole()) return {};
   const std::string word = "language_model.embedding.word_embeddings.weight";
   const std::string position = "language_model.embedding.position_embeddings.weight";
-  if (s.pre_process) return {word, position};            // stage 0 or the split stage S (perhaps also the last)
-  if (s.decoder && s.post_process) return {word};        // the last
+  if (t5_.holds_embedding()) return {word, position};  // stage 0 or the split stage S (perhaps also the last)
+  if (t5_.stage().post_process) return {word};        // the last
   return {};
 }
 

@@ -32,7 +32,7 @@ model::T5Config t5_config_from_json(const std::string& text, const std::string& 
 // With a pipeline `stage` it holds that stage's layers only and runs under a PipelineSchedule.
 class T5Model final : public Model, public PipelineStage {
  public:
-  T5Model(const model::T5Config& config, dist::Communicator* tensor_parallel, model::T5Stage stage = {});
+  T5Model(const model::T5Config& config, dist::Communicator* tensor_parallel, model::Stage stage = {});
   model::T5& t5() { return t5_; }
   std::vector<std::string> loss_names() const { return {"lm loss"}; }
 
@@ -63,9 +63,9 @@ class T5Model final : public Model, public PipelineStage {
     return t5_.training_flops(B, T, t5_.config().decoder_seq_length);
   }
 
-  // PipelineStage (see model::T5Stage): stage 0 reads the tokens, the last computes the loss.
-  bool first_stage() const override { return !t5_.stage().decoder && t5_.stage().pre_process; }
-  bool last_stage() const override { return t5_.stage().decoder && t5_.stage().post_process; }
+  // PipelineStage (see model::T5 and model::Stage): stage 0 reads the tokens, the last computes the loss.
+  bool first_stage() const override { return t5_.stage().pre_process; }
+  bool last_stage() const override { return t5_.stage().post_process; }
   size_t activation_elements(const Batch& batch) const override { return output_elements(batch); }
   size_t input_elements(const Batch& batch) const override {
     return t5_.stage_input_elements(batch.B, batch.T, batch.Td);

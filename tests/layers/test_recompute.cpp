@@ -113,6 +113,14 @@ TEST(StackRecomputation, RecomputesTheNamedLayersAndGivesTheSameGradientsBitForB
   const Result block2 = run_stack(full("block", 2));  // layers 0 and 1 again, layer 2 kept
   EXPECT_EQ(block2.forward_runs, 5);
   expect_same(block2, kept, "block 2");
+  // More layers per chunk than the stack (a pipeline stage's share of the model) holds: one chunk of every layer
+  // (uniform), every layer recomputed one by one (block), as Megatron's per-stage transformer chunks its own layers.
+  const Result uniform5 = run_stack(full("uniform", 5));
+  EXPECT_EQ(uniform5.forward_runs, 6);
+  expect_same(uniform5, kept, "uniform 5 over 3 layers");
+  const Result block5 = run_stack(full("block", 5));
+  EXPECT_EQ(block5.forward_runs, 6);
+  expect_same(block5, kept, "block 5 over 3 layers");
   layers::Recompute selective;
   selective.granularity = "selective";  // the attention cores, not whole layers: nothing here runs again
   EXPECT_EQ(run_stack(selective).forward_runs, 3);

@@ -1,4 +1,4 @@
-// GPT pipeline stages (model::GPTStage) in one process: a model cut into a first stage (embedding + layer 0), a
+// GPT pipeline stages (model::Stage) in one process: a model cut into a first stage (embedding + layer 0), a
 // middle stage (layer 1) and a last stage (layers 2-3, ln_f, head, loss) starts from the whole model's weights, and
 // chaining their forwards and backwards by hand reproduces the whole model's loss and gradients (which
 // test_gpt2_parity checks against PyTorch): bitwise, except the tied word embedding, whose gradient is split
@@ -49,9 +49,9 @@ TEST(GptStages, ChainedStagesReproduceTheWholeModel) {
 
   GPT whole(c);
   whole.init_weights(99);
-  GPT first(c, kernels::cpu_backend(), nullptr, GPTStage{0, 1, true, false});
-  GPT middle(c, kernels::cpu_backend(), nullptr, GPTStage{1, 1, false, false});
-  GPT last(c, kernels::cpu_backend(), nullptr, GPTStage{2, 2, false, true});
+  GPT first(c, kernels::cpu_backend(), nullptr, Stage{0, 1, true, false});
+  GPT middle(c, kernels::cpu_backend(), nullptr, Stage{1, 1, false, false});
+  GPT last(c, kernels::cpu_backend(), nullptr, Stage{2, 2, false, true});
   for (GPT* s : {&first, &middle, &last}) s->init_weights(99);
 
   // Each stage holds its tensors under the whole model's names, with the whole model's initial values.
@@ -98,11 +98,11 @@ TEST(GptStages, ChainedStagesReproduceTheWholeModel) {
 }
 
 TEST(GptStages, AStageIsNotAWholeModel) {
-  GPT first(config(), kernels::cpu_backend(), nullptr, GPTStage{0, 2, true, false});
+  GPT first(config(), kernels::cpu_backend(), nullptr, Stage{0, 2, true, false});
   const std::vector<int32_t> tokens(12, 1);
   EXPECT_THROW(first.forward(tokens.data(), tokens.data(), 1, 12), Error);
   EXPECT_THROW(first.forward_logits(tokens.data(), 1, 12), Error);
-  EXPECT_THROW(GPT(config(), kernels::cpu_backend(), nullptr, GPTStage{3, 2, false, true}), Error);
+  EXPECT_THROW(GPT(config(), kernels::cpu_backend(), nullptr, Stage{3, 2, false, true}), Error);
 }
 
 }  // namespace

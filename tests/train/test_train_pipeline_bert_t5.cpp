@@ -176,6 +176,54 @@ TEST_F(T5Pipeline, CheckpointFromOneLayoutResumesUnderAnother) {
   }
 }
 
+// --bf16, --fp16 and activation recomputation inside BERT and T5 stages, as GPT's (test_train_pipeline.cpp): stages
+// exchange fp32 copies of their bf16/fp16 activations and gradients (exact), so P = 2 tracks one mixed-precision
+// process; recomputation inside a stage (full: chunks of the stage's own layers, here more layers per chunk than the
+// stage holds too; selective: the attention cores) gives the stages' losses and gradient norms bit for bit.
+void expect_mixed_precision_and_recomputation_in_stages(const TempDir& dir, const std::string& model,
+                                                        const ModelRun& fp32_single) {
+  const Flags p2 = {{"--pipeline-model-parallel-size", "2"}};
+  const std::vector<std::string> tags = {"lm loss", "grad-norm", "lm loss validation"};
+  for (const Flags& precision : {Flags{{"--bf16", ""}}, Flags{{"--fp16", ""}, {"--initial-loss-scale", "65536"}}}) {
+    const std::string name = precision.begin()->first.substr(2);
+    const ModelRun one = run20(dir, model, name + "-single", 0, precision);
+    Flags staged = precision;
+    staged.insert(p2.begin(), p2.end());
+    const ModelRun p = run20(dir, model, name + "-p2", 2, staged);
+    expect_same_losses(p, one, tags, 1e-5, model + " " + name + " P=2 against one " + name + " process");
+    ASSERT_TRUE(p.scalars.count("lm loss")) << p.output;
+    EXPECT_GT(max_relative_difference(p.scalars.at("lm loss"), fp32_single.scalars.at("lm loss")), 1e-6)
+        << model << " " << name << " ran as fp32";
+  }
+  const ModelRun plain = run20(dir, model, "rc-plain", 2, p2);
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  for (const Flags& extra : {Flags{{"--recompute-granularity", "full"}, {"--recompute-method", "uniform"},
+                                   {"--recompute-num-layers", "2"}},
+                             Flags{{"--recompute-granularity", "full"}, {"--recompute-method", "block"},
+                                   {"--recompute-num-layers", "1"}},
+                             Flags{{"--recompute-activations", ""}}}) {
+    Flags flags = p2;
+    flags.insert(extra.begin(), extra.end());
+    const ModelRun r = run20(dir, model, "rc", 2, flags);
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("activation recomputation:"), std::string::npos) << r.output;
+    for (const char* tag : {"lm loss", "grad-norm"}) {
+      ASSERT_TRUE(r.scalars.count(tag) && plain.scalars.count(tag)) << tag;
+      EXPECT_EQ(r.scalars.at(tag), plain.scalars.at(tag)) << model << " " << extra.begin()->first << " " << tag;
+    }
+  }
+}
+
+TEST_F(BertPipeline, MixedPrecisionAndRecomputationInsideStages) {
+  ASSERT_NO_FATAL_FAILURE(expect_single_learns());
+  expect_mixed_precision_and_recomputation_in_stages(*dir_, "bert", *single_);
+}
+
+TEST_F(T5Pipeline, MixedPrecisionAndRecomputationInsideStages) {
+  ASSERT_NO_FATAL_FAILURE(expect_single_learns());
+  expect_mixed_precision_and_recomputation_in_stages(*dir_, "t5", *single_);
+}
+
 TEST(T5PipelineLayout, SplitRanksThatDoNotFitFailAtOnce) {
   TempDir dir;
   const ModelRun bad = run20(dir, "t5", "bad", 0, {{"--pipeline-model-parallel-size", "2"},

@@ -1,0 +1,98 @@
+// defines: lmforge::layers::LmHeadSpec, LmHead (the language-model head every model ends in: an optional
+//          dense + GELU + LayerNorm transform, the output layer tied to the vocabulary-parallel word table with an
+//          optional bias, and the vocabulary-parallel cross-entropy with a loss mask; optionally over the masked
+//          rows only, and over chunks of rows so the whole [rows, vocab] logits are never held)
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/ops.h"
+#include "layers/cross_entropy.h"
+#include "layers/layernorm.h"
+#include "layers/linear.h"
+#include "layers/parameter_store.h"
+#include "layers/tensor_parallel.h"
+#include "layers/workspace.h"
+
+namespace lmforge::layers {
+
+struct LmHeadSpec {
+  std::string name;            // the output layer's parameter prefix (its weight is the tied word table)
+  std::string bias_name;       // its bias, split like the vocabulary; empty: no bias (GPT-2)
+  int64_t hidden = 0;
+  int64_t padded_vocab = 0;    // rows of the word table (divisible by the tensor-parallel size)
+  size_t word = 0;             // parameter index of the word table the output layer reads
+  // BERT's prediction-head transform before the output layer: x ← LayerNorm(gelu(x·Wᵀ + b)), replicated. Empty
+  // names: none. Its tensors are added AFTER the output layer's bias (Hugging Face's state_dict order).
+  std::string transform_name, transform_layernorm_name;
+  kernels::GeluKind transform_gelu = kernels::GeluKind::ERF;
+  float layernorm_eps = 1e-5f;
+  double init_std = 0.02;
+  // Only rows with a nonzero loss mask go through the head. Every step of the head is row-wise, and a row with
+  // mask 0 contributes neither loss nor gradient, so this changes only the work (BERT predicts ~15 % of positions).
+  bool masked_rows_only = false;
+  // Rows per chunk of logits; 0: automatic, as many rows as keep a chunk within kChunkLogits logits. A chunk's
+  // logits are made, reduced to its loss and dropped, and made again in the backward (one more GEMM per chunk).
+  int64_t chunk_rows = 0;
+  static constexpr int64_t kChunkLogits = int64_t(1) << 26;  // 256 MB of fp32 logits
+  // Logits in the activation dtype (bf16 under --bf16, as Megatron's output layer writes them: the cross-entropy
+  // reads them into fp32 statistics and writes dlogits in place in the same dtype); false: always fp32.
+  bool logits_in_activation_dtype = true;
+};
+
+// loss = Σ_n mask_n·CE_n over the rows n of x [N, hidden], with
+//   CE_n = lse(z_n) − z_n[target_n],   z_n = t(x_n)·Eᵀ (+ b)   over the whole padded vocabulary,
+// t the optional transform and E the tied word table (each tensor-parallel rank holds a slice of its rows, and the
+// cross-entropy reduces over the group: VocabParallelCrossEntropy). The caller scales (a mean over positions or a
+// masked mean) by giving backward() the factor.
+class LmHead {
+ public:
+  LmHead(ParameterStore& store, const TensorParallel& tp, Workspace& workspace, LmHeadSpec spec);
+  ~LmHead();
+
+  int64_t local_vocab() const { return decoder_->local_out(); }
+  // The first vocabulary column of this rank's slice.
+  int64_t vocab_offset() const { return vocab_offset_; }
+
+  // Σ mask·CE in double over x [N, hidden] (kept, as a view, until backward). targets: host [N] ids (−1 allowed
+  // where the mask is 0); loss_mask: host [N] (nullptr: every row counts with weight 1).
+  double forward(const kernels::Tensor& x, const int32_t* targets, const float* loss_mask);
+  // dx [N, hidden] += scale · d(Σ mask·CE)/dx, and the head's parameter gradients likewise.
+  void backward(const kernels::Tensor& dx, float scale);
+  // Chunks the last forward ran in (1: its logits are all held, see logits()).
+  int64_t chunks() const { return chunks_; }
+  // The last forward's logits [rows, local_vocab] when it ran in one chunk (overwritten with their gradient by
+  // backward()); absent otherwise.
+  kernels::Tensor logits() const;
+
+  // Inference: out [rows, local_vocab] (fp32) = the head's logits of x [rows, hidden].
+  void logits(const kernels::Tensor& out, const kernels::Tensor& x);
+
+ private:
+  int64_t rows_per_chunk(int64_t rows) const;
+  // The head's input rows after the transform (x itself without one).
+  kernels::Tensor transform_forward(const kernels::Tensor& x);
+  kernels::Tensor chunk_logits(int64_t rows);
+
+  ParameterStore& store_;
+  LmHeadSpec spec_;
+  int64_t vocab_offset_ = 0;
+  std::unique_ptr<Linear> decoder_, transform_;
+  std::unique_ptr<LayerNorm> transform_ln_;
+  VocabParallelCrossEntropy loss_;
+  kernels::DType act_ = kernels::DType::F32;
+
+  kernels::Tensor x_;                 // the last forward's input
+  int64_t M_ = 0, chunks_ = 0, rows_ = 0;  // rows through the head, chunks, rows per chunk
+  std::vector<int32_t> row_ids_;      // masked_rows_only: the rows of x that go through the head, ascending
+  std::vector<int32_t> targets_;      // the head rows' targets and mask (host; chunks re-read them)
+  std::vector<float> mask_;
+  bool has_mask_ = false;
+  kernels::Buffer rows_buf_, targets_buf_, selected_, t1_, t2_, t3_, logits_;
+  kernels::Buffer d_selected_, d_t1_, d_t2_, d_t3_;
+};
+
+}  // namespace lmforge::layers
