@@ -34,6 +34,7 @@ class Embedding {
   Embedding(ParameterStore& store, const TensorParallel& tp, EmbeddingSpec spec);
 
   size_t word_index() const { return word_; }
+  int64_t hidden() const { return spec_.hidden; }
   int64_t vocab_offset() const { return vocab_offset_; }  // first vocabulary row this rank holds
 
   // tokens, positions (and types) i32 [N]; returns the output [N,C] (owned here, valid until the next forward).

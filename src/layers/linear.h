@@ -45,7 +45,6 @@ class Linear {
   const LinearSpec& spec() const { return spec_; }
   int64_t local_in() const { return local_in_; }
   int64_t local_out() const { return local_out_; }
-  size_t weight_index() const { return weight_; }
 
   // out [N, local_out] = inp [N, local_in] · W (+ b); ROW: summed over the group, then + b.
   void forward(const kernels::Tensor& out, const kernels::Tensor& inp);

@@ -52,8 +52,9 @@ Tensor TransformerLayer::branch_grad(const Tensor& d, Dropout& dropout, bool dro
   return g;
 }
 
-Tensor TransformerLayer::forward(const Tensor& x, const Tensor& key_padding, const Tensor& memory,
-                                 const Tensor& memory_padding, int B, int T, int Tk, const ForwardStep& step) {
+Tensor TransformerLayer::forward(const Tensor& x, const LayerInputs& in, const ForwardStep& step) {
+  const int B = in.B, T = in.T, Tk = in.Tk;
+  const Tensor &key_padding = in.key_padding, &memory = in.memory, &memory_padding = in.memory_padding;
   const int64_t N = (int64_t)B * T, C = spec_.hidden;
   if (cross_ && !memory.present()) throw std::logic_error("decoder layer without encoder memory");
   N_ = N;

@@ -26,6 +26,16 @@ struct TransformerLayerSpec {
   float hidden_dropout = 0.0f;   // Megatron's --hidden-dropout on each branch before its residual add
 };
 
+// What a layer's forward reads besides its input x: the micro-batch's shape, the self-attention's key padding, and
+// for cross-attention the encoder's output and its padding.
+struct LayerInputs {
+  int B = 0, T = 0;                // x is [B·T, C]
+  kernels::Tensor key_padding;     // i32 [B,T], 1 real / 0 padding; absent: no padding
+  kernels::Tensor memory;          // [B·Tk, C] (decoder layers of an encoder-decoder; kept until backward)
+  kernels::Tensor memory_padding;  // i32 [B,Tk]; absent: no padding
+  int Tk = 0;
+};
+
 // Pre-LN:  h = x + drop(attn(ln1(x)));  [h = h + drop(cross(lnc(h), memory))];  y = h + drop(mlp(ln2(h)))
 // Post-LN: h = ln1(x + drop(attn(x)));  [h = lnc(h + drop(cross(h, memory)))];  y = ln2(h + drop(mlp(h)))
 // The same object serves training (forward/backward), evaluation and key/value-cache decoding, at every
@@ -35,10 +45,9 @@ class TransformerLayer {
   TransformerLayer(ParameterStore& store, const TensorParallel& tp, Workspace& workspace, TransformerLayerSpec spec);
   ~TransformerLayer();
 
-  // x [B·T, C] (kept until backward); memory [B·Tk, C] and its key padding for cross-attention; key_padding i32
-  // [B,T] for the self-attention (optional). Returns y [B·T, C], owned here until the next forward.
-  kernels::Tensor forward(const kernels::Tensor& x, const kernels::Tensor& key_padding, const kernels::Tensor& memory,
-                          const kernels::Tensor& memory_padding, int B, int T, int Tk, const ForwardStep& step);
+  // x [B·T, C] (kept until backward) with the rest of the micro-batch in `in`. Returns y [B·T, C], owned here
+  // until the next forward.
+  kernels::Tensor forward(const kernels::Tensor& x, const LayerInputs& in, const ForwardStep& step);
   // On entry d holds d(loss)/dy, on exit d(loss)/dx (in place: the residual stream's gradient flows through one
   // buffer); dmemory += d/dmemory for cross-attention (optional).
   void backward(const kernels::Tensor& d, const kernels::Tensor& dmemory);

@@ -172,7 +172,7 @@ BertParts build(const BertConfig& c, layers::ParameterStore& store, const layers
 }  // namespace
 
 Bert::Bert(const BertConfig& config, kernels::Backend& backend, dist::Communicator* tensor_parallel, Stage stage)
-    : ModelParameters(backend, tensor_parallel),
+    : LanguageModel(backend, tensor_parallel),
       config_(config),
       stage_(stage),
       drop_embedding_(config.hidden_dropout, 0, layers::DropoutSite::EMBEDDING) {
@@ -194,10 +194,7 @@ Bert::Bert(const BertConfig& config, kernels::Backend& backend, dist::Communicat
 Bert::~Bert() = default;
 
 void Bert::init_weights(uint64_t seed) {
-  if (stage_.whole(config_.num_layers)) return store_.init(seed);
-  store_.init(seed, build_whole_model(
-                        [&](auto&... a) { return build(config_, a...); },
-                        [&](const layers::ParameterStore& whole) { return stage_init_discards(whole, store_); }));
+  init_stage_weights(seed, stage_.whole(config_.num_layers), [&](auto&... a) { return build(config_, a...); });
 }
 
 param::ParamTable Bert::parameter_table(const BertConfig& config) {
@@ -210,7 +207,7 @@ param::ParamTable Bert::parameter_table(const BertConfig& config) {
 layers::StackRecomputation::Run Bert::layer_run() {
   const Tensor padding = padding_kept_ ? padding_.view({B_, T_}) : Tensor{};
   return [this, padding](layers::TransformerLayer& layer, const Tensor& x) {
-    return layer.forward(x, padding, Tensor{}, Tensor{}, B_, T_, 0, step_);
+    return layer.forward(x, {B_, T_, padding, {}, {}, 0}, step_);
   };
 }
 
@@ -224,10 +221,8 @@ void Bert::check_inputs(const BertInputs& in) const {
   if (config_.binary_head && !in.is_random) fail("the binary head needs is_random (the sentence-order labels)");
   const size_t N = (size_t)in.B * in.T;
   const int V = config_.vocab_size;
+  check_ids(in.tokens, N, V, "BERT forward", "token");
   for (size_t i = 0; i < N; i++) {
-    if (in.tokens[i] < 0 || in.tokens[i] >= V)
-      fail("token id " + std::to_string(in.tokens[i]) + " at position " + std::to_string(i) +
-           " is outside the vocabulary [0, " + std::to_string(V) + ")");
     if (in.labels[i] < -1 || in.labels[i] >= V)
       fail("label " + std::to_string(in.labels[i]) + " at position " + std::to_string(i) + " is outside [-1, " +
            std::to_string(V) + ")");
@@ -247,12 +242,6 @@ void Bert::check_inputs(const BertInputs& in) const {
 }
 
 namespace {
-
-Tensor upload_i32(kernels::Backend& be, kernels::Buffer& buf, const int32_t* host, size_t n) {
-  buf.resize(be, kernels::DType::I32, n);
-  be.copy_to_device(buf.data(), host, n * sizeof(int32_t));
-  return buf.view({(int64_t)n});
-}
 
 Tensor buffer(kernels::Backend& be, kernels::Buffer& buf, kernels::DType dtype, int64_t rows, int64_t cols) {
   buf.resize(be, dtype, (size_t)(rows * cols));
@@ -284,14 +273,14 @@ Tensor Bert::embed_or_input(const BertInputs& in, const float* input, const laye
     kernels::copy(a, x);
     return a;
   }
-  const Tensor tokens = upload_i32(be, tokens_, in.tokens, (size_t)N);
+  const Tensor tokens = upload_ids(tokens_, in.tokens, (size_t)N);
   std::vector<int32_t> host((size_t)N);
   for (int64_t n = 0; n < N; n++) host[(size_t)n] = (int32_t)(n % in.T);
-  const Tensor positions = upload_i32(be, positions_, host.data(), (size_t)N);
+  const Tensor positions = upload_ids(positions_, host.data(), (size_t)N);
   Tensor types;
   if (config_.uses_token_types()) {
     if (!in.types) host.assign((size_t)N, 0);
-    types = upload_i32(be, types_, in.types ? in.types : host.data(), (size_t)N);
+    types = upload_ids(types_, in.types ? in.types : host.data(), (size_t)N);
   }
   Tensor x = embedding_->forward(tokens, positions, types, step);
   embedded_ = x;
@@ -316,7 +305,7 @@ BertLosses Bert::forward_stage(const BertInputs& in, const float* input, const l
   const layers::ForwardStep step = step_ptr ? *step_ptr : layers::ForwardStep{};
   const int B = in.B, T = in.T;
   B_ = B, T_ = T;
-  if (in.padding) upload_i32(backend(), padding_, in.padding, (size_t)B * T);
+  if (in.padding) upload_ids(padding_, in.padding, (size_t)B * T);
   padding_kept_ = in.padding != nullptr;
   // The embedding (or the previous stage's output), this stage's layers (with the chosen recomputation), then on
   // the last stage the heads.

@@ -24,7 +24,7 @@
 #include "layers/tensor_parallel.h"
 #include "layers/transformer_layer.h"
 #include "layers/workspace.h"
-#include "model/model_common.h"
+#include "model/language_model.h"
 #include "param/parameter.h"
 
 namespace lmforge::model {
@@ -101,7 +101,7 @@ struct BertLosses {
 // Initialisation (§1.6): N(0, init_std) for embeddings, q/k/v, intermediate, pooler, head transform and binary
 // head; Megatron flavour: N(0, init_std/√(2·layers)) for the two output projections (HF/DLE's original BERT: plain
 // init_std there too); biases 0, LayerNorms 1/0. Streams as GPT's: the same weights on every parallel layout.
-class Bert : public ModelParameters {
+class Bert : public LanguageModel {
  public:
   explicit Bert(const BertConfig& config, kernels::Backend& backend = kernels::cpu_backend(),
                 dist::Communicator* tensor_parallel = nullptr, Stage stage = {});

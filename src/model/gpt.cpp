@@ -118,7 +118,7 @@ GptParts build(const GPTConfig& c, layers::ParameterStore& store, const layers::
 }  // namespace
 
 GPT::GPT(const GPTConfig& config, kernels::Backend& backend, dist::Communicator* tensor_parallel, Stage stage)
-    : ModelParameters(backend, tensor_parallel), config_(config), stage_(stage) {
+    : LanguageModel(backend, tensor_parallel), config_(config), stage_(stage) {
   config_.validate();
   GptParts p = build(config_, store_, tp_, workspace_, stage_);
   embedding_ = std::move(p.embedding);
@@ -140,10 +140,7 @@ param::ParamTable GPT::parameter_table(const GPTConfig& config) {
 }
 
 void GPT::init_weights(uint64_t seed) {
-  if (stage_.whole(config_.num_layers)) return store_.init(seed);
-  store_.init(seed, build_whole_model(
-                        [&](auto&... a) { return build(config_, a...); },
-                        [&](const layers::ParameterStore& whole) { return stage_init_discards(whole, store_); }));
+  init_stage_weights(seed, stage_.whole(config_.num_layers), [&](auto&... a) { return build(config_, a...); });
 }
 
 void GPT::require_whole(const char* what) const {
@@ -151,17 +148,10 @@ void GPT::require_whole(const char* what) const {
     throw Error(std::string("GPT ") + what + ": this is one pipeline stage, not the whole model");
 }
 
-void GPT::check_ids(const int32_t* ids, size_t n, const char* what) const {
-  for (size_t i = 0; i < n; i++)
-    if (ids[i] < 0 || ids[i] >= config_.vocab_size)
-      throw Error(std::string("GPT forward: ") + what + " id " + std::to_string(ids[i]) + " at position " +
-                  std::to_string(i) + " is outside the vocabulary [0, " + std::to_string(config_.vocab_size) + ")");
-}
-
 // One layer's forward with the last micro-batch's sizes and step (kept for full recomputation).
 layers::StackRecomputation::Run GPT::layer_run() {
   return [this](layers::TransformerLayer& layer, const Tensor& x) {
-    return layer.forward(x, Tensor{}, Tensor{}, Tensor{}, B_, T_, 0, step_);
+    return layer.forward(x, {B_, T_, {}, {}, {}, 0}, step_);
   };
 }
 
@@ -177,17 +167,15 @@ Tensor GPT::forward_body(const int32_t* tokens, const float* input, int B, int T
   step_ = step;
   Tensor x;
   if (stage_.pre_process) {
-    check_ids(tokens, (size_t)N, "token");
-    tokens_.resize(be, kernels::DType::I32, (size_t)N);
-    be.copy_to_device(tokens_.data(), tokens, (size_t)N * sizeof(int32_t));
-    if (positions_.count() != (size_t)N || positions_T_ != T) {
+    check_ids(tokens, (size_t)N, config_.vocab_size, "GPT forward", "token");
+    const Tensor ids = upload_ids(tokens_, tokens, (size_t)N);
+    if (positions_.count() != (size_t)N || positions_T_ != T) {  // positions n mod T, made once per shape
       std::vector<int32_t> pos((size_t)N);
       for (int64_t n = 0; n < N; n++) pos[(size_t)n] = (int32_t)(n % T);
-      positions_.resize(be, kernels::DType::I32, (size_t)N);
-      be.copy_to_device(positions_.data(), pos.data(), pos.size() * sizeof(int32_t));
+      upload_ids(positions_, pos.data(), pos.size());
       positions_T_ = T;
     }
-    x = embedding_->forward(tokens_.view({N}), positions_.view({N}), Tensor{}, step);
+    x = embedding_->forward(ids, positions_.view({N}), Tensor{}, step);
   } else {
     input_.resize(be, kernels::DType::F32, (size_t)(N * C));
     be.copy_to_device(input_.data(), input, (size_t)(N * C) * sizeof(float));
@@ -216,7 +204,7 @@ float GPT::forward_stage(const int32_t* tokens, const float* input, const int32_
   have_targets_ = false;
   have_forward_ = false;
   const int64_t N = (int64_t)B * T;
-  if (stage_.post_process && B >= 1 && T >= 1) check_ids(targets, (size_t)N, "target");
+  if (stage_.post_process && B >= 1 && T >= 1) check_ids(targets, (size_t)N, config_.vocab_size, "GPT forward", "target");
   const Tensor normed = forward_body(tokens, input, B, T, step ? *step : layers::ForwardStep{});
   have_forward_ = true;
   if (!stage_.post_process) {
@@ -316,26 +304,12 @@ const float* GPT::decode_step(const int32_t* tokens) {
   if (decode_pos_ >= config_.max_positions)
     throw Error("GPT decode: the sequence is already max_positions = " + std::to_string(config_.max_positions) +
                 " long");
-  const int B = decode_B_;
-  const int64_t C = config_.hidden, Vl = head_->local_vocab();
-  check_ids(tokens, (size_t)B, "token");
   have_targets_ = false;
-  kernels::Backend& be = backend();
   // Position decode_pos_ of every row: the embedding, each layer over its cache, ln_f and the head on B rows.
-  tokens_.resize(be, kernels::DType::I32, (size_t)B);
-  be.copy_to_device(tokens_.data(), tokens, (size_t)B * sizeof(int32_t));
-  const std::vector<int32_t> pos((size_t)B, decode_pos_);
-  positions_.resize(be, kernels::DType::I32, (size_t)B);
-  be.copy_to_device(positions_.data(), pos.data(), pos.size() * sizeof(int32_t));
-  T_ = positions_T_ = 0;  // the positions buffer no longer holds a training sequence's
-  const Tensor x = embedding_->forward(tokens_.view({B}), positions_.view({B}), Tensor{}, layers::ForwardStep{});
-  for (auto& layer : layers_) layer->decode_step(x, decode_pos_);
-  last_.resize(be, store_.activation_dtype(), (size_t)B * C);
-  ln_f_->forward(last_.view({B, C}), x);
-  last_logits_.resize(be, kernels::DType::F32, (size_t)(B * Vl));
-  head_->logits(last_logits_.view({B, Vl}), last_.view({B, C}));
+  const float* logits = decode_next(tokens, decode_B_, decode_pos_, config_.vocab_size, "GPT decode",
+                                        *embedding_, layers_, *ln_f_, *head_);
   decode_pos_++;
-  return last_logits_.f32();
+  return logits;
 }
 
 double GPT::training_flops(int B, int T) const {

@@ -22,7 +22,7 @@
 #include "layers/tensor_parallel.h"
 #include "layers/transformer_layer.h"
 #include "layers/workspace.h"
-#include "model/model_common.h"
+#include "model/language_model.h"
 #include "param/parameter.h"
 
 namespace lmforge::model {
@@ -70,7 +70,7 @@ struct GPTConfig {
 // order and names; with tensor parallelism each tensor's piece, see param::Parameter). Activations are allocated
 // once for the largest (B, T) seen and reused. Pointers returned here are device memory of the backend (host
 // memory for the CPU backend); token and target arrays are host memory.
-class GPT : public ModelParameters {
+class GPT : public LanguageModel {
  public:
   explicit GPT(const GPTConfig& config, kernels::Backend& backend = kernels::cpu_backend(),
                dist::Communicator* tensor_parallel = nullptr, Stage stage = {});
@@ -136,7 +136,6 @@ class GPT : public ModelParameters {
   double training_flops(int B, int T) const;
 
  private:
-  void check_ids(const int32_t* ids, size_t n, const char* what) const;
   kernels::Tensor forward_body(const int32_t* tokens, const float* input, int B, int T,
                                const layers::ForwardStep& step);
   layers::StackRecomputation::Run layer_run();

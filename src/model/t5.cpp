@@ -184,7 +184,7 @@ T5Parts build(const T5Config& c, layers::ParameterStore& store, const layers::Te
 }  // namespace
 
 T5::T5(const T5Config& config, kernels::Backend& backend, dist::Communicator* tensor_parallel, Stage stage)
-    : ModelParameters(backend, tensor_parallel), config_(config), stage_(stage) {
+    : LanguageModel(backend, tensor_parallel), config_(config), stage_(stage) {
   config_.validate();
   T5Parts p = build(config_, store_, tp_, workspace_, stage_);
   const StageLayers sl = stage_layers(config_, stage_);
@@ -209,24 +209,21 @@ T5::T5(const T5Config& config, kernels::Backend& backend, dist::Communicator* te
 layers::StackRecomputation::Run T5::encoder_run() {
   const Tensor pad = enc_pad_;
   return [this, pad](layers::TransformerLayer& layer, const Tensor& x) {
-    return layer.forward(x, pad, Tensor{}, Tensor{}, B_, Te_, 0, step_);
+    return layer.forward(x, {B_, Te_, pad, {}, {}, 0}, step_);
   };
 }
 
 layers::StackRecomputation::Run T5::decoder_run() {
   const Tensor pad = dec_pad_, enc_pad = enc_pad_, memory = memory_;
   return [this, pad, enc_pad, memory](layers::TransformerLayer& layer, const Tensor& y) {
-    return layer.forward(y, pad, memory, enc_pad, B_, Td_, Te_, step_);
+    return layer.forward(y, {B_, Td_, pad, memory, enc_pad, Te_}, step_);
   };
 }
 
 T5::~T5() = default;
 
 void T5::init_weights(uint64_t seed) {
-  if (whole()) return store_.init(seed);
-  store_.init(seed, build_whole_model(
-                        [&](auto&... a) { return build(config_, a...); },
-                        [&](const layers::ParameterStore& whole) { return stage_init_discards(whole, store_); }));
+  init_stage_weights(seed, whole(), [&](auto&... a) { return build(config_, a...); });
 }
 
 void T5::require_whole(const char* what) const {
@@ -248,20 +245,14 @@ void T5::check_inputs(const T5Inputs& in, bool need_labels) const {
   if (!in.encoder_tokens || !in.decoder_tokens || (need_labels && (!in.labels || !in.loss_mask)))
     fail("encoder and decoder tokens, labels and loss_mask are required");
   const int V = config_.vocab_size;
-  auto ids = [&](const int32_t* v, size_t n, const char* what) {
-    for (size_t i = 0; i < n; i++)
-      if (v[i] < 0 || v[i] >= V)
-        fail(std::string(what) + " id " + std::to_string(v[i]) + " at position " + std::to_string(i) +
-             " is outside the vocabulary [0, " + std::to_string(V) + ")");
-  };
   auto zero_one = [&](const int32_t* v, size_t n, const char* what) {
     if (v)
       for (size_t i = 0; i < n; i++)
         if (v[i] != 0 && v[i] != 1) fail(std::string(what) + " value at position " + std::to_string(i) + " is not 0/1");
   };
   const size_t Ne = (size_t)in.B * in.Te, Nd = (size_t)in.B * in.Td;
-  ids(in.encoder_tokens, Ne, "encoder token");
-  ids(in.decoder_tokens, Nd, "decoder token");
+  check_ids(in.encoder_tokens, Ne, V, "T5 forward", "encoder token");
+  check_ids(in.decoder_tokens, Nd, V, "T5 forward", "decoder token");
   zero_one(in.encoder_padding, Ne, "encoder padding");
   zero_one(in.decoder_padding, Nd, "decoder padding");
   if (!need_labels) return;
@@ -281,11 +272,6 @@ Tensor sized(kernels::Backend& be, kernels::Buffer& buf, kernels::DType dtype, i
   buf.resize(be, dtype, (size_t)(rows * cols));
   if (zero) buf.zero();
   return buf.view({rows, cols});
-}
-
-void upload_ids(kernels::Backend& be, kernels::Buffer& buf, const int32_t* host, size_t n) {
-  buf.resize(be, kernels::DType::I32, n);
-  be.copy_to_device(buf.data(), host, n * sizeof(int32_t));
 }
 
 }  // namespace
@@ -311,9 +297,8 @@ Tensor T5::embed_both(const T5Inputs& in, const layers::ForwardStep& step) {
   std::copy(in.decoder_tokens, in.decoder_tokens + Nd, ids.begin() + Ne);
   for (int64_t n = 0; n < Ne; n++) pos[(size_t)n] = (int32_t)(n % in.Te);
   for (int64_t n = 0; n < Nd; n++) pos[(size_t)(Ne + n)] = (int32_t)(n % in.Td);
-  upload_ids(backend(), tokens_, ids.data(), ids.size());
-  upload_ids(backend(), positions_, pos.data(), pos.size());
-  return embedding_->forward(tokens_.view({Ne + Nd}), positions_.view({Ne + Nd}), Tensor{}, step);
+  return embedding_->forward(upload_ids(tokens_, ids.data(), ids.size()), upload_ids(positions_, pos.data(), pos.size()),
+                            Tensor{}, step);
 }
 
 Tensor T5::stage_input(const float* input, int64_t rows) {
@@ -337,8 +322,8 @@ void T5::forward_body(const T5Inputs& in, const float* input, const layers::Forw
   B_ = B, Te_ = Te, Td_ = Td;
   step_ = step;
   enc_pad_ = dec_pad_ = memory_ = Tensor{};
-  if (in.encoder_padding) upload_ids(be, enc_padding_, in.encoder_padding, (size_t)Ne), enc_pad_ = enc_padding_.view({B, Te});
-  if (in.decoder_padding) upload_ids(be, dec_padding_, in.decoder_padding, (size_t)Nd), dec_pad_ = dec_padding_.view({B, Td});
+  if (in.encoder_padding) upload_ids(enc_padding_, in.encoder_padding, (size_t)Ne), enc_pad_ = enc_padding_.view({B, Te});
+  if (in.decoder_padding) upload_ids(dec_padding_, in.decoder_padding, (size_t)Nd), dec_pad_ = dec_padding_.view({B, Td});
   // One embedding lookup for both sides (rows [0, Ne) the encoder's tokens, [Ne, Ne+Nd) the decoder's), so the
   // shared table's gradient is one scatter over both on the whole model (Megatron calls the same module twice).
   const Tensor emb = embedding_ ? embed_both(in, step) : Tensor{};
@@ -481,13 +466,10 @@ Tensor T5::encode(const int32_t* tokens, int B, int Te) {
   kernels::Backend& be = backend();
   std::vector<int32_t> pos((size_t)Ne);
   for (int64_t n = 0; n < Ne; n++) pos[(size_t)n] = (int32_t)(n % Te);
-  tokens_.resize(be, kernels::DType::I32, (size_t)Ne);
-  be.copy_to_device(tokens_.data(), tokens, (size_t)Ne * sizeof(int32_t));
-  positions_.resize(be, kernels::DType::I32, (size_t)Ne);
-  be.copy_to_device(positions_.data(), pos.data(), pos.size() * sizeof(int32_t));
   const layers::ForwardStep step{};
-  Tensor x = embedding_->forward(tokens_.view({Ne}), positions_.view({Ne}), Tensor{}, step);
-  for (auto& layer : encoder_) x = layer->forward(x, Tensor{}, Tensor{}, Tensor{}, B, Te, 0, step);
+  Tensor x = embedding_->forward(upload_ids(tokens_, tokens, (size_t)Ne), upload_ids(positions_, pos.data(), (size_t)Ne),
+                                 Tensor{}, step);
+  for (auto& layer : encoder_) x = layer->forward(x, {B, Te, {}, {}, {}, 0}, step);
   enc_out_.resize(be, kernels::DType::F32, (size_t)(Ne * H));
   const Tensor memory = enc_out_.view({Ne, H});
   encoder_norm_->forward(memory, x);
@@ -501,10 +483,7 @@ void T5::decode_begin(const int32_t* encoder_tokens, int B, int Te) {
   if (Te > config_.max_positions)
     throw Error("T5 decode: the encoder input (" + std::to_string(Te) + " tokens) exceeds max_positions " +
                 std::to_string(config_.max_positions));
-  for (int64_t i = 0; i < (int64_t)B * Te; i++)
-    if (encoder_tokens[i] < 0 || encoder_tokens[i] >= config_.vocab_size)
-      throw Error("T5 decode: encoder token id " + std::to_string(encoder_tokens[i]) + " at position " +
-                  std::to_string(i) + " is outside the vocabulary [0, " + std::to_string(config_.vocab_size) + ")");
+  check_ids(encoder_tokens, (size_t)B * Te, config_.vocab_size, "T5 decode", "encoder token");
   const Tensor memory = encode(encoder_tokens, B, Te);
   for (auto& layer : decoder_) layer->decode_begin(B, config_.max_positions, memory, Te);
   decode_B_ = B;
@@ -516,28 +495,12 @@ const float* T5::decode_step(const int32_t* tokens) {
   if (decode_pos_ >= config_.max_positions)
     throw Error("T5 decode: the decoder input is already max_positions = " + std::to_string(config_.max_positions) +
                 " long");
-  const int B = decode_B_;
-  const int64_t H = config_.hidden, Vl = head_->local_vocab();
-  for (int b = 0; b < B; b++)
-    if (tokens[b] < 0 || tokens[b] >= config_.vocab_size)
-      throw Error("T5 decode: decoder token id " + std::to_string(tokens[b]) + " is outside the vocabulary [0, " +
-                  std::to_string(config_.vocab_size) + ")");
-  kernels::Backend& be = backend();
   // Decoder position decode_pos_ of every row: the shared embedding, each layer over its caches, the final
   // LayerNorm and the tied head on B rows.
-  tokens_.resize(be, kernels::DType::I32, (size_t)B);
-  be.copy_to_device(tokens_.data(), tokens, (size_t)B * sizeof(int32_t));
-  const std::vector<int32_t> pos((size_t)B, decode_pos_);
-  positions_.resize(be, kernels::DType::I32, (size_t)B);
-  be.copy_to_device(positions_.data(), pos.data(), pos.size() * sizeof(int32_t));
-  const Tensor x = embedding_->forward(tokens_.view({B}), positions_.view({B}), Tensor{}, layers::ForwardStep{});
-  for (auto& layer : decoder_) layer->decode_step(x, decode_pos_);
-  dec_out_.resize(be, kernels::DType::F32, (size_t)(B * H));
-  decoder_norm_->forward(dec_out_.view({B, H}), x);
-  logits_.resize(be, kernels::DType::F32, (size_t)(B * Vl));
-  head_->logits(logits_.view({B, Vl}), dec_out_.view({B, H}));
+  const float* logits = decode_next(tokens, decode_B_, decode_pos_, config_.vocab_size, "T5 decode",
+                                        *embedding_, decoder_, *decoder_norm_, *head_);
   decode_pos_++;
-  return logits_.f32();
+  return logits;
 }
 
 double T5::training_flops(int B, int Te, int Td) const {

@@ -25,7 +25,7 @@
 #include "layers/tensor_parallel.h"
 #include "layers/transformer_layer.h"
 #include "layers/workspace.h"
-#include "model/model_common.h"
+#include "model/language_model.h"
 #include "param/parameter.h"
 
 namespace lmforge::model {
@@ -104,7 +104,7 @@ struct T5Inputs {
 // Initialisation (§1.6): N(0, init_std) for the embeddings, q/k/v projections and dense_h_to_4h; N(0, init_std /
 // √(2·encoder layers)) for every output projection (self- and cross-attention dense, dense_4h_to_h) of BOTH
 // stacks; biases 0, LayerNorms 1/0. Layout-independent streams as GPT's.
-class T5 : public ModelParameters {
+class T5 : public LanguageModel {
  public:
   explicit T5(const T5Config& config, kernels::Backend& backend = kernels::cpu_backend(),
               dist::Communicator* tensor_parallel = nullptr, Stage stage = {});

@@ -114,7 +114,7 @@ void check_layer(const LayerSetup& s) {
   const Tensor pt = s.padding ? kernels::make_view(pad.data(), {B, T}) : Tensor{};
   const Tensor mpt = s.padding && s.cross ? kernels::make_view(mpad.data(), {B, Tk}) : Tensor{};
   auto loss = [&]() {
-    const Tensor y = layer.forward(xt, pt, s.cross ? mt : Tensor{}, mpt, B, T, s.cross ? Tk : 0, step);
+    const Tensor y = layer.forward(xt, {B, T, pt, s.cross ? mt : Tensor{}, mpt, s.cross ? Tk : 0}, step);
     double l = 0.0;
     const float* yp = y.f32();
     for (int64_t i = 0; i < N * C; i++) l += (double)r[(size_t)i] * yp[i];
@@ -204,7 +204,7 @@ void check_decode(bool pre_ln, bool per_head = false) {
   store.init(3);
   std::mt19937 rng(9);
   std::vector<float> x = randn((size_t)(N * C), rng);
-  const Tensor y = layer.forward(kernels::make_view(x.data(), {N, C}), Tensor{}, Tensor{}, Tensor{}, B, T, 0, {});
+  const Tensor y = layer.forward(kernels::make_view(x.data(), {N, C}), {B, T, {}, {}, {}, 0}, {});
   const std::vector<float> full(y.f32(), y.f32() + N * C);
   layer.decode_begin(B, T);
   std::vector<float> row((size_t)(B * C));

@@ -73,7 +73,7 @@ Result run_stack(const layers::Recompute& recompute) {
   Result res;
   const layers::StackRecomputation::Run layer_run = [&](layers::TransformerLayer& layer, const Tensor& in) {
     res.forward_runs++;
-    return layer.forward(in, Tensor{}, Tensor{}, Tensor{}, B, T, 0, step);
+    return layer.forward(in, {B, T, {}, {}, {}, 0}, step);
   };
   layers::StackRecomputation sr(recompute, L);
   const Tensor y = sr.forward(stack, xb.view({N, C}), layer_run, be);

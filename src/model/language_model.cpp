@@ -1,6 +1,6 @@
-// defines: Stage::check, padded_vocab_size, check_tensor_parallel_fits, add_tied_word_copy, tied_head_spec, ConfigCheck,
-//          ModelParameters::set_compute_dtype
-#include "model/model_common.h"
+// defines: Stage::check, padded_vocab_size, check_tensor_parallel_fits, add_tied_word_copy, ConfigCheck,
+//          LanguageModel (set_compute_dtype, check_ids, upload_ids, decode_next)
+#include "model/language_model.h"
 
 #include <climits>
 #include <cmath>
@@ -27,19 +27,6 @@ void check_tensor_parallel_fits(int T, int padded_vocab, int heads, int ffn) {
 size_t add_tied_word_copy(layers::ParameterStore& store, const layers::EmbeddingSpec& e) {
   return store.add(e.word_name + ".weight", {e.padded_vocab, e.hidden}, true, layers::Init::normal(e.init_std),
                    /*split_dim=*/0);
-}
-
-layers::LinearSpec tied_head_spec(const std::string& name, const std::string& bias_name, int64_t hidden,
-                                  int64_t padded_vocab, size_t word) {
-  layers::LinearSpec head;
-  head.name = name;
-  head.bias_name = bias_name;
-  head.in = hidden;
-  head.out = padded_vocab;
-  head.layout = kernels::WeightLayout::OUT_IN;
-  head.parallelism = layers::Parallelism::COLUMN;
-  head.tied_weight = (int64_t)word;
-  return head;
 }
 
 void Stage::check(const char* model, int total_layers) const {
@@ -79,7 +66,40 @@ void ConfigCheck::dropouts(float hidden_dropout, float attention_dropout) const 
     fail("attention dropout must be in [0, 1) (got " + std::to_string(attention_dropout) + ")");
 }
 
-void ModelParameters::set_compute_dtype(kernels::DType dtype) {
+void LanguageModel::check_ids(const int32_t* ids, size_t n, int vocab, const std::string& context,
+                              const char* what) {
+  for (size_t i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= vocab)
+      throw Error(context + ": " + what + " id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
+                  " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+}
+
+kernels::Tensor LanguageModel::upload_ids(kernels::Buffer& buf, const int32_t* host, size_t n) {
+  buf.resize(backend(), kernels::DType::I32, n);
+  backend().copy_to_device(buf.data(), host, n * sizeof(int32_t));
+  return buf.view({(int64_t)n});
+}
+
+const float* LanguageModel::decode_next(const int32_t* tokens, int B, int pos, int vocab,
+                                            const std::string& context, layers::Embedding& embedding,
+                                            std::vector<std::unique_ptr<layers::TransformerLayer>>& layers,
+                                            layers::LayerNorm& final_norm, layers::LmHead& head) {
+  check_ids(tokens, (size_t)B, vocab, context, "token");
+  kernels::Backend& be = backend();
+  const int64_t H = embedding.hidden(), V = head.local_vocab();
+  const std::vector<int32_t> positions((size_t)B, pos);
+  const kernels::Tensor x = embedding.forward(upload_ids(decode_tokens_, tokens, (size_t)B),
+                                              upload_ids(decode_positions_, positions.data(), (size_t)B),
+                                              kernels::Tensor{}, layers::ForwardStep{});
+  for (auto& layer : layers) layer->decode_step(x, pos);
+  decode_hidden_.resize(be, store_.activation_dtype(), (size_t)(B * H));
+  final_norm.forward(decode_hidden_.view({B, H}), x);
+  decode_logits_.resize(be, kernels::DType::F32, (size_t)(B * V));
+  head.logits(decode_logits_.view({B, V}), decode_hidden_.view({B, H}));
+  return decode_logits_.f32();
+}
+
+void LanguageModel::set_compute_dtype(kernels::DType dtype) {
   store_.set_compute_dtype(dtype);
   workspace_.set_dtype(store_.activation_dtype());
 }

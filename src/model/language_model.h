@@ -1,24 +1,30 @@
-// defines: lmforge::model::ModelParameters (what Bert and T5 own alike: the tensor-parallel group, the parameter
-//          store with its accessors, the activation workspace and the gradients-ready hook), ConfigCheck (the field
-//          checks their configs share, one message each), padded_vocab_size(), check_tensor_parallel_fits(),
-//          add_tied_word_copy() and tied_head_spec() (the LM head tied to the word table, on any stage),
+// defines: lmforge::model::LanguageModel (the base of GPT, Bert and T5: parameters, workspace, ready hook, a stage's
+//          initialisation, id checks, the key/value-cache decoding step), Stage (one pipeline stage of any model),
+//          ConfigCheck (the field checks the configs share, one message each), padded_vocab_size(),
+//          check_tensor_parallel_fits(), add_tied_word_copy() (a last stage's copy of the tied word table),
 //          build_whole_model() (a table-only build of the whole model for parameter_table and a stage's init)
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "dist/communicator.h"
 #include "kernels/backend.h"
 #include "layers/embedding.h"
+#include "layers/layernorm.h"
 #include "layers/linear.h"
+#include "layers/lm_head.h"
 #include "layers/parameter_store.h"
+#include "layers/transformer_layer.h"
 #include "layers/tensor_parallel.h"
 #include "layers/workspace.h"
+#include "model/stage_init.h"
 #include "param/parameter.h"
 
 namespace lmforge::model {
@@ -34,11 +40,6 @@ void check_tensor_parallel_fits(int T, int padded_vocab, int heads, int ffn);
 // A last pipeline stage's own copy of the tied word table (when it does not hold the embedding), added as
 // layers::Embedding adds the original: same name, shape, split and initialisation. Returns its table index.
 size_t add_tied_word_copy(layers::ParameterStore& store, const layers::EmbeddingSpec& e);
-
-// The LM head whose weight is the word table `word` (tied, vocabulary-parallel) with its own bias, split like the
-// vocabulary.
-layers::LinearSpec tied_head_spec(const std::string& name, const std::string& bias_name, int64_t hidden,
-                                  int64_t padded_vocab, size_t word);
 
 // One pipeline stage of a model (Megatron's pre_process / post_process): layers [first_layer, first_layer +
 // num_layers) of the whole model's stack — for an encoder-decoder the encoder's layers followed by the decoder's,
@@ -75,20 +76,31 @@ class ConfigCheck {
   std::string model_;
 };
 
-// The parameters of one model composed from the layer library, as one rank of a tensor-parallel group: Bert and T5
-// derive from it (GPT holds the same members itself). Pointers are device memory of the backend.
-class ModelParameters {
+// `build(store, tp, workspace)` over the whole model (tensor-parallel size 1) into a table-only store, never
+// allocated; returns the store. What it builds lives until `use(store)` returns.
+template <typename Build, typename Use>
+auto build_whole_model(Build&& build, Use&& use) {
+  layers::TensorParallel one;
+  layers::ParameterStore whole(kernels::cpu_backend(), 0, 1);
+  layers::Workspace workspace(kernels::cpu_backend());
+  [[maybe_unused]] const auto parts = build(whole, one, workspace);
+  return use(static_cast<const layers::ParameterStore&>(whole));
+}
+
+// The base of every language model composed from the layer library (Megatron-core's LanguageModule): the
+// tensor-parallel group, the parameter store with its accessors, the activation workspace and the gradients-ready
+// hook; a stage's initialisation from the whole model's stream; the checks of input ids; and the key/value-cache
+// decoding step the decoders share. GPT, Bert and T5 derive from it. Pointers are device memory of the backend.
+class LanguageModel {
  public:
-  ModelParameters(const ModelParameters&) = delete;
-  ModelParameters& operator=(const ModelParameters&) = delete;
+  LanguageModel(const LanguageModel&) = delete;
+  LanguageModel& operator=(const LanguageModel&) = delete;
 
   kernels::Backend& backend() { return store_.backend(); }
-  int tensor_parallel_rank() const { return tp_.rank(); }
-  int tensor_parallel_size() const { return tp_.size(); }
 
-  // Mixed precision (Megatron's --bf16 / --fp16), as GPT::set_compute_dtype: the layers compute with a BF16 or F16
-  // working copy of the weights and keep activations and their gradients in that dtype; params()/grads() stay the
-  // fp32 master weights and main gradients.
+  // Mixed precision (Megatron's --bf16 / --fp16): the layers compute with a BF16 or F16 working copy of the weights
+  // and keep activations and their gradients in that dtype; params()/grads() stay the fp32 master weights and main
+  // gradients (LayerNorm statistics, softmax and cross-entropy stay fp32). F32: the default.
   void set_compute_dtype(kernels::DType dtype);
   kernels::DType compute_dtype() const { return store_.compute_dtype(); }
   // After params() changed (an optimizer step, a load): refresh the working copy (nothing in fp32).
@@ -104,29 +116,46 @@ class ModelParameters {
   float* param(std::string_view name) { return params() + tensor(name).offset; }
   float* grad(std::string_view name) { return grads() + tensor(name).offset; }
   void zero_grad() { store_.zero_grads(); }
-  // See GPT::set_gradients_ready_hook.
+  // Called inside a backward each time the gradients from flat offset `from` to the end of grads() are final for
+  // this pass (after the head, after each layer, and with 0 at the end), so that a data-parallel reduction of them
+  // can start while earlier layers are still being differentiated. Empty: none.
   void set_gradients_ready_hook(std::function<void(size_t from)> hook) { ready_hook_ = std::move(hook); }
 
  protected:
-  ModelParameters(kernels::Backend& backend, dist::Communicator* tensor_parallel)
+  LanguageModel(kernels::Backend& backend, dist::Communicator* tensor_parallel)
       : tp_(tensor_parallel), store_(backend, tp_.rank(), tp_.size()), workspace_(backend) {}
-  ~ModelParameters() = default;
+  ~LanguageModel() = default;
+
+  // Megatron's initialisation from a seeded generator, the same on every parallel layout (layers::ParameterStore::
+  // init). A pipeline stage (whole = false) draws the whole model's stream, built by `build(store, tp, workspace)`
+  // as a table only, and keeps its own tensors (stage_init_discards).
+  template <typename Build>
+  void init_stage_weights(uint64_t seed, bool whole, Build&& build) {
+    if (whole) return store_.init(seed);
+    store_.init(seed, build_whole_model(build, [&](const layers::ParameterStore& all) {
+                  return stage_init_discards(all, store_);
+                }));
+  }
+  // Throws lmforge::Error("<context>: <what> id <v> at position <i> is outside the vocabulary [0, vocab)") for the
+  // first of ids[0, n) outside it.
+  static void check_ids(const int32_t* ids, size_t n, int vocab, const std::string& context, const char* what);
+  // The host ids [n] in buf on the device.
+  kernels::Tensor upload_ids(kernels::Buffer& buf, const int32_t* host, size_t n);
+  // Key/value-cache decoding: one new position `pos` of each of B rows — the embedding of tokens[B] (checked, as
+  // `context`), every layer over its caches, the final LayerNorm and the head — returning that position's logits
+  // [B, local vocabulary] (fp32), valid until the next call.
+  const float* decode_next(const int32_t* tokens, int B, int pos, int vocab, const std::string& context,
+                               layers::Embedding& embedding,
+                               std::vector<std::unique_ptr<layers::TransformerLayer>>& layers,
+                               layers::LayerNorm& final_norm, layers::LmHead& head);
 
   layers::TensorParallel tp_;
   layers::ParameterStore store_;
   layers::Workspace workspace_;
   std::function<void(size_t)> ready_hook_;
-};
 
-// `build(store, tp, workspace)` over the whole model (tensor-parallel size 1) into a table-only store, never
-// allocated; returns the store. What it builds lives until `use(store)` returns.
-template <typename Build, typename Use>
-auto build_whole_model(Build&& build, Use&& use) {
-  layers::TensorParallel one;
-  layers::ParameterStore whole(kernels::cpu_backend(), 0, 1);
-  layers::Workspace workspace(kernels::cpu_backend());
-  [[maybe_unused]] const auto parts = build(whole, one, workspace);
-  return use(static_cast<const layers::ParameterStore&>(whole));
-}
+ private:
+  kernels::Buffer decode_tokens_, decode_positions_, decode_hidden_, decode_logits_;
+};
 
 }  // namespace lmforge::model
