@@ -10,17 +10,6 @@ namespace lmforge::layers {
 
 using kernels::Tensor;
 
-namespace {
-
-Tensor sized(kernels::Backend& be, kernels::Buffer& buf, kernels::DType dtype, int64_t rows, int64_t cols,
-             bool zero = false) {
-  buf.resize(be, dtype, (size_t)(rows * cols));
-  if (zero) buf.zero();
-  return buf.view({rows, cols});
-}
-
-}  // namespace
-
 LmHead::LmHead(ParameterStore& store, const TensorParallel& tp, Workspace& workspace, LmHeadSpec spec)
     : store_(store), spec_(std::move(spec)), loss_(tp, store.backend()) {
   // The output layer: logits = x·Eᵀ (+ b) over this rank's vocabulary rows (column-parallel over the tied table).

@@ -1,4 +1,4 @@
-// defines: Workspace::take
+// defines: Workspace::take, sized
 #include "layers/workspace.h"
 
 namespace lmforge::layers {
@@ -11,6 +11,13 @@ kernels::Tensor Workspace::take(Slot slot, std::initializer_list<int64_t> shape,
   kernels::Tensor t = b.view(shape);
   if (zero) backend_.fill_zero(t.data, n * kernels::dtype_size(dtype_));
   return t;
+}
+
+kernels::Tensor sized(kernels::Backend& backend, kernels::Buffer& buf, kernels::DType dtype, int64_t rows,
+                      int64_t cols, bool zero) {
+  buf.resize(backend, dtype, (size_t)(rows * cols));
+  if (zero) buf.zero();
+  return buf.view({rows, cols});
 }
 
 }  // namespace lmforge::layers

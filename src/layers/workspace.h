@@ -1,4 +1,5 @@
-// defines: lmforge::layers::Slot, Workspace (scratch buffers shared by all layers of a model)
+// defines: lmforge::layers::Slot, Workspace (scratch buffers shared by all layers of a model), sized() (a layer's or
+//          model's own buffer as a [rows, cols] view)
 #pragma once
 #include <array>
 #include <cstddef>
@@ -43,5 +44,10 @@ class Workspace {
   std::array<kernels::Buffer, (size_t)Slot::COUNT> buffers_;
   kernels::DType dtype_ = kernels::DType::F32;
 };
+
+// buf grown to rows × cols elements of dtype (reallocated only when growing, see kernels::Buffer) and viewed as
+// [rows, cols]; zeroed when asked. For the activations a layer or model keeps in its own buffers.
+kernels::Tensor sized(kernels::Backend& backend, kernels::Buffer& buf, kernels::DType dtype, int64_t rows,
+                      int64_t cols, bool zero = false);
 
 }  // namespace lmforge::layers

@@ -244,12 +244,11 @@ void Bert::check_inputs(const BertInputs& in) const {
 namespace {
 
 Tensor buffer(kernels::Backend& be, kernels::Buffer& buf, kernels::DType dtype, int64_t rows, int64_t cols) {
-  buf.resize(be, dtype, (size_t)(rows * cols));
-  return buf.view({rows, cols});
+  return layers::sized(be, buf, dtype, rows, cols);
 }
 
 Tensor f32(kernels::Backend& be, kernels::Buffer& buf, int64_t rows, int64_t cols) {
-  return buffer(be, buf, kernels::DType::F32, rows, cols);
+  return layers::sized(be, buf, kernels::DType::F32, rows, cols);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 namespace lmforge::model {
 
 using kernels::Tensor;
+using layers::sized;
 
 int T5Config::padded_vocab_size() const {
   return model::padded_vocab_size(vocab_size, make_vocab_size_divisible_by);
@@ -264,17 +265,6 @@ void T5::check_inputs(const T5Inputs& in, bool need_labels) const {
       fail("decoder position " + std::to_string(i) + " has a nonzero loss mask but no label");
   }
 }
-
-namespace {
-
-Tensor sized(kernels::Backend& be, kernels::Buffer& buf, kernels::DType dtype, int64_t rows, int64_t cols,
-             bool zero = false) {
-  buf.resize(be, dtype, (size_t)(rows * cols));
-  if (zero) buf.zero();
-  return buf.view({rows, cols});
-}
-
-}  // namespace
 
 // A stage ending inside the encoder passes [Ne, H], one ending with it the encoder's output [Ne, H], one ending
 // inside the decoder [Nd + Ne, H]; a stage's input is what its predecessor passes.
