@@ -12,7 +12,7 @@ out="$root/bench/out/data_io"
 mkdir -p "$out"
 target_mb=${1:-60}
 build=${BUILD:-$root/build}
-[ -x "$build/bench/bench_data_io" ] && [ -x "$build/src/lmforge" ] || \
+[ -x "$build/bench/bench_data_io" ] && [ -x "$build/lmforge" ] || \
   cmake --build "$build" --target bench_data_io lmforge -j2 >/dev/null
 shared=$root/../shared/data/sample
 
@@ -64,7 +64,7 @@ done
 in_args=()
 for p in "${args[@]}"; do in_args+=(--input-prefix "$p"); done
 sync
-t_ours=$(secs "$build/src/lmforge" merge --output-prefix "$out/merged-lmforge" "${in_args[@]}")
+t_ours=$(secs "$build/lmforge" merge --output-prefix "$out/merged-lmforge" "${in_args[@]}")
 t_peer=$(secs /usr/bin/python3 "$root/bench/data/peers/megatron_merge_peer.py" "$out/merged-peer" "${args[@]}")
 same=no
 cmp -s "$out/merged-lmforge.bin" "$out/merged-peer.bin" && cmp -s "$out/merged-lmforge.idx" "$out/merged-peer.idx" && same=yes
