@@ -1,12 +1,12 @@
 // defines: the Hugging Face side of tests/text/bert_codepoint_digests.txt: HF tokenizers' (native Node binding,
-// bench/peers) BERT ids of every code point's probe text, digested per block exactly as bert_google_reference.py.
+// bench/text/peers) BERT ids of every code point's probe text, digested per block exactly as bert_google_reference.py.
 //
 //   node scripts/bert_hf_codepoint_digests.js SHARED_DIR/data/vocab/bert.tokenizer.json
 // Cased: the same tokenizer.json with BertNormalizer lowercase=false, strip_accents=null.
 'use strict';
 const fs = require('fs');
 const path = require('path');
-const { Tokenizer } = require(path.join(__dirname, '../bench/peers/node_modules/tokenizers'));
+const { Tokenizer } = require(path.join(__dirname, '../bench/text/peers/node_modules/tokenizers'));
 
 const probe = (c) => 'a' + c + 'b ' + c + '\u03a3 A' + c + '\u03a3 A\u03a3' + c + 'B';
 

@@ -82,7 +82,6 @@ class Communicator {
   [[noreturn]] virtual void abort(const std::string& prefix, const std::string& reason, int code) = 0;
 
   const CommStats& stats() const { return stats_; }
-  void reset_stats() { stats_ = {}; }
 
  protected:
   CommStats stats_;

@@ -37,7 +37,7 @@
 //   BertPreTokenizer + WordPiece with "##", dense ids, no normalized added tokens).
 // - The generic WordPiece runs every other tokenizer.json WordPiece (other normalizers or pre-tokenizers, another
 //   continuing_subword_prefix) after the generic normalizer and pre-tokenizer stages; on BERT's file that path is
-//   about 4.5x slower in CPU time (bench/RESULTS.md, tokenizer.json section).
+//   about 4.5x slower in CPU time (bench/text/RESULTS.md, tokenizer.json section).
 // Both must give Hugging Face's ids: tests/text/test_bert_wordpiece.cpp checks kHuggingFace on the shared sample
 // corpus and edge cases (and kMegatron against Megatron's own dataset), and tests/text/test_hf_tokenizer_json.cpp
 // runs the same shared bert.tokenizer.json with HfTokenizerOptions::fast_paths on (this implementation) and off

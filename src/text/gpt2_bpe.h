@@ -11,7 +11,7 @@
 //   decode().
 // - The generic BPE runs every other tokenizer.json BPE (Llama 3's Split regex + ignore_merges, Llama 2's
 //   byte_fallback, "##"/"</w>" subwords, ...) with HF's options, on per-word strings between virtual stages; on
-//   GPT-2's file it is about 2.5x slower in CPU time (bench/RESULTS.md, tokenizer.json section).
+//   GPT-2's file it is about 2.5x slower in CPU time (bench/text/RESULTS.md, tokenizer.json section).
 // Both must give Hugging Face's ids: tests/text/test_gpt2_bpe.cpp checks this class on the shared sample corpus and
 // edge cases, and tests/text/test_hf_tokenizer_json.cpp runs the same shared gpt2.tokenizer.json (and the RoBERTa
 // fixture) with HfTokenizerOptions::fast_paths on (this class) and off (the generic BPE) against HF's ids.

@@ -11,7 +11,7 @@
 
 namespace lmforge::train {
 
-// What one stage did, summed over the training steps run so far (the bubble of bench/RESULTS.md).
+// What one stage did, summed over the training steps run so far (the bubble of bench/dist/RESULTS.md).
 struct PipelineTiming {
   int64_t steps = 0;
   double wall_ms = 0.0;        // inside run() for training steps

@@ -22,6 +22,7 @@
 
 #include "dist/mpi_test_util.h"
 #include "test_util.h"
+#include "util/strings.h"
 
 // One executable includes this once: plain (non-inline) definitions are fine.
 namespace train_runs {
@@ -209,9 +210,7 @@ std::vector<pid_t> children(pid_t parent, const std::string& name) {
   return out;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
+using lmforge::seconds_since;  // util/strings.h's, unqualified here and in the tests using namespace train_runs
 
 struct KilledRun {
   pid_t mpirun = 0;

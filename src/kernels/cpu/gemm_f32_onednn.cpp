@@ -21,7 +21,7 @@ bool has_avx512f() {
 // Why oneDNN for fp32 when the CPU has AVX-512: Debian's OpenBLAS 0.3.21 picks its kernels from OPENBLAS_CORETYPE
 // (this machine's environment sets Haswell: AVX2), while oneDNN's brgemm matmul always uses the widest vectors the
 // CPU has. Measured on BERT-base's [512 × 768]·[768 × {768, 2304, 3072}] products and their transposed backward
-// forms, 2 threads: oneDNN 1.2–1.8x OpenBLAS-Haswell per CPU-second (bench/RESULTS.md, "BERT-base").
+// forms, 2 threads: oneDNN 1.2–1.8x OpenBLAS-Haswell per CPU-second (bench/train/RESULTS.md, "BERT-base").
 // LMFORGE_FP32_GEMM=openblas keeps OpenBLAS (for comparisons); unset or "onednn": oneDNN where AVX-512F exists.
 bool choose_onednn() {
   const char* env = std::getenv("LMFORGE_FP32_GEMM");

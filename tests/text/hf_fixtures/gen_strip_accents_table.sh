@@ -8,7 +8,7 @@ trap 'rm -rf "$tmp"' EXIT
 python3 -c "
 import unicodedata
 print('\n'.join(str(c) for c in range(0x110000) if unicodedata.category(chr(c)) in ('Mn', 'Mc', 'Me')))" > "$tmp/marks"
-TOKENIZERS="$here/../../../bench/peers/node_modules/tokenizers" node -e "
+TOKENIZERS="$here/../../../bench/text/peers/node_modules/tokenizers" node -e "
 const tk = require(process.env.TOKENIZERS), n = tk.stripAccentsNormalizer();
 const cps = require('fs').readFileSync('$tmp/marks', 'utf8').trim().split('\n').map(Number);
 console.log(JSON.stringify(cps.filter((c) => n.normalizeString('a' + String.fromCodePoint(c)) === 'a')));" |

@@ -3,7 +3,7 @@
 // shared sample corpus plus every edge case. The C++ tests compare lmforge with these ids; nothing here is ours.
 //
 //   node tests/text/hf_fixtures/make_fixtures.js [shared-dir]
-// Needs the npm package: bench/peers/node_modules/tokenizers (npm ci in bench/peers) or tokenizers on NODE_PATH,
+// Needs the npm package: bench/text/peers/node_modules/tokenizers (npm ci in bench/text/peers) or tokenizers on NODE_PATH,
 // and Debian's python3-sentencepiece for the nmt_nfkc charsmap (gen_charsmap.py).
 'use strict';
 const fs = require('fs');
@@ -14,7 +14,7 @@ let tk;
 try {
   tk = require('tokenizers');
 } catch (e) {
-  tk = require(path.join(__dirname, '../../../bench/peers/node_modules/tokenizers'));
+  tk = require(path.join(__dirname, '../../../bench/text/peers/node_modules/tokenizers'));
 }
 const shared = process.argv[2] || path.join(__dirname, '../../../../shared');
 const outDir = __dirname;

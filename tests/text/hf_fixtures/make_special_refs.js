@@ -5,7 +5,7 @@
 // post_processor JSON; the C++ test puts it in place of the fixture's "post_processor":null.
 //
 //   node tests/text/hf_fixtures/make_special_refs.js [shared-dir]
-// Needs the npm package tokenizers (bench/peers/node_modules or NODE_PATH), as make_fixtures.js.
+// Needs the npm package tokenizers (bench/text/peers/node_modules or NODE_PATH), as make_fixtures.js.
 'use strict';
 const fs = require('fs');
 const os = require('os');
@@ -15,7 +15,7 @@ let tk;
 try {
   tk = require('tokenizers');
 } catch (e) {
-  tk = require(path.join(__dirname, '../../../bench/peers/node_modules/tokenizers'));
+  tk = require(path.join(__dirname, '../../../bench/text/peers/node_modules/tokenizers'));
 }
 const shared = process.argv[2] || path.join(__dirname, '../../../../shared');
 
