@@ -360,14 +360,14 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state) {
                   "checkpoints stay whole Hugging Face models, so any layout loads any other")
       ->capture_default_str();
   cmd->add_option("--pipeline-model-parallel-size", o->pipeline_model_parallel_size,
-                      "Pipeline stages per model (Megatron): consecutive transformer layers in P stages, the embedding "
-                      "on the first and the final LayerNorm, tied LM head and loss on the last, run by Megatron's 1F1B "
-                      "schedule (activations sent point to point; stages recompute a micro-batch's forward before "
-                      "its backward, so each holds one micro-batch of activations). World size = tensor x pipeline x "
-                      "data-parallel size, ranks laid out as Megatron's (tensor innermost, then data, then pipeline); "
-                      "the last rank logs. train gpt and train bert split their layers evenly; train t5 puts the "
-                      "encoder before --pipeline-model-parallel-split-rank and the decoder from it")
-          ->capture_default_str();
+                  "Pipeline stages per model (Megatron): consecutive transformer layers in P stages, the embedding "
+                  "on the first and the final LayerNorm, tied LM head and loss on the last, run by Megatron's 1F1B "
+                  "schedule (activations sent point to point; stages recompute a micro-batch's forward before "
+                  "its backward, so each holds one micro-batch of activations). World size = tensor x pipeline x "
+                  "data-parallel size, ranks laid out as Megatron's (tensor innermost, then data, then pipeline); "
+                  "the last rank logs. train gpt and train bert split their layers evenly; train t5 puts the "
+                  "encoder before --pipeline-model-parallel-split-rank and the decoder from it")
+      ->capture_default_str();
   cmd->add_option("--decoder-first-pipeline-num-layers", o->decoder_first_pipeline_num_layers,
                   "Transformer layers on the first pipeline stage (it also holds the embedding); the other stages "
                   "split the rest evenly (default: an even share)");

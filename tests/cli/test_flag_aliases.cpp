@@ -89,7 +89,9 @@ TEST(FlagAliases, EveryRowNamesAnOptionOfTheTrainCommands) {
       const bool fairseq_only = a.source == Source::kFairseq && m->get_name() != "bert";
       const bool other_name_elsewhere = a.transform == Transform::kOtherName && !c->check_lname(spelling.substr(2));
       if (fairseq_only || other_name_elsewhere) continue;
-      EXPECT_NE(m->get_option_no_throw(spelling), nullptr) << spelling << " on train " << m->get_name();
+      const CLI::Option* own = m->get_option_no_throw(spelling);
+      ASSERT_NE(own, nullptr) << spelling << " on train " << m->get_name();
+      EXPECT_FALSE(own->get_description().empty()) << spelling << ": --help must explain it";
     }
   }
 }
@@ -129,9 +131,11 @@ TEST(FlagAliases, ASettingGivenTwiceDifferentlyIsOneErrorNamingBothSpellings) {
   EXPECT_NE(e.find("--max-sentences 4 and --batch-size 2 disagree"), std::string::npos) << e;
   // fairseq and today's Megatron.
   e = error_of("bert", {"--clip-norm", "1.0", "--clip-grad", "0.5"});
-  EXPECT_NE(e.find("--clip-norm 1.0 and --clip-grad 0.5 disagree"), std::string::npos) << e;
+  EXPECT_NE(e.find("--clip-norm 1 and --clip-grad 0.5 disagree"), std::string::npos) << e;
   e = error_of("bert", {"--adam-betas", "(0.9, 0.98)", "--adam-beta2", "0.999"});
   EXPECT_NE(e.find("--adam-betas (0.9, 0.98) and --adam-beta2 0.999 disagree"), std::string::npos) << e;
+  e = error_of("gpt", {"--warmup", ".010", "--lr-warmup-fraction", "2e-2"});
+  EXPECT_NE(e.find("--warmup 0.01 and --lr-warmup-fraction 0.02 disagree"), std::string::npos) << e;
   e = error_of("bert", {"--max-update", "10", "--train-iters", "20"});
   EXPECT_NE(e.find("--max-update 10 and --train-iters 20 disagree"), std::string::npos) << e;
   // Megatron v1 / Megatron-DeepSpeed flags and today's Megatron.

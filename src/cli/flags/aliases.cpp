@@ -149,6 +149,13 @@ bool same_value(const std::string& a, const std::string& b) {
   return a == b;
 }
 
+// A value for an error message: numbers as the shortest text that reads back ("1.0" -> 1, "2e-4" -> 0.0002).
+std::string shown_text(const std::string& text) {
+  char* end = nullptr;
+  const double x = std::strtod(text.c_str(), &end);
+  return !text.empty() && *end == '\0' ? show_number(x) : text;
+}
+
 // An option's value as given (the last occurrence; list options: their values joined by spaces).
 std::string value_text(const CLI::Option* o) {
   const std::vector<std::string>& r = o->results();
@@ -167,18 +174,6 @@ bool counted(const CLI::App* cmd, std::string_view flag) {
 
 const char* help_group(Source source) {
   return source == kFairseq ? "fairseq spellings" : "Older spellings (Megatron v1, Megatron-DeepSpeed)";
-}
-
-const char* source_name(Source source) {
-  switch (source) {
-    case kMegatron: return "Megatron";
-    case kMegatronV1: return "Megatron v1";
-    case kDeepSpeedFlag: return "Megatron-DeepSpeed";
-    case kDeepSpeedJson: return "DeepSpeed JSON";
-    case kFairseq: return "fairseq";
-    case kArgparse: return "argparse";
-  }
-  return "";
 }
 
 std::span<const Alias> alias_table() { return kAliases; }
@@ -259,8 +254,7 @@ void resolve_aliases(CLI::App* cmd, GivenFlags& given) {
       // Both names of one CLI11 option: its occurrences add up (argparse would keep two dests).
       const CLI::Option* o = cmd->get_option_no_throw(std::string(a.canonical));
       if (o != nullptr && o->check_lname(std::string(a.spelling.substr(2))) && o->count() > 1)
-        throw Error("give only one of " + std::string(a.canonical) + " and " + std::string(a.spelling) +
-                    " (the same setting, as in Megatron)");
+        given.check(std::string(a.canonical), std::string(a.spelling), "", true, "", "", true);
     }
     if (!own_option(a) || !counted(cmd, a.spelling)) continue;
     CLI::Option* canonical = cmd->get_option_no_throw(std::string(a.canonical));
@@ -270,9 +264,10 @@ void resolve_aliases(CLI::App* cmd, GivenFlags& given) {
     // 2. The spelling's value, the check against whatever gave the setting before, and the canonical option fed.
     const std::string given_text = a.transform == kFlagMeans ? "" : value_text(cmd->get_option(spelling));
     const std::string value = transformed(a, given_text);
-    const std::string shown = a.transform == kFlagMeans ? "(= " + name + " " + value + ")" : given_text;
-    if (given.given(name)) given.check(name, spelling, shown, same_value(value, value_text(canonical)),
-                                       value_text(canonical), "", a.exclusive);
+    const std::string shown = a.transform == kFlagMeans ? "(= " + name + " " + value + ")" : shown_text(given_text);
+    if (given.given(name))
+      given.check(name, spelling, shown, same_value(value, value_text(canonical)),
+                  shown_text(value_text(canonical)), "", a.exclusive);
     else given.note(name, spelling, shown);
     canonical->clear();
     canonical->add_result(value);

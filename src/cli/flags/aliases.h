@@ -14,7 +14,7 @@
 
 namespace lmforge::cli {
 
-// Where a spelling comes from (the --help group and the error messages say so).
+// Where a spelling comes from (its --help group follows it).
 enum class Source {
   kMegatron,       // today's Megatron: a second name of the same option (--encoder-seq-length)
   kMegatronV1,     // Megatron-LM v1.x (DeepSpeedExamples' copies): --batch-size, --checkpoint-activations, ...
@@ -23,7 +23,6 @@ enum class Source {
   kFairseq,        // fairseq-train's flags on `lmforge train bert`
   kArgparse,       // a second option string of one argparse dest (--config_file): the last occurrence wins
 };
-const char* source_name(Source source);
 // The --help group of a source's flags.
 const char* help_group(Source source);
 
@@ -35,7 +34,7 @@ enum class Transform {
   kFlagMeans,    // a bare flag meaning the canonical set to Alias::value
   kPairFirst,    // fairseq's "(b1, b2)" string: b1
   kPairSecond,   //   and b2
-  kPowerOfTwo,   // DeepSpeed's fp16.initial_scale_power p: a scale of 2^p
+  kPowerOfTwo,   // DeepSpeed's fp16.initial_scale_power p: a scale of 2^p (applied by the JSON reader)
   kComputed,     // derived from other settings by the source's own reader (fairseq's --update-freq: global batch =
                  // micro batch x update-freq x data-parallel ranks; DeepSpeed's batch arithmetic)
 };
@@ -49,7 +48,7 @@ struct Alias {
   bool exclusive = false;       // Megatron refuses both spellings on one command line, even with equal values
   std::string_view needs = {};  // a flag this spelling only goes with (Megatron v1's --checkpoint-num-layers)
   std::string_view check = {};  // own-option rows: "positive", "non-negative" or "" (none)
-  std::string_view help = {};   // own-option rows: the --help text (the canonical is named by add_alias_flags)
+  std::string_view help = {};   // own-option rows: the --help text, naming the canonical ("= --micro-batch-size")
 };
 
 // Every row, in the order resolve_aliases() applies them.
