@@ -8,8 +8,9 @@
 #include <memory>
 
 #include "cli/commands.h"
-#include "cli/fairseq_flags.h"
-#include "cli/older_spellings.h"
+#include "cli/flags/aliases.h"
+#include "cli/flags/fairseq_flags.h"
+#include "cli/flags/older_spellings.h"
 #include "cli/tokenizer_flags.h"
 #include "dist/communicator.h"
 #include "dist/launcher.h"
@@ -46,16 +47,6 @@ void add_mixed_precision_flags(CLI::App* cmd, train::MixedPrecisionOptions& p) {
 
 }  // namespace
 namespace {
-
-// CLI11 fills plain values; flags Megatron leaves unset (None) are read into these and moved to std::optional.
-struct UnsetFlags {
-  int64_t train_iters = -1, train_samples = -1, lr_decay_iters = -1, lr_decay_samples = -1;
-  double lr_warmup_fraction = -1.0, start_weight_decay = -1.0, end_weight_decay = -1.0;
-  int pipe_parallel_size = -1;  // DeepSpeed's --pipe-parallel-size (0: no pipeline)
-  CLI::Option *pipeline_opt = nullptr, *pipe_opt = nullptr;
-  CLI::Option *train_iters_opt, *train_samples_opt, *lr_decay_iters_opt, *lr_decay_samples_opt, *lr_warmup_fraction_opt,
-      *start_weight_decay_opt, *end_weight_decay_opt;
-};
 
 // How the ranks of a job find each other when no MPI launcher started them (fairseq's and Megatron's flags).
 struct DistributedFlags {
@@ -183,23 +174,20 @@ void add_distributed_flags(CLI::App* cmd, DistributedFlags& f) {
 
 // The flags every `lmforge train <model>` takes (Megatron's common arguments), into the command's own options.
 struct CommandState {
+  CLI::App* cmd = nullptr;
   std::shared_ptr<train::TrainOptions> options = std::make_shared<train::TrainOptions>();
-  std::shared_ptr<UnsetFlags> unset = std::make_shared<UnsetFlags>();
   std::shared_ptr<DistributedFlags> dist = std::make_shared<DistributedFlags>();
   std::shared_ptr<OlderSpellings> older = std::make_shared<OlderSpellings>();  // Megatron v1 / DeepSpeed flags
-  CLI::Option* sgd_momentum_opt = nullptr;
-  CLI::Option* num_layers_opt = nullptr;  // T5: --num-layers / --encoder-num-layers
-  CLI::Option* seq_length_opt = nullptr;  // T5: --seq-length / --encoder-seq-length
 };
 
 void add_common_train_flags(CLI::App* cmd, CommandState& state) {
+  state.cmd = cmd;
   train::TrainOptions* o = state.options.get();
-  UnsetFlags* unset = state.unset.get();
   const bool t5 = o->model_type == "t5";
   if (t5) {
-    state.num_layers_opt = cmd->add_option("--num-layers,--encoder-num-layers", o->num_layers,
-                                           "Encoder layers (Megatron accepts either name)")
-                               ->required();
+    cmd->add_option(flag_names("--num-layers", {Source::kMegatron}), o->num_layers,
+                    "Encoder layers (Megatron accepts either name)")
+        ->required();
     cmd->add_option("--decoder-num-layers", o->decoder_num_layers,
                     "Decoder layers (default: the encoder's; Megatron's own T5 script omits it and then fails)")
         ->check(CLI::PositiveNumber);
@@ -216,9 +204,9 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state) {
     heads_opt->required();
   }
   if (t5) {
-    state.seq_length_opt = cmd->add_option("--seq-length,--encoder-seq-length", o->seq_length,
-                                           "Encoder tokens per sample (give one of the two names, as Megatron)")
-                               ->required();
+    cmd->add_option(flag_names("--seq-length", {Source::kMegatron}), o->seq_length,
+                    "Encoder tokens per sample (give one of the two names, as Megatron)")
+        ->required();
     cmd->add_option("--decoder-seq-length", o->decoder_seq_length,
                     "Decoder tokens per sample: sentinels and the masked spans, [BOS] first (labels end in [EOS])")
         ->required()
@@ -242,7 +230,7 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state) {
     cmd->add_flag("--no-bias-gelu-fusion", o->no_bias_gelu_fusion,
                   "Exact erf GELU in the MLP (Megatron's default fused bias-GELU computes the tanh form)");
     cmd->add_flag("--openai-gelu", o->openai_gelu, "The tanh GELU everywhere, also in BERT's LM head (Megatron)");
-    cmd->add_option("--layernorm-epsilon,--norm-epsilon", o->layernorm_epsilon,
+    cmd->add_option(flag_names("--layernorm-epsilon", {Source::kMegatron}), o->layernorm_epsilon,
                     "Epsilon of every LayerNorm (default: 1e-5 as Megatron; 1e-12 for the original BERT)")
         ->check(CLI::PositiveNumber);
   }
@@ -275,10 +263,9 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state) {
                   "Samples per optimizer step (a multiple of --micro-batch-size x data-parallel size; default: "
                   "micro batch x data-parallel size, as Megatron)");
   optim::LrScheduleArgs& s = o->schedule;
-  unset->train_iters_opt =
-      cmd->add_option("--train-iters", unset->train_iters, "Optimizer steps to train (or --train-samples)");
-  unset->train_samples_opt =
-      cmd->add_option("--train-samples", unset->train_samples, "Samples to train on (or --train-iters)");
+  // (The settings Megatron leaves None are std::optional: unset unless given.)
+  cmd->add_option("--train-iters", s.train_iters, "Optimizer steps to train (or --train-samples)");
+  cmd->add_option("--train-samples", s.train_samples, "Samples to train on (or --train-iters)");
   cmd->add_option("--lr", s.lr, "Peak learning rate (required, unless a DeepSpeed config gives it)");
   cmd->add_option("--min-lr", s.min_lr, "Learning rate at the end of the decay")->capture_default_str();
   cmd->add_option("--lr-decay-style", s.lr_decay_style,
@@ -289,12 +276,9 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state) {
                   "step; --min-lr and --lr-warmup-init must stay 0")
       ->check(CLI::IsMember({"constant", "linear", "cosine", "inverse-square-root", "nvidia-poly-warmup"}))
       ->capture_default_str();
-  unset->lr_decay_iters_opt =
-      cmd->add_option("--lr-decay-iters", unset->lr_decay_iters, "Iterations of decay (default: --train-iters)");
-  unset->lr_decay_samples_opt =
-      cmd->add_option("--lr-decay-samples", unset->lr_decay_samples, "Samples of decay (default: --train-samples)");
-  unset->lr_warmup_fraction_opt =
-      cmd->add_option("--lr-warmup-fraction", unset->lr_warmup_fraction, "Warm-up as a fraction of the decay steps");
+  cmd->add_option("--lr-decay-iters", s.lr_decay_iters, "Iterations of decay (default: --train-iters)");
+  cmd->add_option("--lr-decay-samples", s.lr_decay_samples, "Samples of decay (default: --train-samples)");
+  cmd->add_option("--lr-warmup-fraction", s.lr_warmup_fraction, "Warm-up as a fraction of the decay steps");
   cmd->add_option("--lr-warmup-iters", s.lr_warmup_iters, "Warm-up iterations")->capture_default_str();
   cmd->add_option("--lr-warmup-samples", s.lr_warmup_samples, "Warm-up samples")->capture_default_str();
   cmd->add_option("--lr-warmup-init", s.lr_warmup_init, "Learning rate at the start of warm-up")->capture_default_str();
@@ -302,10 +286,8 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state) {
                   "Weight decay of matrices: decoupled for adam and lamb (inside the update), L2 added to the "
                   "gradient for sgd (torch.optim.SGD's weight_decay, as Megatron passes it)")
       ->capture_default_str();
-  unset->start_weight_decay_opt =
-      cmd->add_option("--start-weight-decay", unset->start_weight_decay, "Weight decay at the start (incr. style)");
-  unset->end_weight_decay_opt =
-      cmd->add_option("--end-weight-decay", unset->end_weight_decay, "Weight decay at the end (incr. style)");
+  cmd->add_option("--start-weight-decay", s.start_weight_decay, "Weight decay at the start (incr. style)");
+  cmd->add_option("--end-weight-decay", s.end_weight_decay, "Weight decay at the end (incr. style)");
   cmd->add_option("--weight-decay-incr-style", s.weight_decay_incr_style, "constant, linear or cosine")
       ->check(CLI::IsMember({"constant", "linear", "cosine"}))
       ->capture_default_str();
@@ -326,7 +308,7 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state) {
   cmd->add_option("--adam-eps", opt.eps,
                   "epsilon of adam and lamb, added to sqrt(v^) (apex FusedLAMB's own default is 1e-6)")
       ->capture_default_str();
-  state.sgd_momentum_opt = cmd->add_option("--sgd-momentum", opt.sgd_momentum,
+  cmd->add_option("--sgd-momentum", opt.sgd_momentum,
                   "Momentum of --optimizer sgd: buffer b = g at the first step, then momentum*b + g; p -= lr*b (0: "
                   "plain SGD, no state); with adam or lamb it has no effect, as in Megatron, and a notice says so")
       ->capture_default_str();
@@ -377,19 +359,15 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state) {
                   "vocabulary-parallel embedding and cross-entropy); world size = this x data-parallel size; "
                   "checkpoints stay whole Hugging Face models, so any layout loads any other")
       ->capture_default_str();
-  unset->pipeline_opt =
-      cmd->add_option("--pipeline-model-parallel-size", o->pipeline_model_parallel_size,
-                      "Pipeline stages per model (Megatron): consecutive transformer layers in P stages, the embedding "
-                      "on the first and the final LayerNorm, tied LM head and loss on the last, run by Megatron's 1F1B "
-                      "schedule (activations sent point to point; stages recompute a micro-batch's forward before "
-                      "its backward, so each holds one micro-batch of activations). World size = tensor x pipeline x "
-                      "data-parallel size, ranks laid out as Megatron's (tensor innermost, then data, then pipeline); "
-                      "the last rank logs. train gpt and train bert split their layers evenly; train t5 puts the "
-                      "encoder before --pipeline-model-parallel-split-rank and the decoder from it")
-          ->capture_default_str();
-  unset->pipe_opt = cmd->add_option("--pipe-parallel-size", unset->pipe_parallel_size,
-                                    "DeepSpeed's spelling of --pipeline-model-parallel-size (Megatron-DeepSpeed 3D "
-                                    "scripts); 0 means no pipeline (one stage)");
+  cmd->add_option("--pipeline-model-parallel-size", o->pipeline_model_parallel_size,
+                  "Pipeline stages per model (Megatron): consecutive transformer layers in P stages, the embedding "
+                  "on the first and the final LayerNorm, tied LM head and loss on the last, run by Megatron's 1F1B "
+                  "schedule (activations sent point to point; stages recompute a micro-batch's forward before "
+                  "its backward, so each holds one micro-batch of activations). World size = tensor x pipeline x "
+                  "data-parallel size, ranks laid out as Megatron's (tensor innermost, then data, then pipeline); "
+                  "the last rank logs. train gpt and train bert split their layers evenly; train t5 puts the "
+                  "encoder before --pipeline-model-parallel-split-rank and the decoder from it")
+      ->capture_default_str();
   cmd->add_option("--decoder-first-pipeline-num-layers", o->decoder_first_pipeline_num_layers,
                   "Transformer layers on the first pipeline stage (it also holds the embedding); the other stages "
                   "split the rest evenly (default: an even share)");
@@ -425,12 +403,6 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state) {
   cmd->add_option("--recompute-num-layers", o->recompute_num_layers,
                   "Layers per recomputed chunk (uniform) or layers recomputed (block)")
       ->capture_default_str();
-  cmd->add_flag("--checkpoint-activations", o->checkpoint_activations,
-                "Megatron v1's spelling of full recomputation: --recompute-granularity full --recompute-method "
-                "uniform in chunks of --checkpoint-num-layers");
-  cmd->add_option("--checkpoint-num-layers", o->checkpoint_num_layers,
-                  "Layers per chunk with --checkpoint-activations (Megatron v1)")
-      ->capture_default_str();
   cmd->add_option("--print-samples", o->print_samples,
                   "Build the datasets exactly as training would with these flags, write the first N samples of each "
                   "split to stdout as JSON lines {\"split\": \"train\"|\"valid\"|\"test\", \"index\": i, <fields "
@@ -440,54 +412,34 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state) {
                 "Do not train: evaluate the validation and test splits (of a --load'ed checkpoint) and exit (Megatron)");
   add_distributed_flags(cmd, *state.dist);
   add_balance_flags(cmd, *o);
-  add_older_spellings(cmd, *state.older);
+  add_older_spellings(cmd, *state.older, *o);
 }
 
-// Moves the flags Megatron leaves unset into the options, gives the notices, lets `adjust` (another spelling's
-// flags, e.g. fairseq's) translate into them, and trains.
-using AdjustOptions = std::function<void(train::TrainOptions&, DistributedFlags&)>;
+// Resolves the other spellings into lmforge's settings (flags/aliases.h), gives the notices, lets `adjust`
+// (fairseq's own flags) translate into them, and trains.
+using AdjustOptions = std::function<void(train::TrainOptions&, DistributedFlags&, GivenFlags&)>;
 void run_command(const CommandState& state, const AdjustOptions& adjust = nullptr) {
+  GivenFlags given;
+  resolve_aliases(state.cmd, given);
   train::TrainOptions options = *state.options;
-  const UnsetFlags* unset = state.unset.get();
-  if (state.seq_length_opt && state.seq_length_opt->count() > 1)
-    throw Error("give only one of --seq-length and --encoder-seq-length (the same setting, as in Megatron)");
-  if (state.num_layers_opt && state.num_layers_opt->count() > 1)
-    throw Error("give only one of --num-layers and --encoder-num-layers (the same setting)");
-  if (state.sgd_momentum_opt->count() > 0 && options.optimizer.kind != "sgd")
+  if (given.given("--sgd-momentum") && options.optimizer.kind != "sgd")
     std::cerr << "lmforge train: notice: --sgd-momentum has no effect with --optimizer " << options.optimizer.kind
               << " (it applies to sgd only)\n";
-  if (unset->pipe_opt->count() > 0) {
-    if (unset->pipe_parallel_size < 0) throw Error("--pipe-parallel-size must be >= 0 (0: no pipeline)");
-    const int stages = std::max(1, unset->pipe_parallel_size);
-    if (unset->pipeline_opt->count() > 0 && options.pipeline_model_parallel_size != stages)
-      throw Error("--pipe-parallel-size " + std::to_string(unset->pipe_parallel_size) +
-                  " and --pipeline-model-parallel-size " + std::to_string(options.pipeline_model_parallel_size) +
-                  " disagree (they are two spellings of one setting)");
-    options.pipeline_model_parallel_size = stages;
-  }
-  optim::LrScheduleArgs& s = options.schedule;
-  if (unset->train_iters_opt->count() > 0) s.train_iters = unset->train_iters;
-  if (unset->train_samples_opt->count() > 0) s.train_samples = unset->train_samples;
-  if (unset->lr_decay_iters_opt->count() > 0) s.lr_decay_iters = unset->lr_decay_iters;
-  if (unset->lr_decay_samples_opt->count() > 0) s.lr_decay_samples = unset->lr_decay_samples;
-  if (unset->lr_warmup_fraction_opt->count() > 0) s.lr_warmup_fraction = unset->lr_warmup_fraction;
-  if (unset->start_weight_decay_opt->count() > 0) s.start_weight_decay = unset->start_weight_decay;
-  if (unset->end_weight_decay_opt->count() > 0) s.end_weight_decay = unset->end_weight_decay;
   DistributedFlags dist = *state.dist;
-  if (adjust) adjust(options, dist);
+  if (adjust) adjust(options, dist, given);
   run_training(std::move(options), dist,
-               [older = state.older](train::TrainOptions& o, int world_size, std::ostream& notices) {
-                 apply_older_spellings(*older, o, notices);
-                 apply_deepspeed_flags(*older, o, world_size, notices);
+               [older = state.older, given](train::TrainOptions& o, int world_size, std::ostream& notices) mutable {
+                 apply_older_spellings(*older, given, o, notices);
+                 apply_deepspeed_flags(*older, given, o, world_size, notices);
                });
 }
 
 }  // namespace
 
 namespace {
-// fairseq's spellings (cli/fairseq_flags.h), with the data-parallel size the job will have (--update-freq).
+// fairseq's own flags (cli/flags/fairseq_flags.h), with the data-parallel size the job will have (--update-freq).
 AdjustOptions fairseq_adjuster(std::shared_ptr<FairseqFlags> fairseq) {
-  return [fairseq](train::TrainOptions& o, DistributedFlags& d) {
+  return [fairseq](train::TrainOptions& o, DistributedFlags& d, GivenFlags& given) {
     std::string init = d.init_method;
     if (const std::string url = fairseq_init_method(fairseq->distributed_port, init); !url.empty()) init = url;
     dist::RankRequest request;
@@ -500,7 +452,7 @@ AdjustOptions fairseq_adjuster(std::shared_ptr<FairseqFlags> fairseq) {
     const int model_parallel = std::max(1, o.tensor_model_parallel_size * o.pipeline_model_parallel_size);
     FairseqFlags flags = *fairseq;
     flags.distributed_port = -1;  // resolved above
-    apply_fairseq_flags(flags, o, init, std::max(1, world / model_parallel));
+    apply_fairseq_flags(flags, given, o, init, std::max(1, world / model_parallel));
     d.init_method = init;
   };
 }
@@ -572,7 +524,7 @@ void add_train_command(CLI::App& app) {
     cmd->add_flag("--bert-post-layernorm", state.options->bert_post_layernorm,
                   "The original BERT: LayerNorm on the embeddings and after each residual add, no final LayerNorm, "
                   "eps 1e-12, erf GELU (Google/NVIDIA/Hugging Face BertForPreTraining) instead of Megatron's pre-LN");
-    cmd->add_option("--bert-config-file,--config_file", state.options->bert_config_file,
+    cmd->add_option(flag_names("--bert-config-file", {Source::kArgparse}), state.options->bert_config_file,
                     "A Google/NVIDIA bert_config.json describing an original (post-LN) BERT: its sizes, hidden_act, "
                     "dropouts, max_position_embeddings, type_vocab_size and initializer_range replace the "
                     "corresponding flags (which may then be omitted)");

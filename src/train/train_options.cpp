@@ -58,18 +58,8 @@ void validate_train_options(TrainOptions& o) {
     throw Error("--vocab-file is required: the tokenizer decides the model's vocabulary size");
 
   validate_mixed_precision(o.precision);
-  // Megatron's rules (arguments.py): the v1 spelling is full uniform recomputation in chunks of
-  // --checkpoint-num-layers; --recompute-activations is selective; a method only goes with full.
-  if (o.checkpoint_activations) {
-    if (!o.recompute_granularity.empty() || o.recompute_activations)
-      throw Error("--checkpoint-activations is Megatron v1's --recompute-granularity full --recompute-method uniform: "
-                  "give one or the other");
-    o.recompute_granularity = "full";
-    o.recompute_method = "uniform";
-    o.recompute_num_layers = o.checkpoint_num_layers;
-  } else if (o.checkpoint_num_layers != 1) {
-    throw Error("--checkpoint-num-layers goes with --checkpoint-activations");
-  }
+  // Megatron's rules (arguments.py): --recompute-activations is selective; a method only goes with full. (Megatron
+  // v1's --checkpoint-activations is a spelling of full uniform recomputation: cli/flags/aliases.cpp.)
   if (o.recompute_activations) {
     if (!o.recompute_granularity.empty() && o.recompute_granularity != "selective")
       throw Error("--recompute-activations means --recompute-granularity selective, not " + o.recompute_granularity);

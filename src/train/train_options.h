@@ -95,8 +95,6 @@ struct TrainOptions {
   std::string recompute_granularity;   // --recompute-granularity full|selective (empty: none)
   std::string recompute_method;        // --recompute-method uniform|block (full only; required with it)
   int recompute_num_layers = 1;        // --recompute-num-layers: layers per chunk (uniform) or recomputed (block)
-  bool checkpoint_activations = false; // --checkpoint-activations (Megatron v1): = full, uniform, chunks of
-  int checkpoint_num_layers = 1;       //   --checkpoint-num-layers layers
 
   // ---- mixed precision ----
   MixedPrecisionOptions precision;     // --fp16, --bf16, --loss-scale, --initial-loss-scale, --min-loss-scale,
@@ -119,7 +117,7 @@ struct TrainOptions {
   int pipeline_model_parallel_split_rank = -1;  // --pipeline-model-parallel-split-rank S (T5: stages [0, S) hold
                                                 // the encoder, [S, P) the decoder; -1: P / 2)
 
-  // ---- unequal machines and fairseq's checkpoint retention (issue 15; cli/fairseq_flags.h) ----
+  // ---- unequal machines and fairseq's checkpoint retention (issue 15; cli/flags/fairseq_flags.h) ----
   bool balance_data_parallel = false;  // --balance-data-parallel: micro-batches per data-parallel rank in proportion
                                        // to measured speed (train/schedule.h BalancedSchedule)
   int64_t balance_interval = 10;       // --balance-interval: training steps between re-measurements

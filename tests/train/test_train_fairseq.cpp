@@ -1,4 +1,4 @@
-// `lmforge train bert` started with fairseq-train's flags (cli/fairseq_flags.h) on NVIDIA HDF5 shards written by
+// `lmforge train bert` started with fairseq-train's flags (cli/flags/) on NVIDIA HDF5 shards written by
 // h5py (tests/train/make_bert_hdf5_train.py): the same log as the equivalent lmforge/Megatron flags; 2 ranks started
 // by hand over tcp:// reproduce one process; --keep-interval-updates keeps the newest checkpoints; and
 // --balance-data-parallel with one rank slowed by a busy neighbour on its core logs the plain run's losses (GPT and

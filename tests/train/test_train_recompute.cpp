@@ -89,16 +89,9 @@ TEST(Recompute, FlagRulesAreMegatrons) {
   refused([](O& o) { o.recompute_granularity = "full"; }, "needs --recompute-method");
   refused([](O& o) { o.recompute_activations = true, o.recompute_method = "block"; }, "not supported");
   refused([](O& o) { o.recompute_granularity = "everything"; }, "full or selective");
-  refused([](O& o) { o.checkpoint_num_layers = 2; }, "goes with --checkpoint-activations");
   refused([](O& o) { o.recompute_granularity = "full", o.recompute_method = "uniform", o.recompute_num_layers = 9; },
           "--recompute-num-layers");
-  lmforge::train::TrainOptions o = trainer_tests::tiny_options(tmp);
-  o.checkpoint_activations = true;
-  o.checkpoint_num_layers = 2;
-  lmforge::train::validate_train_options(o);
-  EXPECT_EQ(o.recompute_granularity, "full");
-  EXPECT_EQ(o.recompute_method, "uniform");
-  EXPECT_EQ(o.recompute_num_layers, 2);
+  // (Megatron v1's --checkpoint-activations / --checkpoint-num-layers: tests/cli/test_flag_aliases.cpp.)
 }
 
 }  // namespace

@@ -1,53 +1,29 @@
 // defines: add_older_spellings(), apply_older_spellings(), apply_deepspeed_flags() (Megatron v1 and
-//          Megatron-DeepSpeed flag names on `lmforge train`)
-#include "cli/older_spellings.h"
+//          Megatron-DeepSpeed flags on `lmforge train`)
+#include "cli/flags/older_spellings.h"
 
 #include <ostream>
 
-#include "train/deepspeed_config.h"
+#include "cli/flags/deepspeed_config.h"
 #include "util/error.h"
 
 namespace lmforge::cli {
 namespace {
 
-const char* const kOlderGroup = "Older spellings (Megatron v1, Megatron-DeepSpeed)";
-
-bool counted(const CLI::App* cmd, const std::string& flag) {
-  const CLI::Option* o = cmd->get_option_no_throw(flag);
-  return o != nullptr && o->count() > 0;
-}
-
 void notice(std::ostream& out, const std::string& flag, const std::string& what) {
   out << "lmforge train: notice: " << flag << ": " << what << "\n";
 }
 
-// An older flag and today's spelling of one setting: equal, or an error naming both.
-template <class T>
-void merge(const OlderSpellings& s, const std::string& older, T older_value, const std::string& today, T& field) {
-  if (!counted(s.cmd, older)) return;
-  if (counted(s.cmd, today) && field != older_value)
-    throw Error(older + " " + std::to_string(older_value) + " and " + today + " " + std::to_string(field) +
-                " disagree (two spellings of one setting)");
-  field = older_value;
-}
-
 }  // namespace
 
-void add_older_spellings(CLI::App* cmd, OlderSpellings& s) {
-  s.cmd = cmd;
+void add_older_spellings(CLI::App* cmd, OlderSpellings& s, train::TrainOptions& o) {
   auto add = [&](const std::string& name, auto& value, const std::string& help) {
-    return cmd->add_option(name, value, help)->group(kOlderGroup);
+    return cmd->add_option(name, value, help)->group(help_group(Source::kMegatronV1));
   };
   auto flag = [&](const std::string& name, bool& value, const std::string& help) {
-    return cmd->add_flag(name, value, help)->group(kOlderGroup);
+    return cmd->add_flag(name, value, help)->group(help_group(Source::kMegatronV1));
   };
-  add("--batch-size", s.batch_size,
-      "Megatron v1: samples per forward/backward on each data-parallel rank = --micro-batch-size (v1 had no "
-      "accumulation: the global batch is this x the data-parallel size unless --global-batch-size says otherwise)")
-      ->check(CLI::PositiveNumber);
-  add("--warmup", s.warmup, "Megatron v1: = --lr-warmup-fraction (warm-up as a fraction of the decay)");
-  add("--model-parallel-size", s.model_parallel_size, "Megatron v1: = --tensor-model-parallel-size")
-      ->check(CLI::PositiveNumber);
+  add_alias_flags(cmd, {Source::kMegatronV1, Source::kDeepSpeedFlag});
   add("--data-impl", s.data_impl,
       "Megatron v1's dataset format: mmap (what lmforge prep writes and train reads) and infer are accepted; lazy "
       "and cached (older formats) are refused")
@@ -56,15 +32,12 @@ void add_older_spellings(CLI::App* cmd, OlderSpellings& s) {
       "Megatron v1: nccl, gloo, mpi or ccl; accepted with a notice: lmforge trains on the CPU, its collectives run "
       "over MPI under mpirun/srun and over Gloo's TCP transport otherwise (--distributed-init-method, torchrun)")
       ->check(CLI::IsMember({"nccl", "gloo", "mpi", "ccl"}));
-  add("--zero-stage", s.zero_stage,
+  add("--zero-stage", o.zero_stage,
       "Megatron-DeepSpeed's ZeRO stage: 0 (replicated optimizer), 1 (= --use-distributed-optimizer: optimizer "
       "state and update sharded), 2 (gradients sharded too: each micro-batch's buckets reduce-scattered as the "
       "backward finishes them and only this rank's piece kept; same results as 1); 3 is refused (parameters "
       "sharded too)")
       ->check(CLI::Range(0, 3));
-  add("--zero-reduce-bucket-size", s.zero_reduce_bucket_size,
-      "Megatron-DeepSpeed: gradient elements per reduction bucket = --ddp-bucket-size")
-      ->check(CLI::PositiveNumber);
   add("--zero-allgather-bucket-size", s.zero_allgather_bucket_size,
       "Megatron-DeepSpeed: accepted with a notice: parameters are all-gathered per gradient bucket "
       "(--ddp-bucket-size)")
@@ -88,11 +61,8 @@ void add_older_spellings(CLI::App* cmd, OlderSpellings& s) {
        "--recompute-granularity (lmforge's own, same results as without it)");
   flag("--cpu-optimizer", s.cpu_optimizer,
        "Megatron-DeepSpeed ZeRO-Offload: accepted with a notice: the optimizer runs on the CPU already");
-  // Older spellings lmforge had already (defined with the flags they stand for).
-  for (const char* name : {"--pipe-parallel-size", "--checkpoint-activations", "--checkpoint-num-layers"})
-    if (CLI::Option* o = cmd->get_option_no_throw(name)) o->group(kOlderGroup);
   flag("--deepspeed", s.deepspeed, "Megatron-DeepSpeed: train with the --deepspeed_config JSON's settings");
-  add("--deepspeed_config,--deepspeed-config", s.deepspeed_config,
+  add(flag_names("--deepspeed_config", {Source::kArgparse}), s.deepspeed_config,
       "A DeepSpeed JSON config (with --deepspeed): train_batch_size, train_micro_batch_size_per_gpu, "
       "gradient_accumulation_steps (checked as DeepSpeed checks them: train = micro x accumulation x data-parallel "
       "size), gradient_clipping (absent: no clipping, as DeepSpeed), fp16 (enabled, loss_scale, "
@@ -103,33 +73,13 @@ void add_older_spellings(CLI::App* cmd, OlderSpellings& s) {
       "value differently are an error; unknown keys are listed in one warning");
 }
 
-bool given_on_command_line(const OlderSpellings& s, const std::string& flag) {
-  if (counted(s.cmd, flag)) return true;
-  if (flag == "--micro-batch-size") return counted(s.cmd, "--batch-size");
-  if (flag == "--lr-warmup-fraction") return counted(s.cmd, "--warmup");
-  if (flag == "--tensor-model-parallel-size") return counted(s.cmd, "--model-parallel-size");
-  if (flag == "--ddp-bucket-size") return counted(s.cmd, "--zero-reduce-bucket-size");
-  if (flag == "--use-distributed-optimizer") return counted(s.cmd, "--zero-stage") && s.zero_stage >= 1;
-  return false;
-}
-
-void apply_older_spellings(const OlderSpellings& s, train::TrainOptions& o, std::ostream& out) {
-  merge(s, "--batch-size", s.batch_size, "--micro-batch-size", o.micro_batch_size);
-  merge(s, "--model-parallel-size", s.model_parallel_size, "--tensor-model-parallel-size",
-        o.tensor_model_parallel_size);
-  merge(s, "--zero-reduce-bucket-size", s.zero_reduce_bucket_size, "--ddp-bucket-size", o.ddp_bucket_size);
-  if (counted(s.cmd, "--warmup")) {
-    if (counted(s.cmd, "--lr-warmup-fraction") && *o.schedule.lr_warmup_fraction != s.warmup)
-      throw Error("--warmup " + std::to_string(s.warmup) + " and --lr-warmup-fraction " +
-                  std::to_string(*o.schedule.lr_warmup_fraction) + " disagree (two spellings of one setting)");
-    o.schedule.lr_warmup_fraction = s.warmup;
-  }
-  if (counted(s.cmd, "--zero-stage")) {
-    if (s.zero_stage == 3)
+void apply_older_spellings(const OlderSpellings& s, const GivenFlags& given, train::TrainOptions& o,
+                           std::ostream& out) {
+  if (given.given("--zero-stage")) {
+    if (o.zero_stage == 3)
       throw Error("--zero-stage 3 (parameters sharded across ranks) is not implemented; stages 0, 1 and 2 are");
-    if (s.zero_stage == 0 && o.use_distributed_optimizer)
+    if (o.zero_stage == 0 && o.use_distributed_optimizer)
       throw Error("--zero-stage 0 and --use-distributed-optimizer disagree (the latter is ZeRO stage 1)");
-    o.zero_stage = s.zero_stage;
   }
   if (s.data_impl == "lazy" || s.data_impl == "cached")
     throw Error("--data-impl " + s.data_impl + ": lmforge reads Megatron's mmap indexed format (.bin/.idx as "
@@ -160,16 +110,13 @@ void apply_older_spellings(const OlderSpellings& s, train::TrainOptions& o, std:
     throw Error("--deepspeed needs --deepspeed_config FILE (lmforge has no other DeepSpeed settings)");
 }
 
-void apply_deepspeed_flags(const OlderSpellings& s, train::TrainOptions& o, int world_size, std::ostream& out) {
-  if (s.deepspeed) {
-    const train::DeepSpeedConfig c = train::read_deepspeed_config(s.deepspeed_config);
-    train::apply_deepspeed_config(c, o, world_size,
-                                  [&s](const std::string& flag) { return given_on_command_line(s, flag); }, out);
-  }
+void apply_deepspeed_flags(const OlderSpellings& s, GivenFlags& given, train::TrainOptions& o, int world_size,
+                           std::ostream& out) {
+  if (s.deepspeed) apply_deepspeed_config(read_deepspeed_config(s.deepspeed_config), o, world_size, given, out);
   if (o.micro_batch_size <= 0)
     throw Error("--micro-batch-size is required (Megatron v1: --batch-size; or a DeepSpeed config's "
                 "train_micro_batch_size_per_gpu / train_batch_size)");
-  if (!given_on_command_line(s, "--lr") && !(s.deepspeed && o.schedule.lr > 0.0))
+  if (!given.given("--lr") && !(s.deepspeed && o.schedule.lr > 0.0))
     throw Error("--lr is required (or a DeepSpeed config's optimizer.params.lr)");
 }
 

@@ -1,16 +1,17 @@
-// defines: lmforge::train::DeepSpeedConfig, read_deepspeed_config(), apply_deepspeed_config(): a DeepSpeed JSON
-//          config (--deepspeed --deepspeed_config FILE) on lmforge's training options
+// defines: DeepSpeedConfig, read_deepspeed_config(), apply_deepspeed_config(): a DeepSpeed JSON config (--deepspeed
+//          --deepspeed_config FILE), one more source of flag spellings (flags/aliases.h: its keys are table rows)
 #pragma once
 #include <cstdint>
-#include <functional>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "cli/flags/aliases.h"
 #include "optim/deepspeed_lr.h"
 #include "train/train_options.h"
 
-namespace lmforge::train {
+namespace lmforge::cli {
 
 // The keys of DeepSpeed's config that lmforge honours (names as in DeepSpeed's docs). Absent keys stay unset.
 struct DeepSpeedConfig {
@@ -39,10 +40,10 @@ DeepSpeedConfig read_deepspeed_config(const std::string& path);
 
 // Sets `o` from the config, as DeepSpeed would on `world_size` ranks (data-parallel size D = world / (tensor x
 // pipeline)). Batch keys follow DeepSpeed's _set_batch_related_parameters: given all three, train_batch_size must
-// equal micro x accumulation x D; given two, the third follows; micro alone means accumulation 1. `given(flag)`
-// says whether a flag was on the command line: a flag and a key setting one value differently are an error naming
-// both. Writes the unknown-keys warning and the notices to `notices`.
-void apply_deepspeed_config(const DeepSpeedConfig& c, TrainOptions& o, int world_size,
-                            const std::function<bool(const std::string&)>& given, std::ostream& notices);
+// equal micro x accumulation x D; given two, the third follows; micro alone means accumulation 1. `given` holds
+// the settings the command line gave (under any spelling): a key setting one of them differently is an error
+// naming both (GivenFlags::check). Writes the unknown-keys warning and the notices to `notices`.
+void apply_deepspeed_config(const DeepSpeedConfig& c, train::TrainOptions& o, int world_size, GivenFlags& given,
+                            std::ostream& notices);
 
-}  // namespace lmforge::train
+}  // namespace lmforge::cli

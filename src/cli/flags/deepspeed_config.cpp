@@ -1,5 +1,5 @@
 // defines: read_deepspeed_config(), apply_deepspeed_config() — DeepSpeed's JSON keys on lmforge's options
-#include "train/deepspeed_config.h"
+#include "cli/flags/deepspeed_config.h"
 
 #include <simdjson.h>
 
@@ -9,21 +9,13 @@
 
 #include "util/error.h"
 
-namespace lmforge::train {
+namespace lmforge::cli {
 namespace {
+
+using train::TrainOptions;
 
 using simdjson::dom::element;
 using simdjson::dom::element_type;
-
-// The shortest of 15..17 significant digits that reads back as x (2e-4, not 0.00020000000000000001).
-std::string num(double x) {
-  for (int digits = 15;; digits++) {
-    std::ostringstream s;
-    s.precision(digits);
-    s << x;
-    if (digits == 17 || std::stod(s.str()) == x) return s.str();
-  }
-}
 
 // Reads one config; every error names the file and the key's dotted path.
 struct Reader {
@@ -40,7 +32,7 @@ struct Reader {
   }
   int64_t integer(element e, const std::string& key) const {
     const double v = number(e, key);
-    if (v != std::floor(v) || std::fabs(v) > 9e15) fail(key, "expected a whole number, got " + num(v));
+    if (v != std::floor(v) || std::fabs(v) > 9e15) fail(key, "expected a whole number, got " + show_number(v));
     return (int64_t)v;
   }
   bool boolean(element e, const std::string& key) const {
@@ -236,23 +228,18 @@ DeepSpeedConfig read_deepspeed_config(const std::string& path) {
 
 namespace {
 
-// One value set by a key and perhaps by a flag: equal or an error naming both.
+// One value set by a key, perhaps given on the command line too: the table names the key's flag, GivenFlags
+// checks the two agree.
 struct Applier {
   const DeepSpeedConfig& c;
-  const std::function<bool(const std::string&)>& given;
+  GivenFlags& given;
 
   template <class T>
-  void set(const std::string& key, T value, T& field, const std::string& flag) const {
-    if (given(flag) && field != value)
-      throw Error(c.path + ": " + key + " " + show(value) + " conflicts with " + flag + " " + show(field) +
-                  " on the command line (one setting given twice differently; drop one)");
-    field = value;
+  void set(const std::string& key, T value, T& field, const std::string& shown = "") const {
+    const Alias* row = find_alias(key, Source::kDeepSpeedJson);
+    given.set(std::string(row->canonical), key, shown.empty() ? GivenFlags::show(value) : shown, value, field, c.path);
   }
-  static std::string show(double v) { return num(v); }
-  static std::string show(int64_t v) { return std::to_string(v); }
-  static std::string show(int v) { return std::to_string(v); }
-  static std::string show(bool v) { return v ? "true" : "false"; }
-  static std::string show(const std::string& v) { return v; }
+  bool flag_given(const std::string& flag) const { return given.given(flag); }
 };
 
 // DeepSpeed's _set_batch_related_parameters and _batch_assertion, with D the data-parallel size.
@@ -291,49 +278,51 @@ void apply_batch(const DeepSpeedConfig& c, const Applier& a, TrainOptions& o, in
     gas = 1;
     tb = *mb * D;
   }
-  a.set("train_micro_batch_size_per_gpu", (int)*mb, o.micro_batch_size, "--micro-batch-size");
-  a.set("train_batch_size", *tb, o.global_batch_size, "--global-batch-size");
+  a.set("train_micro_batch_size_per_gpu", (int)*mb, o.micro_batch_size);
+  a.set("train_batch_size", *tb, o.global_batch_size);
 }
 
 void apply_precision(const DeepSpeedConfig& c, const Applier& a, TrainOptions& o) {
-  MixedPrecisionOptions& p = o.precision;
-  if (c.fp16_enabled) a.set("fp16.enabled", *c.fp16_enabled, p.fp16, "--fp16");
-  if (c.bf16_enabled) a.set("bf16.enabled", *c.bf16_enabled, p.bf16, "--bf16");
+  train::MixedPrecisionOptions& p = o.precision;
+  if (c.fp16_enabled) a.set("fp16.enabled", *c.fp16_enabled, p.fp16);
+  if (c.bf16_enabled) a.set("bf16.enabled", *c.bf16_enabled, p.bf16);
   if (!c.fp16_enabled.value_or(false)) return;
   // DeepSpeed's defaults where the block leaves a key out: initial scale 2^16 (Megatron's is 2^32), window 1000,
   // hysteresis 2, minimum 1 (the same as Megatron's).
-  if (c.loss_scale) a.set("fp16.loss_scale", *c.loss_scale, p.loss_scale, "--loss-scale");
+  if (c.loss_scale) a.set("fp16.loss_scale", *c.loss_scale, p.loss_scale);
   const double initial = std::ldexp(1.0, (int)c.initial_scale_power.value_or(16.0));
-  if (c.initial_scale_power) a.set("fp16.initial_scale_power", initial, p.initial_loss_scale, "--initial-loss-scale");
-  else if (!a.given("--initial-loss-scale")) p.initial_loss_scale = initial;
+  if (c.initial_scale_power)
+    a.set("fp16.initial_scale_power", initial, p.initial_loss_scale,
+          show_number(*c.initial_scale_power) + " (= " + show_number(initial) + ")");
+  else if (!a.flag_given("--initial-loss-scale")) p.initial_loss_scale = initial;
   if (c.loss_scale_window) {
     int window = (int)*c.loss_scale_window;
-    a.set("fp16.loss_scale_window", window, p.loss_scale_window, "--loss-scale-window");
+    a.set("fp16.loss_scale_window", window, p.loss_scale_window);
   }
   if (c.hysteresis) {
     int h = (int)*c.hysteresis;
-    a.set("fp16.hysteresis", h, p.hysteresis, "--hysteresis");
+    a.set("fp16.hysteresis", h, p.hysteresis);
   }
-  if (c.min_loss_scale) a.set("fp16.min_loss_scale", *c.min_loss_scale, p.min_loss_scale, "--min-loss-scale");
+  if (c.min_loss_scale) a.set("fp16.min_loss_scale", *c.min_loss_scale, p.min_loss_scale);
 }
 
 void apply_optimizer(const DeepSpeedConfig& c, const Applier& a, TrainOptions& o) {
   if (c.optimizer_type) {
     std::string adam = "adam";
-    a.set("optimizer.type " + *c.optimizer_type + " =", adam, o.optimizer.kind, "--optimizer");
+    a.set("optimizer.type", adam, o.optimizer.kind, *c.optimizer_type + " (= adam)");
   }
-  if (c.lr) a.set("optimizer.params.lr", *c.lr, o.schedule.lr, "--lr");
-  if (c.beta1) a.set("optimizer.params.betas[0]", *c.beta1, o.optimizer.beta1, "--adam-beta1");
-  if (c.beta2) a.set("optimizer.params.betas[1]", *c.beta2, o.optimizer.beta2, "--adam-beta2");
-  if (c.eps) a.set("optimizer.params.eps", *c.eps, o.optimizer.eps, "--adam-eps");
-  if (c.weight_decay) a.set("optimizer.params.weight_decay", *c.weight_decay, o.schedule.weight_decay, "--weight-decay");
+  if (c.lr) a.set("optimizer.params.lr", *c.lr, o.schedule.lr);
+  if (c.beta1) a.set("optimizer.params.betas[0]", *c.beta1, o.optimizer.beta1);
+  if (c.beta2) a.set("optimizer.params.betas[1]", *c.beta2, o.optimizer.beta2);
+  if (c.eps) a.set("optimizer.params.eps", *c.eps, o.optimizer.eps);
+  if (c.weight_decay) a.set("optimizer.params.weight_decay", *c.weight_decay, o.schedule.weight_decay);
 }
 
 void apply_scheduler(const DeepSpeedConfig& c, const Applier& a, TrainOptions& o) {
   if (!c.scheduler) return;
   for (const char* flag : {"--lr-decay-style", "--lr-decay-iters", "--lr-decay-samples", "--lr-warmup-fraction",
                            "--lr-warmup-iters", "--lr-warmup-samples", "--lr-warmup-init", "--min-lr"})
-    if (a.given(flag))
+    if (a.flag_given(flag))
       throw Error(c.path + ": scheduler " + c.scheduler->type + " sets the learning rate of every step, so " + flag +
                   " on the command line would be ignored: drop one of them");
   optim::DeepSpeedLr s = *c.scheduler;
@@ -344,15 +333,15 @@ void apply_scheduler(const DeepSpeedConfig& c, const Applier& a, TrainOptions& o
 
 }  // namespace
 
-void apply_deepspeed_config(const DeepSpeedConfig& c, TrainOptions& o, int world_size,
-                            const std::function<bool(const std::string&)>& given, std::ostream& notices) {
+void apply_deepspeed_config(const DeepSpeedConfig& c, TrainOptions& o, int world_size, GivenFlags& given,
+                            std::ostream& notices) {
   const Applier a{c, given};
   const int model_parallel = std::max(1, o.tensor_model_parallel_size) * std::max(1, o.pipeline_model_parallel_size);
   const int64_t D = std::max(1, world_size / model_parallel);
   apply_batch(c, a, o, D);
   if (c.gradient_clipping) {
-    a.set("gradient_clipping", *c.gradient_clipping, o.clip_grad, "--clip-grad");
-  } else if (!given("--clip-grad")) {
+    a.set("gradient_clipping", *c.gradient_clipping, o.clip_grad);
+  } else if (!given.given("--clip-grad")) {
     o.clip_grad = 0.0;
     notices << "lmforge train: notice: " << c.path
             << ": no gradient_clipping, so no clipping (DeepSpeed's default; Megatron's --clip-grad 1.0 does not "
@@ -360,13 +349,13 @@ void apply_deepspeed_config(const DeepSpeedConfig& c, TrainOptions& o, int world
   }
   apply_precision(c, a, o);
   if (c.zero_stage) {
-    if (*c.zero_stage == 0 && given("--use-distributed-optimizer"))
+    if (*c.zero_stage == 0 && given.given("--use-distributed-optimizer"))
       throw Error(c.path + ": zero_optimization.stage 0 conflicts with --use-distributed-optimizer (ZeRO-1)");
-    a.set("zero_optimization.stage", (int)*c.zero_stage, o.zero_stage, "--zero-stage");
+    a.set("zero_optimization.stage", (int)*c.zero_stage, o.zero_stage);
     o.use_distributed_optimizer = o.use_distributed_optimizer || *c.zero_stage >= 1;
   }
   if (c.reduce_bucket_size)
-    a.set("zero_optimization.reduce_bucket_size", *c.reduce_bucket_size, o.ddp_bucket_size, "--ddp-bucket-size");
+    a.set("zero_optimization.reduce_bucket_size", *c.reduce_bucket_size, o.ddp_bucket_size);
   if (c.allgather_bucket_size)
     notices << "lmforge train: notice: " << c.path << ": zero_optimization.allgather_bucket_size "
             << *c.allgather_bucket_size << ": parameters are all-gathered per gradient bucket (reduce_bucket_size / "
@@ -381,4 +370,4 @@ void apply_deepspeed_config(const DeepSpeedConfig& c, TrainOptions& o, int world
   }
 }
 
-}  // namespace lmforge::train
+}  // namespace lmforge::cli

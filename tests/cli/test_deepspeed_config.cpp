@@ -1,22 +1,23 @@
-// DeepSpeed JSON configs on lmforge's options: DeepSpeed's batch arithmetic and its consistency check, the fp16,
-// zero_optimization, optimizer and scheduler blocks, and one test per error case (malformed JSON, wrong types,
-// stage 3, DeepSpeed's Lamb, Adam without adam_w_mode, batch inconsistencies, a key conflicting with a flag, a
-// scheduler with Megatron's schedule flags) plus the one-line warning listing unknown keys.
+// DeepSpeed JSON configs on lmforge's options (cli/flags/deepspeed_config.h): DeepSpeed's batch arithmetic and its
+// consistency check, the fp16, zero_optimization, optimizer and scheduler blocks, and one test per error case
+// (malformed JSON, wrong types, stage 3, DeepSpeed's Lamb, Adam without adam_w_mode, batch inconsistencies, a key
+// conflicting with a flag, a scheduler with Megatron's schedule flags) plus the one-line warning listing unknown keys.
 #include <gtest/gtest.h>
 
 #include <set>
 #include <sstream>
 
+#include "cli/flags/deepspeed_config.h"
 #include "test_util.h"
-#include "train/deepspeed_config.h"
 #include "util/error.h"
 
 namespace {
 
 using lmforge::Error;
 using lmforge::testing::TempDir;
-using lmforge::train::apply_deepspeed_config;
-using lmforge::train::read_deepspeed_config;
+using lmforge::cli::apply_deepspeed_config;
+using lmforge::cli::GivenFlags;
+using lmforge::cli::read_deepspeed_config;
 using lmforge::train::TrainOptions;
 
 struct Applied {
@@ -29,8 +30,9 @@ Applied apply(const std::string& json, int world = 1, std::set<std::string> give
   TempDir dir;
   lmforge::testing::write_file(dir.file("ds.json"), json);
   std::ostringstream notices;
-  apply_deepspeed_config(read_deepspeed_config(dir.file("ds.json")), o, world,
-                         [&](const std::string& f) { return given.count(f) > 0; }, notices);
+  GivenFlags flags;
+  for (const std::string& f : given) flags.note(f, f);
+  apply_deepspeed_config(read_deepspeed_config(dir.file("ds.json")), o, world, flags, notices);
   return {o, notices.str()};
 }
 
