@@ -8,10 +8,11 @@
 
 #include "kernels/tensor.h"
 
-// Every op checks its operands (shapes, dtypes, one device) and dispatches ONCE on (device, dtype) to an
-// implementation in kernels/<device>/ (kernels/ops.cpp holds the dispatch; kernels/cpu/ the CPU code). An
-// unsupported (device, dtype) is an lmforge::Error naming the op and the operand. op_supported() tells which
-// combinations exist, so one list of op cases (tests/kernels) runs every op on every available combination.
+// Every op checks its operands (shapes, dtypes, one device) and looks up ONCE the implementation registered for
+// its (device, dtype) in the dispatch table (kernels/dispatch.h; kernels/ops.cpp holds the checks, kernels/<device>/
+// one file per op). An unsupported (device, dtype) is an lmforge::Error naming the op and the operand.
+// op_supported() reads the table, so one list of op cases (tests/kernels) runs every op on every available
+// combination.
 //
 // Shapes: N rows (= B·T), C channels, B batch, T / Tq / Tk sequence lengths, H heads of hs channels.
 // Dtype of an op = the low-precision dtype (BF16 or F16) among its floating operands, F32 when all are F32; a

@@ -15,8 +15,9 @@ namespace lmforge::kernels {
 enum class DType : uint8_t { F32, BF16, I32, F16 };
 inline bool is_floating(DType d) { return d != DType::I32; }
 // Where the memory lives. A backend for another device adds its enumerator, its Backend and its op files
-// (kernels/<device>/); model code never branches on it.
+// (kernels/<device>/) with their registration (kernels/dispatch.cpp); model code never branches on it.
 enum class Device : uint8_t { CPU };
+inline constexpr size_t kDeviceCount = 1;  // enumerators of Device
 
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);    // "f32", "bf16", "i32", "f16"
