@@ -7,6 +7,9 @@ namespace lmforge::kernels {
 namespace cpu {
 void register_kernels(KernelTable& table);
 }
+namespace guarded {
+void register_kernels(KernelTable& table);  // wraps the CPU's entry points: registers after them
+}
 
 // Built once, on first use (C++ makes a function-local static's initialisation thread-safe), then only read: the
 // table is a constant of the process, like a vtable, not mutable global state. The backends register here rather
@@ -15,6 +18,7 @@ const KernelTable& dispatch_table() {
   static const KernelTable table = [] {
     KernelTable t;
     cpu::register_kernels(t);
+    guarded::register_kernels(t);
     return t;
   }();
   return table;
