@@ -40,7 +40,15 @@ namespace lmforge::kernels {
   X(CROSSENTROPY_ROW_MAX,   CROSSENTROPY,     crossentropy_row_max)     \
   X(CROSSENTROPY_SUMEXP,    CROSSENTROPY,     crossentropy_sumexp)      \
   X(CROSSENTROPY_STATS,     CROSSENTROPY,     crossentropy_stats)       \
-  X(CROSSENTROPY_BACKWARD,  CROSSENTROPY,     crossentropy_backward)
+  X(CROSSENTROPY_BACKWARD,  CROSSENTROPY,     crossentropy_backward)    \
+  X(ADAMW_UPDATE,           ADAMW,            adamw_update)             \
+  X(LAMB_MOMENTS,           LAMB,             lamb_moments)             \
+  X(LAMB_APPLY,             LAMB,             lamb_apply)               \
+  X(SGD_UPDATE,             SGD,              sgd_update)               \
+  X(SCALE,                  SCALE,            scale)                    \
+  X(SUM_SQUARES,            SUM_SQUARES,      sum_squares)              \
+  X(COUNT_NONFINITE,        COUNT_NONFINITE,  count_nonfinite)          \
+  X(ROUND_TO_F16_STORAGE,   ROUND_F16,        round_to_f16_storage)
 
 #define LMFORGE_KERNEL_ENUMERATOR(name, op, fn) name,
 enum class Kernel : uint8_t { LMFORGE_KERNELS(LMFORGE_KERNEL_ENUMERATOR) };

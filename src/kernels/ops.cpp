@@ -16,6 +16,7 @@ void need(bool ok, Op op, const std::string& why) {
   if (!ok) fail(op, why);
 }
 
+// (Messages are built only when a check fails: the optimizer ops run per block of a few thousand elements.)
 // Every present operand on the first one's device; floating operands f32 or the op's low-precision dtype; ids i32.
 // The op's dtype is the low-precision dtype among its floating operands (bf16 or f16; f32 when all are f32): a
 // low-precision op may take fp32 operands beside its own dtype — the fp32 main gradients of bf16 weights, fp32
@@ -28,24 +29,27 @@ struct Checked {
 
 Checked check(Op op, const Tensor& first, std::initializer_list<const Tensor*> floats,
               std::initializer_list<const Tensor*> ids = {}) {
-  need(first.present(), op, "missing operand");
+  if (!first.present()) fail(op, "missing operand");
   Checked c{op, first.device, DType::F32};
   auto floating = [&](const Tensor& t) {
     if (!t.present()) return;
-    need(t.device == c.device, op, "operands on different devices: " + first.describe() + " and " + t.describe());
-    need(is_floating(t.dtype), op, "operands of different dtypes: " + first.describe() + " and " + t.describe() +
-                                       " (a floating operand is expected)");
+    if (t.device != c.device)
+      fail(op, "operands on different devices: " + first.describe() + " and " + t.describe());
+    if (!is_floating(t.dtype))
+      fail(op, "operands of different dtypes: " + first.describe() + " and " + t.describe() +
+                   " (a floating operand is expected)");
     if (t.dtype == DType::F32) return;
-    need(c.dtype == DType::F32 || c.dtype == t.dtype, op,
-         "operands of different dtypes: " + std::string(dtype_name(c.dtype)) + " and " + t.describe());
+    if (c.dtype != DType::F32 && c.dtype != t.dtype)
+      fail(op, "operands of different dtypes: " + std::string(dtype_name(c.dtype)) + " and " + t.describe());
     c.dtype = t.dtype;
   };
   if (first.dtype != DType::I32) floating(first);
   for (const Tensor* t : floats) floating(*t);
   for (const Tensor* t : ids) {
     if (!t->present()) continue;
-    need(t->device == c.device, op, "operands on different devices: " + first.describe() + " and " + t->describe());
-    need(t->dtype == DType::I32, op, "ids must be i32, got " + t->describe());
+    if (t->device != c.device)
+      fail(op, "operands on different devices: " + first.describe() + " and " + t->describe());
+    if (t->dtype != DType::I32) fail(op, "ids must be i32, got " + t->describe());
   }
   return c;
 }
@@ -81,6 +85,13 @@ const char* op_name(Op op) {
     case Op::ATTENTION_DECODE: return "attention_decode";
     case Op::COPY: return "copy";
     case Op::CROSSENTROPY: return "crossentropy";
+    case Op::ADAMW: return "adamw";
+    case Op::LAMB: return "lamb";
+    case Op::SGD: return "sgd";
+    case Op::SCALE: return "scale";
+    case Op::SUM_SQUARES: return "sum_squares";
+    case Op::COUNT_NONFINITE: return "count_nonfinite";
+    case Op::ROUND_F16: return "round_to_f16_storage";
   }
   return "?";
 }
@@ -314,6 +325,75 @@ void crossentropy_backward(const Tensor& dlogits, const Tensor& logits, const Te
   need(lse.numel() == N && targets.numel() == N && dloss.numel() == N, Op::CROSSENTROPY,
        "per-row operands for " + logits.describe());
   kernel<Kernel::CROSSENTROPY_BACKWARD>(c)(dlogits, logits, lse, targets, dloss, col_offset);
+}
+
+// ---- optimizer steps and gradient passes --------------------------------------------------------------------------
+// Called per block of a few thousand elements (src/optim's work items), so the checks build no message unless one
+// fails.
+
+namespace {
+// x and every other present operand: contiguous and of x's numel; `required` of them must be present.
+void flat_operands(Op op, const Tensor& x, std::initializer_list<const Tensor*> required,
+                   std::initializer_list<const Tensor*> optional = {}) {
+  if (!x.contiguous()) fail(op, "strided operand " + x.describe());
+  for (const Tensor* t : required)
+    if (!t->present()) fail(op, "missing operand");
+  for (auto list : {required, optional})
+    for (const Tensor* t : list) {
+      if (!t->present()) continue;
+      if (t->numel() != x.numel()) fail(op, "size mismatch: " + x.describe() + " vs " + t->describe());
+      if (!t->contiguous()) fail(op, "strided operand " + t->describe());
+    }
+}
+}  // namespace
+
+void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamWScalars& s) {
+  const Checked c = check(Op::ADAMW, param, {&grad, &m, &v});
+  flat_operands(Op::ADAMW, param, {&grad, &m, &v});
+  kernel<Kernel::ADAMW_UPDATE>(c)(param, grad, m, v, s);
+}
+
+LambSums lamb_moments(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const LambScalars& s,
+                      float wd) {
+  const Checked c = check(Op::LAMB, param, {&grad, &m, &v});
+  flat_operands(Op::LAMB, param, {&grad, &m, &v});
+  return kernel<Kernel::LAMB_MOMENTS>(c)(param, grad, m, v, s, wd);
+}
+
+void lamb_apply(const Tensor& param, const Tensor& m, const Tensor& v, const LambScalars& s, float wd, float rate) {
+  const Checked c = check(Op::LAMB, param, {&m, &v});
+  flat_operands(Op::LAMB, param, {&m, &v});
+  kernel<Kernel::LAMB_APPLY>(c)(param, m, v, s, wd, rate);
+}
+
+void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdScalars& s) {
+  const Checked c = check(Op::SGD, param, {&grad, &momentum_buffer});
+  flat_operands(Op::SGD, param, {&grad}, {&momentum_buffer});
+  kernel<Kernel::SGD_UPDATE>(c)(param, grad, momentum_buffer, s);
+}
+
+void scale(const Tensor& x, float factor) {
+  const Checked c = check(Op::SCALE, x, {});
+  flat_operands(Op::SCALE, x, {});
+  kernel<Kernel::SCALE>(c)(x, factor);
+}
+
+double sum_squares(const Tensor& x, SumOrder order, double start) {
+  const Checked c = check(Op::SUM_SQUARES, x, {});
+  flat_operands(Op::SUM_SQUARES, x, {});
+  return kernel<Kernel::SUM_SQUARES>(c)(x, order, start);
+}
+
+int64_t count_nonfinite(const Tensor& x) {
+  const Checked c = check(Op::COUNT_NONFINITE, x, {});
+  flat_operands(Op::COUNT_NONFINITE, x, {});
+  return kernel<Kernel::COUNT_NONFINITE>(c)(x);
+}
+
+void round_to_f16_storage(const Tensor& x) {
+  const Checked c = check(Op::ROUND_F16, x, {});
+  flat_operands(Op::ROUND_F16, x, {});
+  kernel<Kernel::ROUND_TO_F16_STORAGE>(c)(x);
 }
 
 }  // namespace lmforge::kernels

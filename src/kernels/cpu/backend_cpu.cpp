@@ -80,6 +80,7 @@ void register_kernels(KernelTable& table) {
   register_attention(table);
   register_copy(table);
   register_crossentropy(table);
+  register_optim(table);
 }
 }  // namespace cpu
 

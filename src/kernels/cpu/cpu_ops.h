@@ -45,5 +45,6 @@ void register_dropout(KernelTable& t);
 void register_attention(KernelTable& t);
 void register_copy(KernelTable& t);
 void register_crossentropy(KernelTable& t);
+void register_optim(KernelTable& t);
 
 }  // namespace lmforge::kernels::cpu
