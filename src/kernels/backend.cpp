@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "kernels/guarded/guarded.h"
 #include "util/error.h"
 
 namespace lmforge::kernels {
@@ -10,6 +11,7 @@ namespace lmforge::kernels {
 Backend& backend_for(Device device) {
   switch (device) {
     case Device::CPU: return cpu_backend();
+    case Device::GUARDED: return guarded::guarded_backend();
   }
   throw Error(std::string("no backend for device ") + device_name(device) + " in this build");
 }

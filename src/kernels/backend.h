@@ -1,5 +1,5 @@
 // defines: lmforge::kernels::Backend (memory and synchronisation of one compute device), Buffer (owned device
-//          memory of a dtype), cpu_backend(), backend_for()
+//          memory of a dtype), cpu_backend(), backend_for() (the CPU, and the GUARDED test device)
 #pragma once
 #include <cstddef>
 #include <initializer_list>
@@ -36,6 +36,15 @@ class Backend {
 // The process-wide CPU backend (OpenMP + OpenBLAS).
 Backend& cpu_backend();
 // The backend of a device present in this build; lmforge::Error for one that is not.
+//
+// Device::GUARDED is a test device (kernels/guarded/): the CPU's kernels, over memory that the process can read
+// and write only inside the guarded backend's own calls — its copies and fill_zero, and every op dispatched to it
+// (the operands' allocations are unprotected for the call and protected again after). Each allocation is its own
+// page-aligned mapping, PROT_NONE at all other times, so any host access to device memory outside kernels/ (code
+// that treats a device pointer as a host array, which a real accelerator would not allow either) is a
+// segmentation fault where it happens. The op cases run on it with results bitwise equal to the CPU's; code
+// above kernels/ runs on it to prove that it touches device memory only through Backend and the ops. Slow
+// (mprotect per call): for tests.
 Backend& backend_for(Device device);
 
 // Device memory for `count` elements of `dtype`, freed with the buffer (move-only). resize() reallocates only

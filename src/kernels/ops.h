@@ -1,17 +1,20 @@
 // defines: the op set every model is built from, on tensor views with a dtype and a device: embedding, layernorm,
 //          linear, bias add, add, GELU (tanh and erf), dropout (counter-based Philox), attention (causal / padding
 //          mask, self and cross, with attention dropout), key/value-cache decode attention, strided copy, and the
-//          pieces of a vocabulary-parallel softmax cross-entropy. Each *_forward beside its *_backward.
+//          pieces of a vocabulary-parallel softmax cross-entropy, each *_forward beside its *_backward; and the
+//          optimizer steps (AdamW, LAMB, SGD) and gradient passes (scale, sum of squares, non-finite count, fp16
+//          storage rounding) over flat f32 buffers.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
 #include "kernels/tensor.h"
 
-// Every op checks its operands (shapes, dtypes, one device) and dispatches ONCE on (device, dtype) to an
-// implementation in kernels/<device>/ (kernels/ops.cpp holds the dispatch; kernels/cpu/ the CPU code). An
-// unsupported (device, dtype) is an lmforge::Error naming the op and the operand. op_supported() tells which
-// combinations exist, so one list of op cases (tests/kernels) runs every op on every available combination.
+// Every op checks its operands (shapes, dtypes, one device) and looks up ONCE the implementation registered for
+// its (device, dtype) in the dispatch table (kernels/dispatch.h; kernels/ops.cpp holds the checks, kernels/<device>/
+// one file per op). An unsupported (device, dtype) is an lmforge::Error naming the op and the operand.
+// op_supported() reads the table, so one list of op cases (tests/kernels) runs every op on every available
+// combination.
 //
 // Shapes: N rows (= B·T), C channels, B batch, T / Tq / Tk sequence lengths, H heads of hs channels.
 // Dtype of an op = the low-precision dtype (BF16 or F16) among its floating operands, F32 when all are F32; a
@@ -30,6 +33,7 @@ namespace lmforge::kernels {
 
 enum class Op : uint8_t {
   EMBEDDING, LAYERNORM, LINEAR, BIAS_ADD, ADD, GELU, DROPOUT, ATTENTION, ATTENTION_DECODE, COPY, CROSSENTROPY,
+  ADAMW, LAMB, SGD, SCALE, SUM_SQUARES, COUNT_NONFINITE, ROUND_F16,
 };
 const char* op_name(Op op);
 // Whether (device, dtype) implements op (forward and backward).
@@ -163,5 +167,66 @@ void crossentropy_stats(const Tensor& row_max, const Tensor& sumexp, const Tenso
 // alias logits. dloss[n] carries the loss mask and the mean's 1/Σmask (0 for a masked row).
 void crossentropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse, const Tensor& targets,
                            const Tensor& dloss, int64_t col_offset);
+
+// ---- optimizer steps and gradient passes over flat f32 buffers ----------------------------------------------------
+// The element-wise arithmetic of src/optim (AdamW, LAMB, SGD) and of the trainer's gradient handling (scaling,
+// the global norm's Σg², fp16 overflow checks and storage rounding) as ops over CONTIGUOUS F32 views of equal
+// numel (any shape; n = numel). Exactly the operation order written here, in fp32 with one rounding per operation
+// except the fma() (a fused multiply-add); the CPU file compiles without floating-point contraction, so nothing
+// else is fused. The optimizer's scalars are formed by src/optim (in double, rounded to float once) and passed in.
+
+// AdamW (torch.optim.AdamW, single-tensor path), per element:
+//   p' = p·decay;  m = fma(g, one_minus_beta1, m·beta1);  v = v·beta2 + (one_minus_beta2·g)·g;
+//   p = p' + (neg_step_size·m) / (√v / bias_correction2_sqrt + eps)
+// with decay = 1 − lr·wd, neg_step_size = −lr/(1−β1ᵗ), bias_correction2_sqrt = √(1−β2ᵗ).
+struct AdamWScalars {
+  float decay, beta1, one_minus_beta1, beta2, one_minus_beta2, bias_correction2_sqrt, eps, neg_step_size;
+};
+void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamWScalars& s);
+
+// LAMB (apex FusedLAMB's AdamW mode) in two phases, the whole-tensor norms summed between them by the caller.
+//   u(m, v, p) = (m / bias_correction1) / (√(v / bias_correction2) + eps) + wd·p
+// lamb_moments: m = beta1·m + beta3·g;  v = beta2·v + (one_minus_beta2·g)·g;  returns Σp² and Σu² over the view
+// (p before the update; in double, one simd pass over the elements in order: the caller splits large tensors into
+// blocks and adds the blocks' sums in its own order).
+// lamb_apply:   p = p − rate·u(m, v, p)  (rate = lr·‖p‖/‖u‖ or lr, rounded to float by the caller).
+struct LambScalars {
+  float beta1, beta3, beta2, one_minus_beta2, bias_correction1, bias_correction2, eps;
+};
+struct LambSums {
+  double p_sq, u_sq;
+};
+LambSums lamb_moments(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const LambScalars& s,
+                      float wd);
+void lamb_apply(const Tensor& param, const Tensor& m, const Tensor& v, const LambScalars& s, float wd, float rate);
+
+// SGD with momentum (torch.optim.SGD, dampening 0, no Nesterov), per element:
+//   d = decay ? fma(p, weight_decay, g) : g;  b = first ? d : b·momentum + d  (when momentum_buffer is present;
+//   else b = d, no state);  p = fma(b, neg_lr, p)
+struct SgdScalars {
+  bool decay;          // weight decay applies (and is not 0)
+  bool first;          // the buffer's first step: it starts as a copy of d
+  float weight_decay, momentum, neg_lr;
+};
+void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdScalars& s);
+
+// x = x·factor (loss-scale division, averaging over micro-batches, clipping).
+void scale(const Tensor& x, float factor);
+
+// start + Σ x², each x² and the sum in double. The order of the sum:
+//   PARALLEL   — the OpenMP team's static blocks, each summed in simd lanes, the partial sums combined by the
+//                reduction and then added to start (src/optim's global gradient norm; depends on the thread count;
+//                one thread below 65537 elements);
+//   SEQUENTIAL — start + x₀² + x₁² + ... in index order (a sum that continues across several ranges).
+// The result comes back to the host: the caller reduces it across ranks there.
+enum class SumOrder { PARALLEL, SEQUENTIAL };
+double sum_squares(const Tensor& x, SumOrder order, double start = 0.0);
+
+// How many elements are inf or NaN (an fp16 loss-scale overflow check); on the host.
+int64_t count_nonfinite(const Tensor& x);
+
+// x = f32(f16(x)): each value rounded to IEEE binary16 (nearest even; |x| >= 65520 → ±inf) and back, in place —
+// what storing fp32 gradients in fp16 does (Megatron's fp16 gradients).
+void round_to_f16_storage(const Tensor& x);
 
 }  // namespace lmforge::kernels

@@ -28,6 +28,7 @@ const char* dtype_name(DType dtype) {
 const char* device_name(Device device) {
   switch (device) {
     case Device::CPU: return "cpu";
+    case Device::GUARDED: return "guarded";
   }
   return "?";
 }

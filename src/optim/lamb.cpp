@@ -1,24 +1,15 @@
-// defines: Lamb — phase 1: moments and the partial sums of p² and u²; phase 2: the trust-ratio-scaled update
+// defines: Lamb — phase 1: moments and the partial sums of p² and u²; phase 2: the trust-ratio-scaled update (the
+//          per-element arithmetic of both: the kernel ops kernels::lamb_moments and kernels::lamb_apply)
 #include "optim/lamb.h"
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
+#include "kernels/ops.h"
 #include "util/error.h"
 
 namespace lmforge::optim {
-
-namespace {
-
-// u for one element from the already-updated moments; both phases call it, so both see identical bits.
-template <class S>
-inline float lamb_direction(float m, float v, float p, float wd, const S& s) {
-  const float denom = std::sqrt(v / s.bias_correction2) + s.eps;
-  return (m / s.bias_correction1) / denom + wd * p;
-}
-
-}  // namespace
 
 Lamb::Lamb(std::vector<ParamSpan> params, LambConfig config, size_t shard_begin, size_t shard_end)
     : Optimizer("lamb", std::move(params), {"exp_avg", "exp_avg_sq"}, shard_begin, shard_end), config_(config) {
@@ -40,23 +31,23 @@ std::map<std::string, std::string> Lamb::hyperparameters() const {
 // apex hands beta1/beta2 to its kernel as float, so β3 = 1 − β1 and 1 − β2 are float subtractions of the rounded
 // betas (1 − 0.999f = 0.99998713e-3, 1.3e-5 below 1e-3) and the bias corrections are 1 − std::pow(float β, int t),
 // evaluated in double and stored as float. The same constants here keep m and v equal to apex's, not 1e-5 apart.
-Lamb::Scalars Lamb::scalars() const {
+kernels::LambScalars Lamb::scalars() const {
   const double t = static_cast<double>(step_);
   const float beta1 = static_cast<float>(config_.beta1), beta2 = static_cast<float>(config_.beta2);
-  return Scalars{beta1,
-                 config_.grad_averaging ? 1.0f - beta1 : 1.0f,
-                 beta2,
-                 1.0f - beta2,
-                 static_cast<float>(config_.bias_correction ? 1.0 - std::pow(double(beta1), t) : 1.0),
-                 static_cast<float>(config_.bias_correction ? 1.0 - std::pow(double(beta2), t) : 1.0),
-                 static_cast<float>(config_.eps)};
+  return kernels::LambScalars{beta1,
+                              config_.grad_averaging ? 1.0f - beta1 : 1.0f,
+                              beta2,
+                              1.0f - beta2,
+                              static_cast<float>(config_.bias_correction ? 1.0 - std::pow(double(beta1), t) : 1.0),
+                              static_cast<float>(config_.bias_correction ? 1.0 - std::pow(double(beta2), t) : 1.0),
+                              static_cast<float>(config_.eps)};
 }
 
 void Lamb::begin_step(double, double weight_decay, std::span<double> sums) {
   if (sums.size() != 2 * params_.size())
     throw std::logic_error("lamb: begin_step needs 2 sums per parameter tensor");
   ++step_;
-  const Scalars s = scalars();
+  const kernels::LambScalars s = scalars();
   float* m = state_data(0);
   float* v = state_data(1);
   const std::vector<Item>& work = items();
@@ -67,23 +58,10 @@ void Lamb::begin_step(double, double weight_decay, std::span<double> sums) {
     const Item& it = work[static_cast<size_t>(k)];
     const ParamSpan& ps = params_[it.param];
     const float wd = ps.weight_decay ? static_cast<float>(weight_decay) : 0.0f;
-    const float* p = ps.param + it.local;
-    const float* g = ps.grad + it.local;
-    float* mk = m + it.state;
-    float* vk = v + it.state;
-    double pp = 0.0, uu = 0.0;
-#pragma omp simd reduction(+ : pp, uu)
-    for (size_t j = 0; j < it.len; ++j) {
-      const float mj = s.beta1 * mk[j] + s.beta3 * g[j];
-      const float vj = s.beta2 * vk[j] + s.one_minus_beta2 * g[j] * g[j];
-      mk[j] = mj;
-      vk[j] = vj;
-      const float u = lamb_direction(mj, vj, p[j], wd, s);
-      pp += static_cast<double>(p[j]) * p[j];
-      uu += static_cast<double>(u) * u;
-    }
-    p_sq[static_cast<size_t>(k)] = pp;
-    u_sq[static_cast<size_t>(k)] = uu;
+    const kernels::LambSums item = kernels::lamb_moments(flat(ps.param + it.local, it.len), flat(ps.grad + it.local, it.len),
+                                                         flat(m + it.state, it.len), flat(v + it.state, it.len), s, wd);
+    p_sq[static_cast<size_t>(k)] = item.p_sq;
+    u_sq[static_cast<size_t>(k)] = item.u_sq;
   }
   // Per tensor in a fixed (block) order, so the result does not depend on the thread count.
   std::fill(sums.begin(), sums.end(), 0.0);
@@ -96,7 +74,7 @@ void Lamb::begin_step(double, double weight_decay, std::span<double> sums) {
 void Lamb::finish_step(double lr, double weight_decay, std::span<const double> sums) {
   if (sums.size() != 2 * params_.size())
     throw std::logic_error("lamb: finish_step needs 2 sums per parameter tensor");
-  const Scalars s = scalars();
+  const kernels::LambScalars s = scalars();
   // The step size per tensor: lr·‖p‖/‖u‖ (rounded to float once), or lr when the ratio does not apply.
   std::vector<float> rate(params_.size(), static_cast<float>(lr));
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -114,12 +92,8 @@ void Lamb::finish_step(double lr, double weight_decay, std::span<const double> s
     const Item& it = work[static_cast<size_t>(k)];
     const ParamSpan& ps = params_[it.param];
     const float wd = ps.weight_decay ? static_cast<float>(weight_decay) : 0.0f;
-    const float r = rate[it.param];
-    float* p = ps.param + it.local;
-    const float* mk = m + it.state;
-    const float* vk = v + it.state;
-#pragma omp simd
-    for (size_t j = 0; j < it.len; ++j) p[j] = p[j] - r * lamb_direction(mk[j], vk[j], p[j], wd, s);
+    kernels::lamb_apply(flat(ps.param + it.local, it.len), flat(m + it.state, it.len), flat(v + it.state, it.len), s,
+                        wd, rate[it.param]);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/ops.h"
 #include "optim/clip_grad.h"
 #include "optim/optimizer.h"
 
@@ -50,12 +51,7 @@ class Lamb : public Optimizer {
   std::span<float> exp_avg_sq_of(size_t i) { return state_of(1, i); }
 
  private:
-  struct Scalars {
-    float beta1, beta3, beta2, one_minus_beta2;
-    float bias_correction1, bias_correction2;
-    float eps;
-  };
-  Scalars scalars() const;  // for the current step_
+  kernels::LambScalars scalars() const;  // for the current step_ (the per-element arithmetic: kernels/ops.h)
 
   LambConfig config_;
 };

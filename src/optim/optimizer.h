@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/tensor.h"
+
 namespace lmforge::optim {
 
 // One parameter tensor as the optimizer sees it: a flat fp32 range of the model's parameter buffer, the
@@ -94,6 +96,9 @@ class Optimizer {
   };
   const std::vector<Item>& items() const { return items_; }
   float* state_data(size_t k) { return states_[k].data(); }
+  // n floats at p as the flat f32 view the kernel ops (kernels/ops.h) take: the steps are those ops over each item.
+  static kernels::Tensor flat(float* p, size_t n) { return kernels::make_view(p, {static_cast<int64_t>(n)}); }
+  static kernels::Tensor flat(const float* p, size_t n) { return flat(const_cast<float*>(p), n); }
 
   std::vector<ParamSpan> params_;
   int64_t step_ = 0;

@@ -1,8 +1,10 @@
-// defines: Sgd (torch.optim.SGD with momentum in fp32, over a sliceable flat index space)
+// defines: Sgd (torch.optim.SGD with momentum in fp32, over a sliceable flat index space; the per-element update is
+//          the kernel op kernels::sgd_update)
 #include "optim/sgd.h"
 
 #include <cmath>
 
+#include "kernels/ops.h"
 #include "util/error.h"
 
 namespace lmforge::optim {
@@ -39,20 +41,9 @@ void Sgd::begin_step(double lr, double weight_decay, std::span<double>) {
     const ParamSpan& ps = params_[it.param];
     // torch skips the decay term entirely when the group's weight decay is 0.
     const bool decay = ps.weight_decay && weight_decay != 0.0;
-    const float wd = static_cast<float>(weight_decay);
-    float* __restrict p = ps.param + it.local;
-    const float* __restrict g = ps.grad + it.local;
-    float* __restrict b = momentum ? buffer + it.state : nullptr;
-#pragma omp simd
-    for (size_t j = 0; j < it.len; ++j) {
-      const float d = decay ? std::fma(p[j], wd, g[j]) : g[j];
-      float step = d;
-      if (momentum) {
-        step = first ? d : b[j] * mu + d;
-        b[j] = step;
-      }
-      p[j] = std::fma(step, neg_lr, p[j]);
-    }
+    const kernels::SgdScalars s{decay, first, static_cast<float>(weight_decay), mu, neg_lr};
+    kernels::sgd_update(flat(ps.param + it.local, it.len), flat(ps.grad + it.local, it.len),
+                        momentum ? flat(buffer + it.state, it.len) : kernels::Tensor{}, s);
   }
 }
 

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <random>
 
+#include "kernels/backend.h"
+
 namespace lmforge::kernels::testing {
 namespace {
 
@@ -408,6 +410,201 @@ OpCase crossentropy_case(bool large) {
   return c;
 }
 
+// ---- optimizer steps and gradient passes (f32 only, no backward) --------------------------------------------------
+// The tensors an op updates in place are outputs: the forward copies the inputs into them and runs the op there.
+// Scalar results (sums, counts) are written to an f32 output through the backend.
+
+std::vector<float> squares(size_t n, std::mt19937& rng, float scale) {
+  std::vector<float> v = normal(n, rng, scale);
+  for (auto& x : v) x *= x;
+  return v;
+}
+
+void write_scalars(const Tensor& out, const std::vector<float>& values) {
+  backend_for(out.device).copy_to_device(out.data, values.data(), values.size() * sizeof(float));
+}
+
+OpCase adamw_case(bool large) {
+  const int64_t N = large ? 100000 : 33;  // large: several work items of 16384
+  std::mt19937 rng(13);
+  OpCase c = named("adamw update", Op::ADAMW);
+  c.in = {{"param", {N}, normal((size_t)N, rng), false},
+          {"grad", {N}, normal((size_t)N, rng, 0.1f), false},
+          {"m", {N}, normal((size_t)N, rng, 0.05f), false},
+          {"v", {N}, squares((size_t)N, rng, 0.1f), false}};
+  c.out = {{{N}}, {{N}}, {{N}}};
+  // Step 3, lr 1e-3, weight decay 0.1, betas (0.9, 0.999), eps 1e-8.
+  const AdamWScalars s{1.0f - 1e-4f, 0.9f, 0.1f, 0.999f, 0.001f, (float)std::sqrt(1.0 - std::pow(0.999, 3)), 1e-8f,
+                       (float)(-1e-3 / (1.0 - std::pow(0.9, 3)))};
+  c.forward = [s](const OpRun& r) {
+    copy(r.out[0], r.in[0]), copy(r.out[1], r.in[2]), copy(r.out[2], r.in[3]);
+    adamw_update(r.out[0], r.in[1], r.out[1], r.out[2], s);
+  };
+  c.reference = [N, s](const In& in, const Ids&) {
+    Out o(3, std::vector<double>((size_t)N));
+    for (size_t i = 0; i < (size_t)N; i++) {
+      const double g = in[1][i];
+      const double m = s.beta1 * (double)in[2][i] + s.one_minus_beta1 * g;
+      const double v = s.beta2 * (double)in[3][i] + s.one_minus_beta2 * g * g;
+      o[0][i] = in[0][i] * (double)s.decay + s.neg_step_size * m / (std::sqrt(v) / s.bias_correction2_sqrt + s.eps);
+      o[1][i] = m, o[2][i] = v;
+    }
+    return o;
+  };
+  return c;
+}
+
+// Both phases with the tensor's own norms: rate = lr·‖p‖/‖u‖.
+OpCase lamb_case(bool large) {
+  const int64_t N = large ? 16384 : 29;  // one work item of src/optim
+  std::mt19937 rng(14);
+  OpCase c = named("lamb moments + apply", Op::LAMB);
+  c.in = {{"param", {N}, normal((size_t)N, rng), false},
+          {"grad", {N}, normal((size_t)N, rng, 0.1f), false},
+          {"m", {N}, normal((size_t)N, rng, 0.05f), false},
+          {"v", {N}, squares((size_t)N, rng, 0.1f), false}};
+  c.out = {{{N}}, {{N}}, {{N}}, {{2}, true}};
+  const LambScalars s{0.9f, 0.1f, 0.999f, 1.0f - 0.999f, (float)(1.0 - std::pow(0.9, 2)),
+                      (float)(1.0 - std::pow(0.999, 2)), 1e-6f};
+  const float wd = 0.01f;
+  const double lr = 2e-3;
+  c.forward = [s, wd, lr](const OpRun& r) {
+    copy(r.out[0], r.in[0]), copy(r.out[1], r.in[2]), copy(r.out[2], r.in[3]);
+    const LambSums sums = lamb_moments(r.out[0], r.in[1], r.out[1], r.out[2], s, wd);
+    lamb_apply(r.out[0], r.out[1], r.out[2], s, wd, (float)(lr * (std::sqrt(sums.p_sq) / std::sqrt(sums.u_sq))));
+    write_scalars(r.out[3], {(float)sums.p_sq, (float)sums.u_sq});
+  };
+  c.reference = [N, s, wd, lr](const In& in, const Ids&) {
+    Out o(3, std::vector<double>((size_t)N));
+    std::vector<double> u((size_t)N);
+    double pp = 0, uu = 0;
+    for (size_t i = 0; i < (size_t)N; i++) {
+      const double g = in[1][i], p = in[0][i];
+      o[1][i] = s.beta1 * (double)in[2][i] + s.beta3 * g;
+      o[2][i] = s.beta2 * (double)in[3][i] + s.one_minus_beta2 * g * g;
+      u[i] = (o[1][i] / s.bias_correction1) / (std::sqrt(o[2][i] / s.bias_correction2) + s.eps) + wd * p;
+      pp += p * p, uu += u[i] * u[i];
+    }
+    const double rate = lr * std::sqrt(pp) / std::sqrt(uu);
+    for (size_t i = 0; i < (size_t)N; i++) o[0][i] = in[0][i] - rate * u[i];
+    o.push_back({pp, uu});
+    return o;
+  };
+  return c;
+}
+
+// momentum: with a buffer (first: its first step), else plain SGD.
+OpCase sgd_case(bool large, bool momentum, bool first) {
+  const int64_t N = large ? 100000 : 21;
+  std::mt19937 rng(15);
+  OpCase c = named(std::string("sgd") + (momentum ? first ? " momentum, first step" : " momentum" : ""), Op::SGD);
+  c.in = {{"param", {N}, normal((size_t)N, rng), false},
+          {"grad", {N}, normal((size_t)N, rng, 0.1f), false},
+          {"buffer", {N}, normal((size_t)N, rng, 0.1f), false}};
+  c.out = {{{N}}, {{N}}};
+  const SgdScalars s{true, first, 0.01f, 0.9f, -0.05f};
+  c.forward = [s, momentum](const OpRun& r) {
+    copy(r.out[0], r.in[0]), copy(r.out[1], r.in[2]);
+    sgd_update(r.out[0], r.in[1], momentum ? r.out[1] : Tensor{}, s);
+  };
+  c.reference = [N, s, momentum](const In& in, const Ids&) {
+    Out o(2, std::vector<double>((size_t)N));
+    for (size_t i = 0; i < (size_t)N; i++) {
+      const double d = (double)in[0][i] * s.weight_decay + in[1][i];
+      const double b = !momentum ? (double)in[2][i] : s.first ? d : (double)in[2][i] * s.momentum + d;
+      o[0][i] = in[0][i] + s.neg_lr * (momentum ? b : d);
+      o[1][i] = b;
+    }
+    return o;
+  };
+  return c;
+}
+
+OpCase scale_case(bool large) {
+  const int64_t N = large ? 100000 : 19;  // large: above the 65536 of the parallel loop
+  std::mt19937 rng(16);
+  OpCase c = named("scale", Op::SCALE);
+  c.in = {{"x", {N}, normal((size_t)N, rng), false}};
+  c.out = {{{N}}};
+  c.forward = [](const OpRun& r) {
+    copy(r.out[0], r.in[0]);
+    scale(r.out[0], 0.37f);
+  };
+  c.reference = [N](const In& in, const Ids&) {
+    Out o(1, std::vector<double>((size_t)N));
+    for (size_t i = 0; i < (size_t)N; i++) o[0][i] = (double)in[0][i] * (double)0.37f;
+    return o;
+  };
+  return c;
+}
+
+// Both orders, each continuing from a start value.
+OpCase sum_squares_case(bool large) {
+  const int64_t N = large ? 100000 : 23;
+  std::mt19937 rng(17);
+  OpCase c = named("sum_squares parallel / sequential", Op::SUM_SQUARES);
+  c.in = {{"x", {N}, normal((size_t)N, rng), false}};
+  c.out = {{{2}, true}};
+  c.forward = [](const OpRun& r) {
+    write_scalars(r.out[0], {(float)sum_squares(r.in[0], SumOrder::PARALLEL, 0.5),
+                             (float)sum_squares(r.in[0], SumOrder::SEQUENTIAL, 0.25)});
+  };
+  c.reference = [](const In& in, const Ids&) {
+    double s = 0;
+    for (float x : in[0]) s += (double)x * x;
+    return Out{{0.5 + s, 0.25 + s}};
+  };
+  return c;
+}
+
+OpCase count_nonfinite_case(bool large) {
+  const int64_t N = large ? 100000 : 17;
+  std::mt19937 rng(18);
+  OpCase c = named("count_nonfinite", Op::COUNT_NONFINITE);
+  std::vector<float> x = normal((size_t)N, rng, 1e4f);
+  x[1] = INFINITY, x[4] = -INFINITY, x[9] = NAN, x[(size_t)N - 1] = NAN;
+  x[2] = 3.4e38f;  // finite
+  c.in = {{"x", {N}, x, false}};
+  c.out = {{{1}, true}};
+  c.forward = [](const OpRun& r) { write_scalars(r.out[0], {(float)count_nonfinite(r.in[0])}); };
+  c.reference = [](const In& in, const Ids&) {
+    double n = 0;
+    for (float v : in[0]) n += std::isinf(v) || std::isnan(v) ? 1 : 0;
+    return Out{{n}};
+  };
+  return c;
+}
+
+// The nearest binary16 value of x (|x| < 65504), ties to even: spacing 2^(e−10) for x in [2^e, 2^(e+1)), e >= −14;
+// the subnormals below 2^−14 share the spacing 2^−24.
+double nearest_f16(double x) {
+  if (x == 0.0) return x;
+  int e;
+  std::frexp(x, &e);  // |x| = f·2^e, f in [0.5, 1)
+  const double spacing = std::ldexp(1.0, std::max(e - 1, -14) - 10);
+  return std::nearbyint(x / spacing) * spacing;
+}
+
+OpCase round_to_f16_case(bool large) {
+  const int64_t N = large ? 100003 : 31;
+  std::mt19937 rng(19);
+  OpCase c = named("round_to_f16_storage", Op::ROUND_F16);
+  std::vector<float> x = normal((size_t)N, rng, 100.0f);
+  x[0] = 65000.0f, x[1] = -3e-6f, x[2] = 4.5e-7f, x[3] = 1e-8f, x[4] = 2049.0f, x[5] = 2051.0f;  // ties to even
+  c.in = {{"x", {N}, x, false}};
+  c.out = {{{N}}};
+  c.forward = [](const OpRun& r) {
+    copy(r.out[0], r.in[0]);
+    round_to_f16_storage(r.out[0]);
+  };
+  c.reference = [N](const In& in, const Ids&) {
+    Out o(1, std::vector<double>((size_t)N));
+    for (size_t i = 0; i < (size_t)N; i++) o[0][i] = nearest_f16(in[0][i]);
+    return o;
+  };
+  return c;
+}
+
 uint32_t mulhilo(uint32_t a, uint32_t b, uint32_t& hi) {
   const uint64_t p = (uint64_t)a * b;
   hi = (uint32_t)(p >> 32);
@@ -476,6 +673,15 @@ std::vector<OpCase> op_cases(bool large) {
   cases.push_back(attention_decode_case(large));
   cases.push_back(copy_case(large));
   cases.push_back(crossentropy_case(large));
+  cases.push_back(adamw_case(large));
+  cases.push_back(lamb_case(large));
+  cases.push_back(sgd_case(large, true, true));
+  cases.push_back(sgd_case(large, true, false));
+  cases.push_back(sgd_case(large, false, false));
+  cases.push_back(scale_case(large));
+  cases.push_back(sum_squares_case(large));
+  cases.push_back(count_nonfinite_case(large));
+  cases.push_back(round_to_f16_case(large));
   return cases;
 }
 

@@ -51,7 +51,7 @@ struct OpCase {
   std::vector<std::vector<int64_t>> saved;  // shapes of f32 scratch tensors
   std::vector<OutputSpec> out;
   std::function<void(const OpRun&)> forward;
-  std::function<void(const OpRun&)> backward;  // empty: the op has no backward (decode, copy)
+  std::function<void(const OpRun&)> backward;  // empty: the op has no backward (decode, copy, optimizer)
   // The outputs in double precision from the host operands (in, ids): the formula of ops.h, written plainly.
   std::function<std::vector<std::vector<double>>(const std::vector<std::vector<float>>& in,
                                                  const std::vector<std::vector<int32_t>>& ids)>

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "kernels/cpu/linear_f16.h"
+#include "kernels/cpu/linear_cpu.h"
 #include "kernels/ops.h"
 
 namespace lmforge::kernels {

@@ -1,8 +1,8 @@
 // defines: the op-case tests (after ggml's test-backend-ops): every case of op_cases.h on every (device, dtype)
 //          that implements it — forward against the double-precision reference and against CPU fp32, backward
 //          against finite differences (gradients pre-filled with noise, so = instead of += fails), one thread
-//          against two — plus the Philox known-answer vectors, dropout statistics, the cross-entropy backward and
-//          the backend's memory functions
+//          against two, the guarded test device bit for bit against the CPU — plus the Philox known-answer
+//          vectors, dropout statistics, the cross-entropy backward and the backend's memory functions
 #include <gtest/gtest.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -34,7 +34,7 @@ struct Target {
 // Every (device, dtype) of this build; a case runs on those whose op_supported() says yes.
 std::vector<Target> targets() {
   std::vector<Target> all;
-  for (Device d : {Device::CPU})
+  for (Device d : {Device::CPU, Device::GUARDED})
     for (DType t : {DType::F32, DType::BF16, DType::F16}) all.push_back({d, t});
   return all;
 }
@@ -74,8 +74,8 @@ float from_f16(uint16_t u) {
 #endif
 }
 
-Tensor view_of(const kernels::Buffer& b, const std::vector<int64_t>& shape) {
-  Tensor t = make_view(b.data(), b.dtype(), {1});
+Tensor view_of(const kernels::Buffer& b, const std::vector<int64_t>& shape, Device device) {
+  Tensor t = make_view(b.data(), b.dtype(), {1}, device);
   t.ndim = (int)shape.size();
   for (size_t i = 0; i < shape.size(); i++) t.shape[i] = shape[i];
   return t;
@@ -124,22 +124,22 @@ Result execute(const OpCase& c, const Target& target, const std::vector<std::vec
   OpRun run;
   for (size_t i = 0; i < c.in.size(); i++) {
     in.push_back(upload(be, target.dtype, in_values[i]));
-    run.in.push_back(view_of(in.back(), c.in[i].shape));
+    run.in.push_back(view_of(in.back(), c.in[i].shape, target.device));
   }
   for (const auto& id : c.ids) {
     ids.emplace_back(be, DType::I32, id.values.size());
     be.copy_to_device(ids.back().data(), id.values.data(), id.values.size() * 4);
-    run.ids.push_back(view_of(ids.back(), id.shape));
+    run.ids.push_back(view_of(ids.back(), id.shape, target.device));
   }
   for (const auto& shape : c.saved) {
     saved.emplace_back(be, DType::F32, count(shape));
     saved.back().zero();
-    run.saved.push_back(view_of(saved.back(), shape));
+    run.saved.push_back(view_of(saved.back(), shape, target.device));
   }
   for (const auto& spec : c.out) {
     out.emplace_back(be, spec.f32 ? DType::F32 : target.dtype, count(spec.shape));
     out.back().zero();
-    run.out.push_back(view_of(out.back(), spec.shape));
+    run.out.push_back(view_of(out.back(), spec.shape, target.device));
   }
   c.forward(run);
   Result r;
@@ -147,7 +147,7 @@ Result execute(const OpCase& c, const Target& target, const std::vector<std::vec
   if (dout == nullptr || !c.backward) return r;
   for (size_t j = 0; j < c.out.size(); j++) {
     dt.push_back(upload(be, c.out[j].f32 ? DType::F32 : target.dtype, (*dout)[j]));
-    run.dout.push_back(view_of(dt.back(), c.out[j].shape));
+    run.dout.push_back(view_of(dt.back(), c.out[j].shape, target.device));
   }
   for (size_t i = 0; i < c.in.size(); i++) {
     if (!c.in[i].grad) {
@@ -156,7 +156,7 @@ Result execute(const OpCase& c, const Target& target, const std::vector<std::vec
       continue;
     }
     din.push_back(upload(be, target.dtype, (*prefill)[i]));
-    run.din.push_back(view_of(din.back(), c.in[i].shape));
+    run.din.push_back(view_of(din.back(), c.in[i].shape, target.device));
   }
   c.backward(run);
   for (size_t i = 0; i < c.in.size(); i++) r.din.push_back(c.in[i].grad ? download(be, din[i]) : std::vector<float>());
@@ -224,6 +224,32 @@ TEST(OpCases, ForwardMatchesTheReferenceOnEveryBackend) {
       runs++;
     }
   EXPECT_GE(runs, 20) << "CPU fp32 implements every case";
+}
+
+// The guarded device runs the CPU's kernels on its own memory: every case, forward and backward, on every dtype and
+// with one and two threads, bit for bit the CPU's results.
+TEST(OpCases, GuardedDeviceEqualsCpuBitwise) {
+  int runs = 0;
+  for (DType dtype : {DType::F32, DType::BF16, DType::F16})
+    for (bool large : {false, true})
+      for (const OpCase& c : testing::op_cases(large)) {
+        if (!op_supported(c.op, Device::GUARDED, dtype)) continue;
+        ASSERT_TRUE(op_supported(c.op, Device::CPU, dtype)) << c.name;
+        std::vector<std::vector<float>> dout, prefill;
+        for (size_t j = 0; j < c.out.size(); j++) dout.push_back(noise(count(c.out[j].shape), 900 + (uint32_t)j));
+        for (size_t i = 0; i < c.in.size(); i++) prefill.push_back(noise(c.in[i].values.size(), 950 + (uint32_t)i));
+        const Result want = execute(c, {Device::CPU, dtype}, values_of(c), &dout, &prefill);
+        const Result got = execute(c, {Device::GUARDED, dtype}, values_of(c), &dout, &prefill);
+        auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+          return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+        };
+        for (size_t j = 0; j < want.out.size(); j++)
+          EXPECT_TRUE(same_bits(got.out[j], want.out[j])) << dtype_name(dtype) << " " << c.name << " output " << j;
+        for (size_t i = 0; i < want.din.size(); i++)
+          EXPECT_TRUE(same_bits(got.din[i], want.din[i])) << dtype_name(dtype) << " " << c.name << " d" << c.in[i].name;
+        runs++;
+      }
+  EXPECT_GE(runs, 120) << "the guarded device implements every case the CPU does";
 }
 
 // Forward and backward of every case on every target other than CPU fp32 against CPU fp32.

@@ -1,4 +1,5 @@
-// defines: the CPU Backend (aligned host memory, OpenMP and OpenBLAS thread control) and cpu_backend()
+// defines: the CPU Backend (aligned host memory, OpenMP and OpenBLAS thread control), cpu_backend(), and
+//          cpu::register_kernels() (the CPU's entry points in the dispatch table, one registration per op file)
 #include <cblas.h>
 #include <omp.h>
 
@@ -9,6 +10,8 @@
 #include <string>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/dispatch.h"
 
 namespace lmforge::kernels {
 namespace {
@@ -51,7 +54,8 @@ class CpuBackend final : public Backend {
   void synchronize() override {}
   void set_num_threads(int n) override {
     if (n <= 0) return;
-    // OpenBLAS itself stays single-threaded: the ops split GEMMs over the OpenMP team (see gemm() in ops_cpu.cpp).
+    // OpenBLAS itself stays single-threaded: the ops split GEMMs over the OpenMP team (see gemm() in
+    // kernels/cpu/gemm/gemm_f32.cpp).
     omp_set_num_threads(n);
   }
   int num_threads() const override { return omp_get_max_threads(); }
@@ -63,5 +67,21 @@ Backend& cpu_backend() {
   static CpuBackend backend;
   return backend;
 }
+
+namespace cpu {
+void register_kernels(KernelTable& table) {
+  register_embedding(table);
+  register_layernorm(table);
+  register_linear(table);
+  register_bias_add(table);
+  register_add(table);
+  register_gelu(table);
+  register_dropout(table);
+  register_attention(table);
+  register_copy(table);
+  register_crossentropy(table);
+  register_optim(table);
+}
+}  // namespace cpu
 
 }  // namespace lmforge::kernels

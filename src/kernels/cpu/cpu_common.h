@@ -89,15 +89,16 @@ inline constexpr size_t kParallelMin = 1 << 15;
 
 
 void use_single_threaded_blas();
-// Row-major C[M,N] = op(A)[M,K]·op(B)[K,N] + beta·C over the OpenMP team (see linear.cpp).
+// Row-major C[M,N] = op(A)[M,K]·op(B)[K,N] + beta·C over the OpenMP team (gemm/gemm_f32.cpp).
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
           float beta, float* C, int ldc);
-// gemm() through oneDNN (gemm_f32_onednn.cpp; beta 0 or 1), and whether gemm() uses it: on CPUs with AVX-512F,
+// gemm() through oneDNN (gemm/gemm_f32_onednn.cpp; beta 0 or 1), and whether gemm() uses it: on CPUs with AVX-512F,
 // unless LMFORGE_FP32_GEMM=openblas.
 void gemm_f32_onednn(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B,
                      int ldb, float beta, float* C, int ldc);
 bool fp32_gemm_uses_onednn();
-// acc[o] += Σ_n x[n,o] for x [N,OC]: threads own disjoint column blocks and walk all rows (deterministic).
+// acc[o] += Σ_n x[n,o] for x [N,OC]: threads own disjoint column blocks and walk all rows (deterministic;
+// bias_add_cpu.cpp).
 void column_sums(float* acc, const float* x, int N, int OC);
 
 }  // namespace lmforge::kernels::cpu

@@ -81,11 +81,6 @@ void row_from_f32(void* dst, DType dtype, const float* src, size_t n) {
   else std::copy_n(src, n, static_cast<float*>(dst));
 }
 
-void to_f32(float* dst, const void* src, DType dtype, size_t n) { to_f32_rows(dst, src, dtype, 1, (int64_t)n, (int64_t)n); }
-void from_f32(void* dst, DType dtype, const float* src, size_t n) {
-  from_f32_rows(dst, dtype, src, 1, (int64_t)n, (int64_t)n);
-}
-
 // Large conversions split into blocks over the team (memory-bound: one thread cannot fill the bandwidth).
 void to_f32_rows(float* dst, const void* src, DType dtype, int64_t rows, int64_t cols, int64_t stride) {
   const size_t es = dtype_size(dtype);

@@ -25,9 +25,6 @@ inline float bf16_to_f32(uint16_t b) { return std::bit_cast<float>((uint32_t)b <
 uint16_t f32_to_f16(float x);
 float f16_to_f32(uint16_t h);
 
-// n elements of `dtype` (F32, BF16 or F16) to fp32 and back.
-void to_f32(float* dst, const void* src, DType dtype, size_t n);
-void from_f32(void* dst, DType dtype, const float* src, size_t n);
 // One contiguous row (no threading; for callers that already split the work).
 void row_to_f32(float* dst, const void* src, DType dtype, size_t n);
 void row_from_f32(void* dst, DType dtype, const float* src, size_t n);

@@ -31,13 +31,13 @@ bool choose_onednn() {
   return has_avx512f();
 }
 
-const dnnl::engine& engine() {
+const dnnl::engine& f32_engine() {
   static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
   return e;
 }
 
 // A [rows, cols] fp32 row-major matrix with leading dimension ld, or the transpose of one, seen as [rows, cols].
-dnnl::memory::desc matrix(int64_t rows, int64_t cols, int64_t ld, bool transposed) {
+dnnl::memory::desc f32_matrix(int64_t rows, int64_t cols, int64_t ld, bool transposed) {
   const dnnl::memory::dims strides = transposed ? dnnl::memory::dims{1, ld} : dnnl::memory::dims{ld, 1};
   return dnnl::memory::desc({rows, cols}, dnnl::memory::data_type::f32, strides);
 }
@@ -54,19 +54,19 @@ bool fp32_gemm_uses_onednn() {
 void gemm_f32_onednn(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B,
                      int ldb, float beta, float* C, int ldc) {
   if (beta != 0.0f && beta != 1.0f) throw std::logic_error("gemm_f32_onednn: beta must be 0 or 1");
-  const dnnl::memory::desc a_md = matrix(M, K, lda, trans_a), b_md = matrix(K, N, ldb, trans_b),
-                           c_md = matrix(M, N, ldc, false);
+  const dnnl::memory::desc a_md = f32_matrix(M, K, lda, trans_a), b_md = f32_matrix(K, N, ldb, trans_b),
+                           c_md = f32_matrix(M, N, ldc, false);
   dnnl::primitive_attr attr;
   if (beta == 1.0f) {
     dnnl::post_ops ops;
     ops.append_sum(1.0f);
     attr.set_post_ops(ops);
   }
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine());
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, f32_engine());
   const dnnl::matmul mm(pd);
-  dnnl::stream s(engine());
-  dnnl::memory a(a_md, engine(), const_cast<float*>(A)), b(b_md, engine(), const_cast<float*>(B)),
-      c(c_md, engine(), C);
+  dnnl::stream s(f32_engine());
+  dnnl::memory a(a_md, f32_engine(), const_cast<float*>(A)), b(b_md, f32_engine(), const_cast<float*>(B)),
+      c(c_md, f32_engine(), C);
   mm.execute(s, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
   s.wait();
 }

@@ -1,8 +1,11 @@
-// defines: Philox4x32-10 and the CPU dropout (forward, backward) over it
+// defines: Philox4x32-10, the CPU dropout (forward, backward) over it in fp32 and on bf16 / f16 storage, its
+//          registration, and dropout_keep()
 #include <cstring>
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/lowp_blocks.h"
+#include "kernels/dispatch.h"
 
 namespace lmforge::kernels::cpu {
 
@@ -34,8 +37,6 @@ inline void block_factors(const DropoutKey& key, uint64_t j, float scale, float 
   for (int i = 0; i < 4; i++) f[i] = (float)(w[i] >> 8) * (1.0f / 16777216.0f) >= key.p ? scale : 0.0f;
 }
 
-}  // namespace
-
 // y[i] (=, or += with add) factor(base + i)·x[i] over n elements, blocks of 4 in parallel; base is a multiple of 4
 // (a piece of a larger tensor, e.g. one block of the low-precision kernels).
 void dropout_apply(float* y, const float* x, size_t n, const DropoutKey& key, uint64_t base, bool add) {
@@ -59,12 +60,48 @@ void dropout_apply(float* y, const float* x, size_t n, const DropoutKey& key, ui
   }
 }
 
-void dropout_forward(float* out, const float* inp, size_t n, const DropoutKey& key) {
-  dropout_apply(out, inp, n, key, 0, false);
+// ---- fp32 ---------------------------------------------------------------------------------------------------------
+
+void dropout_forward_f32(const Tensor& out, const Tensor& inp, const DropoutKey& key) {
+  const AsF32 x(inp, AsF32::IN), o(out, AsF32::OUT);
+  dropout_apply(o, x, (size_t)out.numel(), key, 0, false);
 }
 
-void dropout_backward(float* dinp, const float* dout, size_t n, const DropoutKey& key) {
-  dropout_apply(dinp, dout, n, key, 0, true);
+void dropout_backward_f32(const Tensor& dinp, const Tensor& dout, const DropoutKey& key) {
+  const AsF32 dx(dinp, AsF32::INOUT), d(dout, AsF32::IN);
+  dropout_apply(dx, d, (size_t)dinp.numel(), key, 0, true);
+}
+
+// ---- bf16 / f16 storage -------------------------------------------------------------------------------------------
+
+// Blocks start at multiples of kLowpBlock (a multiple of 4), so each Philox block of 4 elements lies in one block.
+void dropout_forward_lowp(const Tensor& out, const Tensor& inp, const DropoutKey& key) {
+  const Ref o(out), x(inp);
+  for_blocks(out.numel(), [&](int64_t off, int64_t n, float* s) {
+    float* r = o.target(0, off, s + kLowpBlock);
+    dropout_apply(r, x.load(0, off, n, s), (size_t)n, key, (uint64_t)off, false);
+    o.store(0, off, n, r);
+  });
+}
+
+void dropout_backward_lowp(const Tensor& dinp, const Tensor& dout, const DropoutKey& key) {
+  const Ref dx(dinp), d(dout);
+  for_blocks(dinp.numel(), [&](int64_t off, int64_t n, float* s) {
+    float* r = dx.load(0, off, n, s + kLowpBlock);
+    dropout_apply(r, d.load(0, off, n, s), (size_t)n, key, (uint64_t)off, true);
+    dx.store(0, off, n, r);
+  });
+}
+
+}  // namespace
+
+void register_dropout(KernelTable& t) {
+  t.add<Kernel::DROPOUT_FORWARD>(Device::CPU, DType::F32, dropout_forward_f32);
+  t.add<Kernel::DROPOUT_BACKWARD>(Device::CPU, DType::F32, dropout_backward_f32);
+  for (DType lowp : {DType::BF16, DType::F16}) {
+    t.add<Kernel::DROPOUT_FORWARD>(Device::CPU, lowp, dropout_forward_lowp);
+    t.add<Kernel::DROPOUT_BACKWARD>(Device::CPU, lowp, dropout_backward_lowp);
+  }
 }
 
 }  // namespace lmforge::kernels::cpu

@@ -1,11 +1,11 @@
-// defines: the CPU fp32 GEMM driver and linear layer (forward, backward), column sums, bias add
+// defines: the CPU fp32 GEMM driver (gemm(): one OpenMP team over single-threaded OpenBLAS, oneDNN for large
+//          products, SGEMV for one row), use_single_threaded_blas()
 #include <cblas.h>
 #include <omp.h>
 
 #include <cstring>
 
 #include "kernels/cpu/cpu_common.h"
-#include "kernels/cpu/cpu_ops.h"
 
 namespace lmforge::kernels::cpu {
 namespace {
@@ -86,59 +86,6 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int l
         cblas_sgemm(CblasRowMajor, ta, tb, M, i1 - i0, K, 1.0f, A, lda, b, ldb, beta, C + i0, ldc);
       }
     }
-  }
-}
-
-void column_sums(float* acc_out, const float* x, int N, int OC) {
-  const int block = 256;
-  const int nblocks = (OC + block - 1) / block;
-#pragma omp parallel for schedule(static) if ((size_t)N * OC >= kParallelMin)
-  for (int k = 0; k < nblocks; k++) {
-    int o0 = k * block, o1 = o0 + block < OC ? o0 + block : OC;
-    float acc[block];
-    for (int o = o0; o < o1; o++) acc[o - o0] = 0.0f;
-    for (int n = 0; n < N; n++) {
-      const float* d = x + (size_t)n * OC;
-#pragma omp simd
-      for (int o = o0; o < o1; o++) acc[o - o0] += d[o];
-    }
-    for (int o = o0; o < o1; o++) acc_out[o] += acc[o - o0];
-  }
-}
-
-void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC, int OC,
-                    WeightLayout layout) {
-  float beta = 0.0f;
-  if (bias != nullptr) {
-#pragma omp parallel for schedule(static) if ((size_t)N * OC >= kParallelMin)
-    for (int n = 0; n < N; n++) std::memcpy(out + (size_t)n * OC, bias, sizeof(float) * OC);
-    beta = 1.0f;
-  }
-  if (layout == WeightLayout::IN_OUT) {
-    gemm(false, false, N, OC, IC, inp, IC, weight, OC, beta, out, OC);
-  } else {
-    gemm(false, true, N, OC, IC, inp, IC, weight, IC, beta, out, OC);
-  }
-}
-
-void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, int N, int IC, int OC, WeightLayout layout) {
-  if (layout == WeightLayout::IN_OUT) {
-    if (dinp != nullptr) gemm(false, true, N, IC, OC, dout, OC, weight, OC, 1.0f, dinp, IC);  // [N,IC] += [N,OC]·[IC,OC]ᵀ
-    if (dweight != nullptr) gemm(true, false, IC, OC, N, inp, IC, dout, OC, 1.0f, dweight, OC);  // [IC,OC] += [N,IC]ᵀ·[N,OC]
-  } else {
-    if (dinp != nullptr) gemm(false, false, N, IC, OC, dout, OC, weight, IC, 1.0f, dinp, IC);  // [N,IC] += [N,OC]·[OC,IC]
-    if (dweight != nullptr) gemm(true, false, OC, IC, N, dout, OC, inp, IC, 1.0f, dweight, IC);  // [OC,IC] += [N,OC]ᵀ·[N,IC]
-  }
-  if (dbias != nullptr) column_sums(dbias, dout, N, OC);
-}
-
-void bias_add_forward(float* x, const float* bias, int N, int C) {
-#pragma omp parallel for schedule(static) if ((size_t)N * C >= kParallelMin)
-  for (int n = 0; n < N; n++) {
-    float* row = x + (size_t)n * C;
-#pragma omp simd
-    for (int c = 0; c < C; c++) row[c] += bias[c];
   }
 }
 

@@ -1,5 +1,5 @@
-// defines: the CPU fp32 (and bf16/f16-storage) multi-head attention (masks, cross-attention, strided q/k/v, attention dropout) and its
-//          key/value-cache decoding step
+// defines: the CPU multi-head attention (masks, cross-attention, strided q/k/v, attention dropout) in fp32 and on
+//          bf16 / f16 storage, its key/value-cache decoding step, and their registration
 #include <cblas.h>
 
 #include <algorithm>
@@ -9,16 +9,22 @@
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/lowp.h"
+#include "kernels/dispatch.h"
 
 namespace lmforge::kernels::cpu {
+namespace {
+
+// One attention problem: q rows of stride ldq, k/v rows of stride ldk/ldv, [B, T, H·hs] logically.
+struct AttentionShape {
+  int B = 0, Tq = 0, Tk = 0, H = 0, hs = 0;
+  int64_t ldq = 0, ldk = 0, ldv = 0, ldo = 0;  // row strides of q, k, v (and dq, dk, dv) and out/dout
+};
 
 // Per (b,h) the head's q, k, v are [T,hs] matrices with a row stride (3C inside a fused q|k|v activation), so the
 // scores, P·V and the four backward products are single-threaded GEMMs, one (b,h) per OpenMP thread at a time.
 // Causal attention runs them on blocks of kRowBlock query rows, each against only the keys [0, block end): the lower
 // triangle plus the diagonal blocks, about half the T×T square; entries beyond a row's last key are exact zeros.
 constexpr int kRowBlock = 64;
-
-namespace {
 
 // The dropout factors (0 or 1/(1−p)) of elements [base, base+n) of the probabilities' index space.
 void row_factors(const DropoutKey& key, uint64_t base, int n, float* f) {
@@ -159,9 +165,7 @@ void head_backward(const Head& hd, const HeadGrad& g, const float* P, const Atte
   }
 }
 
-}  // namespace
-
-void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v,
+void attention_forward_heads(float* out, float* probs, const float* q, const float* k, const float* v,
                        const AttentionShape& s, bool causal, const int32_t* key_padding,
                        const AttentionDropout& dropout) {
   use_single_threaded_blas();
@@ -183,7 +187,7 @@ void attention_forward(float* out, float* probs, const float* q, const float* k,
   }
 }
 
-void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+void attention_backward_heads(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                         const float* v, const float* probs, const AttentionShape& s, bool causal,
                         const int32_t* key_padding, const AttentionDropout& dropout) {
   (void)key_padding;  // masked entries of probs are exact zeros: they take no gradient
@@ -210,7 +214,6 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
 
 // ---- bf16 / f16 q, k, v: each head converted into contiguous fp32 [T, hs] scratch ---------------------------------
 
-namespace {
 // Rows [b·T, b·T + T), columns [h·hs, (h+1)·hs) of a [B,T,H·hs] view into dst [T, hs] fp32 (or += from src back).
 void gather_head(float* dst, const Tensor& t, int b, int h, int T, int hs) {
   const size_t es = dtype_size(t.dtype);
@@ -234,9 +237,8 @@ void scatter_head(const Tensor& t, const float* src, int b, int h, int T, int hs
     row_from_f32(row, t.dtype, v, (size_t)hs);
   }
 }
-}  // namespace
 
-void attention_forward_lowp(const Tensor& out, float* probs, const Tensor& q, const Tensor& k, const Tensor& v,
+void attention_forward_lowp_heads(const Tensor& out, float* probs, const Tensor& q, const Tensor& k, const Tensor& v,
                             const AttentionShape& s, bool causal, const int32_t* key_padding,
                             const AttentionDropout& dropout) {
   use_single_threaded_blas();
@@ -261,7 +263,7 @@ void attention_forward_lowp(const Tensor& out, float* probs, const Tensor& q, co
   }
 }
 
-void attention_backward_lowp(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+void attention_backward_lowp_heads(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
                              const Tensor& q, const Tensor& k, const Tensor& v, const float* probs,
                              const AttentionShape& s, bool causal, const int32_t* key_padding,
                              const AttentionDropout& dropout) {
@@ -295,7 +297,7 @@ void attention_backward_lowp(const Tensor& dq, const Tensor& dk, const Tensor& d
   }
 }
 
-void attention_decode_forward(float* out, float* scratch, const float* q, int64_t ldq, const float* kcache,
+void attention_decode_heads(float* out, float* scratch, const float* q, int64_t ldq, const float* kcache,
                               const float* vcache, int B, int len, int max_len, int C, int H) {
   const int hs = C / H;
   const float scale = 1.0f / std::sqrt((float)hs);
@@ -329,6 +331,74 @@ void attention_decode_forward(float* out, float* scratch, const float* q, int64_
         for (int i = 0; i < hs; i++) o[i] += pj * vp[i];
       }
     }
+  }
+}
+
+// ---- entry points ---------------------------------------------------------------------------------------------------
+
+// The problem of checked operands (ops.cpp): q [B,Tq,H·hs], k and v [B,Tk,H·hs], out (or dout) [B,Tq,H·hs].
+AttentionShape attention_shape_of(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, int heads) {
+  AttentionShape s;
+  s.B = (int)q.dim(0), s.Tq = (int)q.dim(1), s.Tk = (int)k.dim(1), s.H = heads, s.hs = (int)(q.dim(2) / heads);
+  s.ldq = q.stride(), s.ldk = k.stride(), s.ldv = v.stride(), s.ldo = out.stride();
+  return s;
+}
+
+// fp32, and the low-precision combinations without their own path (bf16 / f16 probabilities) through whole
+// operands converted into temporaries.
+void attention_forward_f32(const Tensor& out, const Tensor& probs, const Tensor& q, const Tensor& k, const Tensor& v,
+                           int heads, AttentionMask mask, const Tensor& key_padding, const AttentionDropout& dropout) {
+  const AttentionShape s = attention_shape_of(out, q, k, v, heads);
+  const AsF32 o(out, AsF32::OUT), p(probs, AsF32::OUT), qf(q, AsF32::IN), kf(k, AsF32::IN), vf(v, AsF32::IN);
+  attention_forward_heads(o, p, qf, kf, vf, s, mask == AttentionMask::CAUSAL, id_data(key_padding), dropout);
+}
+
+void attention_backward_f32(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& q,
+                            const Tensor& k, const Tensor& v, const Tensor& probs, int heads, AttentionMask mask,
+                            const Tensor& key_padding, const AttentionDropout& dropout) {
+  const AttentionShape s = attention_shape_of(dout, q, k, v, heads);
+  const AsF32 dqf(dq, AsF32::INOUT), dkf(dk, AsF32::INOUT), dvf(dv, AsF32::INOUT), d(dout, AsF32::IN), qf(q, AsF32::IN),
+      kf(k, AsF32::IN), vf(v, AsF32::IN), p(probs, AsF32::IN);
+  attention_backward_heads(dqf, dkf, dvf, d, qf, kf, vf, p, s, mask == AttentionMask::CAUSAL, id_data(key_padding),
+                           dropout);
+}
+
+void attention_forward_lowp(const Tensor& out, const Tensor& probs, const Tensor& q, const Tensor& k, const Tensor& v,
+                            int heads, AttentionMask mask, const Tensor& key_padding, const AttentionDropout& dropout) {
+  if (probs.dtype != DType::F32)
+    return attention_forward_f32(out, probs, q, k, v, heads, mask, key_padding, dropout);
+  attention_forward_lowp_heads(out, probs.f32(), q, k, v, attention_shape_of(out, q, k, v, heads),
+                               mask == AttentionMask::CAUSAL, id_data(key_padding), dropout);
+}
+
+void attention_backward_lowp(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& q,
+                             const Tensor& k, const Tensor& v, const Tensor& probs, int heads, AttentionMask mask,
+                             const Tensor& key_padding, const AttentionDropout& dropout) {
+  if (probs.dtype != DType::F32)
+    return attention_backward_f32(dq, dk, dv, dout, q, k, v, probs, heads, mask, key_padding, dropout);
+  attention_backward_lowp_heads(dq, dk, dv, dout, q, k, v, probs.f32(), attention_shape_of(dout, q, k, v, heads),
+                                mask == AttentionMask::CAUSAL, id_data(key_padding), dropout);
+}
+
+// Every dtype: decoding converts whole (small) operands.
+void attention_decode_f32(const Tensor& out, const Tensor& scratch, const Tensor& q, const Tensor& kcache,
+                          const Tensor& vcache, int len, int heads) {
+  const int64_t B = kcache.dim(0), P = kcache.dim(1), C = kcache.dim(2);
+  const AsF32 o(out, AsF32::OUT), sc(scratch, AsF32::OUT), qf(q, AsF32::IN), kc(kcache, AsF32::IN),
+      vc(vcache, AsF32::IN);
+  attention_decode_heads(o, sc, qf, q.stride(), kc, vc, (int)B, len, (int)P, (int)C, heads);
+}
+
+}  // namespace
+
+void register_attention(KernelTable& t) {
+  t.add<Kernel::ATTENTION_FORWARD>(Device::CPU, DType::F32, attention_forward_f32);
+  t.add<Kernel::ATTENTION_BACKWARD>(Device::CPU, DType::F32, attention_backward_f32);
+  t.add<Kernel::ATTENTION_DECODE>(Device::CPU, DType::F32, attention_decode_f32);
+  for (DType lowp : {DType::BF16, DType::F16}) {
+    t.add<Kernel::ATTENTION_FORWARD>(Device::CPU, lowp, attention_forward_lowp);
+    t.add<Kernel::ATTENTION_BACKWARD>(Device::CPU, lowp, attention_backward_lowp);
+    t.add<Kernel::ATTENTION_DECODE>(Device::CPU, lowp, attention_decode_f32);
   }
 }
 

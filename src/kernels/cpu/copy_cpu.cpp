@@ -1,0 +1,59 @@
+// defines: the CPU copy between (strided) views of the same or different floating dtypes, and its registration
+#include <cstring>
+
+#include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/lowp_blocks.h"
+#include "kernels/dispatch.h"
+
+namespace lmforge::kernels::cpu {
+namespace {
+
+// ---- fp32 ---------------------------------------------------------------------------------------------------------
+
+// rows × cols elements between strided rows.
+void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t rows, int64_t cols) {
+  if (dst_stride == cols && src_stride == cols) {
+    std::memcpy(dst, src, sizeof(float) * (size_t)(rows * cols));
+    return;
+  }
+  for (int64_t r = 0; r < rows; r++) std::memcpy(dst + r * dst_stride, src + r * src_stride, sizeof(float) * (size_t)cols);
+}
+
+void copy_f32(const Tensor& dst, const Tensor& src) {
+  const AsF32 x(src, AsF32::IN), o(dst, AsF32::OUT);
+  copy_rows(o, dst.stride(), x, src.stride(), dst.rows(), dst.dim(-1));
+}
+
+// ---- bf16 / f16 storage (either side may be f32) ------------------------------------------------------------------
+
+void copy_lowp(const Tensor& dst, const Tensor& src) {
+  const Ref o(dst), x(src);
+  const int64_t rows = src.rows(), cols = src.dim(-1);
+  if (o.dt == x.dt) {  // same storage: bytes
+    for (int64_t r = 0; r < rows; r++) std::memcpy(o.at(r, 0), x.at(r, 0), (size_t)cols * o.es);
+    return;
+  }
+  if (dst.contiguous() && src.contiguous()) {  // e.g. the fp32 main weights into their bf16 working copy
+    for_blocks(rows * cols, [&](int64_t off, int64_t n, float* s) {
+      const float* v = x.load(0, off, n, s);
+      if (o.f32()) std::memcpy(o.at(0, off), v, (size_t)n * sizeof(float));
+      else o.store(0, off, n, v);
+    });
+    return;
+  }
+  for_rows(rows, cols, (size_t)cols, [&](int64_t r, float* s) {
+    const float* v = x.load(r, 0, cols, s);
+    if (o.f32()) std::memcpy(o.at(r, 0), v, (size_t)cols * sizeof(float));
+    else o.store(r, 0, cols, v);
+  });
+}
+
+}  // namespace
+
+void register_copy(KernelTable& t) {
+  t.add<Kernel::COPY>(Device::CPU, DType::F32, copy_f32);
+  for (DType lowp : {DType::BF16, DType::F16}) t.add<Kernel::COPY>(Device::CPU, lowp, copy_lowp);
+}
+
+}  // namespace lmforge::kernels::cpu
