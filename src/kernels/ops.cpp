@@ -16,7 +16,6 @@ void need(bool ok, Op op, const std::string& why) {
   if (!ok) fail(op, why);
 }
 
-// (Messages are built only when a check fails: the optimizer ops run per block of a few thousand elements.)
 // Every present operand on the first one's device; floating operands f32 or the op's low-precision dtype; ids i32.
 // The op's dtype is the low-precision dtype among its floating operands (bf16 or f16; f32 when all are f32): a
 // low-precision op may take fp32 operands beside its own dtype — the fp32 main gradients of bf16 weights, fp32
@@ -27,6 +26,7 @@ struct Checked {
   DType dtype;
 };
 
+// (Messages are built only when a check fails: the optimizer ops run per block of a few thousand elements.)
 Checked check(Op op, const Tensor& first, std::initializer_list<const Tensor*> floats,
               std::initializer_list<const Tensor*> ids = {}) {
   if (!first.present()) fail(op, "missing operand");
@@ -63,10 +63,12 @@ KernelFn<K> kernel(const Checked& c) {
 }
 
 void same_numel(Op op, const Tensor& a, const Tensor& b) {
-  need(a.numel() == b.numel(), op, "size mismatch: " + a.describe() + " vs " + b.describe());
+  if (a.numel() != b.numel()) fail(op, "size mismatch: " + a.describe() + " vs " + b.describe());
 }
 
-void contiguous(Op op, const Tensor& t) { need(!t.present() || t.contiguous(), op, "strided operand " + t.describe()); }
+void contiguous(Op op, const Tensor& t) {
+  if (t.present() && !t.contiguous()) fail(op, "strided operand " + t.describe());
+}
 
 }  // namespace
 
@@ -335,14 +337,14 @@ namespace {
 // x and every other present operand: contiguous and of x's numel; `required` of them must be present.
 void flat_operands(Op op, const Tensor& x, std::initializer_list<const Tensor*> required,
                    std::initializer_list<const Tensor*> optional = {}) {
-  if (!x.contiguous()) fail(op, "strided operand " + x.describe());
+  contiguous(op, x);
   for (const Tensor* t : required)
     if (!t->present()) fail(op, "missing operand");
   for (auto list : {required, optional})
     for (const Tensor* t : list) {
       if (!t->present()) continue;
-      if (t->numel() != x.numel()) fail(op, "size mismatch: " + x.describe() + " vs " + t->describe());
-      if (!t->contiguous()) fail(op, "strided operand " + t->describe());
+      same_numel(op, x, *t);
+      contiguous(op, *t);
     }
 }
 }  // namespace
