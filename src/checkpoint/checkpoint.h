@@ -19,7 +19,7 @@ namespace lmforge::checkpoint {
 
 // One fp32 tensor of a checkpoint file as the caller holds it (for GPT-2: HF names such as
 // "transformer.h.0.attn.c_attn.weight", HF layouts). A file's view, not a second description of a parameter: the
-// trainer builds them from the whole model's param::ParamTable (train/sharded_checkpoint.h). Either whole in memory (`data`, e.g. into the model's flat
+// trainer builds them from the whole model's param::ParamTable (checkpoint/model_io.h). Either whole in memory (`data`, e.g. into the model's flat
 // buffer), or handed over one tensor at a time through callbacks, for callers that never hold the whole tensor —
 // a tensor-parallel rank holds a piece: on save, produce(whole) assembles the tensor into `whole` (nullptr on a
 // rank that does not write, which still takes part in the gathering); on load, consume(whole) receives it read from

@@ -2,19 +2,27 @@
 #include "optim/clip_grad.h"
 
 #include <cmath>
+#include <cstdint>
 
 namespace lmforge::optim {
 
+double sum_of_squares(const float* g, size_t count) {
+  const int64_t n = static_cast<int64_t>(count);
+  double sum = 0.0;
+#pragma omp parallel for simd reduction(+ : sum) schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(g[i]) * static_cast<double>(g[i]);
+  return sum;
+}
+
+void scale_in_place(float* g, size_t count, float factor) {
+  const int64_t n = static_cast<int64_t>(count);
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) g[i] *= factor;
+}
+
 double grad_sum_of_squares(std::span<const ParamSpan> params) {
   double total = 0.0;
-  for (const ParamSpan& p : params) {
-    const float* g = p.grad;
-    const int64_t n = static_cast<int64_t>(p.size);
-    double sum = 0.0;
-#pragma omp parallel for simd reduction(+ : sum) schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(g[i]) * static_cast<double>(g[i]);
-    total += sum;
-  }
+  for (const ParamSpan& p : params) total += sum_of_squares(p.grad, p.size);
   return total;
 }
 
@@ -27,12 +35,7 @@ float clip_coefficient(double norm, double max_norm) {
 }
 
 void scale_grads(std::span<const ParamSpan> params, float scale) {
-  for (const ParamSpan& p : params) {
-    float* g = p.grad;
-    const int64_t n = static_cast<int64_t>(p.size);
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) g[i] *= scale;
-  }
+  for (const ParamSpan& p : params) scale_in_place(p.grad, p.size, scale);
 }
 
 double clip_grad_norm(std::span<const ParamSpan> params, double max_norm) {

@@ -1,13 +1,22 @@
-// defines: lmforge::optim::global_grad_norm(), clip_grad_norm(), scale_grads() — gradient clipping by global L2 norm
+// defines: lmforge::optim::sum_of_squares(), scale_in_place(), grad_sum_of_squares(), global_grad_norm(),
+//          clip_coefficient(), clip_grad_norm(), scale_grads() — gradient clipping by global L2 norm
 #pragma once
+#include <cstddef>
 #include <span>
 
 #include "optim/optimizer.h"
 
 namespace lmforge::optim {
 
-// Σ g² over the spans, accumulated in double. Data-parallel ranks holding disjoint pieces all-reduce this
-// and take the square root for the global norm.
+// The two loops every gradient norm and clipping is made of (here for one process; parallel/grad_norm.h runs them
+// over a rank's pieces and sums across data-, tensor- and pipeline-parallel ranks):
+// Σ g² of n gradients, accumulated in double (each g² is exact in double, so only the order of the additions
+// differs from a float64 reference).
+double sum_of_squares(const float* g, size_t n);
+// g ← factor · g.
+void scale_in_place(float* g, size_t n, float factor);
+
+// Σ g² over the spans (sum_of_squares of each, added in order).
 double grad_sum_of_squares(std::span<const ParamSpan> params);
 // Global L2 norm of all gradients (torch accumulates per tensor then takes the norm of the per-tensor
 // norms; both agree to fp32 rounding).

@@ -1,12 +1,9 @@
-// defines: mixed-precision option checks, the log line, LossScaler, round_to_f16_storage()
+// defines: mixed-precision option checks, the log line, loss_scale_options()
 #include "train/mixed_precision.h"
 
 #include <cmath>
 #include <cstdio>
-#include <sstream>
 
-#include "kernels/backend.h"
-#include "kernels/ops.h"
 #include "util/error.h"
 
 namespace lmforge::train {
@@ -53,62 +50,15 @@ std::string precision_summary(const MixedPrecisionOptions& o, bool bf16_gemm_nat
   return "precision: fp32 (weights, activations, gradients and optimizer state)\n";
 }
 
-LossScaler::LossScaler(const MixedPrecisionOptions& o) {
-  active_ = o.fp16;
-  if (!active_) return;
-  dynamic_ = o.loss_scale <= 0.0;
-  scale_ = dynamic_ ? o.initial_loss_scale : o.loss_scale;
-  min_scale_ = o.min_loss_scale;
-  window_ = o.loss_scale_window;
-  hysteresis_ = hysteresis_tracker_ = o.hysteresis;
-}
-
-void LossScaler::update(bool found_inf) {
-  if (!active_ || !dynamic_) return;
-  if (found_inf) {
-    growth_tracker_ = 0;
-    hysteresis_tracker_--;
-    if (hysteresis_tracker_ <= 0) scale_ = std::max(scale_ * 0.5, min_scale_);
-    return;
-  }
-  growth_tracker_++;
-  if (growth_tracker_ == window_) {
-    growth_tracker_ = 0;
-    hysteresis_tracker_ = hysteresis_;
-    scale_ *= 2.0;
-  }
-}
-
-std::string LossScaler::save() const {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%.17g %d %d", scale_, growth_tracker_, hysteresis_tracker_);
-  return buf;
-}
-
-void LossScaler::load(const std::string& text) {
-  std::istringstream in(text);
-  double scale = 0;
-  int growth = 0, hysteresis = 0;
-  if (!(in >> scale >> growth >> hysteresis) || !(scale > 0.0))
-    throw Error("grad scaler state \"" + text + "\" is not \"scale growth_tracker hysteresis_tracker\"");
-  if (!active_) return;
-  if (!dynamic_) return;  // a static --loss-scale wins, as Megatron's ConstantGradScaler ignores the saved state
-  scale_ = scale;
-  growth_tracker_ = growth;
-  hysteresis_tracker_ = hysteresis;
-}
-
-void round_to_f16_storage(float* g, size_t n) {
-  kernels::Backend& be = kernels::cpu_backend();
-  const size_t chunk = size_t(1) << 22;
-  kernels::Buffer half(be, kernels::DType::F16, std::min(n, chunk));
-  for (size_t at = 0; at < n; at += chunk) {
-    const int64_t len = (int64_t)std::min(chunk, n - at);
-    const kernels::Tensor h = kernels::make_view(half.data(), kernels::DType::F16, {len});
-    const kernels::Tensor f = kernels::make_view(g + at, {len});
-    kernels::copy(h, f);
-    kernels::copy(f, h);
-  }
+optim::LossScaleOptions loss_scale_options(const MixedPrecisionOptions& o) {
+  optim::LossScaleOptions s;
+  s.enabled = o.fp16;
+  s.loss_scale = o.loss_scale;
+  s.initial_loss_scale = o.initial_loss_scale;
+  s.min_loss_scale = o.min_loss_scale;
+  s.loss_scale_window = o.loss_scale_window;
+  s.hysteresis = o.hysteresis;
+  return s;
 }
 
 }  // namespace lmforge::train

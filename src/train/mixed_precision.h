@@ -1,12 +1,12 @@
-// defines: lmforge::train::MixedPrecisionOptions (Megatron's --fp16/--bf16 and loss-scaling flags), LossScaler
-//          (Megatron's ConstantGradScaler / DynamicGradScaler), validate_mixed_precision(), compute_dtype(),
-//          precision_summary(), round_to_f16_storage()
+// defines: lmforge::train::MixedPrecisionOptions (Megatron's --fp16/--bf16 and loss-scaling flags),
+//          validate_mixed_precision(), compute_dtype(), precision_summary(), loss_scale_options() (the flags as the
+//          grad scaler's settings, optim/grad_scaler.h)
 #pragma once
-#include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "kernels/tensor.h"
+#include "optim/grad_scaler.h"
 
 namespace lmforge::train {
 
@@ -28,31 +28,7 @@ kernels::DType compute_dtype(const MixedPrecisionOptions& o);
 // One log line naming the compute and storage dtypes of weights, activations, gradients and optimizer state.
 std::string precision_summary(const MixedPrecisionOptions& o, bool bf16_gemm_native);
 
-// Megatron's grad scalers (megatron/core/optimizer/grad_scaler.py). The loss is multiplied by scale() before the
-// backward pass; the gradients are divided by it before the optimizer; update(found_inf) after every step:
-//   static (--loss-scale S):  scale S always.
-//   dynamic: on an overflow the growth tracker resets and the hysteresis tracker counts down; when it reaches 0
-//            the scale halves (not below --min-loss-scale). After --loss-scale-window clean iterations in a row
-//            the scale doubles and the hysteresis tracker is refilled.
-class LossScaler {
- public:
-  explicit LossScaler(const MixedPrecisionOptions& o);
-  bool active() const { return active_; }  // fp16 only; bf16 and fp32 run with scale 1 and never skip
-  double scale() const { return scale_; }
-  void update(bool found_inf);
-  // "scale growth_tracker hysteresis_tracker" (%.17g), restored exactly by load(); Error for a malformed text.
-  std::string save() const;
-  void load(const std::string& text);
-
- private:
-  bool active_ = false, dynamic_ = false;
-  double scale_ = 1.0, min_scale_ = 1.0;
-  int window_ = 1000, hysteresis_ = 2;
-  int growth_tracker_ = 0, hysteresis_tracker_ = 2;
-};
-
-// g ← fp32(fp16(g)) in place: the fp16 storage of the gradients before they are unscaled (overflow → inf, tiny
-// values → subnormals or 0), as Megatron's fp16 model gradients hold them.
-void round_to_f16_storage(float* g, size_t n);
+// The grad scaler's settings (optim/grad_scaler.h): enabled by --fp16 only.
+optim::LossScaleOptions loss_scale_options(const MixedPrecisionOptions& o);
 
 }  // namespace lmforge::train

@@ -15,10 +15,14 @@
 #include "train/hdf5_bert_task.h"
 #include "train/t5_model.h"
 #include "train/gpt_task.h"
-#include "train/process_groups.h"
+#include "parallel/process_groups.h"
 #include "util/error.h"
 
 namespace lmforge::train {
+using parallel::EncoderDecoderStages;
+using parallel::encoder_decoder_stages;
+using parallel::stage_layer_counts;  // (parallel/process_groups.h)
+
 namespace {
 
 // --recompute-* / --checkpoint-activations as train_options.cpp resolved them (no method without full).

@@ -6,11 +6,14 @@
 
 #include "optim/factory.h"
 #include "optim/lr_schedule.h"
-#include "train/process_groups.h"
+#include "parallel/process_groups.h"
 #include "util/error.h"
 #include "util/strings.h"
 
 namespace lmforge::train {
+using parallel::encoder_decoder_stages;
+using parallel::stage_layer_counts;  // (parallel/process_groups.h)
+
 namespace {
 
 

@@ -119,7 +119,7 @@ struct TrainOptions {
 
   // ---- unequal machines and fairseq's checkpoint retention (issue 15; cli/flags/fairseq_flags.h) ----
   bool balance_data_parallel = false;  // --balance-data-parallel: micro-batches per data-parallel rank in proportion
-                                       // to measured speed (train/schedule.h BalancedSchedule)
+                                       // to measured speed (parallel/balanced_schedule.h)
   int64_t balance_interval = 10;       // --balance-interval: training steps between re-measurements
   int keep_interval_checkpoints = 0;   // fairseq's --keep-interval-updates N: after each save only the newest N
                                        // iteration checkpoints in --save stay (0: all stay)

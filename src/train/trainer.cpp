@@ -15,22 +15,25 @@
 #include <sstream>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/model_io.h"
 #include "data/indexed_dataset.h"
 #include "data/token_scan.h"
 #include "optim/factory.h"
 #include "optim/lr_schedule.h"
+#include "parallel/balanced_schedule.h"
+#include "parallel/distributed_optimizer.h"
+#include "parallel/grad_buckets.h"
+#include "parallel/grad_norm.h"
+#include "parallel/microbatch_schedule.h"
+#include "parallel/pipeline_schedule.h"
+#include "parallel/process_groups.h"
 #include "datasets/gpt_dataset.h"
 #include "datasets/hdf5_bert_shards.h"
 #include "kernels/ops.h"
 #include "train/mixed_precision.h"
-#include "train/parallel.h"
 #include "train/gpt_task.h"
 #include "train/model_factory.h"
-#include "train/pipeline_checkpoint.h"
-#include "train/pipeline_schedule.h"
-#include "train/process_groups.h"
-#include "train/schedule.h"
-#include "train/sharded_checkpoint.h"
+#include "train/model_passes.h"
 #include "train/tensorboard_writer.h"
 #include "util/error.h"
 #include "util/strings.h"
@@ -70,26 +73,31 @@ dist::Communicator& single_process() {
 struct Trainer::Impl {
   TrainOptions o;
   std::ostream& log;
-  LossScaler scaler{o.precision};  // --fp16's loss scale (inactive otherwise)
+  optim::LossScaler scaler{loss_scale_options(o.precision)};  // --fp16's loss scale (inactive otherwise)
   std::unique_ptr<text::Tokenizer> tokenizer;
   std::unique_ptr<Model> model;  // the model being trained (this rank's tensor-parallel pieces)
   model::GPT* gpt = nullptr;     // the same model when it is a GPT (Trainer::gpt())
   std::unique_ptr<Task> task;    // batches and loss names
-  std::unique_ptr<MicroBatchSchedule> schedule;  // the order of a step's micro-batches
-  PipelineSchedule* pipeline = nullptr;           // the same when --pipeline-model-parallel-size > 1
+  std::unique_ptr<ModelPasses> passes;  // the model and the task as the micro-batch schedule drives them
+  std::unique_ptr<parallel::MicroBatchSchedule> microbatch_schedule;  // the order of a step's micro-batches
+  parallel::PipelineSchedule* pipeline = nullptr;  // the same when --pipeline-model-parallel-size > 1
   std::vector<optim::ParamSpan> spans;
   dist::Communicator* comm = nullptr;  // the data-parallel group (one process: a local communicator)
-  std::unique_ptr<DataParallel> dp;    // gradient reduction and the (replicated or sharded) AdamW
+  std::unique_ptr<parallel::GradBuckets> buckets;  // the gradients' data-parallel reduction (parallel/grad_buckets.h)
+  std::unique_ptr<parallel::GradNorm> grad_norm;   // the global norm over data × tensor × pipeline, and clipping
+  std::unique_ptr<parallel::DistributedOptimizer> optimizer;  // AdamW, LAMB or SGD: whole, or sharded (ZeRO-1)
   dist::Communicator* world = nullptr;  // every rank of the job (rank 0 logs and writes)
   // T·P > 1: the groups of Megatron's layout (process_groups.h); `model` then holds this rank's pieces (of its
   // pipeline stage) only.
-  ProcessGroups groups;
-  StageTensors stage_map;  // P > 1: where each tensor of the whole model lives
+  parallel::ProcessGroups groups;
+  // Where each tensor of the whole model lives (its stage; the identity map without a pipeline): the checkpoint
+  // adapters (checkpoint/model_io.h) and, under pipelines, the gradient norm read it.
+  checkpoint::StageTensors stage_map;
   int log_rank = 0;        // the rank that logs and writes TensorBoard (Megatron: the last rank under pipelines)
 
   dist::Communicator* tp_group() const { return groups.tensor.get(); }
   dist::Communicator* pp_group() const { return groups.pipeline.get(); }
-  std::unique_ptr<optim::OptimizerParamScheduler> scheduler;
+  std::unique_ptr<optim::OptimizerParamScheduler> lr_scheduler;
   std::unique_ptr<TensorBoardWriter> tensorboard;
   std::unique_ptr<data::WriterLock> save_lock;  // rank 0's lock on --save for the whole run
   int64_t train_iters = 0;
@@ -107,16 +115,19 @@ struct Trainer::Impl {
   // The plan of one step's (or one evaluation batch's) micro-batches. Dropout masks are keyed by the seed, the
   // iteration and the GLOBAL micro-batch index, so any data- or tensor-parallel layout and any resume point drop
   // the same elements.
-  StepPlan plan(SplitKind split, int64_t first_sample, bool training) const {
-    StepPlan p;
+  parallel::StepPlan plan(SplitKind split, int64_t first_sample, bool training) {
+    passes->begin_step(split, first_sample, iteration, training);
+    parallel::StepPlan p;
     p.iteration = iteration;
-    p.first_sample = first_sample;
     p.global_micro_batches = micro_batches();
-    p.micro_batch = o.micro_batch_size;
-    p.seed = o.seed;
     p.training = training;
-    p.split = split;
     return p;
+  }
+
+  // Σ over the data-parallel ranks, identical everywhere (losses).
+  double data_parallel_sum(double local) const {
+    comm->all_reduce_sum(&local, 1);
+    return local;
   }
 
   checkpoint::JsonObject args_json() const {
@@ -145,19 +156,17 @@ struct Trainer::Impl {
     return a;
   }
 
-  // Checkpoints hold whole tensors, gathered and loaded tensor by tensor (train/sharded_checkpoint.h): under
-  // tensor parallelism the ranks of data-parallel replica 0 assemble each tensor on world rank 0, which writes.
+  // Checkpoints hold whole tensors, gathered and loaded tensor by tensor (checkpoint/model_io.h): the ranks of
+  // data-parallel replica 0 assemble each tensor on world rank 0, which writes; under pipelines every stage lists
+  // the whole model and each tensor comes from the stage owning it.
   void save() {
-    const optim::Optimizer& local = dp->gathered_optimizer();  // collective: every rank takes part, rank 0 writes
+    const optim::Optimizer& local = optimizer->gathered();  // collective: every rank takes part, rank 0 writes
     const param::ParamTable whole = model->whole_table();
     const param::ParamTable& table = model->table();
-    // Under pipelines every stage lists the whole model; each tensor comes from the stage owning it.
     const std::vector<checkpoint::NamedTensor> tensors =
-        pp_group() ? stage_gathering_tensors(table, whole, stage_map, model->params(), tp_group(), pp_group())
-                   : gathering_tensors(table, whole, model->params(), tp_group());
+        checkpoint::gathering_tensors(table, whole, stage_map, model->params(), tp_group(), pp_group());
     const checkpoint::OptimizerCheckpoint state =
-        pp_group() ? stage_gathering_optimizer(local, table, whole, stage_map, tp_group(), pp_group())
-                   : gathering_optimizer(local, table, whole, tp_group());
+        checkpoint::gathering_optimizer(local, table, whole, stage_map, tp_group(), pp_group());
     checkpoint::SaveRequest request;
     request.model = tensors;
     request.config_json = model->config_json();
@@ -167,7 +176,7 @@ struct Trainer::Impl {
     request.state.iteration = iteration;
     request.state.consumed_train_samples = consumed_train;
     request.state.consumed_valid_samples = consumed_valid;
-    request.state.scheduler = scheduler->state();
+    request.state.scheduler = lr_scheduler->state();
     // The data order and the dropout masks are functions of the seed, the iteration and the consumed-sample
     // counters, so the seed is the whole RNG state.
     request.state.rng["seed"] = std::to_string(o.seed);
@@ -177,8 +186,8 @@ struct Trainer::Impl {
     request.state.args = args_json();
     const auto t0 = std::chrono::steady_clock::now();
     std::string dir = o.save + "/" + checkpoint::iteration_dir_name(iteration);
-    if (dp->rank() == 0) dir = checkpoint::save_checkpoint(o.save, request);  // the other replicas hold copies
-    dp->release_gathered();
+    if (comm->rank() == 0) dir = checkpoint::save_checkpoint(o.save, request);  // the other replicas hold copies
+    optimizer->release_gathered();
     world->barrier();  // no rank runs ahead (or exits) before the checkpoint is in place
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     log << format("saved checkpoint at iteration %7lld to %s (%.1f ms)\n", (long long)iteration, dir.c_str(), ms);
@@ -195,8 +204,7 @@ struct Trainer::Impl {
     const param::ParamTable whole = model->whole_table();
     const param::ParamTable& table = model->table();
     const std::vector<checkpoint::NamedTensor> tensors =
-        pp_group() ? stage_slicing_tensors(table, whole, stage_map, model->params())
-                   : slicing_tensors(table, whole, model->params());
+        checkpoint::slicing_tensors(table, whole, stage_map, model->params());
     if (o.finetune) {
       checkpoint::WeightsOptions wo;
       for (const std::string& name : model->vocabulary_tensors()) wo.row_padded.insert(name);  // HF: 50257 rows
@@ -219,14 +227,13 @@ struct Trainer::Impl {
         model->check_checkpoint_config(text.str(), config_path);
       }
     }
-    optim::Optimizer& target = dp->optimizer_to_load();
-    checkpoint::OptimizerCheckpoint state = pp_group() ? stage_slicing_optimizer(target, table, whole, stage_map)
-                                                       : slicing_optimizer(target, table, whole);
+    optim::Optimizer& target = optimizer->to_load();
+    checkpoint::OptimizerCheckpoint state = checkpoint::slicing_optimizer(target, table, whole, stage_map);
     // --no-load-optim: as Megatron, neither the optimizer state nor the schedule's position is read.
     checkpoint::LoadedCheckpoint loaded =
         checkpoint::load_checkpoint_tensors(*dir, tensors, o.no_load_optim ? nullptr : &state);
     if (!o.no_load_optim) target.set_steps(state.step);
-    dp->scatter_loaded_optimizer();
+    optimizer->scatter_loaded();
     const checkpoint::TrainerState& s = loaded.state;
     if (auto it = s.rng.find("grad_scaler"); it != s.rng.end() && scaler.active() && !o.no_load_optim)
       scaler.load(it->second);
@@ -242,7 +249,7 @@ struct Trainer::Impl {
                         : o.use_checkpoint_opt_param_scheduler ? optim::OptimizerParamScheduler::LoadMode::kUseCheckpoint
                                                                : optim::OptimizerParamScheduler::LoadMode::kCheck;
       try {
-        scheduler->load_state(s.scheduler, mode);
+        lr_scheduler->load_state(s.scheduler, mode);
       } catch (const Error& e) {
         throw Error(*dir + ": " + e.what() + " (the learning-rate flags differ from the checkpoint's)");
       }
@@ -265,7 +272,7 @@ struct Trainer::Impl {
     const int P = pp_group()->size(), s = pp_group()->rank();
     constexpr size_t kFields = 8;
     std::vector<double> v((size_t)P * kFields, 0.0);
-    const PipelineTiming& t = pipeline->timing();
+    const parallel::PipelineTiming& t = pipeline->timing();
     struct rusage usage {};
     ::getrusage(RUSAGE_SELF, &usage);
     const double fields[kFields] = {(double)t.steps, t.wall_ms, t.busy_ms, t.recompute_ms, (double)t.sent_bytes,
@@ -273,7 +280,7 @@ struct Trainer::Impl {
                                     (double)model->table().local_numel() * 4.0};
     std::copy(fields, fields + kFields, v.begin() + (ptrdiff_t)((size_t)s * kFields));
     pp_group()->all_reduce_sum(v.data(), v.size());
-    const double m_local = (double)dp->local_micro_batches(micro_batches());
+    const double m_local = (double)parallel::local_micro_batches(micro_batches(), *buckets);
     log << format("pipeline bubble: theory (P-1)/(m+P-1) = %.3f for P = %d stages and m = %.0f micro-batches\n",
                   (P - 1) / (m_local + P - 1), P, m_local);
     for (int q = 0; q < P; q++) {
@@ -321,10 +328,10 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
     o.global_batch_size = (int64_t)o.micro_batch_size * (comm.size() / model_parallel);
   validate_train_options(o);
   const int TP = o.tensor_model_parallel_size, PP = o.pipeline_model_parallel_size;
-  check_parallel_layout(comm.size(), TP, o.global_batch_size, o.micro_batch_size, PP);
+  parallel::check_parallel_layout(comm.size(), TP, o.global_batch_size, o.micro_batch_size, PP);
   // Megatron's rank order: the T ranks of a tensor-parallel group are adjacent, then data-parallel replicas, then
   // pipeline stages (process_groups.h).
-  m.groups = make_process_groups(comm, TP, PP);
+  m.groups = parallel::make_process_groups(comm, TP, PP);
   if (m.groups.data) m.comm = m.groups.data.get();
   m.log_rank = logging_rank(o, comm.size());
   m.tokenizer = text::make_tokenizer(o.tokenizer);
@@ -340,7 +347,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   }
   if (o.threads > 0) kernels::cpu_backend().set_num_threads(o.threads);
   check_memory(model_shape(o, vocab), o);
-  m.scheduler = std::make_unique<optim::OptimizerParamScheduler>(o.schedule);
+  m.lr_scheduler = std::make_unique<optim::OptimizerParamScheduler>(o.schedule);
   m.train_iters = o.schedule.train_iters ? *o.schedule.train_iters : *o.schedule.train_samples / o.global_batch_size;
 
   // 2. Data: Megatron's sample counts per split (the sample order depends on them).
@@ -364,7 +371,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   // 3. Model, optimizer, checkpoint.
   // Every rank builds only its tensor-parallel pieces; the initialisation streams the whole model's generator and
   // keeps them, so every layout starts from the single-process weights.
-  const ParallelLayout& layout = m.groups.layout;
+  const parallel::ParallelLayout& layout = m.groups.layout;
   m.model = make_model(o, vocab, m.tp_group(), layout.pp_rank);
   if (auto* gpt = dynamic_cast<GptModel*>(m.model.get())) m.gpt = &gpt->gpt();
   // Before init: init fills the working copy too.
@@ -373,41 +380,48 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
                 " runs in fp32 only for now (mixed precision is implemented for train gpt)");
   m.model->init_weights(o.seed);
   m.spans = param_spans(m.model->table(), m.model->params(), m.model->grads());
-  m.dp = std::make_unique<DataParallel>(*m.comm, m.spans, m.model->params(), m.model->grads(),
-                                        m.model->table().local_numel(), o.optimizer, o.use_distributed_optimizer,
-                                        (size_t)o.ddp_bucket_size);
-  if (o.zero_stage == 2) m.dp->shard_gradients();
+  // The trainer's parallel pieces (parallel/): the gradients' data-parallel buckets, their global norm, the
+  // optimizer (whole or sharded over the data-parallel group) and the micro-batch schedule.
+  m.buckets = std::make_unique<parallel::GradBuckets>(*m.comm, m.spans, m.model->grads(),
+                                                      m.model->table().local_numel(), o.use_distributed_optimizer,
+                                                      (size_t)o.ddp_bucket_size);
+  m.optimizer = std::make_unique<parallel::DistributedOptimizer>(*m.buckets, m.spans, m.model->params(), o.optimizer);
+  m.grad_norm = std::make_unique<parallel::GradNorm>(m.spans);
+  if (o.zero_stage == 2) m.buckets->shard_gradients();
   // --fp16: gradients are held in fp16 storage before the reduction (rounded bucket by bucket as each reduction
   // starts, never while one is in flight).
-  m.dp->set_f16_gradient_storage(m.scaler.active());
+  m.buckets->set_f16_gradient_storage(m.scaler.active());
   if (TP > 1) {
     std::vector<bool> counted;  // replicated tensors count once in the global norm
     for (const param::Parameter& t : m.model->table()) counted.push_back(!t.replicated() || m.tp_group()->rank() == 0);
-    m.dp->set_model_parallel(m.tp_group(), counted);
+    m.grad_norm->set_tensor_parallel(m.tp_group(), counted);
+    m.optimizer->set_tensor_parallel(m.tp_group(), counted);
   }
+  m.stage_map = checkpoint::map_stage_tensors(m.model->table(), m.model->whole_table(), m.pp_group());
   if (o.balance_data_parallel && PP > 1)
     throw Error("--balance-data-parallel needs --pipeline-model-parallel-size 1 (pure data parallelism)");
+  auto* stage_model = dynamic_cast<PipelineStage*>(m.model.get());
+  m.passes = std::make_unique<ModelPasses>(*m.model, stage_model, *m.task, o.micro_batch_size, o.seed);
   if (PP > 1) {
-    auto* stage_model = dynamic_cast<PipelineStage*>(m.model.get());
     if (stage_model == nullptr) throw Error("--pipeline-model-parallel-size: this model cannot be cut into stages");
-    auto schedule = std::make_unique<PipelineSchedule>(*m.pp_group(), *stage_model);
+    auto schedule = std::make_unique<parallel::PipelineSchedule>(*m.pp_group(), *m.passes);
     m.pipeline = schedule.get();
-    m.schedule = std::move(schedule);
-    m.stage_map = map_stage_tensors(m.model->table(), m.model->whole_table(), m.pp_group());
+    m.microbatch_schedule = std::move(schedule);
     // A tensor another stage owns (the tied embedding's copy on the last stage) is not counted in the norm.
     std::vector<bool> copy;
     const param::ParamTable whole = m.model->whole_table();
     for (const param::Parameter& t : m.model->table())
       copy.push_back(m.stage_map.owner[whole.index_of(t.name)] != layout.pp_rank);
-    m.dp->set_pipeline(m.pp_group(), copy);
+    m.grad_norm->set_pipeline(m.pp_group(), copy);
   } else if (o.balance_data_parallel) {
     if (TP > 1) throw Error("--balance-data-parallel needs --tensor-model-parallel-size 1 (pure data parallelism)");
-    m.schedule = std::make_unique<BalancedSchedule>(*m.comm, m.micro_batches(), o.balance_interval, m.log);
+    m.microbatch_schedule =
+        std::make_unique<parallel::BalancedSchedule>(*m.comm, m.micro_batches(), o.balance_interval, m.log);
   } else {
-    m.schedule = std::make_unique<SequentialSchedule>();
+    m.microbatch_schedule = std::make_unique<parallel::SequentialSchedule>();
   }
   if (m.comm->size() > 1)
-    m.model->set_gradients_ready_hook([dp = m.dp.get()](size_t from) { dp->gradients_ready(from); });
+    m.model->set_gradients_ready_hook([b = m.buckets.get()](size_t from) { b->gradients_ready(from); });
   if (!o.load.empty()) m.load();
   m.model->params_updated();  // the working copy of loaded weights (nothing in fp32)
 
@@ -443,9 +457,16 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   }
   // What this rank holds (every tensor-parallel rank holds the same amount).
   log << format("memory on rank %d: parameters %.1f MB, gradients %.1f MB, optimizer state %.1f MB (%s)\n",
-                comm.rank(), local_params * 4.0 / 1e6, (double)m.dp->held_gradient_bytes() / 1e6,
-                (double)m.dp->optimizer_state_bytes() / 1e6, o.optimizer.kind.c_str());
-  if (comm.size() > 1 || o.use_distributed_optimizer) log << m.dp->describe();
+                comm.rank(), local_params * 4.0 / 1e6, (double)m.buckets->held_gradient_bytes() / 1e6,
+                (double)m.optimizer->state_bytes() / 1e6, o.optimizer.kind.c_str());
+  if (comm.size() > 1 || o.use_distributed_optimizer)
+    log << format("data parallel: %d ranks (%s), %zu gradient buckets; %s %s optimizer: state %.3f MB on this rank; "
+                  "gradients %s: %.3f MB held after the backward\n",
+                  m.comm->size(), m.comm->name().c_str(), m.buckets->buckets().size(),
+                  m.optimizer->sharded() ? "distributed" : "replicated", o.optimizer.kind.c_str(),
+                  (double)m.optimizer->state_bytes() / 1e6,
+                  m.buckets->gradients_sharded() ? "sharded (ZeRO-2)" : "whole",
+                  (double)m.buckets->held_gradient_bytes() / 1e6);
   log.flush();
 }
 
@@ -478,11 +499,11 @@ std::vector<double> Trainer::evaluate_losses(int split_number, int64_t first) {
   std::vector<double> sums;
   for (int it = 0; it < m.o.eval_iters; it++) {
     const std::vector<double> batch =
-        m.schedule->run(m.plan(split, first + it * m.o.global_batch_size, false), *m.model, *m.task, *m.dp);
+        m.microbatch_schedule->run(m.plan(split, first + it * m.o.global_batch_size, false), *m.passes, *m.buckets);
     if (sums.empty()) sums.assign(batch.size(), 0.0);
     for (size_t i = 0; i < batch.size(); i++) sums[i] += batch[i];
   }
-  for (double& v : sums) v = m.dp->sum(v) / double(m.o.eval_iters * m.micro_batches());
+  for (double& v : sums) v = m.data_parallel_sum(v) / double(m.o.eval_iters * m.micro_batches());
   return sums;
 }
 
@@ -524,21 +545,26 @@ void Trainer::run() {
   const auto start = std::chrono::steady_clock::now();
   while (!o.skip_train && m.iteration < m.train_iters) {
     const auto t0 = std::chrono::steady_clock::now();
-    if (m.dp->gradients_sharded()) m.dp->zero_gradients();  // ZeRO-2: only the owned pieces are held
+    if (m.buckets->gradients_sharded()) m.buckets->zero_gradients();  // ZeRO-2: only the owned pieces are held
     else m.model->zero_grad();
     // This rank's share of the global batch (all of it in one process), forward and backward; with --fp16 the
     // backward runs on the loss times the loss scale.
-    StepPlan plan = m.plan(SplitKind::TRAIN, m.consumed_train, true);
+    parallel::StepPlan plan = m.plan(SplitKind::TRAIN, m.consumed_train, true);
     const double loss_scale = m.scaler.active() ? m.scaler.scale() : 1.0;
     plan.loss_scale = (float)loss_scale;
-    std::vector<double> loss_sums = m.schedule->run(plan, *m.model, *m.task, *m.dp);
-    for (double& v : loss_sums) v = m.dp->sum(v);
+    std::vector<double> loss_sums = m.microbatch_schedule->run(plan, *m.passes, *m.buckets);
+    for (double& v : loss_sums) v = m.data_parallel_sum(v);
     // --fp16: the (scaled) parameter gradients are held in fp16 before they are unscaled, as Megatron's fp16 model
     // gradients: a value beyond 65504 is inf and the step is skipped.
-    if (m.scaler.active()) m.dp->round_gradients_to_f16();
+    if (m.scaler.active()) m.buckets->round_gradients_to_f16();
     // The global-batch gradient is the mean over micro-batches (Megatron divides each loss by their number),
-    // summed across data-parallel ranks first; the norm is global (and unscaled).
-    const double norm = m.dp->reduce_gradients(M, o.clip_grad, loss_scale);
+    // summed across data-parallel ranks first; the norm is global (and unscaled). Plain data parallelism then
+    // gathers the whole clipped gradient on every rank.
+    m.buckets->reduce();
+    const double norm = m.grad_norm->scale_and_clip(m.model->grads(), m.buckets->owned(), *m.comm,
+                                                    parallel::gradient_scale(M, loss_scale),
+                                                    M > 1 || loss_scale != 1.0, o.clip_grad);
+    m.buckets->gather_gradients();
     // The objective is the sum of the task's losses (BERT: lm + sop), each the mean over the global batch's
     // micro-batches.
     std::vector<float> losses;
@@ -558,11 +584,11 @@ void Trainer::run() {
     // Megatron's convention: this step uses lr(num_steps) before the increment, so the first warm-up step has lr 0.
     // A skipped iteration leaves the weights and the schedule where they were (Megatron steps the scheduler only
     // after a successful update) but counts as an iteration and consumes its samples.
-    const double lr = m.scheduler->lr();
+    const double lr = m.lr_scheduler->lr();
     if (!overflow) {
-      m.dp->step(lr, m.scheduler->weight_decay());
+      m.optimizer->step(lr, m.lr_scheduler->weight_decay());
       m.model->params_updated();  // the bf16/fp16 working copy of the new weights
-      m.scheduler->step(o.global_batch_size);
+      m.lr_scheduler->step(o.global_batch_size);
     }
     m.iteration++;
     m.consumed_train += o.global_batch_size;
@@ -586,7 +612,7 @@ void Trainer::run() {
       std::string line = format(" iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): "
                                 "%.1f | throughput (tokens/s): %.1f | learning rate: %.6E | global batch size: %5lld |",
                                 (long long)m.iteration, (long long)m.train_iters, (long long)m.consumed_train, avg_ms,
-                                tokens_per_s, m.scheduler->lr(), (long long)o.global_batch_size);
+                                tokens_per_s, m.lr_scheduler->lr(), (long long)o.global_batch_size);
       if (interval_count > 0)
         for (size_t i = 0; i < loss_names.size(); i++)
           line += format(" %s: %.6E |", loss_names[i].c_str(), interval_losses[i] / interval_count);
@@ -603,7 +629,7 @@ void Trainer::run() {
           m.tensorboard->add_scalar(loss_names[i] + " vs samples", interval_losses[i] / interval_count,
                                     m.consumed_train);
         }
-        m.tensorboard->add_scalar("learning-rate", m.scheduler->lr(), m.iteration);
+        m.tensorboard->add_scalar("learning-rate", m.lr_scheduler->lr(), m.iteration);
         m.tensorboard->add_scalar("grad-norm", norm, m.iteration);
         if (mixed) m.tensorboard->add_scalar("loss-scale", m.scaler.active() ? m.scaler.scale() : 1.0, m.iteration);
         m.tensorboard->add_scalar("throughput (tokens/s)", tokens_per_s, m.iteration);
@@ -647,7 +673,7 @@ void Trainer::run() {
   if (m.pipeline) m.log_pipeline_timing();
   if (m.comm->size() > 1)
     m.log << format("data parallel: %lld of %lld bucket reductions started during the backward pass\n",
-                    (long long)m.dp->overlapped_buckets(), (long long)m.dp->reduced_buckets());
+                    (long long)m.buckets->overlapped_buckets(), (long long)m.buckets->reduced_buckets());
 }
 
 }  // namespace lmforge::train

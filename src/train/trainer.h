@@ -46,7 +46,7 @@ class Trainer {
  public:
   Trainer(TrainOptions options, std::ostream& log);
   // Data parallel over `comm` (which must outlive the trainer): each rank runs its share of every global batch,
-  // gradients are summed across ranks (see train/parallel.h), rank 0 writes checkpoints and TensorBoard; pass a
+  // gradients are summed across ranks (see parallel/grad_buckets.h), rank 0 writes checkpoints and TensorBoard; pass a
   // null-buffered stream as `log` on the other ranks. Every rank must construct and run() alike.
   Trainer(TrainOptions options, std::ostream& log, dist::Communicator& comm);
   ~Trainer();

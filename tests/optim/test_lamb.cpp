@@ -61,8 +61,9 @@ TEST(Lamb, MatchesApexArithmeticAfterClippingOverTenSteps) { expect_matches_refe
 TEST(Lamb, AllTensorsVariantMatchesApexUseNvlamb) { expect_matches_reference(true, "nv."); }
 
 // The reference's tensors cut into 3 shards at points inside tensors (and one shard spanning several): phase 1 on
-// each, the partial sums added (as DataParallel adds them over buckets and ranks), phase 2 on each. Bitwise the
-// unsharded optimizer's parameters and state, since the norms only differ in the order of a double sum.
+// each, the partial sums added (as parallel::DistributedOptimizer adds them over buckets and ranks), phase 2 on
+// each. Bitwise the unsharded optimizer's parameters and state, since the norms only differ in the order of a
+// double sum.
 void expect_shards_equal_whole(bool use_nvlamb) {
   const Reference& ref = reference("lamb");
   const auto& lrs = ref.f64.at("lrs");

@@ -15,51 +15,32 @@
 namespace {
 
 using namespace train_runs;
-using lmforge::train::LossScaler;
+using lmforge::optim::LossScaler;
 using lmforge::train::MixedPrecisionOptions;
 using lmforge::train::TrainOptions;
 
-// ---- the scaler's rules (megatron/core/optimizer/grad_scaler.py, DynamicGradScaler.update) -----------------------
+// ---- the flags as the grad scaler's settings (the scaler's rules: tests/optim/test_grad_scaler.cpp) ------------
 
-TEST(LossScaler, FollowsMegatronsDynamicRules) {
+TEST(LossScaleOptions, Fp16AloneScalesUnderTheFlagsValues) {
   MixedPrecisionOptions o;
   o.fp16 = true;
+  o.loss_scale = 4096;
   o.initial_loss_scale = 1024;
   o.min_loss_scale = 256;
   o.loss_scale_window = 3;
-  o.hysteresis = 2;
-  LossScaler s(o);
-  ASSERT_TRUE(s.active());
-  EXPECT_EQ(s.scale(), 1024);
-  s.update(true);  // hysteresis 2 → 1: the scale stays
-  EXPECT_EQ(s.scale(), 1024);
-  s.update(true);  // 1 → 0: halves
-  EXPECT_EQ(s.scale(), 512);
-  s.update(true);  // the tracker is not refilled by a halving: halves again
-  EXPECT_EQ(s.scale(), 256);
-  s.update(true);  // not below --min-loss-scale
-  EXPECT_EQ(s.scale(), 256);
-  s.update(false), s.update(false);
-  EXPECT_EQ(s.scale(), 256);
-  s.update(false);  // the window's third clean step doubles and refills the hysteresis
-  EXPECT_EQ(s.scale(), 512);
-  s.update(true);  // one overflow is tolerated again
-  EXPECT_EQ(s.scale(), 512);
-  s.update(false), s.update(true);  // an overflow resets the growth tracker; the hysteresis is now used up
-  EXPECT_EQ(s.scale(), 256);
-  // The state round-trips exactly.
-  LossScaler t(o);
-  t.load(s.save());
-  EXPECT_EQ(t.save(), s.save());
-  EXPECT_THROW(t.load("garbage"), std::exception);
-  // Static scale: never changes; bf16 and fp32: inactive.
-  o.loss_scale = 4096;
-  LossScaler fixed(o);
-  fixed.update(true);
-  EXPECT_EQ(fixed.scale(), 4096);
+  o.hysteresis = 5;
+  const lmforge::optim::LossScaleOptions s = lmforge::train::loss_scale_options(o);
+  EXPECT_TRUE(s.enabled);
+  EXPECT_EQ(s.loss_scale, 4096);
+  EXPECT_EQ(s.initial_loss_scale, 1024);
+  EXPECT_EQ(s.min_loss_scale, 256);
+  EXPECT_EQ(s.loss_scale_window, 3);
+  EXPECT_EQ(s.hysteresis, 5);
+  // bf16 and fp32: inactive.
   MixedPrecisionOptions bf;
   bf.bf16 = true;
-  EXPECT_FALSE(LossScaler(bf).active());
+  EXPECT_FALSE(LossScaler(lmforge::train::loss_scale_options(bf)).active());
+  EXPECT_FALSE(LossScaler(lmforge::train::loss_scale_options(MixedPrecisionOptions{})).active());
 }
 
 // ---- training runs through the executable ------------------------------------------------------------------------

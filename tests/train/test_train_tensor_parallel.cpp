@@ -19,17 +19,21 @@
 #include "optim/adamw.h"
 #include "optim/factory.h"
 #include "test_util.h"
-#include "train/parallel.h"
-#include "train/sharded_checkpoint.h"
+#include "checkpoint/model_io.h"
+#include "parallel/distributed_optimizer.h"
+#include "parallel/grad_buckets.h"
+#include "parallel/grad_norm.h"
+#include "parallel/microbatch_schedule.h"
 
 namespace {
 
 using lmforge::testing::mpirun_prefix;
 using lmforge::testing::run_command;
 namespace dist = lmforge::dist;
-namespace train = lmforge::train;
+namespace checkpoint = lmforge::checkpoint;
 namespace model = lmforge::model;
 namespace optim = lmforge::optim;
+namespace parallel = lmforge::parallel;
 
 const char* kWorkerEnv = "LMFORGE_TP_WORKER";
 
@@ -116,8 +120,11 @@ TEST(TensorParallelWorker, ShardTrainsLikeTheWholeModel) {
     spans.push_back({t.name, shard.params() + t.offset, shard.grads() + t.offset, t.numel, t.weight_decay});
     counted.push_back(!t.replicated() || tp_rank == 0);
   }
-  train::DataParallel data(*dp, spans, shard.params(), shard.grads(), shard.num_parameters(), opt, distributed);
-  data.set_model_parallel(tp.get(), counted);
+  parallel::GradBuckets buckets(*dp, spans, shard.grads(), shard.num_parameters(), distributed);
+  parallel::GradNorm grad_norm(spans);
+  parallel::DistributedOptimizer optimizer(buckets, spans, shard.params(), opt);
+  grad_norm.set_tensor_parallel(tp.get(), counted);
+  optimizer.set_tensor_parallel(tp.get(), counted);
 
   const int M = 4, S = config.seq_length;  // 4 one-sample micro-batches per step
   std::mt19937 rng(7);
@@ -141,14 +148,17 @@ TEST(TensorParallelWorker, ShardTrainsLikeTheWholeModel) {
 
     shard.zero_grad();
     double sum = 0.0;
-    for (int64_t k = 0; k < data.local_micro_batches(M); k++) {
+    for (int64_t k = 0; k < parallel::local_micro_batches(M, buckets); k++) {
       const auto& s = samples[(size_t)(k * D + dp_rank)];
       sum += shard.forward(s.data(), s.data() + 1, 1, S);
       shard.backward();
     }
-    sum = data.sum(sum);
-    const double norm = data.reduce_gradients(M, 1.0);
-    data.step(lr, 0.1);
+    dp->all_reduce_sum(&sum, 1);
+    buckets.reduce();
+    const double norm =
+        grad_norm.scale_and_clip(shard.grads(), buckets.owned(), *dp, parallel::gradient_scale(M, 1.0), true, 1.0);
+    buckets.gather_gradients();
+    optimizer.step(lr, 0.1);
 
     const float ref_loss = (float)(ref_sum / M), loss = (float)(sum / M);
     const double rel = std::fabs((double)loss - ref_loss) / std::fabs((double)ref_loss);
@@ -168,7 +178,7 @@ TEST(TensorParallelWorker, ShardTrainsLikeTheWholeModel) {
   for (size_t i = 0; i < table.size(); i++) {
     const lmforge::param::Parameter& w = whole.tensors()[i];
     std::vector<float> gathered(tp_rank == 0 ? w.numel : 0);
-    train::gather_to_root(table, i, shard.params() + table[i].offset, gathered, tp.get());
+    checkpoint::gather_to_root(table, i, shard.params() + table[i].offset, gathered, tp.get());
     for (size_t e = 0; e < gathered.size(); e++)
       gather_diff = std::max(gather_diff, (double)std::fabs(gathered[e] - whole.params()[w.offset + e]));
   }

@@ -1,13 +1,15 @@
-// defines: lmforge::train::ParallelLayout (Megatron's rank map of T × P × D ranks), ProcessGroups (the tensor-,
-//          data-, pipeline- and model-parallel communicators of one rank), make_process_groups(), stage_layer_counts()
+// defines: lmforge::parallel::ParallelLayout (Megatron's rank map of T × P × D ranks), check_parallel_layout() (the
+//          batch rules of a layout), ProcessGroups (the tensor-, data- and pipeline-parallel communicators of one
+//          rank), make_process_groups(), stage_layer_counts(), encoder_decoder_stages()
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "dist/communicator.h"
 
-namespace lmforge::train {
+namespace lmforge::parallel {
 
 // Megatron's layout (megatron/core/parallel_state.py, order "tp-dp-pp"): tensor-parallel ranks are adjacent, then
 // data-parallel replicas, then pipeline stages:
@@ -36,6 +38,11 @@ struct ParallelLayout {
   // The rank map as log lines ("rank r: tp t, dp d, pp p" rows, grouped per stage).
   std::string describe() const;
 };
+
+// Megatron's batch rules for D = world / (T·P) data-parallel ranks: the global batch is a whole number of
+// (micro batch × D) rounds. Throws lmforge::Error naming the flags and the world size.
+void check_parallel_layout(int world_size, int tensor_parallel, int64_t global_batch, int micro_batch,
+                           int pipeline_parallel = 1);
 
 // This rank's groups; a size-1 dimension gets no group (nullptr), so single-process arithmetic stays as it was.
 struct ProcessGroups {
@@ -66,4 +73,4 @@ struct EncoderDecoderStages {
 // layers empty). Throws lmforge::Error naming the flags when S is outside [1, P − 1] or a stack does not divide.
 EncoderDecoderStages encoder_decoder_stages(int encoder_layers, int decoder_layers, int pipeline, int split_rank);
 
-}  // namespace lmforge::train
+}  // namespace lmforge::parallel

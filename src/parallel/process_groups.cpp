@@ -1,11 +1,11 @@
-// defines: ParallelLayout, make_process_groups, stage_layer_counts, encoder_decoder_stages
-#include "train/process_groups.h"
+// defines: ParallelLayout, check_parallel_layout, make_process_groups, stage_layer_counts, encoder_decoder_stages
+#include "parallel/process_groups.h"
 
 #include <cstdio>
 
 #include "util/error.h"
 
-namespace lmforge::train {
+namespace lmforge::parallel {
 
 ParallelLayout ParallelLayout::of(int world_rank, int world_size, int tensor, int pipeline) {
   if (tensor < 1 || pipeline < 1) throw Error("tensor- and pipeline-parallel sizes must be >= 1");
@@ -40,6 +40,27 @@ std::string ParallelLayout::describe() const {
     }
   }
   return out + " (brackets: tensor-parallel groups, one per data-parallel replica)\n";
+}
+
+void check_parallel_layout(int world_size, int tensor_parallel, int64_t global_batch, int micro_batch,
+                           int pipeline_parallel) {
+  if (tensor_parallel < 1) throw Error("--tensor-model-parallel-size must be >= 1");
+  if (pipeline_parallel < 1) throw Error("--pipeline-model-parallel-size must be >= 1");
+  const int model_parallel = tensor_parallel * pipeline_parallel;
+  if (world_size % model_parallel != 0) {
+    if (pipeline_parallel == 1)
+      throw Error("the world size " + std::to_string(world_size) +
+                  " is not divisible by --tensor-model-parallel-size " + std::to_string(tensor_parallel) +
+                  " (ranks = tensor-parallel size × data-parallel size)");
+    throw Error("the world size " + std::to_string(world_size) + " is not divisible by --tensor-model-parallel-size " +
+                std::to_string(tensor_parallel) + " × --pipeline-model-parallel-size " +
+                std::to_string(pipeline_parallel) + " (ranks = tensor × pipeline × data-parallel size)");
+  }
+  const int64_t dp = world_size / model_parallel;
+  if (micro_batch > 0 && global_batch % ((int64_t)micro_batch * dp) != 0)
+    throw Error("--global-batch-size " + std::to_string(global_batch) + " is not divisible by --micro-batch-size " +
+                std::to_string(micro_batch) + " × data-parallel size " + std::to_string(dp) + " (world size " +
+                std::to_string(world_size) + "): every data-parallel rank must run the same number of micro-batches");
 }
 
 ProcessGroups make_process_groups(dist::Communicator& world, int tensor, int pipeline) {
@@ -113,4 +134,4 @@ EncoderDecoderStages encoder_decoder_stages(int encoder_layers, int decoder_laye
   return out;
 }
 
-}  // namespace lmforge::train
+}  // namespace lmforge::parallel

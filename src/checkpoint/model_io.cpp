@@ -1,12 +1,13 @@
-// defines: map_stage_tensors, stage_gathering_tensors, stage_gathering_optimizer, stage_slicing_tensors,
-//          stage_slicing_optimizer
-#include "train/pipeline_checkpoint.h"
+// defines: map_stage_tensors, gather_to_root, gathering_tensors, gathering_optimizer, slicing_tensors,
+//          slicing_optimizer
+#include "checkpoint/model_io.h"
 
+#include <algorithm>
+#include <functional>
 #include <stdexcept>
+#include <string>
 
-#include "train/sharded_checkpoint.h"
-
-namespace lmforge::train {
+namespace lmforge::checkpoint {
 
 StageTensors map_stage_tensors(const param::ParamTable& table, const param::ParamTable& whole,
                                dist::Communicator* pipeline) {
@@ -31,9 +32,44 @@ StageTensors map_stage_tensors(const param::ParamTable& table, const param::Para
   return m;
 }
 
+void gather_to_root(const param::ParamTable& table, size_t i, const float* local, std::span<float> whole,
+                    dist::Communicator* tp) {
+  const param::Parameter& p = table[i];
+  const int T = tp ? tp->size() : 1, rank = tp ? tp->rank() : 0;
+  if (rank == 0 && whole.size() != p.whole_numel())
+    throw std::logic_error("gather_to_root: " + p.name + " needs a whole-tensor buffer on rank 0");
+  if (T == 1 || p.replicated()) {  // every rank holds it whole
+    if (rank == 0) std::copy(local, local + p.numel, whole.data());
+    return;
+  }
+  if (rank != 0) {  // each piece goes straight to rank 0: no rank but 0 holds more than its own piece
+    tp->send(local, p.numel * sizeof(float), 0);
+    return;
+  }
+  table.place(i, 0, local, whole.data());
+  // A piece that is one run of the whole tensor (a row split: the vocabulary-parallel embedding) lands in place;
+  // a column split's strided runs arrive in a piece-sized buffer first.
+  std::vector<float> piece;
+  for (int q = 1; q < T; q++) {
+    size_t runs = 0, at = 0;
+    param::for_each_local_run(p, q, T, [&](const param::LocalRun& r) {
+      runs++;
+      at = r.whole_offset;
+    });
+    if (runs == 1) {
+      tp->recv(whole.data() + at, p.numel * sizeof(float), q);
+    } else {
+      piece.resize(p.numel);
+      tp->recv(piece.data(), p.numel * sizeof(float), q);
+      table.place(i, q, piece.data(), whole.data());
+    }
+  }
+}
+
 namespace {
 
-// The producer of whole tensor j from this rank's piece `local` (nullptr when the stage lacks it).
+// The producer of whole tensor j from this rank's piece `local` (nullptr when the stage lacks it). On the owner
+// stage 0 (every tensor without a pipeline) it is gather_to_root straight into the writer's buffer.
 std::function<void(float*)> producer(const param::ParamTable& table, const StageTensors& map, size_t j,
                                      const float* local, size_t n, dist::Communicator* tp,
                                      dist::Communicator* pipeline) {
@@ -57,13 +93,12 @@ std::function<void(float*)> producer(const param::ParamTable& table, const Stage
 
 }  // namespace
 
-std::vector<checkpoint::NamedTensor> stage_gathering_tensors(const param::ParamTable& table,
-                                                             const param::ParamTable& whole, const StageTensors& map,
-                                                             const float* base, dist::Communicator* tp,
-                                                             dist::Communicator* pipeline) {
-  std::vector<checkpoint::NamedTensor> out;
+std::vector<NamedTensor> gathering_tensors(const param::ParamTable& table, const param::ParamTable& whole,
+                                           const StageTensors& map, const float* base, dist::Communicator* tp,
+                                           dist::Communicator* pipeline) {
+  std::vector<NamedTensor> out;
   for (size_t j = 0; j < whole.size(); j++) {
-    checkpoint::NamedTensor t{whole[j].name, whole[j].shape, nullptr};
+    NamedTensor t{whole[j].name, whole[j].shape, nullptr};
     const float* local = map.local[j] == StageTensors::npos ? nullptr : base + table[map.local[j]].offset;
     t.produce = producer(table, map, j, local, whole[j].numel, tp, pipeline);
     out.push_back(std::move(t));
@@ -71,16 +106,16 @@ std::vector<checkpoint::NamedTensor> stage_gathering_tensors(const param::ParamT
   return out;
 }
 
-checkpoint::OptimizerCheckpoint stage_gathering_optimizer(const optim::Optimizer& local, const param::ParamTable& table,
-                                                          const param::ParamTable& whole, const StageTensors& map,
-                                                          dist::Communicator* tp, dist::Communicator* pipeline) {
-  checkpoint::OptimizerCheckpoint out;
+OptimizerCheckpoint gathering_optimizer(const optim::Optimizer& local, const param::ParamTable& table,
+                                        const param::ParamTable& whole, const StageTensors& map,
+                                        dist::Communicator* tp, dist::Communicator* pipeline) {
+  OptimizerCheckpoint out;
   out.kind = std::string(local.name());
   out.step = local.steps();
   out.hyperparameters = local.hyperparameters();
   for (size_t j = 0; j < whole.size(); j++)
     for (size_t k = 0; k < local.state_names().size(); k++) {
-      checkpoint::NamedTensor t{local.state_names()[k] + "." + whole[j].name, whole[j].shape, nullptr};
+      NamedTensor t{local.state_names()[k] + "." + whole[j].name, whole[j].shape, nullptr};
       const float* state = map.local[j] == StageTensors::npos ? nullptr : local.state_of(k, map.local[j]).data();
       t.produce = producer(table, map, j, state, whole[j].numel, tp, pipeline);
       out.tensors.push_back(std::move(t));
@@ -88,12 +123,11 @@ checkpoint::OptimizerCheckpoint stage_gathering_optimizer(const optim::Optimizer
   return out;
 }
 
-std::vector<checkpoint::NamedTensor> stage_slicing_tensors(const param::ParamTable& table,
-                                                           const param::ParamTable& whole, const StageTensors& map,
-                                                           float* base) {
-  std::vector<checkpoint::NamedTensor> out;
+std::vector<NamedTensor> slicing_tensors(const param::ParamTable& table, const param::ParamTable& whole,
+                                         const StageTensors& map, float* base) {
+  std::vector<NamedTensor> out;
   for (size_t j = 0; j < whole.size(); j++) {
-    checkpoint::NamedTensor t{whole[j].name, whole[j].shape, nullptr};
+    NamedTensor t{whole[j].name, whole[j].shape, nullptr};
     const size_t i = map.local[j];
     t.consume = [&table, i, local = i == StageTensors::npos ? nullptr : base + table[i].offset](const float* w) {
       if (local) table.slice(i, w, local);
@@ -103,13 +137,13 @@ std::vector<checkpoint::NamedTensor> stage_slicing_tensors(const param::ParamTab
   return out;
 }
 
-checkpoint::OptimizerCheckpoint stage_slicing_optimizer(optim::Optimizer& local, const param::ParamTable& table,
-                                                        const param::ParamTable& whole, const StageTensors& map) {
-  checkpoint::OptimizerCheckpoint out;
+OptimizerCheckpoint slicing_optimizer(optim::Optimizer& local, const param::ParamTable& table,
+                                      const param::ParamTable& whole, const StageTensors& map) {
+  OptimizerCheckpoint out;
   out.kind = std::string(local.name());
   for (size_t j = 0; j < whole.size(); j++)
     for (size_t k = 0; k < local.state_names().size(); k++) {
-      checkpoint::NamedTensor t{local.state_names()[k] + "." + whole[j].name, whole[j].shape, nullptr};
+      NamedTensor t{local.state_names()[k] + "." + whole[j].name, whole[j].shape, nullptr};
       const size_t i = map.local[j];
       float* state = i == StageTensors::npos ? nullptr : local.state_of(k, i).data();
       t.consume = [&table, i, state](const float* w) {
@@ -120,4 +154,4 @@ checkpoint::OptimizerCheckpoint stage_slicing_optimizer(optim::Optimizer& local,
   return out;
 }
 
-}  // namespace lmforge::train
+}  // namespace lmforge::checkpoint

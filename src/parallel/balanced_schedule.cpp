@@ -1,56 +1,15 @@
-// defines: split_kind_name, SequentialSchedule, balanced_counts, BalancedSchedule
-#include "train/schedule.h"
+// defines: balanced_counts, BalancedSchedule
+#include "parallel/balanced_schedule.h"
 
 #include <algorithm>
 #include <chrono>
 #include <iomanip>
 #include <sstream>
+#include <string>
 
 #include "util/error.h"
 
-namespace lmforge::train {
-
-const char* split_kind_name(SplitKind split) {
-  switch (split) {
-    case SplitKind::TRAIN: return "train";
-    case SplitKind::VALID: return "validation";
-    case SplitKind::TEST: return "test";
-  }
-  return "?";
-}
-
-const char* split_short_name(SplitKind split) {
-  switch (split) {
-    case SplitKind::TRAIN: return "train";
-    case SplitKind::VALID: return "valid";
-    case SplitKind::TEST: return "test";
-  }
-  return "?";
-}
-
-std::vector<double> SequentialSchedule::run(const StepPlan& plan, Model& model, Task& task, DataParallel& dp) {
-  const int64_t local = dp.local_micro_batches(plan.global_micro_batches);
-  std::vector<double> sums;
-  for (int64_t k = 0; k < local; k++) {
-    task.fill(plan.split, dp.micro_batch_first_sample(plan.first_sample, k, plan.micro_batch), plan.micro_batch,
-              batch_);
-    layers::ForwardStep step;
-    step.training = plan.training;
-    step.seed = plan.seed;
-    step.iteration = (uint64_t)plan.iteration;
-    step.micro_batch = (uint64_t)(k * dp.size() + dp.rank());
-    const std::vector<double> losses = model.forward(batch_, step);
-    if (sums.empty()) sums.assign(losses.size(), 0.0);
-    for (size_t i = 0; i < losses.size(); i++) sums[i] += losses[i];
-    if (!plan.training) continue;
-    // The last backward starts the reduction (ZeRO-2: every backward, each ending with its reduction done).
-    if (k + 1 == local || dp.gradients_sharded()) dp.arm_overlap();
-    model.backward(plan.loss_scale);  // accumulates d(micro-batch mean)/dθ; the 1/M comes with the reduction
-    if (dp.gradients_sharded()) dp.finish_micro_batch();
-  }
-  return sums;
-}
-
+namespace lmforge::parallel {
 
 std::vector<int64_t> balanced_counts(const std::vector<double>& seconds_per_micro_batch, int64_t micro_batches) {
   const size_t ranks = seconds_per_micro_batch.size();
@@ -120,7 +79,7 @@ void BalancedSchedule::rebalance(int64_t iteration) {
   counts_ = proposed;
 }
 
-std::vector<double> BalancedSchedule::run(const StepPlan& plan, Model& model, Task& task, DataParallel& dp) {
+std::vector<double> BalancedSchedule::run(const StepPlan& plan, MicroBatchPasses& passes, GradBuckets& buckets) {
   if (plan.training && window_steps_ >= interval_) rebalance(plan.iteration);
   const int rank = comm_.rank();
   int64_t first = 0;  // this rank's first global micro-batch
@@ -129,19 +88,13 @@ std::vector<double> BalancedSchedule::run(const StepPlan& plan, Model& model, Ta
   std::vector<double> sums;
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t k = 0; k < local; k++) {
-    const int64_t global = first + k;
-    task.fill(plan.split, plan.first_sample + global * (int64_t)plan.micro_batch, plan.micro_batch, batch_);
-    layers::ForwardStep step;
-    step.training = plan.training;
-    step.seed = plan.seed;
-    step.iteration = (uint64_t)plan.iteration;
-    step.micro_batch = (uint64_t)global;
-    const std::vector<double> losses = model.forward(batch_, step);
+    passes.load(0, first + k);
+    const std::vector<double> losses = passes.forward(0);
     if (sums.empty()) sums.assign(losses.size(), 0.0);
     for (size_t i = 0; i < losses.size(); i++) sums[i] += losses[i];
     if (!plan.training) continue;
-    if (k + 1 == local) dp.arm_overlap();
-    model.backward(plan.loss_scale);
+    if (k + 1 == local) buckets.arm_overlap();
+    passes.backward(plan.loss_scale);
   }
   if (plan.training) {
     window_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -151,4 +104,4 @@ std::vector<double> BalancedSchedule::run(const StepPlan& plan, Model& model, Ta
   return sums;
 }
 
-}  // namespace lmforge::train
+}  // namespace lmforge::parallel

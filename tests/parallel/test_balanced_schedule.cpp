@@ -1,14 +1,14 @@
-// balanced_counts (train/schedule.h): whole micro-batches per data-parallel rank for --balance-data-parallel —
-// every rank at least one, the total kept, shares proportional to speed, and the makespan no worse than any other
+// balanced_counts (parallel/balanced_schedule.h): whole micro-batches per data-parallel rank for
+// --balance-data-parallel — every rank at least one, the total kept, shares proportional to speed, and the makespan no worse than any other
 // split (checked by enumerating every split of small cases).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "train/schedule.h"
+#include "parallel/balanced_schedule.h"
 #include "util/error.h"
 
-namespace lmforge::train {
+namespace lmforge::parallel {
 namespace {
 
 double makespan(const std::vector<int64_t>& counts, const std::vector<double>& t) {
@@ -47,4 +47,4 @@ TEST(BalancedCounts, RefusesFewerMicroBatchesThanRanks) {
 }
 
 }  // namespace
-}  // namespace lmforge::train
+}  // namespace lmforge::parallel

@@ -1,12 +1,13 @@
 // defines: PipelineSchedule (1F1B with stashed inputs and recomputation; the tied-gradient sum between stages)
-#include "train/pipeline_schedule.h"
+#include "parallel/pipeline_schedule.h"
 
 #include <algorithm>
 #include <chrono>
+#include <stdexcept>
 
 #include "util/error.h"
 
-namespace lmforge::train {
+namespace lmforge::parallel {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -16,43 +17,35 @@ double ms_since(Clock::time_point t0) {
 
 }  // namespace
 
-PipelineSchedule::PipelineSchedule(dist::Communicator& pipeline, PipelineStage& stage)
+PipelineSchedule::PipelineSchedule(dist::Communicator& pipeline, StagePasses& stage)
     : pipe_(pipeline), stage_(stage) {}
 
-layers::ForwardStep PipelineSchedule::step_of(const StepPlan& plan, int64_t k, const DataParallel& dp) const {
-  layers::ForwardStep step;
-  step.training = plan.training;
-  step.seed = plan.seed;
-  step.iteration = (uint64_t)plan.iteration;
-  step.micro_batch = (uint64_t)(k * dp.size() + dp.rank());  // the global index: one process's dropout masks
-  return step;
-}
-
-std::vector<double> PipelineSchedule::run(const StepPlan& plan, Model& model, Task& task, DataParallel& dp) {
+std::vector<double> PipelineSchedule::run(const StepPlan& plan, MicroBatchPasses& passes, GradBuckets& buckets) {
+  if (&passes != &stage_) throw std::logic_error("PipelineSchedule: run with the stage it was made for");
   const auto t0 = Clock::now();
-  const int64_t m = dp.local_micro_batches(plan.global_micro_batches);
+  const int64_t m = local_micro_batches(plan.global_micro_batches, buckets);
   const int s = pipe_.rank(), P = pipe_.size();
-  std::vector<double> sums(task.loss_names().size(), 0.0);
+  std::vector<double> sums(stage_.num_losses(), 0.0);
   held_ = -1;
   training_ = plan.training;
   // Warm-up: enough forwards to fill the pipeline below this stage (all of them when only forwarding).
   const int64_t warmup = plan.training ? std::min<int64_t>(P - s - 1, m) : m;
   int64_t forwarded = 0, backwarded = 0;
-  for (; forwarded < warmup; forwarded++) forward(plan, forwarded, task, dp, sums);
+  for (; forwarded < warmup; forwarded++) forward(plan, forwarded, buckets, sums);
   // Steady state: one forward, then the backward of the oldest micro-batch in flight.
   for (; forwarded < m; forwarded++) {
-    forward(plan, forwarded, task, dp, sums);
+    forward(plan, forwarded, buckets, sums);
     backwarded++;
-    backward(plan, dp, backwarded == m);
+    backward(plan, buckets, backwarded == m);
   }
   // Cool-down: the backwards of the warm-up's micro-batches.
   if (plan.training)
     while (backwarded < m) {
       backwarded++;
-      backward(plan, dp, backwarded == m);
+      backward(plan, buckets, backwarded == m);
     }
   reap_sends(true);
-  if (plan.training) sum_shared_gradients(model);
+  if (plan.training) sum_shared_gradients();
   // Only the last stage computed losses; x + 0 is exact, so every stage returns the last stage's sums.
   pipe_.all_reduce_sum(sums.data(), sums.size());
   if (plan.training) {
@@ -62,24 +55,25 @@ std::vector<double> PipelineSchedule::run(const StepPlan& plan, Model& model, Ta
   return sums;
 }
 
-void PipelineSchedule::forward(const StepPlan& plan, int64_t k, Task& task, DataParallel& dp,
+void PipelineSchedule::forward(const StepPlan& plan, int64_t k, const GradBuckets& buckets,
                                std::vector<double>& sums) {
   InFlight e;
   if (!spare_.empty()) {
     e = std::move(spare_.back());
     spare_.pop_back();
+  } else {
+    e.slot = slots_++;
   }
   e.k = k;
-  task.fill(plan.split, dp.micro_batch_first_sample(plan.first_sample, k, plan.micro_batch), plan.micro_batch,
-            e.batch);
-  const size_t n_in = stage_.input_elements(e.batch), n_out = stage_.output_elements(e.batch);
+  stage_.load(e.slot, global_micro_batch(k, buckets));  // the global index: one process's samples and dropout masks
+  const size_t n_in = stage_.input_elements(e.slot), n_out = stage_.output_elements(e.slot);
   const int s = pipe_.rank();
   if (!stage_.first_stage()) {
     e.input.resize(n_in);
     pipe_.recv(e.input.data(), n_in * sizeof(float), s - 1);
   }
   const auto t0 = Clock::now();
-  const std::vector<double> losses = stage_.forward_stage(e.batch, e.input.data(), step_of(plan, k, dp));
+  const std::vector<double> losses = stage_.forward_stage(e.slot, e.input.data());
   if (plan.training) timing_.busy_ms += ms_since(t0), timing_.forwards++;
   held_ = k;
   for (size_t i = 0; i < losses.size() && i < sums.size(); i++) sums[i] += losses[i];
@@ -93,17 +87,17 @@ void PipelineSchedule::forward(const StepPlan& plan, int64_t k, Task& task, Data
   in_flight_.push_back(std::move(e));
 }
 
-void PipelineSchedule::backward(const StepPlan& plan, DataParallel& dp, bool last) {
+void PipelineSchedule::backward(const StepPlan& plan, GradBuckets& buckets, bool last) {
   if (in_flight_.empty()) throw std::logic_error("PipelineSchedule: a backward without a forward in flight");
   InFlight e = std::move(in_flight_.front());
   in_flight_.pop_front();
-  const size_t n_in = stage_.input_elements(e.batch), n_out = stage_.output_elements(e.batch);
+  const size_t n_in = stage_.input_elements(e.slot), n_out = stage_.output_elements(e.slot);
   const int s = pipe_.rank();
   if (held_ != e.k) {
     // The layers hold a later micro-batch: run this one's forward again (while the next stage is still busy with
     // the backward whose gradient we wait for next).
     const auto t0 = Clock::now();
-    stage_.forward_stage(e.batch, e.input.data(), step_of(plan, e.k, dp));
+    stage_.forward_stage(e.slot, e.input.data());
     const double ms = ms_since(t0);
     timing_.busy_ms += ms;
     timing_.recompute_ms += ms;
@@ -115,7 +109,7 @@ void PipelineSchedule::backward(const StepPlan& plan, DataParallel& dp, bool las
   }
   // The last backward of the step lets the data-parallel reduction start inside it, unless tied tensors must first
   // be summed with another stage.
-  if (last && stage_.shared_tensors().empty()) dp.arm_overlap();
+  if (last && stage_.shared_tensors().empty()) buckets.arm_overlap();
   const auto t0 = Clock::now();
   // The last stage scales the loss (--fp16's loss scale; the others receive scaled gradients); the 1/M comes with
   // the reduction, as SequentialSchedule.
@@ -155,10 +149,10 @@ void PipelineSchedule::reap_sends(bool wait) {
 
 // Which stages hold each of this stage's shared tensors (every stage takes part: the holder matrix is summed over
 // the pipeline, as map_stage_tensors does).
-void PipelineSchedule::find_shared(Model& model) {
+void PipelineSchedule::find_shared() {
   shared_found_ = true;
   const int P = pipe_.size(), s = pipe_.rank();
-  const param::ParamTable whole = model.whole_table();
+  const param::ParamTable whole = stage_.whole_table();
   std::vector<double> holders(whole.size() * (size_t)P, 0.0);
   const std::vector<std::string> names = stage_.shared_tensors();
   for (const std::string& name : names) holders[whole.index_of(name) * (size_t)P + (size_t)s] = 1.0;
@@ -166,7 +160,7 @@ void PipelineSchedule::find_shared(Model& model) {
   for (size_t j = 0; j < whole.size(); j++) {  // the whole model's order: the same on every stage
     if (holders[j * (size_t)P + (size_t)s] == 0.0) continue;
     Shared t;
-    const param::Parameter& p = model.table().find(whole[j].name);
+    const param::Parameter& p = stage_.table().find(whole[j].name);
     t.offset = p.offset;
     t.numel = p.numel;
     for (int h = 0; h < P; h++)
@@ -180,13 +174,13 @@ void PipelineSchedule::find_shared(Model& model) {
 // Megatron's embedding groups: each stage holding a shared table accumulated part of its gradient (GPT: the lookup
 // on the first stage, the LM head on the last; T5: also the decoder's lookup on the split stage). All end with
 // (g_h0 + g_h1) + g_h2 ...: the sum travels up the holders in stage order and the last sends it back to the others.
-void PipelineSchedule::sum_shared_gradients(Model& model) {
+void PipelineSchedule::sum_shared_gradients() {
   if (pipe_.size() == 1) return;
-  if (!shared_found_) find_shared(model);
+  if (!shared_found_) find_shared();
   const int s = pipe_.rank();
   std::vector<float> other;
   for (const Shared& t : shared_) {
-    float* g = model.grads() + t.offset;
+    float* g = stage_.grads() + t.offset;
     const size_t bytes = t.numel * sizeof(float);
     const auto at = std::find(t.holders.begin(), t.holders.end(), s);
     const bool lowest = at == t.holders.begin(), highest = at + 1 == t.holders.end();
@@ -204,4 +198,4 @@ void PipelineSchedule::sum_shared_gradients(Model& model) {
   }
 }
 
-}  // namespace lmforge::train
+}  // namespace lmforge::parallel

@@ -1,26 +1,53 @@
-// defines: lmforge::train::PipelineSchedule (Megatron's 1F1B schedule, forward_backward_pipelining_without_
-//          interleaving, over point-to-point messages between the stages of one pipeline), PipelineTiming
+// defines: lmforge::parallel::StagePasses (what the pipeline schedule drives: one stage's passes), PipelineSchedule
+//          (Megatron's 1F1B schedule, forward_backward_pipelining_without_interleaving, over point-to-point messages
+//          between the stages of one pipeline), PipelineTiming
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <string>
 #include <vector>
 
 #include "dist/communicator.h"
-#include "train/pipeline_stage.h"
-#include "train/schedule.h"
+#include "param/parameter.h"
+#include "parallel/microbatch_schedule.h"
 
-namespace lmforge::train {
+namespace lmforge::parallel {
+
+// One stage of a model cut into consecutive layers, behind the slots of MicroBatchPasses (the trainer implements it
+// over train::PipelineStage, train/model_passes.h). Sizes are floats; gradients travel back in the sizes of the
+// activations they belong to.
+class StagePasses : public MicroBatchPasses {
+ public:
+  virtual bool first_stage() const = 0;  // reads the batch's tokens
+  virtual bool last_stage() const = 0;   // computes the losses
+  // Floats this stage receives from the previous stage and sends to the next for the micro-batch in `slot`.
+  virtual size_t input_elements(size_t slot) const = 0;
+  virtual size_t output_elements(size_t slot) const = 0;
+  // Forward of the micro-batch in `slot` from `input` (ignored on the first stage): the last stage returns the
+  // losses, the others an empty vector, their output at stage_output() until the next forward.
+  virtual std::vector<double> forward_stage(size_t slot, const float* input) = 0;
+  virtual const float* stage_output() const = 0;
+  // Backward of the last forward (the last stage from its losses, the others from d(loss)/d(output)); accumulates
+  // loss_scale · d/dθ into grads(); afterwards input_grad() holds d(loss)/d(input) (not on the first stage).
+  virtual void backward_stage(const float* output_grad, float loss_scale) = 0;
+  virtual const float* input_grad() const = 0;
+  // Tensors this stage holds that another stage holds too (the tied word embedding), by name; the stage's table
+  // and the whole model's (every stage lists the shared tensors in the whole model's order); the gradient buffer.
+  virtual std::vector<std::string> shared_tensors() const = 0;
+  virtual const param::ParamTable& table() const = 0;
+  virtual param::ParamTable whole_table() const = 0;
+  virtual float* grads() = 0;
+};
 
 // What one stage did, summed over the training steps run so far (the bubble of bench/dist/RESULTS.md).
 struct PipelineTiming {
   int64_t steps = 0;
-  double wall_ms = 0.0;        // inside run() for training steps
+  double wall_ms = 0.0;        // inside run() for training steps (idle: wall − busy)
   double busy_ms = 0.0;        // in forward_stage / backward_stage (recomputation included)
   double recompute_ms = 0.0;   // of which repeated forwards
   int64_t forwards = 0, backwards = 0, recomputed = 0;
   uint64_t sent_bytes = 0;     // activations and their gradients sent to the neighbouring stages
   size_t peak_stash_bytes = 0; // largest total of stashed stage inputs (the activation memory held between passes)
-  double idle_ms() const { return wall_ms - busy_ms; }
 };
 
 // 1F1B on stage s of P (Megatron's schedules.py): with m micro-batches on this data-parallel rank,
@@ -38,20 +65,22 @@ struct PipelineTiming {
 // values), then backward. The last stage never recomputes; the others recompute every micro-batch.
 //
 // Micro-batch k of data-parallel rank r is the global micro-batch k·D + r (as SequentialSchedule), on every stage.
+// Each micro-batch in flight keeps its slot of the passes (its batch) until its backward.
 // The returned loss sums are the last stage's, summed over the pipeline so every stage returns them. At the end of a
-// training step the gradients of the tensors shared between stages (PipelineStage::shared_tensors) are summed
+// training step the gradients of the tensors shared between stages (StagePasses::shared_tensors) are summed
 // between the stages holding them, in stage order on every holder, so the copies stay bitwise equal.
 class PipelineSchedule final : public MicroBatchSchedule {
  public:
   // `pipeline`: the ranks of this pipeline, ordered by stage (ProcessGroups::pipeline); both must outlive this.
-  PipelineSchedule(dist::Communicator& pipeline, PipelineStage& stage);
-  std::vector<double> run(const StepPlan& plan, Model& model, Task& task, DataParallel& dp) override;
+  PipelineSchedule(dist::Communicator& pipeline, StagePasses& stage);
+  // `passes` must be the stage given to the constructor.
+  std::vector<double> run(const StepPlan& plan, MicroBatchPasses& passes, GradBuckets& buckets) override;
   const PipelineTiming& timing() const { return timing_; }
 
  private:
   struct InFlight {
-    int64_t k = 0;  // local micro-batch
-    Batch batch;
+    int64_t k = 0;             // local micro-batch
+    size_t slot = 0;           // its batch in the passes
     std::vector<float> input;  // the stage's input (not on the first stage)
   };
   struct Sending {
@@ -59,23 +88,23 @@ class PipelineSchedule final : public MicroBatchSchedule {
     std::vector<float> data;
   };
 
-  layers::ForwardStep step_of(const StepPlan& plan, int64_t k, const DataParallel& dp) const;
-  void forward(const StepPlan& plan, int64_t k, Task& task, DataParallel& dp, std::vector<double>& sums);
-  void backward(const StepPlan& plan, DataParallel& dp, bool last);
+  void forward(const StepPlan& plan, int64_t k, const GradBuckets& buckets, std::vector<double>& sums);
+  void backward(const StepPlan& plan, GradBuckets& buckets, bool last);
   void send(const float* data, size_t n, int dest);
   void reap_sends(bool wait);
-  void sum_shared_gradients(Model& model);
+  void sum_shared_gradients();
   // For each tensor this stage shares: its offset, size and the stages holding it (ascending), found once.
   struct Shared {
     size_t offset = 0, numel = 0;
     std::vector<int> holders;
   };
-  void find_shared(Model& model);
+  void find_shared();
 
   dist::Communicator& pipe_;
-  PipelineStage& stage_;
+  StagePasses& stage_;
   std::deque<InFlight> in_flight_;
   std::vector<InFlight> spare_;         // reused stash entries (no allocation per micro-batch)
+  size_t slots_ = 0;                    // slots handed out (one per stash entry ever created)
   std::deque<Sending> sending_;
   std::vector<std::vector<float>> free_buffers_;
   std::vector<float> grad_;             // the gradient received from the next stage
@@ -87,4 +116,4 @@ class PipelineSchedule final : public MicroBatchSchedule {
   PipelineTiming timing_;
 };
 
-}  // namespace lmforge::train
+}  // namespace lmforge::parallel

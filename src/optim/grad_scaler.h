@@ -1,0 +1,47 @@
+// defines: lmforge::optim::LossScaleOptions, LossScaler (Megatron's ConstantGradScaler / DynamicGradScaler),
+//          round_to_f16_storage() (the fp16 storage of gradients before they are unscaled)
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace lmforge::optim {
+
+// The scaler's settings under Megatron's flag names (megatron/training/arguments.py, _add_mixed_precision_args);
+// train/mixed_precision.h fills them from --fp16 and the loss-scaling flags.
+struct LossScaleOptions {
+  bool enabled = false;                      // --fp16 (bf16 and fp32 run with scale 1 and never skip)
+  double loss_scale = 0.0;                   // --loss-scale: a static scale (0: dynamic)
+  double initial_loss_scale = 4294967296.0;  // --initial-loss-scale (2^32)
+  double min_loss_scale = 1.0;               // --min-loss-scale
+  int loss_scale_window = 1000;              // --loss-scale-window: clean iterations before the scale doubles
+  int hysteresis = 2;                        // --hysteresis: overflows tolerated before the scale halves
+};
+
+// Megatron's grad scalers (megatron/core/optimizer/grad_scaler.py). The loss is multiplied by scale() before the
+// backward pass; the gradients are divided by it before the optimizer; update(found_inf) after every step:
+//   static (--loss-scale S):  scale S always.
+//   dynamic: on an overflow the growth tracker resets and the hysteresis tracker counts down; when it reaches 0
+//            the scale halves (not below --min-loss-scale). After --loss-scale-window clean iterations in a row
+//            the scale doubles and the hysteresis tracker is refilled.
+class LossScaler {
+ public:
+  explicit LossScaler(const LossScaleOptions& o);
+  bool active() const { return active_; }  // fp16 only; bf16 and fp32 run with scale 1 and never skip
+  double scale() const { return scale_; }
+  void update(bool found_inf);
+  // "scale growth_tracker hysteresis_tracker" (%.17g), restored exactly by load(); Error for a malformed text.
+  std::string save() const;
+  void load(const std::string& text);
+
+ private:
+  bool active_ = false, dynamic_ = false;
+  double scale_ = 1.0, min_scale_ = 1.0;
+  int window_ = 1000, hysteresis_ = 2;
+  int growth_tracker_ = 0, hysteresis_tracker_ = 2;
+};
+
+// g ← fp32(fp16(g)) in place: the fp16 storage of the gradients before they are unscaled (overflow → inf, tiny
+// values → subnormals or 0), as Megatron's fp16 model gradients hold them.
+void round_to_f16_storage(float* g, size_t n);
+
+}  // namespace lmforge::optim

@@ -1,0 +1,151 @@
+// defines: GradBuckets (bucketed rank-ordered gradient reduction, overlapped with the backward; ZeRO-2 release)
+#include "parallel/grad_buckets.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <utility>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "optim/grad_scaler.h"
+
+namespace lmforge::parallel {
+
+GradBuckets::GradBuckets(dist::Communicator& data_parallel, std::vector<optim::ParamSpan> spans, float* grads, size_t n,
+                         bool distributed_optimizer, size_t bucket_elements)
+    : comm_(data_parallel), grads_(grads), n_(n), distributed_(distributed_optimizer) {
+  size_t total = 0;
+  for (const optim::ParamSpan& s : spans) {
+    if (s.grad != grads_ + total)
+      throw std::logic_error("GradBuckets: parameter spans must tile the flat buffers in order");
+    total += s.size;
+  }
+  if (total != n_) throw std::logic_error("GradBuckets: spans do not cover the buffer");
+  if (bucket_elements == 0) bucket_elements = kDefaultBucketElements;
+  const int D = comm_.size(), r = comm_.rank();
+  for (size_t b = 0; b < n_; b += bucket_elements) {
+    Bucket k;
+    k.begin = b;
+    k.end = std::min(n_, b + bucket_elements);
+    k.counts = dist::even_split(k.end - k.begin, D);
+    k.mine_begin = k.begin;
+    for (int q = 0; q < r; q++) k.mine_begin += k.counts[(size_t)q];
+    k.mine_end = k.mine_begin + k.counts[(size_t)r];
+    buckets_.push_back(std::move(k));
+  }
+  if (D == 1 && !distributed_) {
+    for (const optim::ParamSpan& s : spans) {
+      const size_t at = (size_t)(s.grad - grads_);
+      owned_.push_back({at, at + s.size});
+    }
+  } else {
+    for (const Bucket& k : buckets_) owned_.push_back({k.mine_begin, k.mine_end});
+  }
+}
+
+void GradBuckets::arm_overlap() {
+  if (comm_.size() == 1) return;  // nothing to reduce
+  armed_ = true;
+  handles_.assign(buckets_.size(), -2);
+}
+
+void GradBuckets::gradients_ready(size_t from) {
+  if (!armed_) return;
+  comm_.progress();
+  // Buckets lie in index order and become final from the end of the buffer down.
+  for (size_t i = buckets_.size(); i-- > 0;) {
+    if (buckets_[i].begin < from) break;
+    if (handles_[i] != -2) continue;
+    round_bucket_to_f16(i);
+    handles_[i] = comm_.start_reduce_scatter_sum(grads_ + buckets_[i].begin, buckets_[i].counts);
+    if (from > 0) overlapped_++;  // from == 0 is the end of the backward pass: nothing left to overlap with
+  }
+}
+
+void GradBuckets::reduce() {
+  if (comm_.size() == 1 && !distributed_) {  // one rank: nothing to exchange, only the fp16 storage
+    for (size_t i = 0; i < buckets_.size(); i++) round_bucket_to_f16(i);
+    return;
+  }
+  // (Stage 2 reduced every micro-batch already: finish_micro_batch.)
+  for (size_t i = 0; i < buckets_.size() && !shard_grads_; i++) {
+    if (armed_ && handles_[i] != -2) comm_.finish_reduce_scatter_sum(handles_[i]);
+    else {
+      round_bucket_to_f16(i);
+      comm_.reduce_scatter_sum(grads_ + buckets_[i].begin, buckets_[i].counts);
+    }
+    reduced_++;
+  }
+  armed_ = false;
+}
+
+void GradBuckets::gather_gradients() {
+  if (distributed_ || comm_.size() == 1) return;
+  for (const Bucket& k : buckets_) comm_.all_gather(grads_ + k.begin, k.counts);
+}
+
+void GradBuckets::shard_gradients() {
+  if (!distributed_)
+    throw std::logic_error("GradBuckets: ZeRO stage 2 shards the gradients of the distributed optimizer");
+  shard_grads_ = true;
+}
+
+// Whole pages inside the range go back to the system (private anonymous memory reads as zeros afterwards); the
+// partial pages at either end are zeroed in place (they also hold a neighbour's elements).
+void GradBuckets::release(size_t begin, size_t end) {
+  if (begin >= end) return;
+  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  const uintptr_t a = (uintptr_t)(grads_ + begin), b = (uintptr_t)(grads_ + end);
+  const uintptr_t pa = (a + page - 1) / page * page, pb = b / page * page;
+  if (pa >= pb) {
+    std::memset((void*)a, 0, b - a);
+    return;
+  }
+  std::memset((void*)a, 0, pa - a);
+  std::memset((void*)pb, 0, b - pb);
+  if (madvise((void*)pa, pb - pa, MADV_DONTNEED) != 0) std::memset((void*)pa, 0, pb - pa);
+}
+
+void GradBuckets::finish_micro_batch() {
+  for (size_t i = 0; i < buckets_.size(); i++) {
+    if (armed_ && handles_[i] != -2) comm_.finish_reduce_scatter_sum(handles_[i]);
+    else {
+      round_bucket_to_f16(i);
+      comm_.reduce_scatter_sum(grads_ + buckets_[i].begin, buckets_[i].counts);
+    }
+    reduced_++;
+  }
+  armed_ = false;
+  for (const Bucket& k : buckets_) {
+    release(k.begin, k.mine_begin);
+    release(k.mine_end, k.end);
+  }
+}
+
+void GradBuckets::zero_gradients() {
+  for (const Bucket& k : buckets_) {
+    std::memset(grads_ + k.mine_begin, 0, (k.mine_end - k.mine_begin) * sizeof(float));
+    release(k.begin, k.mine_begin);
+    release(k.mine_end, k.end);
+  }
+}
+
+void GradBuckets::round_bucket_to_f16(size_t i) {
+  if (f16_storage_) optim::round_to_f16_storage(grads_ + buckets_[i].begin, buckets_[i].end - buckets_[i].begin);
+}
+
+void GradBuckets::round_gradients_to_f16() {
+  if (!shard_grads_) return;  // rounded bucket by bucket as the reductions started (round_bucket_to_f16)
+  for (const Bucket& k : buckets_) optim::round_to_f16_storage(grads_ + k.mine_begin, k.mine_end - k.mine_begin);
+}
+
+size_t GradBuckets::held_gradient_bytes() const {
+  if (!shard_grads_) return n_ * sizeof(float);
+  size_t n = 0;
+  for (const Bucket& k : buckets_) n += k.mine_end - k.mine_begin;
+  return n * sizeof(float);
+}
+
+}  // namespace lmforge::parallel
