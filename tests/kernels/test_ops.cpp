@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backend_checks.h"
 #include "kernels/backend.h"
 #include "kernels/ops.h"
 #include "op_cases.h"
@@ -605,24 +606,7 @@ TEST(KernelBackend, AllocatesByBytesAndMovesMemory) {
   EXPECT_STREQ(be.name(), "cpu");
   EXPECT_EQ(be.device(), Device::CPU);
   EXPECT_FALSE(be.info().empty());
-  const size_t n = 1000;
-  void* p = be.alloc(n * 4);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
-  std::vector<float> host(n), back(n, -1.0f);
-  for (size_t i = 0; i < n; i++) host[i] = (float)i;
-  be.copy_to_device(p, host.data(), n * 4);
-  be.copy_to_host(back.data(), p, n * 4);
-  EXPECT_EQ(host, back);
-  void* q = be.alloc(n * 4);
-  be.copy_on_device(q, p, n * 4);
-  be.copy_to_host(back.data(), q, n * 4);
-  EXPECT_EQ(host, back);
-  be.free(q);
-  be.fill_zero(p, n * 4);
-  be.synchronize();
-  be.copy_to_host(back.data(), p, n * 4);
-  EXPECT_EQ(back, std::vector<float>(n, 0.0f));
-  be.free(p);
+  expect_memory_functions(be, 1000);
   // Buffers of every dtype, token ids included.
   Buffer ids(be, DType::I32, 7), half(be, DType::BF16, 7);
   EXPECT_EQ(ids.bytes(), 28u);
