@@ -109,16 +109,24 @@ class GPT : public LanguageModel {
   // views of their inputs until backward); the last stage computes and returns the mean loss over `targets`, the
   // others return 0 and leave their output [B·T, C] at stage_output() (valid until the next forward). On the whole
   // model it is forward().
+  //
+  // `slot` names the micro-batch's activations: a 1F1B stage has several micro-batches in flight, each forward
+  // keeping its activations in its own slot until backward_stage of the same slot (so each micro-batch's forward
+  // runs once). forward()/backward() use slot 0.
   float forward_stage(const int32_t* tokens, const float* input, const int32_t* targets, int B, int T,
-                      const layers::ForwardStep* step);
+                      const layers::ForwardStep* step, size_t slot = 0);
   // Stages exchange fp32 (under --bf16/--fp16 the activations and their gradients are converted at the boundary,
   // exactly: every bf16/fp16 value is an fp32 value).
-  const float* stage_output() const { return stage_f32_.count() ? stage_f32_.f32() : body_out_.f32(); }
-  // backward_stage: the last stage starts from its loss (output_grad unused), the others from output_grad
-  // d(loss)/d(output) [B·T, C]; adds loss_scale · d/dθ into grads() like backward(); afterwards, unless this is the
-  // first stage, input_grad() holds d(loss)/d(input) [B·T, C] (valid until the next forward or backward).
-  void backward_stage(const float* output_grad, float loss_scale = 1.0f);
-  const float* input_grad() const { return stage_f32_.count() ? stage_f32_.f32() : d_residual_.f32(); }
+  // [B·T, C] fp32 device tensors (the pipeline moves them through the backend's copies).
+  kernels::Tensor stage_output() const { return stage_out_; }
+  // backward_stage of the micro-batch in `slot`: the last stage starts from its loss (output_grad unused), the
+  // others from output_grad d(loss)/d(output) [B·T, C]; adds loss_scale · d/dθ into grads() like backward();
+  // afterwards, unless this is the first stage, input_grad() holds d(loss)/d(input) [B·T, C] (valid until the next
+  // forward or backward).
+  void backward_stage(const float* output_grad, float loss_scale = 1.0f, size_t slot = 0);
+  kernels::Tensor input_grad() const { return input_grad_; }
+  // Layer forwards run so far (recomputation included): one per layer and micro-batch unless recomputing.
+  int64_t layer_forwards() const { return stack_.layer_forwards(); }
 
   // Inference: logits [B, padded_vocab / T] of this rank's vocabulary columns at the last position of each row.
   const float* forward_logits(const int32_t* tokens, int B, int T);
@@ -136,28 +144,36 @@ class GPT : public LanguageModel {
   double training_flops(int B, int T) const;
 
  private:
+  // What one micro-batch's forward keeps for its backward (see forward_stage's slot).
+  struct Activations {
+    int B = 0, T = 0, positions_T = 0;
+    bool have_targets = false, have_forward = false;
+    kernels::Buffer tokens, positions, input, input_act, normed;
+    kernels::Tensor body_out;  // the last layer's output
+    layers::Embedding::Saved embedding;
+    layers::TransformerStack::Saved stack;
+    layers::LayerNorm::Saved ln_f;
+    layers::LmHead::Saved head;
+  };
+
   kernels::Tensor forward_body(const int32_t* tokens, const float* input, int B, int T,
-                               const layers::ForwardStep& step);
-  layers::StackRecomputation::Run layer_run();
+                               const layers::ForwardStep& step, Activations& a);
   void require_whole(const char* what) const;
-  // Into stage_f32_ as fp32 when t is not (a stage boundary under mixed precision); otherwise empties it.
-  void stage_to_f32(const kernels::Tensor& t);
+  // t as fp32: itself, or converted into stage_f32_ (a stage boundary under mixed precision).
+  kernels::Tensor stage_to_f32(const kernels::Tensor& t);
 
   GPTConfig config_;
   Stage stage_;
   std::unique_ptr<layers::Embedding> embedding_;
-  std::vector<std::unique_ptr<layers::TransformerLayer>> layers_;
+  layers::TransformerStack stack_;   // this stage's layers, with full recomputation when configured
   std::vector<size_t> layer_first_;  // index of each layer's first tensor in the table
-  layers::StackRecomputation recompute_;  // full recomputation over this stage's layers (none unless configured)
   std::unique_ptr<layers::LayerNorm> ln_f_;
   std::unique_ptr<layers::LmHead> head_;
 
-  int B_ = 0, T_ = 0, positions_T_ = 0;
-  bool have_targets_ = false, have_forward_ = false;
-  kernels::Buffer tokens_, positions_, normed_, d_residual_, last_, last_logits_, input_, last_rows_;
-  kernels::Buffer input_act_, stage_f32_;  // a stage's input in the activation dtype; its fp32 output / input grad
-  kernels::Tensor body_out_;
-  layers::ForwardStep step_;  // the last training forward's step (a recomputation draws the same masks)
+  std::vector<std::unique_ptr<Activations>> slots_;
+  kernels::Tensor stage_out_, input_grad_;  // the last forward's output, the last backward's input gradient (fp32)
+  kernels::Buffer d_residual_, last_, last_logits_, last_rows_;
+  kernels::Buffer stage_f32_;  // a stage's fp32 output / input gradient under mixed precision
   int decode_B_ = 0, decode_pos_ = 0;
 };
 

@@ -158,8 +158,8 @@ std::vector<double> BertModel::forward(const Batch& batch, const layers::Forward
 }
 
 std::vector<double> BertModel::forward_stage(const Batch& batch, const float* input,
-                                             const layers::ForwardStep& step) {
-  const model::BertLosses l = bert_.forward_stage(inputs(batch), input, &step);
+                                             const layers::ForwardStep& step, size_t slot) {
+  const model::BertLosses l = bert_.forward_stage(inputs(batch), input, &step, slot);
   if (!last_stage()) return {};
   if (bert_.config().binary_head) return {l.lm, l.sop};
   return {l.lm};

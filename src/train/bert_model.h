@@ -73,12 +73,13 @@ class BertModel final : public Model, public PipelineStage {
   size_t activation_elements(const Batch& batch) const override {
     return (size_t)batch.B * batch.T * bert_.config().hidden;
   }
-  std::vector<double> forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step) override;
-  const float* stage_output() const override { return bert_.stage_output(); }
-  void backward_stage(const float* output_grad, float loss_scale) override {
-    bert_.backward_stage(output_grad, loss_scale);
+  std::vector<double> forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step,
+                                    size_t slot) override;
+  kernels::Tensor stage_output() const override { return bert_.stage_output(); }
+  void backward_stage(const float* output_grad, float loss_scale, size_t slot) override {
+    bert_.backward_stage(output_grad, loss_scale, slot);
   }
-  const float* input_grad() const override { return bert_.input_grad(); }
+  kernels::Tensor input_grad() const override { return bert_.input_grad(); }
   // The tied word table when the first and the last stage differ.
   std::vector<std::string> shared_tensors() const override;
 

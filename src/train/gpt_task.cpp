@@ -13,12 +13,14 @@ namespace lmforge::train {
 GptModel::GptModel(const model::GPTConfig& config, dist::Communicator* tensor_parallel, model::Stage stage)
     : gpt_(config, kernels::cpu_backend(), tensor_parallel, stage) {}
 
-std::vector<double> GptModel::forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step) {
+std::vector<double> GptModel::forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step,
+                                            size_t slot) {
   const bool last = last_stage();
   if (batch.tokens.size() != (size_t)batch.B * batch.T || (last && batch.targets.size() != batch.tokens.size()))
     throw Error("GPT: a micro-batch needs B·T tokens and targets");
   const float loss =
-      gpt_.forward_stage(batch.tokens.data(), input, last ? batch.targets.data() : nullptr, batch.B, batch.T, &step);
+      gpt_.forward_stage(batch.tokens.data(), input, last ? batch.targets.data() : nullptr, batch.B, batch.T, &step,
+                         slot);
   if (!last) return {};
   return {(double)loss};
 }

@@ -51,12 +51,13 @@ class GptModel final : public Model, public PipelineStage {
   size_t activation_elements(const Batch& batch) const override {
     return (size_t)batch.B * batch.T * gpt_.config().hidden;
   }
-  std::vector<double> forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step) override;
-  const float* stage_output() const override { return gpt_.stage_output(); }
-  void backward_stage(const float* output_grad, float loss_scale) override {
-    gpt_.backward_stage(output_grad, loss_scale);
+  std::vector<double> forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step,
+                                    size_t slot) override;
+  kernels::Tensor stage_output() const override { return gpt_.stage_output(); }
+  void backward_stage(const float* output_grad, float loss_scale, size_t slot) override {
+    gpt_.backward_stage(output_grad, loss_scale, slot);
   }
-  const float* input_grad() const override { return gpt_.input_grad(); }
+  kernels::Tensor input_grad() const override { return gpt_.input_grad(); }
   std::vector<std::string> shared_tensors() const override;
 
  private:

@@ -109,8 +109,9 @@ std::vector<double> T5Model::forward(const Batch& batch, const layers::ForwardSt
   return {t5_.forward(inputs(batch), &step)};
 }
 
-std::vector<double> T5Model::forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step) {
-  const double loss = t5_.forward_stage(inputs(batch), input, &step);
+std::vector<double> T5Model::forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step,
+                                           size_t slot) {
+  const double loss = t5_.forward_stage(inputs(batch), input, &step, slot);
   if (!last_stage()) return {};
   return {loss};
 }

@@ -73,12 +73,13 @@ class T5Model final : public Model, public PipelineStage {
   size_t output_elements(const Batch& batch) const override {
     return t5_.stage_output_elements(batch.B, batch.T, batch.Td);
   }
-  std::vector<double> forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step) override;
-  const float* stage_output() const override { return t5_.stage_output(); }
-  void backward_stage(const float* output_grad, float loss_scale) override {
-    t5_.backward_stage(output_grad, loss_scale);
+  std::vector<double> forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step,
+                                    size_t slot) override;
+  kernels::Tensor stage_output() const override { return t5_.stage_output(); }
+  void backward_stage(const float* output_grad, float loss_scale, size_t slot) override {
+    t5_.backward_stage(output_grad, loss_scale, slot);
   }
-  const float* input_grad() const override { return t5_.input_grad(); }
+  kernels::Tensor input_grad() const override { return t5_.input_grad(); }
   // The word table (stage 0, the split stage, the last) and the position table (stage 0, the split stage).
   std::vector<std::string> shared_tensors() const override;
 

@@ -266,8 +266,8 @@ struct Trainer::Impl {
   }
 
   // Each stage's share of the steps run (its pipeline's figures, gathered to every stage): busy and idle time
-  // against the 1F1B bubble (P−1)/(m+P−1), bytes sent to the neighbours per step, the largest input stash and the
-  // process's peak resident memory.
+  // against the 1F1B bubble (P−1)/(m+P−1), forwards per step (one per micro-batch), bytes sent to the neighbours
+  // per step, the most micro-batches in flight (activation sets held) and the process's peak resident memory.
   void log_pipeline_timing() {
     const int P = pp_group()->size(), s = pp_group()->rank();
     constexpr size_t kFields = 8;
@@ -275,8 +275,8 @@ struct Trainer::Impl {
     const parallel::PipelineTiming& t = pipeline->timing();
     struct rusage usage {};
     ::getrusage(RUSAGE_SELF, &usage);
-    const double fields[kFields] = {(double)t.steps, t.wall_ms, t.busy_ms, t.recompute_ms, (double)t.sent_bytes,
-                                    (double)t.peak_stash_bytes, (double)usage.ru_maxrss * 1024.0,
+    const double fields[kFields] = {(double)t.steps, t.wall_ms, t.busy_ms, (double)t.forwards, (double)t.sent_bytes,
+                                    (double)t.peak_in_flight, (double)usage.ru_maxrss * 1024.0,
                                     (double)model->table().local_numel() * 4.0};
     std::copy(fields, fields + kFields, v.begin() + (ptrdiff_t)((size_t)s * kFields));
     pp_group()->all_reduce_sum(v.data(), v.size());
@@ -286,11 +286,11 @@ struct Trainer::Impl {
     for (int q = 0; q < P; q++) {
       const double* f = v.data() + (size_t)q * kFields;
       const double steps = std::max(1.0, f[0]);
-      log << format("pipeline stage %d: per step busy %.1f ms (recomputation %.1f), idle %.1f ms (%.3f of %.1f ms); "
-                    "sent %.0f bytes; stashed inputs at most %.3f MB; parameters %.3f MB; peak resident memory "
+      log << format("pipeline stage %d: per step busy %.1f ms in %.0f forwards, idle %.1f ms (%.3f of %.1f ms); "
+                    "sent %.0f bytes; micro-batches in flight at most %.0f; parameters %.3f MB; peak resident memory "
                     "%.1f MB\n",
                     q, f[2] / steps, f[3] / steps, (f[1] - f[2]) / steps, f[1] > 0 ? (f[1] - f[2]) / f[1] : 0.0,
-                    f[1] / steps, f[4] / steps, f[5] / 1e6, f[7] / 1e6, f[6] / 1e6);
+                    f[1] / steps, f[4] / steps, f[5], f[7] / 1e6, f[6] / 1e6);
     }
     log.flush();
   }
