@@ -11,8 +11,8 @@
 #include <variant>
 
 #include "checkpoint/checkpoint.h"
-#include "train/gpt_hf_config.h"
-#include "train/t5_model.h"
+#include "families/gpt/gpt_hf_config.h"
+#include "families/t5/t5_model.h"
 #include "util/error.h"
 
 namespace lmforge::train {

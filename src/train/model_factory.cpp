@@ -10,11 +10,11 @@
 
 #include "datasets/gpt_dataset.h"
 #include "model/gpt.h"
-#include "train/bert_model.h"
-#include "train/bert_task.h"
-#include "train/hdf5_bert_task.h"
-#include "train/t5_model.h"
-#include "train/gpt_task.h"
+#include "families/bert/bert_model.h"
+#include "families/bert/bert_task.h"
+#include "families/bert/hdf5_bert_task.h"
+#include "families/t5/t5_model.h"
+#include "families/gpt/gpt_task.h"
 #include "parallel/process_groups.h"
 #include "util/error.h"
 

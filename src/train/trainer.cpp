@@ -31,7 +31,7 @@
 #include "datasets/hdf5_bert_shards.h"
 #include "kernels/ops.h"
 #include "train/mixed_precision.h"
-#include "train/gpt_task.h"
+#include "families/gpt/gpt_task.h"
 #include "train/model_factory.h"
 #include "train/model_passes.h"
 #include "train/tensorboard_writer.h"

@@ -10,8 +10,8 @@
 
 #include "checkpoint/safetensors.h"
 #include "test_util.h"
-#include "train/bert_model.h"
-#include "train/t5_model.h"
+#include "families/bert/bert_model.h"
+#include "families/t5/t5_model.h"
 #include "util/error.h"
 
 namespace lmforge::train {

@@ -14,8 +14,8 @@
 #include "test_util.h"
 #include "text/bert_wordpiece.h"
 #include "train/generate.h"
-#include "train/gpt_hf_config.h"
-#include "train/t5_model.h"
+#include "families/gpt/gpt_hf_config.h"
+#include "families/t5/t5_model.h"
 #include "util/error.h"
 
 namespace {

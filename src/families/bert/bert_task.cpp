@@ -1,5 +1,5 @@
 // defines: BertTask, T5Task
-#include "train/bert_task.h"
+#include "families/bert/bert_task.h"
 
 #include <algorithm>
 

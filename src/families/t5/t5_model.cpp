@@ -1,5 +1,5 @@
 // defines: T5Model, t5_config_json(), t5_config_from_json()
-#include "train/t5_model.h"
+#include "families/t5/t5_model.h"
 
 #include <cstdio>
 #include <limits>

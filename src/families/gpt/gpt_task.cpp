@@ -1,10 +1,10 @@
 // defines: GptModel, GptTask
-#include "train/gpt_task.h"
+#include "families/gpt/gpt_task.h"
 
 #include <algorithm>
 #include <cstdio>
 
-#include "train/gpt_hf_config.h"
+#include "families/gpt/gpt_hf_config.h"
 #include "train/model_checks.h"
 #include "util/error.h"
 

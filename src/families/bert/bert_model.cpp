@@ -1,5 +1,5 @@
 // defines: BertModel, bert_config_json(), bert_config_from_json(), bert_loss_names()
-#include "train/bert_model.h"
+#include "families/bert/bert_model.h"
 
 #include <cstdio>
 #include <limits>
