@@ -131,7 +131,7 @@ TEST(Trainer, FinetuneStartsFromHuggingFaceLayoutWeights) {
     lmforge::model::GPTConfig c;
     c.num_layers = 2, c.hidden = 32, c.heads = 2, c.seq_length = 32, c.max_positions = 48, c.vocab_size = 50257;
     c.make_vocab_size_divisible_by = 1;
-    lmforge::model::GPT source(c);
+    lmforge::model::GPT source(c, lmforge::kernels::cpu_backend());
     source.init_weights(99);
     std::vector<lmforge::checkpoint::TensorRef> refs;
     for (const auto& t : source.tensors())
@@ -305,7 +305,7 @@ TEST(Trainer, CheckpointLossMatchesPyTorchReference) {
   const double reference = std::stod(r.output);
   EXPECT_NEAR(ours, reference, 1e-5 * reference) << "ours " << ours << " reference " << reference;
   // And the saved weights are the trained ones, not the initial ones.
-  lmforge::model::GPT fresh(t.gpt().config());
+  lmforge::model::GPT fresh(t.gpt().config(), lmforge::kernels::cpu_backend());
   fresh.init_weights(o.seed);
   EXPECT_GT(std::fabs(fresh.forward(tokens.data(), targets.data(), 2, 32) - ours), 1e-3);
 }
