@@ -1,13 +1,14 @@
 // defines: what the family entries share: recompute_of() (--recompute-* into layers::Recompute),
-//          transformer_config() (the shared TransformerConfig fields from the options), layer_stage() and
+//          fill_transformer_config() (the shared TransformerConfig fields from the options), layer_stage() and
 //          layer_stage_text() (one stack cut into consecutive pipeline stages), validate_single_stack(),
-//          validate_masked_lm(), masked_lm_dataset_config() (Megatron's masked-LM data flags), read_text(),
-//          shape_of()
+//          validate_masked_lm(), single_prefix(), masked_lm_vocab(), masked_lm_dataset_config() (Megatron's masked-LM
+//          data flags), read_text(), gelu_kind(), shape_of()
 #pragma once
 #include <cstdint>
 #include <string>
 
 #include "datasets/masked_lm.h"
+#include "kernels/ops.h"
 #include "layers/recompute.h"
 #include "model/language_model.h"
 #include "model/transformer_config.h"
@@ -57,6 +58,9 @@ DatasetConfig masked_lm_dataset_config(const train::TrainOptions& o) {
 
 // The whole file at `path`; Error naming it when it cannot be read.
 std::string read_text(const std::string& path);
+
+// The exact (erf) GELU or its tanh form.
+inline kernels::GeluKind gelu_kind(bool erf) { return erf ? kernels::GeluKind::ERF : kernels::GeluKind::TANH; }
 
 // A ModelShape from a config (Net::parameter_table gives the whole model's parameters).
 template <typename Net, typename Config>

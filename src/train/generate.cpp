@@ -12,7 +12,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "families/gpt/gpt_hf_config.h"
-#include "families/t5/t5_model.h"
+#include "families/t5/t5_hf_config.h"
 #include "util/error.h"
 
 namespace lmforge::train {

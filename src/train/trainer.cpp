@@ -378,7 +378,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   // keeps them, so every layout starts from the single-process weights.
   const parallel::ParallelLayout& layout = m.groups.layout;
   m.model = family.make_model(o, vocab, *m.backend, m.tp_group(), layout.pp_rank);
-  if (auto* gpt = dynamic_cast<GptModel*>(m.model.get())) m.gpt = &gpt->gpt();
+  if (auto* gpt = dynamic_cast<GPTModel*>(m.model.get())) m.gpt = &gpt->gpt();
   // Before init: init fills the working copy too.
   if (!m.model->set_compute_dtype(compute_dtype(o.precision)))
     throw Error(std::string(o.precision.bf16 ? "--bf16" : "--fp16") + ": lmforge train " + o.model_type +

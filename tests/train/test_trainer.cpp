@@ -311,3 +311,20 @@ TEST(Trainer, CheckpointLossMatchesPyTorchReference) {
 }
 
 }  // namespace
+
+// TrainOptions::device (--device) picks the backend once: the model is built on it and the log names it. Only the
+// construction runs here: a training step on the guarded device needs the optimizer and the collectives to work on
+// device buffers rather than host pointers.
+TEST(Trainer, DeviceOptionBuildsTheModelOnItsBackend) {
+  for (const lmforge::kernels::Device device : {lmforge::kernels::Device::CPU, lmforge::kernels::Device::GUARDED}) {
+    TempDir tmp;
+    TrainOptions o = tiny_options(tmp);
+    o.device = device;
+    std::ostringstream log;
+    Trainer t(o, log);
+    EXPECT_EQ(&t.gpt().backend(), &lmforge::kernels::backend_for(device));
+    EXPECT_EQ(t.gpt().backend().device(), device);
+    const std::string line = std::string("backend: ") + lmforge::kernels::backend_for(device).info();
+    EXPECT_NE(log.str().find(line), std::string::npos) << log.str();
+  }
+}

@@ -7,6 +7,7 @@
 
 #include "datasets/bert_dataset.h"
 #include "datasets/hdf5_bert_shards.h"
+#include "families/bert/bert_hf_config.h"
 #include "families/bert/bert_model.h"
 #include "families/bert/bert_task.h"
 #include "families/bert/hdf5_bert_task.h"
@@ -17,8 +18,6 @@
 
 namespace lmforge::families {
 namespace {
-
-kernels::GeluKind gelu_kind(bool erf) { return erf ? kernels::GeluKind::ERF : kernels::GeluKind::TANH; }
 
 model::BertConfig bert_config(const train::TrainOptions& o, int64_t vocab_size) {
   model::BertConfig c;

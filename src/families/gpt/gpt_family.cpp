@@ -1,5 +1,5 @@
-// defines: gpt_family() — `lmforge train gpt` (Megatron's pretrain_gpt.py): GPTConfig from the options, GptModel,
-//          GptTask over Megatron's GPT samples, the registry entry
+// defines: gpt_family() — `lmforge train gpt` (Megatron's pretrain_gpt.py): GPTConfig from the options, GPTModel,
+//          GPTTask over Megatron's GPT samples, the registry entry
 #include <memory>
 
 #include "datasets/gpt_dataset.h"
@@ -54,7 +54,7 @@ class GptFamily final : public ModelFamily {
   std::string pipeline_stage_layers(const train::TrainOptions& o) const override { return layer_stage_text(o); }
   std::unique_ptr<train::Model> make_model(const train::TrainOptions& o, int64_t vocab_size, kernels::Backend& backend,
                                            dist::Communicator* tensor_parallel, int pipeline_rank) const override {
-    return std::make_unique<train::GptModel>(gpt_config(o, vocab_size), backend, tensor_parallel,
+    return std::make_unique<train::GPTModel>(gpt_config(o, vocab_size), backend, tensor_parallel,
                                              layer_stage(o, pipeline_rank));
   }
   std::unique_ptr<train::Task> make_task(const train::TrainOptions& o, const text::Tokenizer&,
@@ -64,7 +64,7 @@ class GptFamily final : public ModelFamily {
     dc.seed = o.seed;
     dc.seq_length = o.seq_length;
     dc.cache_path = o.data_cache_path;
-    return std::make_unique<train::GptTask>(
+    return std::make_unique<train::GPTTask>(
         std::make_unique<datasets::GptSampleSource>(o.data_path, dc, samples_per_split), o.seq_length);
   }
   // gpt_config_json writes "gpt2"; a Hugging Face GPT-2 config.json may have no model_type.

@@ -1,4 +1,4 @@
-// defines: GptModel
+// defines: GPTModel
 #include "families/gpt/gpt_model.h"
 
 #include <algorithm>
@@ -10,11 +10,11 @@
 
 namespace lmforge::train {
 
-GptModel::GptModel(const model::GPTConfig& config, kernels::Backend& backend, dist::Communicator* tensor_parallel,
+GPTModel::GPTModel(const model::GPTConfig& config, kernels::Backend& backend, dist::Communicator* tensor_parallel,
                    model::Stage stage)
     : gpt_(config, backend, tensor_parallel, stage) {}
 
-std::vector<double> GptModel::forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step) {
+std::vector<double> GPTModel::forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step) {
   const bool last = last_stage();
   if (batch.tokens.size() != (size_t)batch.B * batch.T || (last && batch.targets.size() != batch.tokens.size()))
     throw Error("GPT: a micro-batch needs B·T tokens and targets");
@@ -25,23 +25,23 @@ std::vector<double> GptModel::forward_stage(const Batch& batch, const float* inp
 }
 
 // The tied word embedding lives on the first stage (lookup) and the last (LM head) when they are different stages.
-std::vector<std::string> GptModel::shared_tensors() const {
+std::vector<std::string> GPTModel::shared_tensors() const {
   const model::Stage& s = gpt_.stage();
   if (s.pre_process == s.post_process) return {};
   return {"transformer.wte.weight"};
 }
 
-std::vector<double> GptModel::forward(const Batch& batch, const layers::ForwardStep& step) {
+std::vector<double> GPTModel::forward(const Batch& batch, const layers::ForwardStep& step) {
   if (batch.tokens.size() != (size_t)batch.B * batch.T || batch.targets.size() != batch.tokens.size())
     throw Error("GPT: a micro-batch needs B·T tokens and targets");
   return {(double)gpt_.forward(batch.tokens.data(), batch.targets.data(), batch.B, batch.T, &step)};
 }
 
-std::string GptModel::config_json() const { return gpt_config_json(gpt_.config()); }
+std::string GPTModel::config_json() const { return gpt_config_json(gpt_.config()); }
 
 // Every shape-defining setting is compared, not only the tensors' shapes: a change of --num-attention-heads keeps
 // every tensor's shape and would silently train (and save) another model.
-void GptModel::check_checkpoint_config(const std::string& json, const std::string& source) const {
+void GPTModel::check_checkpoint_config(const std::string& json, const std::string& source) const {
   const model::GPTConfig saved = gpt_config_from_json(json, source);
   const model::GPTConfig& c = gpt_.config();
   check_checkpoint_vocab(saved.vocab_size, c.vocab_size, "a different --vocab-file?", source);
@@ -56,7 +56,7 @@ void GptModel::check_checkpoint_config(const std::string& json, const std::strin
       source);
 }
 
-std::string GptModel::describe() const {
+std::string GPTModel::describe() const {
   const model::GPTConfig& c = gpt_.config();
   char line[512];
   std::snprintf(line, sizeof line,

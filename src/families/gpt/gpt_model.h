@@ -1,4 +1,4 @@
-// defines: lmforge::train::GptModel (model::GPT as a train::Model and a pipeline stage)
+// defines: lmforge::train::GPTModel (model::GPT as a train::Model and a pipeline stage)
 #pragma once
 #include <functional>
 #include <string>
@@ -15,9 +15,9 @@ namespace lmforge::train {
 // GPT-2 on this rank's tensor-parallel group (nullptr: the whole model). One loss, "lm loss": the mean
 // cross-entropy over every position of the micro-batch (Megatron's GPT with its default all-ones loss mask).
 // With a pipeline `stage` it holds that stage's layers only and runs under a PipelineSchedule.
-class GptModel final : public Model, public PipelineStage {
+class GPTModel final : public Model, public PipelineStage {
  public:
-  GptModel(const model::GPTConfig& config, kernels::Backend& backend, dist::Communicator* tensor_parallel,
+  GPTModel(const model::GPTConfig& config, kernels::Backend& backend, dist::Communicator* tensor_parallel,
            model::Stage stage = {});
   model::GPT& gpt() { return gpt_; }
 

@@ -1,4 +1,4 @@
-// defines: GptTask
+// defines: GPTTask
 #include "families/gpt/gpt_task.h"
 
 #include <algorithm>
@@ -8,16 +8,16 @@
 
 namespace lmforge::train {
 
-GptTask::GptTask(std::unique_ptr<datasets::GptSampleSource> source, int seq_length)
+GPTTask::GPTTask(std::unique_ptr<datasets::GptSampleSource> source, int seq_length)
     : source_(std::move(source)), seq_length_(seq_length) {}
 
-bool GptTask::has_split(SplitKind split) const { return source_->has_split((datasets::Split)split); }
+bool GPTTask::has_split(SplitKind split) const { return source_->has_split((datasets::Split)split); }
 
-int64_t GptTask::split_size(SplitKind split) const {
+int64_t GPTTask::split_size(SplitKind split) const {
   return source_->has_split((datasets::Split)split) ? source_->size((datasets::Split)split) : 0;
 }
 
-void GptTask::fill(SplitKind split, int64_t first, int micro_batch, Batch& batch) {
+void GPTTask::fill(SplitKind split, int64_t first, int micro_batch, Batch& batch) {
   const int T = seq_length_, B = micro_batch;
   const auto s = (datasets::Split)split;
   const int64_t available = split_size(split);
@@ -38,7 +38,7 @@ void GptTask::fill(SplitKind split, int64_t first, int micro_batch, Batch& batch
 }
 
 // Megatron's GPTDataset returns {"text": the seq_length + 1 tokens} per sample.
-std::string GptTask::sample_json(SplitKind split, int64_t index) {
+std::string GPTTask::sample_json(SplitKind split, int64_t index) {
   const auto s = (datasets::Split)split;
   if (index >= split_size(split))
     throw Error(std::string("the ") + datasets::split_name(s) + " split has " + std::to_string(split_size(split)) +

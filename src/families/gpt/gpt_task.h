@@ -1,4 +1,4 @@
-// defines: lmforge::train::GptTask (next-token prediction over Megatron's GPT samples as a train::Task)
+// defines: lmforge::train::GPTTask (next-token prediction over Megatron's GPT samples as a train::Task)
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -12,9 +12,9 @@ namespace lmforge::train {
 
 // Megatron's GPT data: each sample is seq_length + 1 tokens of the (blended) dataset in GPTDataset's order; the
 // inputs are its first seq_length tokens, the targets the last seq_length.
-class GptTask final : public Task {
+class GPTTask final : public Task {
  public:
-  GptTask(std::unique_ptr<datasets::GptSampleSource> source, int seq_length);
+  GPTTask(std::unique_ptr<datasets::GptSampleSource> source, int seq_length);
   std::string name() const override { return "gpt"; }
   std::vector<std::string> loss_names() const override { return {"lm loss"}; }
   bool has_split(SplitKind split) const override;

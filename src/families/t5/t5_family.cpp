@@ -18,8 +18,6 @@ namespace {
 using parallel::EncoderDecoderStages;
 using parallel::encoder_decoder_stages;
 
-kernels::GeluKind gelu_kind(bool erf) { return erf ? kernels::GeluKind::ERF : kernels::GeluKind::TANH; }
-
 model::T5Config t5_config(const train::TrainOptions& o, int64_t vocab_size) {
   model::T5Config c;
   fill_transformer_config(o, vocab_size, c);
