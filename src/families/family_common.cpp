@@ -58,7 +58,7 @@ std::string layer_stage_text(const train::TrainOptions& o) {
 
 void validate_single_stack(const train::TrainOptions& o) {
   if (o.pipeline_model_parallel_split_rank >= 0)
-    throw Error("--pipeline-model-parallel-split-rank applies to encoder-decoder models (train t5) only");
+    throw Error("--pipeline-model-parallel-split-rank applies to train t5 (an encoder-decoder model) only");
   stage_layer_counts(o.num_layers, o.pipeline_model_parallel_size, o.decoder_first_pipeline_num_layers,
                      o.decoder_last_pipeline_num_layers);  // throws naming the flags when the layers do not split
 }
