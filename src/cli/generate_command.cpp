@@ -153,7 +153,8 @@ void add_generate_command(CLI::App& app) {
     if (o->threads > 0) backend.set_num_threads(o->threads);
     // The checkpoint's family (its config.json model_type) says how it generates.
     const families::ModelFamily& family =
-        families::checkpoint_family(train::checkpoint_model_type(o->load, o->config), o->load + " config.json");
+        families::checkpoint_family(train::checkpoint_model_type(o->load, o->config),
+                                    o->config.empty() ? o->load + " (its config.json)" : o->config);
     if (family.generation() == families::Generation::NONE)
       throw Error(o->load + ": a " + family.name() + " checkpoint does not generate text (lmforge generate runs the "
                   "checkpoints of a decoder or an encoder-decoder)");
