@@ -5,12 +5,15 @@
 
 namespace lmforge::families {
 
-// Each family's entry, defined in its folder (families/<name>/<name>_family.cpp).
+// Each family's entry, defined in its folder (families/<name>/<name>_family.cpp, a stateless ModelFamily). A new
+// family is that folder (compiled into the train library by src/CMakeLists.txt's glob) plus its declaration here
+// and its place in the list, which is the order of `lmforge train --help`.
 const ModelFamily& gpt_family();
 const ModelFamily& bert_family();
 const ModelFamily& t5_family();
 
 const std::vector<const ModelFamily*>& model_families() {
+  // Immutable after its first use (a function-local constant, not a mutable global).
   static const std::vector<const ModelFamily*> families = {&gpt_family(), &bert_family(), &t5_family()};
   return families;
 }

@@ -77,8 +77,7 @@ struct Trainer::Impl {
   std::unique_ptr<text::Tokenizer> tokenizer;
   std::unique_ptr<Model> model;  // the model being trained (this rank's tensor-parallel pieces)
   model::GPT* gpt = nullptr;     // the same model when it is a GPT (Trainer::gpt())
-  const families::ModelFamily* family = nullptr;  // the family of options.model_type (families/registry.h)
-  kernels::Backend* backend = nullptr;            // the device of options.device, chosen once
+  kernels::Backend* backend = nullptr;  // the device of options.device (--device), chosen once
   std::unique_ptr<Task> task;    // batches and loss names
   std::unique_ptr<ModelPasses> passes;  // the model and the task as the micro-batch schedule drives them
   std::unique_ptr<parallel::MicroBatchSchedule> microbatch_schedule;  // the order of a step's micro-batches
@@ -322,8 +321,8 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   TrainOptions& o = m.o;
   m.world = m.comm = &comm;
   // 1. Flags alone, then the files they name, then the work: every user error surfaces before indices are built.
-  m.family = &families::model_family(o.model_type);
-  const families::ModelFamily& family = *m.family;
+  // The run's model family (families/registry.h) and device: every family-specific step below asks the family.
+  const families::ModelFamily& family = families::model_family(o.model_type);
   m.backend = &kernels::backend_for(o.device);
   const std::string config_note = family.apply_config_file(o);
   if (!config_note.empty()) log << config_note;

@@ -7,7 +7,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/config_fields.h"
-#include "train/model_checks.h"
+#include "families/model_checks.h"
 #include "util/error.h"
 
 namespace lmforge::train {

@@ -9,7 +9,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/config_fields.h"
-#include "train/model_checks.h"
+#include "families/model_checks.h"
 #include "util/error.h"
 
 namespace lmforge::train {
@@ -78,14 +78,10 @@ void BertModel::check_checkpoint_config(const std::string& json, const std::stri
   const model::BertConfig saved = bert_config_from_json(json, source);
   const model::BertConfig& c = bert_.config();
   check_checkpoint_vocab(saved.vocab_size, c.vocab_size, "a different --vocab-file?", source);
+  check_checkpoint_settings({{"--num-layers", saved.num_layers, c.num_layers}}, source);
+  check_checkpoint_transformer(saved, c, source);
   check_checkpoint_settings(
       {
-          {"--num-layers", saved.num_layers, c.num_layers},
-          {"--hidden-size", saved.hidden, c.hidden},
-          {"--num-attention-heads", saved.heads, c.heads},
-          {"--ffn-hidden-size", saved.ffn(), c.ffn()},
-          {"--max-position-embeddings", saved.max_positions, c.max_positions},
-          {"--make-vocab-size-divisible-by (padded vocabulary)", saved.padded_vocab_size(), c.padded_vocab_size()},
           {"the binary head (--bert-no-binary-head)", saved.binary_head, c.binary_head},
           {"the post-LayerNorm (original) flavour", saved.post_layernorm, c.post_layernorm},
           {"the MLP GELU (0 tanh, 1 erf)", (int64_t)saved.mlp_gelu, (int64_t)c.mlp_gelu},

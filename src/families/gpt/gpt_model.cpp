@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "families/gpt/gpt_hf_config.h"
-#include "train/model_checks.h"
+#include "families/model_checks.h"
 #include "util/error.h"
 
 namespace lmforge::train {
@@ -45,15 +45,8 @@ void GPTModel::check_checkpoint_config(const std::string& json, const std::strin
   const model::GPTConfig saved = gpt_config_from_json(json, source);
   const model::GPTConfig& c = gpt_.config();
   check_checkpoint_vocab(saved.vocab_size, c.vocab_size, "a different --vocab-file?", source);
-  check_checkpoint_settings(
-      {
-          {"--num-layers", saved.num_layers, c.num_layers},
-          {"--hidden-size", saved.hidden, c.hidden},
-          {"--num-attention-heads", saved.heads, c.heads},
-          {"--max-position-embeddings", saved.max_positions, c.max_positions},
-          {"--make-vocab-size-divisible-by (padded vocabulary)", saved.padded_vocab_size(), c.padded_vocab_size()},
-      },
-      source);
+  check_checkpoint_settings({{"--num-layers", saved.num_layers, c.num_layers}}, source);
+  check_checkpoint_transformer(saved, c, source);
 }
 
 std::string GPTModel::describe() const {

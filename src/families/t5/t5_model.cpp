@@ -9,7 +9,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/config_fields.h"
-#include "train/model_checks.h"
+#include "families/model_checks.h"
 #include "util/error.h"
 
 namespace lmforge::train {
@@ -70,14 +70,10 @@ void T5Model::check_checkpoint_config(const std::string& json, const std::string
       {
           {"--encoder-num-layers", saved.encoder_num_layers, c.encoder_num_layers},
           {"--decoder-num-layers", saved.decoder_layers(), c.decoder_layers()},
-          {"--hidden-size", saved.hidden, c.hidden},
-          {"--num-attention-heads", saved.heads, c.heads},
-          {"--ffn-hidden-size", saved.ffn(), c.ffn()},
-          {"--max-position-embeddings", saved.max_positions, c.max_positions},
-          {"--make-vocab-size-divisible-by (padded vocabulary)", saved.padded_vocab_size(), c.padded_vocab_size()},
-          {"the MLP GELU (0 tanh, 1 erf)", (int64_t)saved.gelu, (int64_t)c.gelu},
       },
       source);
+  check_checkpoint_transformer(saved, c, source);
+  check_checkpoint_settings({{"the MLP GELU (0 tanh, 1 erf)", (int64_t)saved.gelu, (int64_t)c.gelu}}, source);
 }
 
 std::string T5Model::describe() const {
