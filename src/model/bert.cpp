@@ -1,4 +1,4 @@
-// defines: BertConfig::validate/padded_vocab_size and the Bert model (composition of layers, forward with
+// defines: BertConfig::validate and the Bert model (composition of layers, forward with
 //          Megatron's losses, backward)
 #include "model/bert.h"
 
@@ -11,10 +11,6 @@
 namespace lmforge::model {
 
 using kernels::Tensor;
-
-int BertConfig::padded_vocab_size() const {
-  return model::padded_vocab_size(vocab_size, make_vocab_size_divisible_by);
-}
 
 void BertConfig::validate() const {
   const ConfigCheck check("BERT");

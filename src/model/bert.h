@@ -26,46 +26,30 @@
 #include "layers/transformer_layer.h"
 #include "layers/workspace.h"
 #include "model/language_model.h"
+#include "model/transformer_config.h"
 #include "param/parameter.h"
 
 namespace lmforge::model {
 
 // BERT shapes and flavour, named as Megatron's arguments (bert-t5-reference-notes §1.1, §1.9).
-struct BertConfig {
+// The shared transformer fields are TransformerConfig's (vocab_size: the tokenizer's INCLUDING the [BOS]/[EOS]
+// Megatron's BertWordPieceLowerCase appends, 30522 + 2 for bert-base-uncased).
+struct BertConfig : TransformerConfig {
+  BertConfig() { vocab_size = 30524; }
   int num_layers = 12;             // --num-layers
-  int hidden = 768;                // --hidden-size
-  int heads = 12;                  // --num-attention-heads; must divide hidden
-  int ffn_hidden = 0;              // --ffn-hidden-size; 0: 4·hidden
   int seq_length = 512;            // --seq-length; <= max_positions
-  int max_positions = 512;         // --max-position-embeddings
-  // The tokenizer's vocabulary INCLUDING the [BOS]/[EOS] Megatron's BertWordPieceLowerCase appends (30522 + 2 for
-  // bert-base-uncased); padded as GPTConfig pads it (a multiple of --make-vocab-size-divisible-by, NOT growing with
-  // the tensor-parallel size, so a checkpoint has one shape under every layout). Padded columns take part in the
-  // softmax, as in Megatron.
-  int vocab_size = 30524;
-  int make_vocab_size_divisible_by = 128;  // --make-vocab-size-divisible-by
   bool binary_head = true;         // off: Megatron's --bert-no-binary-head (no pooler, no binary head, and in the
                                    // Megatron flavour no token types either)
   // The original BERT (Google / NVIDIA DLE / HF BertForPreTraining): embedding LayerNorm, post-LN layers, no final
-  // LayerNorm, token types always; otherwise Megatron's pre-LN BERT.
+  // LayerNorm, token types always, layernorm_eps 1e-12; otherwise Megatron's pre-LN BERT (eps 1e-5).
   bool post_layernorm = false;
-  float layernorm_eps = 1e-5f;     // --norm-epsilon: 1e-5 Megatron, 1e-12 original BERT (every LayerNorm)
   // GELU of the encoder MLP and of the MLM head's transform. Megatron (fused bias-GELU, its default): TANH in the
   // MLP, ERF in the head; --no-bias-gelu-fusion: ERF/ERF; --openai-gelu: TANH/TANH. HF/DLE "gelu": ERF/ERF;
   // Google's TF "gelu": TANH/TANH.
   kernels::GeluKind mlp_gelu = kernels::GeluKind::TANH;
   kernels::GeluKind head_gelu = kernels::GeluKind::ERF;
-  float init_std = 0.02f;          // --init-method-std
-  float hidden_dropout = 0.1f;     // --hidden-dropout (embedding output and each branch before its residual add)
-  float attention_dropout = 0.1f;  // --attention-dropout (attention probabilities)
   int type_vocab_size = 2;         // rows of the token-type table
-  // Megatron's activation recomputation (--recompute-activations / --recompute-granularity / --recompute-method /
-  // --recompute-num-layers, --checkpoint-activations): see layers::Recompute. The losses and gradients are bit for
-  // bit those without it.
-  layers::Recompute recompute;
 
-  int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
-  int padded_vocab_size() const;
   // Whether the model adds token-type embeddings (Megatron: only with the binary head; original: always).
   bool uses_token_types() const { return post_layernorm || binary_head; }
   // Throws lmforge::Error naming the first inconsistent field.
@@ -104,7 +88,7 @@ struct BertLosses {
 // init_std there too); biases 0, LayerNorms 1/0. Streams as GPT's: the same weights on every parallel layout.
 class Bert : public LanguageModel {
  public:
-  explicit Bert(const BertConfig& config, kernels::Backend& backend = kernels::cpu_backend(),
+  explicit Bert(const BertConfig& config, kernels::Backend& backend,
                 dist::Communicator* tensor_parallel = nullptr, Stage stage = {});
   ~Bert();
 

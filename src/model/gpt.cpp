@@ -1,4 +1,4 @@
-// defines: GPTConfig::validate/padded_vocab_size and the GPT model (composition of layers, forward, backward,
+// defines: GPTConfig::validate and the GPT model (composition of layers, forward, backward,
 //          decoding)
 #include "model/gpt.h"
 
@@ -13,10 +13,6 @@ namespace lmforge::model {
 
 using kernels::Tensor;
 
-int GPTConfig::padded_vocab_size() const {
-  return model::padded_vocab_size(vocab_size, make_vocab_size_divisible_by);
-}
-
 void GPTConfig::validate() const {
   const ConfigCheck check("GPT");
   check.positive({{"num_layers", num_layers}, {"hidden size", hidden}, {"number of attention heads", heads}});
@@ -26,7 +22,11 @@ void GPTConfig::validate() const {
     check.fail("seq_length " + std::to_string(seq_length) + " must be in [1, max_positions = " +
                std::to_string(max_positions) + "]");
   check.positive({{"vocab_size", vocab_size}, {"make_vocab_size_divisible_by", make_vocab_size_divisible_by}});
-  check.numbers(vocab_size, make_vocab_size_divisible_by, 1e-5f, init_std);
+  check.numbers(vocab_size, make_vocab_size_divisible_by, layernorm_eps, init_std);
+  // Shared fields GPT-2 fixes (TransformerConfig): a 4·hidden MLP and LayerNorm eps 1e-5 (gpt_hf_config).
+  if (ffn() != 4 * hidden)
+    check.fail("ffn_hidden " + std::to_string(ffn_hidden) + ": GPT-2's MLP is 4·hidden = " + std::to_string(4 * hidden));
+  if (layernorm_eps != 1e-5f) check.fail("layernorm_eps must be 1e-5 (GPT-2's LayerNorm)");
   check.dropouts(hidden_dropout, attention_dropout);
   if (loss_chunk_rows < 0) check.fail("loss_chunk_rows must be >= 0 (got " + std::to_string(loss_chunk_rows) + ")");
   try {

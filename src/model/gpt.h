@@ -23,41 +23,26 @@
 #include "layers/transformer_layer.h"
 #include "layers/workspace.h"
 #include "model/language_model.h"
+#include "model/transformer_config.h"
 #include "param/parameter.h"
 
 namespace lmforge::model {
 
-// GPT-2 shapes, named as Megatron's arguments.
-struct GPTConfig {
-  int num_layers = 12;        // transformer blocks (HF n_layer)
-  int hidden = 768;           // model width C (HF n_embd)
-  int heads = 12;             // attention heads; must divide hidden (HF n_head)
+// GPT-2 shapes, named as Megatron's arguments; the shared transformer fields (hidden = HF n_embd, heads = n_head,
+// max_positions = n_positions, ...) are TransformerConfig's. GPT-2's MLP is 4·hidden wide and its LayerNorm eps
+// 1e-5: validate() refuses other ffn_hidden / layernorm_eps values (the model does not read those two fields).
+struct GPTConfig : TransformerConfig {
+  GPTConfig() {
+    max_positions = 1024;
+    vocab_size = 50257;
+  }
+  int num_layers = 12;        // transformer blocks (HF n_layer); both c_proj weights use init_std / sqrt(2·num_layers)
   int seq_length = 1024;      // training sequence length; <= max_positions
-  int max_positions = 1024;   // rows of the position table wpe (HF n_positions)
-  int vocab_size = 50257;     // the tokenizer's vocabulary
-  // The embedding/LM-head table has padded_vocab_size() rows: vocab_size rounded up to a multiple of this
-  // (Megatron's --make-vocab-size-divisible-by; 1 = no padding). As in Megatron the padded columns are ordinary
-  // logits and TAKE PART IN THE SOFTMAX (they are never targets, so training drives them down); a checkpoint
-  // therefore describes a model with padded_vocab_size() outputs (HF config vocab_size = padded size).
-  // Unlike Megatron the padding does NOT grow with the tensor-parallel size (Megatron pads to a multiple of
-  // divisible_by × T), so a checkpoint has the same shapes under every layout; T must divide the padded size.
-  int make_vocab_size_divisible_by = 128;
-  float init_std = 0.02f;     // N(0, init_std) init; both c_proj weights use init_std / sqrt(2·num_layers)
-  // Megatron's --hidden-dropout (after the embedding and on each branch before its residual add) and
-  // --attention-dropout (on the attention probabilities); 0.1 each by default, as Megatron. Applied only in
-  // training forwards (a ForwardStep with training set).
-  float hidden_dropout = 0.1f;
-  float attention_dropout = 0.1f;
-  // Megatron's activation recomputation (--recompute-activations / --recompute-granularity / --recompute-method /
-  // --recompute-num-layers, --checkpoint-activations): see layers::Recompute. What is not kept from the forward
-  // pass is computed again in the backward, bit for bit the same.
-  layers::Recompute recompute;
   // The LM head and cross-entropy run over chunks of this many rows (positions) so the whole [B·T, vocab] logits are
   // never held: each chunk's logits are made, reduced to the loss and dropped, and made again in the backward
   // (one more head GEMM per chunk). 0: automatic (layers::LmHeadSpec::chunk_rows).
   int loss_chunk_rows = 0;
 
-  int padded_vocab_size() const;
   // Throws lmforge::Error naming the first inconsistent field (heads not dividing hidden, seq_length >
   // max_positions, non-positive sizes, dropout outside [0,1), ...).
   void validate() const;
@@ -72,7 +57,7 @@ struct GPTConfig {
 // memory for the CPU backend); token and target arrays are host memory.
 class GPT : public LanguageModel {
  public:
-  explicit GPT(const GPTConfig& config, kernels::Backend& backend = kernels::cpu_backend(),
+  explicit GPT(const GPTConfig& config, kernels::Backend& backend,
                dist::Communicator* tensor_parallel = nullptr, Stage stage = {});
   ~GPT();
 

@@ -1,4 +1,4 @@
-// defines: T5Config::validate/padded_vocab_size and the T5 model (composition of layers, forward, backward)
+// defines: T5Config::validate and the T5 model (composition of layers, forward, backward)
 #include "model/t5.h"
 
 #include <cmath>
@@ -10,10 +10,6 @@ namespace lmforge::model {
 
 using kernels::Tensor;
 using layers::sized;
-
-int T5Config::padded_vocab_size() const {
-  return model::padded_vocab_size(vocab_size, make_vocab_size_divisible_by);
-}
 
 void T5Config::validate() const {
   const ConfigCheck check("T5");

@@ -26,38 +26,26 @@
 #include "layers/transformer_layer.h"
 #include "layers/workspace.h"
 #include "model/language_model.h"
+#include "model/transformer_config.h"
 #include "param/parameter.h"
 
 namespace lmforge::model {
 
 // Megatron T5's shapes (bert-t5-reference-notes §3.1), named as its arguments.
-struct T5Config {
+// The shared transformer fields are TransformerConfig's (vocab_size: the tokenizer's vocabulary including [BOS]/[EOS]
+// and the --vocab-extra-ids sentinels, 30522 + 2 + 100 for bert-base-uncased). Its recompute applies to the encoder
+// and the decoder stack each: selective recomputes the core of every self- and cross-attention; full counts
+// num_layers in each stack, as Megatron's two ParallelTransformers do.
+struct T5Config : TransformerConfig {
+  T5Config() { vocab_size = 30624; }
   int encoder_num_layers = 12;  // --encoder-num-layers (or --num-layers)
   int decoder_num_layers = 0;   // --decoder-num-layers; 0: the encoder's count (Megatron M23 has no default and
                                 // crashes without it)
-  int hidden = 768;             // --hidden-size
-  int heads = 12;               // --num-attention-heads
-  int ffn_hidden = 0;           // --ffn-hidden-size; 0: 4·hidden
   int encoder_seq_length = 512;  // --encoder-seq-length (or --seq-length)
   int decoder_seq_length = 128;  // --decoder-seq-length
-  int max_positions = 512;       // --max-position-embeddings; >= both lengths (one table serves both stacks)
-  // The tokenizer's vocabulary including [BOS]/[EOS] and the --vocab-extra-ids sentinels (30522 + 2 + 100 for
-  // bert-base-uncased), padded as GPTConfig pads it.
-  int vocab_size = 30624;
-  int make_vocab_size_divisible_by = 128;
-  float layernorm_eps = 1e-5f;   // --norm-epsilon
   kernels::GeluKind gelu = kernels::GeluKind::TANH;  // Megatron's fused bias-GELU (tanh); ERF: --no-bias-gelu-fusion
-  float init_std = 0.02f;        // --init-method-std
-  float hidden_dropout = 0.1f;   // --hidden-dropout
-  float attention_dropout = 0.1f;  // --attention-dropout
-  // Megatron's activation recomputation (layers::Recompute): selective recomputes the core of every self- and
-  // cross-attention; full applies to the encoder and the decoder stack each (num_layers counted in each, as
-  // Megatron's two ParallelTransformers do). The losses and gradients are bit for bit those without it.
-  layers::Recompute recompute;
 
   int decoder_layers() const { return decoder_num_layers > 0 ? decoder_num_layers : encoder_num_layers; }
-  int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
-  int padded_vocab_size() const;
   // Throws lmforge::Error naming the first inconsistent field.
   void validate() const;
 };
@@ -106,7 +94,7 @@ struct T5Inputs {
 // stacks; biases 0, LayerNorms 1/0. Layout-independent streams as GPT's.
 class T5 : public LanguageModel {
  public:
-  explicit T5(const T5Config& config, kernels::Backend& backend = kernels::cpu_backend(),
+  explicit T5(const T5Config& config, kernels::Backend& backend,
               dist::Communicator* tensor_parallel = nullptr, Stage stage = {});
   ~T5();
 

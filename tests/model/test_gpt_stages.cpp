@@ -47,7 +47,7 @@ TEST(GptStages, ChainedStagesReproduceTheWholeModel) {
   step.iteration = 3;
   step.micro_batch = 1;
 
-  GPT whole(c);
+  GPT whole(c, lmforge::kernels::cpu_backend());
   whole.init_weights(99);
   GPT first(c, kernels::cpu_backend(), nullptr, Stage{0, 1, true, false});
   GPT middle(c, kernels::cpu_backend(), nullptr, Stage{1, 1, false, false});
