@@ -1,0 +1,260 @@
+// defines: the op cases on the CUDA backend (test names contain "Cuda"): every case of op_cases.h on every
+//          (cuda, dtype) the backend registers — forward against the double-precision reference, forward and
+//          backward against CPU fp32 (where the build has the CPU kernels), backward against finite differences of
+//          the CUDA forward, bf16/f16 really low precision, two runs bit-identical (races, atomics), dropout's keep
+//          decisions against the reference generator — and the backend's memory functions. Without a usable GPU
+//          every device test is skipped naming why (no CUDA backend in the build, no driver, no device).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/backend_checks.h"
+#include "kernels/ops.h"
+#include "op_cases.h"
+#include "op_harness.h"
+
+namespace lmforge::kernels {
+namespace {
+
+using testing::execute;
+using testing::expect_close;
+using testing::noise;
+using testing::OpCase;
+using testing::Result;
+using testing::Target;
+
+#define SKIP_WITHOUT_CUDA()                                            \
+  do {                                                                 \
+    const std::string why = testing::cuda_unavailable();               \
+    if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why; \
+  } while (0)
+
+std::vector<Target> cuda_targets() {
+  return {{Device::CUDA, DType::F32}, {Device::CUDA, DType::BF16}, {Device::CUDA, DType::F16}};
+}
+
+// Noise for a case's output gradients and gradient pre-fills.
+void gradients_for(const OpCase& c, uint32_t seed, std::vector<std::vector<float>>& dout,
+                   std::vector<std::vector<float>>& prefill) {
+  for (size_t j = 0; j < c.out.size(); j++) dout.push_back(noise(testing::count(c.out[j].shape), seed + (uint32_t)j));
+  for (size_t i = 0; i < c.in.size(); i++) prefill.push_back(noise(c.in[i].values.size(), seed + 50 + (uint32_t)i));
+}
+
+// The CUDA backend registers every op of ops.h for every dtype the CPU does (forward and backward): the optimizer
+// passes for f32, everything else for f32, bf16 and f16. Independent of a device being present.
+TEST(CudaDispatch, EveryOpIsRegistered) {
+  const Op all[] = {Op::EMBEDDING, Op::LAYERNORM, Op::LINEAR, Op::BIAS_ADD, Op::ADD, Op::GELU, Op::DROPOUT,
+                    Op::ATTENTION, Op::ATTENTION_DECODE, Op::COPY, Op::CROSSENTROPY};
+  const Op f32_only[] = {Op::ADAMW, Op::LAMB, Op::SGD, Op::SCALE, Op::SUM_SQUARES, Op::COUNT_NONFINITE, Op::ROUND_F16};
+  if (!op_supported(Op::ADD, Device::CUDA, DType::F32)) {
+    // A build without the CUDA backend: backend_for names that, and nothing is registered.
+    EXPECT_NE(testing::cuda_unavailable().find("no CUDA backend"), std::string::npos) << testing::cuda_unavailable();
+    GTEST_SKIP() << "this build has no CUDA backend";
+  }
+  for (Op op : all)
+    for (DType d : {DType::F32, DType::BF16, DType::F16}) EXPECT_TRUE(op_supported(op, Device::CUDA, d)) << op_name(op);
+  for (Op op : f32_only) EXPECT_TRUE(op_supported(op, Device::CUDA, DType::F32)) << op_name(op);
+}
+
+// Without a device the backend's error says why (here: no driver or no GPU), as `--device cuda` reports it.
+TEST(CudaBackend, NoDeviceErrorNamesTheReasonOrTheDeviceWorks) {
+  const std::string why = testing::cuda_unavailable();
+  if (why.empty()) {
+    Backend& be = backend_for(Device::CUDA);
+    EXPECT_EQ(be.device(), Device::CUDA);
+    EXPECT_STREQ(be.name(), "cuda");
+    EXPECT_NE(be.info().find("cuda"), std::string::npos) << be.info();
+    return;
+  }
+  EXPECT_NE(why.find("CUDA"), std::string::npos) << why;
+  EXPECT_TRUE(why.find("driver") != std::string::npos || why.find("device") != std::string::npos ||
+              why.find("backend") != std::string::npos)
+      << why;
+  // An op on a CUDA tensor stops with the same reason before touching memory.
+  Tensor t = make_view(static_cast<void*>(nullptr), DType::F32, {4}, Device::CUDA);
+  t.data = reinterpret_cast<void*>(uintptr_t(256));  // never dereferenced: the backend is missing first
+  if (op_supported(Op::SCALE, Device::CUDA, DType::F32)) {
+    try {
+      scale(t, 2.0f);
+      ADD_FAILURE() << "an op ran on a missing CUDA device";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("CUDA"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(CudaBackend, MemoryFunctions) {
+  SKIP_WITHOUT_CUDA();
+  Backend& be = backend_for(Device::CUDA);
+  expect_memory_functions(be, 1000);
+  expect_memory_functions(be, 1 << 20);
+}
+
+// Forward of every case on every CUDA dtype against the double-precision reference (the CPU's tolerances).
+TEST(OpCasesCuda, ForwardMatchesTheReference) {
+  SKIP_WITHOUT_CUDA();
+  int runs = 0;
+  for (const Target& target : cuda_targets())
+    for (bool large : {false, true})
+      for (const OpCase& c : testing::op_cases(large)) {
+        if (!op_supported(c.op, target.device, target.dtype)) continue;
+        const Result r = execute(c, target, testing::values_of(c), nullptr, nullptr);
+        const auto want = c.reference(testing::values_of(c), testing::ids_of(c));
+        ASSERT_EQ(r.out.size(), want.size()) << c.name;
+        for (size_t j = 0; j < want.size(); j++)
+          expect_close(r.out[j], want[j], testing::tolerance(target.dtype),
+                       target.name() + " " + c.name + (large ? " (large)" : "") + " output " + std::to_string(j));
+        runs++;
+      }
+  // 32 cases (9 of them optimizer passes, f32 only), small and large: 2·(32 + 2·23).
+  EXPECT_GE(runs, 156) << "every case on f32, and the non-optimizer cases on bf16 and f16";
+}
+
+// Forward and backward of every case on every CUDA dtype against CPU fp32 (a build with the CPU kernels).
+TEST(OpCasesCuda, MatchesCpuF32) {
+  SKIP_WITHOUT_CUDA();
+  if (!op_supported(Op::ADD, Device::CPU, DType::F32))
+    GTEST_SKIP() << "this build has no CPU kernels (LMFORGE_KERNELS_ONLY): the CUDA results are checked against the "
+                    "double-precision reference and finite differences only";
+  const Target reference{Device::CPU, DType::F32};
+  for (const Target& target : cuda_targets())
+    for (const OpCase& c : testing::op_cases(false)) {
+      if (!op_supported(c.op, target.device, target.dtype)) continue;
+      std::vector<std::vector<float>> dout, prefill;
+      gradients_for(c, 100, dout, prefill);
+      const Result want = execute(c, reference, testing::values_of(c), &dout, &prefill);
+      const Result got = execute(c, target, testing::values_of(c), &dout, &prefill);
+      for (size_t j = 0; j < want.out.size(); j++)
+        expect_close(got.out[j], testing::widen(want.out[j]), testing::tolerance(target.dtype),
+                     target.name() + " " + c.name);
+      for (size_t i = 0; i < want.din.size(); i++)
+        expect_close(got.din[i], testing::widen(want.din[i]), testing::tolerance(target.dtype),
+                     target.name() + " " + c.name + " d" + c.in[i].name);
+    }
+}
+
+// CUDA fp32 backward against central differences of the CUDA fp32 forward (L = Σ out·w), gradients pre-filled
+// with noise so that = instead of += fails; the same step and tolerance as the CPU's test. Needs fp32 without TF32.
+TEST(OpCasesCuda, BackwardMatchesFiniteDifferences) {
+  SKIP_WITHOUT_CUDA();
+  const Target target{Device::CUDA, DType::F32};
+  for (const OpCase& c : testing::op_cases(false)) {
+    if (!c.backward || !op_supported(c.op, target.device, target.dtype)) continue;
+    std::vector<std::vector<float>> w, prefill;
+    gradients_for(c, 300, w, prefill);
+    std::vector<std::vector<float>> x = testing::values_of(c);
+    const Result analytic = execute(c, target, x, &w, &prefill);
+    auto loss = [&]() {
+      const Result r = execute(c, target, x, nullptr, nullptr);
+      double s = 0;
+      for (size_t j = 0; j < r.out.size(); j++)
+        for (size_t e = 0; e < r.out[j].size(); e++) s += (double)r.out[j][e] * w[j][e];
+      return s;
+    };
+    const float eps = 1e-2f;
+    for (size_t i = 0; i < c.in.size(); i++) {
+      if (!c.in[i].grad) continue;
+      double max_grad = 0, max_err = 0;
+      size_t worst = 0;
+      for (size_t e = 0; e < x[i].size(); e++) {
+        const float saved = x[i][e];
+        x[i][e] = saved + eps;
+        const double lp = loss();
+        x[i][e] = saved - eps;
+        const double lm = loss();
+        x[i][e] = saved;
+        const double numeric = (lp - lm) / (2.0 * eps);
+        const double got = (double)analytic.din[i][e] - prefill[i][e];
+        max_grad = std::max(max_grad, std::fabs(numeric));
+        if (!(std::fabs(numeric - got) <= max_err)) max_err = std::fabs(numeric - got), worst = e;
+      }
+      EXPECT_GT(max_grad, 0.0) << c.name << " d" << c.in[i].name << ": no gradient at all";
+      EXPECT_LE(max_err, 3e-3 * std::max(1.0, max_grad))
+          << c.name << " d" << c.in[i].name << ": worst element " << worst << " of " << x[i].size();
+    }
+  }
+}
+
+// bf16 and f16 runs differ from the CUDA fp32 run by more than fp32 rounding could explain: low precision is real.
+TEST(OpCasesCuda, LowPrecisionDiffersFromF32) {
+  SKIP_WITHOUT_CUDA();
+  const Target reference{Device::CUDA, DType::F32};
+  for (DType dtype : {DType::BF16, DType::F16}) {
+    const Target target{Device::CUDA, dtype};
+    int cases = 0;
+    for (const OpCase& c : testing::op_cases(false)) {
+      if (!op_supported(c.op, target.device, target.dtype)) continue;
+      std::vector<std::vector<float>> dout, prefill;
+      gradients_for(c, 700, dout, prefill);
+      const Result want = execute(c, reference, testing::values_of(c), &dout, &prefill);
+      const Result got = execute(c, target, testing::values_of(c), &dout, &prefill);
+      double worst = 0;
+      auto compare = [&](const std::vector<float>& g, const std::vector<float>& w) {
+        double scale = 1e-30, diff = 0;
+        for (size_t e = 0; e < w.size(); e++)
+          scale = std::max(scale, (double)std::fabs(w[e])), diff = std::max(diff, (double)std::fabs(g[e] - w[e]));
+        worst = std::max(worst, diff / std::max(1.0, scale));
+      };
+      for (size_t j = 0; j < want.out.size(); j++) compare(got.out[j], want.out[j]);
+      for (size_t i = 0; i < want.din.size(); i++) compare(got.din[i], want.din[i]);
+      EXPECT_GT(worst, testing::least_difference(dtype)) << target.name() << " " << c.name << " equals fp32";
+      cases++;
+    }
+    EXPECT_GE(cases, 20) << target.name() << " implements every case";
+  }
+}
+
+// The same inputs twice give the same bits: no races, no float atomics, no order that depends on scheduling.
+TEST(OpCasesCuda, RunTwiceBitIdentical) {
+  SKIP_WITHOUT_CUDA();
+  for (const Target& target : cuda_targets())
+    for (const OpCase& c : testing::op_cases(true)) {
+      if (!op_supported(c.op, target.device, target.dtype)) continue;
+      std::vector<std::vector<float>> dout, prefill;
+      gradients_for(c, 500, dout, prefill);
+      const Result one = execute(c, target, testing::values_of(c), &dout, &prefill);
+      const Result two = execute(c, target, testing::values_of(c), &dout, &prefill);
+      auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+        return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+      };
+      for (size_t j = 0; j < one.out.size(); j++) EXPECT_TRUE(same(one.out[j], two.out[j])) << target.name() << " " << c.name;
+      for (size_t i = 0; i < one.din.size(); i++)
+        EXPECT_TRUE(same(one.din[i], two.din[i])) << target.name() << " " << c.name << " d" << c.in[i].name;
+    }
+}
+
+// Dropout on CUDA keeps exactly the elements the reference generator keeps (the CPU's decisions), scaled by
+// 1/(1−p) in float, over sizes that are not a multiple of the Philox block and a stream above 2^32.
+TEST(OpCasesCuda, DropoutKeepsTheReferenceDecisions) {
+  SKIP_WITHOUT_CUDA();
+  Backend& be = backend_for(Device::CUDA);
+  const int64_t n = 100003;
+  std::vector<float> ones((size_t)n);
+  for (int64_t i = 0; i < n; i++) ones[(size_t)i] = 1.0f + (float)(i % 5);
+  for (DType dtype : {DType::F32, DType::BF16, DType::F16})
+    for (float p : {0.1f, 0.5f}) {
+      const DropoutKey key{p, 0x0123456789abcdefull, 0xfedcba9876543210ull};
+      Buffer in = testing::upload(be, dtype, ones), out(be, dtype, (size_t)n);
+      dropout_forward(out.view({n}), in.view({n}), key);
+      const std::vector<float> got = testing::download(be, out), x = testing::download(be, in);
+      size_t bad = 0;
+      for (int64_t i = 0; i < n; i++) {
+        const bool keep = testing::reference_keep(p, key.seed, key.stream, (uint64_t)i);
+        const float want = keep ? x[(size_t)i] * (1.0f / (1.0f - p)) : 0.0f;
+        const float rounded = dtype == DType::F32    ? want
+                              : dtype == DType::BF16 ? testing::from_bf16(testing::to_bf16(want))
+                                                     : testing::from_f16(testing::to_f16(want));
+        if (got[(size_t)i] != rounded && bad++ < 5)
+          ADD_FAILURE() << dtype_name(dtype) << " p " << p << " element " << i << ": " << got[(size_t)i] << ", want "
+                        << rounded;
+      }
+      EXPECT_EQ(bad, 0u) << dtype_name(dtype) << " p " << p;
+    }
+}
+
+}  // namespace
+}  // namespace lmforge::kernels
