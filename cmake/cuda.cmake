@@ -38,6 +38,10 @@ else()
   set(lmforge_cuda_default OFF)
 endif()
 option(LMFORGE_CUDA "Build the CUDA backend (src/kernels/cuda/); on when a CUDA compiler is found" ${lmforge_cuda_default})
+# Warnings in CUDA files are errors (CI compiles every .cu, so no device code escapes the compiler's checks); the
+# GPU check (scripts/device-check.sh) turns this off, since a newer host compiler's new warning there must not cost
+# a lent machine's run.
+option(LMFORGE_CUDA_WERROR "Treat nvcc and host-compiler warnings in CUDA files as errors" ON)
 
 if(LMFORGE_CUDA)
   if(NOT CMAKE_CUDA_COMPILER)
@@ -81,7 +85,9 @@ function(lmforge_kernels_devices)
     target_link_libraries(lmforge_kernels PUBLIC CUDA::cudart CUDA::cublasLt)
     # Never --use_fast_math: it changes expf, division and sqrt and flushes denormals (the op cases compare against
     # the CPU and a double-precision reference). -lineinfo lets compute-sanitizer name source lines.
-    target_compile_options(lmforge_kernels PRIVATE
-      "$<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings;-Xcompiler=-Wall,-Wextra,-Werror;-lineinfo>")
+    target_compile_options(lmforge_kernels PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra;-lineinfo>")
+    if(LMFORGE_CUDA_WERROR)
+      target_compile_options(lmforge_kernels PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings;-Xcompiler=-Werror>")
+    endif()
   endif()
 endfunction()

@@ -137,6 +137,39 @@ TEST(OpCasesCuda, MatchesCpuF32) {
     }
 }
 
+// Where the CUDA kernel does the CPU's arithmetic in the CPU's order — element-wise ops without a product to
+// contract, the ascending-n embedding scatter-add, the optimizer steps (their CPU file is compiled without
+// contraction and both sides round each operation, fma() where ops.h writes it) — fp32 results are the CPU's bit for
+// bit. (GELU, softmax, cross-entropy and the GEMMs use the GPU's own exp/tanh/erf and sum orders: tolerance only.)
+TEST(OpCasesCuda, BitExactWhereDeclared) {
+  SKIP_WITHOUT_CUDA();
+  if (!op_supported(Op::ADD, Device::CPU, DType::F32))
+    GTEST_SKIP() << "this build has no CPU kernels (LMFORGE_KERNELS_ONLY): nothing to compare bit for bit";
+  auto declared = [](Op op, bool gradients) {
+    if (gradients) return op == Op::ADD || op == Op::EMBEDDING;
+    return op == Op::ADD || op == Op::EMBEDDING || op == Op::DROPOUT || op == Op::COPY || op == Op::SCALE ||
+           op == Op::ROUND_F16 || op == Op::ADAMW || op == Op::SGD;
+  };
+  int compared = 0;
+  for (bool large : {false, true})
+    for (const OpCase& c : testing::op_cases(large)) {
+      if (!declared(c.op, false)) continue;
+      std::vector<std::vector<float>> dout, prefill;
+      gradients_for(c, 900, dout, prefill);
+      const Result want = execute(c, {Device::CPU, DType::F32}, testing::values_of(c), &dout, &prefill);
+      const Result got = execute(c, {Device::CUDA, DType::F32}, testing::values_of(c), &dout, &prefill);
+      auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+        return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+      };
+      for (size_t j = 0; j < want.out.size(); j++) EXPECT_TRUE(same(got.out[j], want.out[j])) << c.name << " output " << j;
+      if (declared(c.op, true))
+        for (size_t i = 0; i < want.din.size(); i++)
+          EXPECT_TRUE(same(got.din[i], want.din[i])) << c.name << " d" << c.in[i].name;
+      compared++;
+    }
+  EXPECT_GE(compared, 2 * 10);
+}
+
 // CUDA fp32 backward against central differences of the CUDA fp32 forward (L = Σ out·w), gradients pre-filled
 // with noise so that = instead of += fails; the same step and tolerance as the CPU's test. Needs fp32 without TF32.
 TEST(OpCasesCuda, BackwardMatchesFiniteDifferences) {
