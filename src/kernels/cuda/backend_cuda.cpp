@@ -106,16 +106,22 @@ class CudaBackend final : public Backend {
     // Both allocators return at least 256-byte-aligned memory (the Backend contract asks for 64).
     if (plain_malloc_) check_cuda(cudaMalloc(&p, bytes), "cudaMalloc");
     else check_cuda(cudaMallocAsync(&p, bytes, ctx_.stream), "cudaMallocAsync");
+    if (reinterpret_cast<uintptr_t>(p) % 64 != 0)  // the contract the ops' vector loads rely on
+      throw Error("CUDA allocation of " + std::to_string(bytes) + " bytes is not 64-byte aligned");
     return p;
   }
   void free(void* p) override {
     if (p == nullptr) return;
     // Stream-ordered: the memory is reused only by work queued after the ops that read it.
+    // A buffer freed by a static destructor after the CUDA runtime has shut down at exit: nothing left to free.
+    auto freed = [](cudaError_t err, const char* what) {
+      if (err != cudaErrorCudartUnloading) check_cuda(err, what);
+    };
     if (plain_malloc_) {
-      check_cuda(cudaStreamSynchronize(ctx_.stream), "cudaStreamSynchronize before cudaFree");
-      check_cuda(cudaFree(p), "cudaFree");
+      freed(cudaStreamSynchronize(ctx_.stream), "cudaStreamSynchronize before cudaFree");
+      freed(cudaFree(p), "cudaFree");
     } else {
-      check_cuda(cudaFreeAsync(p, ctx_.stream), "cudaFreeAsync");
+      freed(cudaFreeAsync(p, ctx_.stream), "cudaFreeAsync");
     }
   }
   // From pageable host memory the copy has read the source when cudaMemcpyAsync returns (staged by the driver), so
