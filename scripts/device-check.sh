@@ -118,6 +118,18 @@ grep -E '^\[  (FAILED|SKIPPED) \]|Failure|error' "$out/ops.txt" | head -40
 grep -q 'no usable CUDA device' "$out/ops.txt" && res=FAIL
 row "op cases (all dtypes)" "$res" "$(summary "$out/ops.txt"), $((SECONDS - s0)) s"
 
+# The fallback GEMM kernel (taken where cuBLASLt has no algorithm) on every linear case: forward against the
+# reference in every dtype, fp32 backward against finite differences.
+s0=$SECONDS
+LMFORGE_CUDA_GEMM=fallback timeout 60 "$exe" \
+  --gtest_filter='OpCasesCuda.ForwardMatchesTheReference:OpCasesCuda.BackwardMatchesFiniteDifferences' \
+  >"$out/ops-gemm-fallback.txt" 2>&1
+rc=$?
+[ $rc -eq 0 ] && res=ok || res=FAIL
+[ $rc -eq 124 ] && res=TIMEOUT
+grep -q 'no usable CUDA device' "$out/ops-gemm-fallback.txt" && res=FAIL
+row "op cases, fallback GEMM" "$res" "$(summary "$out/ops-gemm-fallback.txt"), $((SECONDS - s0)) s"
+
 # ---- compute-sanitizer ----------------------------------------------------------------------------------------------
 # Plain cudaMalloc per buffer (LMFORGE_CUDA_MALLOC=plain) so memcheck knows each buffer's exact bounds. Forward of
 # every case (small and large) and forward + backward of the large ones; racecheck (shared-memory hazards) on the

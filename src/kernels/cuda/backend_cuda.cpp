@@ -76,6 +76,8 @@ class CudaBackend final : public Backend {
     // which lets compute-sanitizer's memcheck see each buffer's exact bounds.
     const char* mode = std::getenv("LMFORGE_CUDA_MALLOC");
     plain_malloc_ = mode != nullptr && std::strcmp(mode, "plain") == 0;
+    const char* gemm = std::getenv("LMFORGE_CUDA_GEMM");
+    ctx_.gemm_fallback = gemm != nullptr && std::strcmp(gemm, "fallback") == 0;
     if (!plain_malloc_) {
       cudaMemPool_t pool;
       check_cuda(cudaDeviceGetDefaultMemPool(&pool, device_), "cudaDeviceGetDefaultMemPool");
@@ -98,7 +100,8 @@ class CudaBackend final : public Backend {
            ", " + std::to_string(props_.multiProcessorCount) + " SMs, " +
            std::to_string(props_.totalGlobalMem >> 20) + " MiB), driver " + version(driver) + ", runtime " +
            version(runtime) + ", cuBLASLt " + std::to_string(cublasLtGetVersion()) +
-           (plain_malloc_ ? ", cudaMalloc per buffer" : ", stream-ordered pool");
+           (plain_malloc_ ? ", cudaMalloc per buffer" : ", stream-ordered pool") +
+           (ctx_.gemm_fallback ? ", fallback GEMM kernel (LMFORGE_CUDA_GEMM)" : "");
   }
   void* alloc(size_t bytes) override {
     void* p = nullptr;

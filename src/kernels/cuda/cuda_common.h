@@ -26,6 +26,9 @@ struct CudaContext {
   void* workspace = nullptr;  // cuBLASLt's scratch (32 MiB: Hopper's kernels want it)
   size_t workspace_bytes = 0;
   int sm_count = 0;
+  // LMFORGE_CUDA_GEMM=fallback: every linear product through the fallback kernel (linear_cuda.cu) instead of
+  // cuBLASLt, so the GPU check can test the path cuBLASLt's refusals take.
+  bool gemm_fallback = false;
 };
 
 // The CUDA backend's context; lmforge::Error naming the reason (no driver, no device) when there is none.

@@ -49,6 +49,19 @@ struct Pref {
   ~Pref() { cublasLtMatmulPreferenceDestroy(h); }
 };
 
+// The fallback for products cuBLASLt has no algorithm for (it reports none for some small, oddly aligned bf16/f16
+// shapes): one thread per element of column-major C[m,n] = op(A)·op(B) + beta·C, an fp32 sum over k in order.
+__global__ void gemm_fallback_kernel(bool ta, bool tb, int64_t m, int64_t n, int64_t k, DView A, int64_t lda, DView B,
+                                     int64_t ldb, DView C, int64_t ldc, float beta) {
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < m * n; e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t i = e % m, j = e / m;
+    float s = 0.0f;
+    for (int64_t l = 0; l < k; l++)
+      s += A.ld(ta ? i * lda + l : l * lda + i) * B.ld(tb ? l * ldb + j : j * ldb + l);
+    C.st(j * ldc + i, beta != 0.0f ? s + beta * C.ld(j * ldc + i) : s);
+  }
+}
+
 // Column-major C[m,n] = op(A)[m,k]·op(B)[k,n] + beta·C, A and B of type ab, C of type c; fp32 accumulation.
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* A, int64_t lda, const void* B, int64_t ldb,
           DType ab, void* C, DType c, int64_t ldc, float beta) {
@@ -82,12 +95,18 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* A, int6
                "alignment D");
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  check_cublas(cublasLtMatmulAlgoGetHeuristic(ctx.lt, desc.h, la.h, lb.h, lc.h, lc.h, pref.h, 1, &result, &found),
-               "algorithm heuristic");
-  if (found == 0)
-    kernel_error(Op::LINEAR, "cuBLASLt has no algorithm for " + std::string(dtype_name(ab)) + " × " + dtype_name(ab) +
-                                 " → " + dtype_name(c) + ", m " + std::to_string(m) + " n " + std::to_string(n) + " k " +
-                                 std::to_string(k));
+  // NOT_SUPPORTED: no algorithm for these types and alignments (the fallback below), like found == 0.
+  const cublasStatus_t heuristic =
+      cublasLtMatmulAlgoGetHeuristic(ctx.lt, desc.h, la.h, lb.h, lc.h, lc.h, pref.h, 1, &result, &found);
+  if (heuristic == CUBLAS_STATUS_NOT_SUPPORTED || ctx.gemm_fallback) found = 0;
+  else check_cublas(heuristic, "algorithm heuristic");
+  if (found == 0) {
+    const DView a{const_cast<void*>(A), ab, 0, 0}, b{const_cast<void*>(B), ab, 0, 0}, cc{C, c, 0, 0};
+    gemm_fallback_kernel<<<blocks_for(m * n, 128), 128, 0, ctx.stream>>>(ta, tb, m, n, k, a, lda, b, ldb, cc, ldc,
+                                                                          beta);
+    check_launch("linear (fallback GEMM)");
+    return;
+  }
   const float alpha = 1.0f;
   check_cublas(cublasLtMatmul(ctx.lt, desc.h, &alpha, A, la.h, B, lb.h, &beta, C, lc.h, C, lc.h, &result.algo,
                               ctx.workspace, ctx.workspace_bytes, ctx.stream),
