@@ -21,16 +21,20 @@ __global__ void embedding_forward_kernel(DView out, const int32_t* ids, DView ta
   }
 }
 
-// dtable[ids[n] − offset, c] += dout[n, c]. One thread per column walks n in ascending order: no two threads touch
-// the same element and every element's sum runs in the CPU's order, so results are exact and deterministic.
-// (Parallel over columns only; a sort of the ids by row would parallelise over rows as well.)
+// Table rows are split into kRowBuckets classes (row mod kRowBuckets), one per grid row.
+constexpr int kRowBuckets = 32;
+
+// dtable[ids[n] − offset, c] += dout[n, c]. The thread of (column c, bucket k) walks n in ascending order and adds
+// the rows of its bucket: no two threads touch the same element and every element's sum runs in the CPU's order, so
+// results are exact and deterministic without atomics. Every thread of a block reads the same id (a broadcast);
+// parallel over columns × buckets (a sort of the ids by row would parallelise further).
 __global__ void embedding_backward_kernel(DView dtable, DView dout, const int32_t* ids, int64_t N, int64_t C, int64_t R,
                                           int64_t offset) {
-  const int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  const int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, bucket = blockIdx.y;
   if (c >= C) return;
   for (int64_t n = 0; n < N; n++) {
     const int64_t row = (int64_t)ids[n] - offset;
-    if (row >= 0 && row < R) dtable.st(row, c, dtable.ld(row, c) + dout.ld(n, c));
+    if (row >= 0 && row < R && row % kRowBuckets == bucket) dtable.st(row, c, dtable.ld(row, c) + dout.ld(n, c));
   }
 }
 
@@ -46,7 +50,7 @@ void embedding_forward_cuda(const Tensor& out, const Tensor& ids, const Tensor& 
 void embedding_backward_cuda(const Tensor& dtable, const Tensor& dout, const Tensor& ids, int64_t row_offset) {
   const int64_t N = ids.numel(), C = dtable.dim(1), R = dtable.dim(0);
   if (N * C == 0) return;
-  embedding_backward_kernel<<<(unsigned)((C + 127) / 128), 128, 0, cuda_context().stream>>>(
+  embedding_backward_kernel<<<dim3((unsigned)((C + 127) / 128), kRowBuckets), 128, 0, cuda_context().stream>>>(
       view_of(dtable), view_of(dout), static_cast<const int32_t*>(ids.data), N, C, R, row_offset);
   check_launch("embedding_backward");
 }
