@@ -290,5 +290,68 @@ TEST(OpCasesCuda, DropoutKeepsTheReferenceDecisions) {
     }
 }
 
+// The cross-entropy pieces the op cases do not cover (their case checks row_max + sumexp only): on GPT-2-wide rows
+// in every dtype, the one-pass statistics equal the two passes bit for bit, lse from them is within fp32 accuracy of
+// double precision on the same (rounded) logits, and the backward written in place over the logits is the exact
+// gradient within one rounding of the dtype — the target column, a target in another shard and a masked row
+// (dloss 0) included.
+TEST(CrossEntropyCuda, WideRowsStatsAndInPlaceBackwardMatchDouble) {
+  SKIP_WITHOUT_CUDA();
+  Backend& be = backend_for(Device::CUDA);
+  const int64_t N = 4, V = 50304, col_offset = 100;
+  std::vector<float> host = noise((size_t)(N * V), 21);
+  for (auto& x : host) x *= 4.0f;
+  const std::vector<int32_t> targets = {100, 50403, 7, 12345};  // column 0, the last column, another shard
+  const std::vector<float> dloss = {0.25f, 0.25f, 0.25f, 0.0f};
+  for (DType dtype : {DType::F32, DType::BF16, DType::F16}) {
+    Buffer logits = testing::upload(be, dtype, host);
+    const std::vector<float> exact = testing::download(be, logits);  // the rounded values the kernels see
+    Buffer tg(be, DType::I32, N), dl = testing::upload(be, DType::F32, dloss);
+    be.copy_to_device(tg.data(), targets.data(), targets.size() * 4);
+    Buffer m1(be, DType::F32, N), s1(be, DType::F32, N), t1(be, DType::F32, N);
+    Buffer m2(be, DType::F32, N), s2(be, DType::F32, N), t2(be, DType::F32, N);
+    crossentropy_row_max(m1.view({N}), logits.view({N, V}));
+    crossentropy_sumexp(s1.view({N}), t1.view({N}), logits.view({N, V}), m1.view({N}), tg.view({N}), col_offset);
+    crossentropy_stats(m2.view({N}), s2.view({N}), t2.view({N}), logits.view({N, V}), tg.view({N}), col_offset);
+    const std::vector<float> mx1 = testing::download(be, m1), se1 = testing::download(be, s1),
+                             tl1 = testing::download(be, t1), mx2 = testing::download(be, m2),
+                             se2 = testing::download(be, s2), tl2 = testing::download(be, t2);
+    EXPECT_EQ(0, std::memcmp(mx1.data(), mx2.data(), N * 4)) << dtype_name(dtype);
+    EXPECT_EQ(0, std::memcmp(se1.data(), se2.data(), N * 4)) << dtype_name(dtype);
+    EXPECT_EQ(0, std::memcmp(tl1.data(), tl2.data(), N * 4)) << dtype_name(dtype);
+    std::vector<float> lse((size_t)N);
+    for (int64_t n = 0; n < N; n++) {
+      double mx = -1e30, sum = 0;
+      for (int64_t v = 0; v < V; v++) mx = std::max(mx, (double)exact[(size_t)(n * V + v)]);
+      for (int64_t v = 0; v < V; v++) sum += std::exp(exact[(size_t)(n * V + v)] - mx);
+      const double ref = mx + std::log(sum);
+      EXPECT_EQ(mx1[(size_t)n], (float)mx) << dtype_name(dtype) << " row " << n;
+      EXPECT_NEAR(mx1[(size_t)n] + std::log((double)se1[(size_t)n]), ref, 2e-6 * std::fabs(ref)) << dtype_name(dtype);
+      const int64_t t = targets[(size_t)n] - col_offset;
+      EXPECT_EQ(tl1[(size_t)n], t >= 0 && t < V ? exact[(size_t)(n * V + t)] : 0.0f) << dtype_name(dtype) << " row " << n;
+      lse[(size_t)n] = (float)ref;
+    }
+    Buffer ls = testing::upload(be, DType::F32, lse);
+    crossentropy_backward(logits.view({N, V}), logits.view({N, V}), ls.view({N}), tg.view({N}), dl.view({N}),
+                          col_offset);
+    const std::vector<float> got = testing::download(be, logits);
+    // one rounding of the dtype (2^-8 bf16, 2^-11 f16 relative, f16's subnormal spacing 2^-24 absolute), or fp32's
+    // exp and product (1e-5 relative)
+    const double rel = dtype == DType::BF16 ? std::ldexp(1.0, -8) : dtype == DType::F16 ? std::ldexp(1.0, -11) : 1e-5;
+    const double abs = dtype == DType::F16 ? std::ldexp(1.0, -24) : 1e-30;
+    size_t bad = 0;
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t v = 0; v < V; v++) {
+        const double p = std::exp((double)exact[(size_t)(n * V + v)] - (double)lse[(size_t)n]);
+        const double want = dloss[(size_t)n] * (p - (v + col_offset == targets[(size_t)n] ? 1.0 : 0.0));
+        const double g = got[(size_t)(n * V + v)];
+        if (!(std::fabs(g - want) <= std::fabs(want) * rel + abs) && bad++ < 5)
+          ADD_FAILURE() << dtype_name(dtype) << " dlogits[" << n << "," << v << "] = " << g << ", want " << want;
+      }
+    EXPECT_EQ(bad, 0u) << dtype_name(dtype);
+    EXPECT_LT(got[0], 0.0f) << "the target column carries −dloss";
+  }
+}
+
 }  // namespace
 }  // namespace lmforge::kernels
