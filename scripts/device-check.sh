@@ -87,7 +87,8 @@ b0=$SECONDS
 generator=(); command -v ninja >/dev/null && generator=(-G Ninja)
 if cmake -S . -B build-device "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DLMFORGE_KERNELS_ONLY=ON \
      -DLMFORGE_CUDA=ON -DLMFORGE_CUDA_WERROR=OFF -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-     ${gtest_src:+-DLMFORGE_GTEST_SOURCE_DIR="$gtest_src"} "${cmake_extra[@]}" >"$out/configure.txt" 2>&1 &&
+     -DCMAKE_POLICY_VERSION_MINIMUM=3.5 ${gtest_src:+-DLMFORGE_GTEST_SOURCE_DIR="$gtest_src"} "${cmake_extra[@]}" \
+     >"$out/configure.txt" 2>&1 &&
    timeout 240 cmake --build build-device -j"$(nproc)" --target kernels_test_ops_cuda >"$out/build.txt" 2>&1; then
   row "build kernels_test_ops_cuda" "ok" "$((SECONDS - b0)) s"
 else
