@@ -5,6 +5,19 @@ function(lmforge_module name)
   # A module may keep per-device code in subfolders (kernels/cpu/), so sources are collected recursively.
   file(GLOB_RECURSE sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/${name}/*.cpp")
   list(FILTER sources EXCLUDE REGEX ".*/main\\.cpp$")
+  # Device subfolders build with their device: cuda/ (its .cpp and .cu files) only with LMFORGE_CUDA; the CPU's
+  # cpu/ and guarded/ not in a kernels-only build (cmake/cuda.cmake).
+  if(LMFORGE_CUDA)
+    file(GLOB_RECURSE cuda_sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/${name}/cuda/*.cu")
+    # Each .cu is its own translation unit (nvcc compiles them in parallel; file-private names may repeat).
+    set_source_files_properties(${cuda_sources} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+    list(APPEND sources ${cuda_sources})
+  else()
+    list(FILTER sources EXCLUDE REGEX ".*/cuda/[^/]*$")
+  endif()
+  if(LMFORGE_KERNELS_ONLY)
+    list(FILTER sources EXCLUDE REGEX ".*/kernels/(cpu|guarded)/.*")
+  endif()
   if(sources)
     add_library(lmforge_${name} STATIC ${sources})
     # Unity batches (a few files compiled as one) parse the shared headers once per batch, not once per file:

@@ -24,3 +24,27 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+
+# CUDA, when asked (LMFORGE_CUDA=1) and no toolkit is present: Debian 12's nvidia-cuda-toolkit (CUDA 11.8: nvcc,
+# cuBLAS/cuBLASLt, cudart; ~3 GB, most of the time is unpacking). It is in the non-free component, which is added
+# for this one install only — a private sources list and package lists (the mirror the machine already uses), so
+# the system's own sources stay as they are. CMake then finds /usr/bin/nvcc and builds the CUDA backend with
+# clang++-14 as its host compiler (cmake/cuda.cmake; nvcc 11.8 does not take g++ 12).
+if [ "${LMFORGE_CUDA:-0}" = 1 ]; then
+  if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null; then
+    nvcc_path=$( [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc || command -v nvcc)
+    echo "install-deps: CUDA toolkit present ($nvcc_path, $("$nvcc_path" --version | sed -n 's/.*release \([0-9.]*\),.*/\1/p')); not installing Debian's"
+  else
+    mirror=$(grep -m1 -ohE 'https?://[^ ]+/debian/?' /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null | head -1)
+    mirror=${mirror:-http://deb.debian.org/debian}
+    codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
+    nonfree=$(mktemp -d)
+    mkdir -p "$nonfree/lists/partial"
+    echo "deb ${mirror%/} $codename main contrib non-free" > "$nonfree/sources.list"
+    apt_nonfree=(-o Dir::Etc::SourceList="$nonfree/sources.list" -o Dir::Etc::SourceParts=/dev/null
+                 -o Dir::State::Lists="$nonfree/lists")
+    apt-get "${apt_nonfree[@]}" update -qq
+    apt-get "${apt_nonfree[@]}" install -y -q --no-install-recommends nvidia-cuda-toolkit
+    rm -rf "$nonfree"
+  fi
+fi

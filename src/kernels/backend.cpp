@@ -3,15 +3,37 @@
 
 #include <utility>
 
+#if LMFORGE_KERNELS_CPU
 #include "kernels/guarded/guarded.h"
+#endif
 #include "util/error.h"
 
 namespace lmforge::kernels {
 
+#if LMFORGE_KERNELS_CUDA
+namespace cuda {
+Backend& cuda_backend();  // kernels/cuda/backend_cuda.cpp: throws naming why when no driver or device is usable
+}
+#endif
+
 Backend& backend_for(Device device) {
   switch (device) {
+#if LMFORGE_KERNELS_CPU
     case Device::CPU: return cpu_backend();
     case Device::GUARDED: return guarded::guarded_backend();
+#else
+    case Device::CPU:
+    case Device::GUARDED:
+      throw Error(std::string("no backend for device ") + device_name(device) +
+                  ": this is a kernels-only build (LMFORGE_KERNELS_ONLY) without the CPU kernels");
+#endif
+    case Device::CUDA:
+#if LMFORGE_KERNELS_CUDA
+      return cuda::cuda_backend();
+#else
+      throw Error("no CUDA device: this build has no CUDA backend (configure with a CUDA compiler and "
+                  "-DLMFORGE_CUDA=ON)");
+#endif
   }
   throw Error(std::string("no backend for device ") + device_name(device) + " in this build");
 }

@@ -1,5 +1,5 @@
 // defines: lmforge::kernels::Backend (memory and synchronisation of one compute device), Buffer (owned device
-//          memory of a dtype), cpu_backend(), backend_for() (the CPU, and the GUARDED test device)
+//          memory of a dtype), cpu_backend(), backend_for() (the CPU, the GUARDED test device, CUDA)
 #pragma once
 #include <cstddef>
 #include <initializer_list>
@@ -45,6 +45,10 @@ Backend& cpu_backend();
 // segmentation fault where it happens. The op cases run on it with results bitwise equal to the CPU's; code
 // above kernels/ runs on it to prove that it touches device memory only through Backend and the ops. Slow
 // (mprotect per call): for tests.
+//
+// Device::CUDA (kernels/cuda/, builds with LMFORGE_CUDA): the process's first visible NVIDIA GPU, one stream,
+// memory from cudaMalloc. lmforge::Error naming the reason when it cannot be used — a build without the CUDA
+// backend, no NVIDIA driver (or one older than the CUDA runtime), no device — before anything runs on it.
 Backend& backend_for(Device device);
 
 // Device memory for `count` elements of `dtype`, freed with the buffer (move-only). resize() reallocates only

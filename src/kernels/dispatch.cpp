@@ -10,6 +10,9 @@ void register_kernels(KernelTable& table);
 namespace guarded {
 void register_kernels(KernelTable& table);  // wraps the CPU's entry points: registers after them
 }
+namespace cuda {
+void register_kernels(KernelTable& table);  // kernels/cuda/backend_cuda.cpp
+}
 
 // Built once, on first use (C++ makes a function-local static's initialisation thread-safe), then only read: the
 // table is a constant of the process, like a vtable, not mutable global state. The backends register here rather
@@ -17,8 +20,14 @@ void register_kernels(KernelTable& table);  // wraps the CPU's entry points: reg
 const KernelTable& dispatch_table() {
   static const KernelTable table = [] {
     KernelTable t;
+    // Which backends a build has: cmake/cuda.cmake (a kernels-only build has no CPU kernels).
+#if LMFORGE_KERNELS_CPU
     cpu::register_kernels(t);
     guarded::register_kernels(t);
+#endif
+#if LMFORGE_KERNELS_CUDA
+    cuda::register_kernels(t);
+#endif
     return t;
   }();
   return table;

@@ -29,6 +29,7 @@ const char* device_name(Device device) {
   switch (device) {
     case Device::CPU: return "cpu";
     case Device::GUARDED: return "guarded";
+    case Device::CUDA: return "cuda";
   }
   return "?";
 }

@@ -16,13 +16,14 @@ enum class DType : uint8_t { F32, BF16, I32, F16 };
 inline bool is_floating(DType d) { return d != DType::I32; }
 // Where the memory lives. A backend for another device adds its enumerator, its Backend and its op files
 // (kernels/<device>/) with their registration (kernels/dispatch.cpp); model code never branches on it. GUARDED
-// is a test device (kernels/backend.h): the CPU's kernels over memory the process cannot touch outside them.
-enum class Device : uint8_t { CPU, GUARDED };
-inline constexpr size_t kDeviceCount = 2;  // enumerators of Device
+// is a test device (kernels/backend.h): the CPU's kernels over memory the process cannot touch outside them. CUDA
+// is an NVIDIA GPU (kernels/cuda/, in builds with LMFORGE_CUDA).
+enum class Device : uint8_t { CPU, GUARDED, CUDA };
+inline constexpr size_t kDeviceCount = 3;  // enumerators of Device
 
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);    // "f32", "bf16", "i32", "f16"
-const char* device_name(Device device);  // "cpu", "guarded"
+const char* device_name(Device device);  // "cpu", "guarded", "cuda"
 
 // A view of n-dimensional row-major device memory (at most 4 dimensions). It owns nothing: buffers come from a
 // Backend (backend.h). An absent optional operand is a Tensor with data == nullptr.

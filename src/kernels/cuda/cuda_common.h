@@ -1,0 +1,80 @@
+// defines: what the CUDA backend's files share on the host: CudaContext (the stream, cuBLASLt handle and workspace
+//          every op uses), cuda_context(), check_cuda(), check_launch(), blocks_for(), and each op file's
+//          registration function (called by cuda::register_kernels() in backend_cuda.cpp). Private to the kernels
+//          module; C++17 (nvcc 11.8 compiles the .cu files that include it).
+#pragma once
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/ops.h"
+
+namespace lmforge::kernels {
+class KernelTable;
+}
+
+namespace lmforge::kernels::cuda {
+
+// One device, one stream: every op is queued on `stream` in call order, so ops see each other's results without
+// host synchronisation; only copies to the host and results returned to the host (sum_squares, count_nonfinite,
+// lamb_moments) wait for it.
+struct CudaContext {
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  void* workspace = nullptr;  // cuBLASLt's scratch (32 MiB: Hopper's kernels want it)
+  size_t workspace_bytes = 0;
+  int sm_count = 0;
+  // LMFORGE_CUDA_GEMM=fallback: every linear product through the fallback kernel (linear_cuda.cu) instead of
+  // cuBLASLt, so the GPU check can test the path cuBLASLt's refusals take.
+  bool gemm_fallback = false;
+};
+
+// The CUDA backend's context; lmforge::Error naming the reason (no driver, no device) when there is none.
+CudaContext& cuda_context();
+
+// lmforge::Error "CUDA <what>: <error string> (<code>)" unless err is cudaSuccess.
+void check_cuda(cudaError_t err, const char* what);
+void check_cublas(cublasStatus_t status, const char* what);
+// After a kernel launch: a bad configuration (or an earlier asynchronous fault) as an lmforge::Error naming the op.
+void check_launch(const char* what);
+
+// Blocks of `threads` covering n items, capped at what a grid-stride loop needs to fill the GPU.
+inline unsigned blocks_for(int64_t n, int threads) {
+  const int64_t b = (n + threads - 1) / threads;
+  return (unsigned)(b < 1 ? 1 : (b > 65535 * 16 ? 65535 * 16 : b));
+}
+
+// Device memory for one op's scratch, stream-ordered: allocated and freed on the op's stream, so it is reused only
+// by work queued after the kernels that use it.
+class Scratch {
+ public:
+  explicit Scratch(size_t bytes);
+  ~Scratch();
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  void* get() const { return p_; }
+
+ private:
+  void* p_ = nullptr;
+};
+
+// acc[c] += Σ_n x[n,c] over the rows of x [N,C] (any floating dtypes; f32 sums; bias_add_cuda.cu). Deterministic:
+// fixed chunks of rows summed in order, then the chunks in order (no atomics).
+void column_sums(const Tensor& acc, const Tensor& x);
+
+// The op files' registrations.
+void register_embedding(KernelTable& t);
+void register_layernorm(KernelTable& t);
+void register_linear(KernelTable& t);
+void register_bias_add(KernelTable& t);
+void register_add(KernelTable& t);
+void register_gelu(KernelTable& t);
+void register_dropout(KernelTable& t);
+void register_attention(KernelTable& t);
+void register_copy(KernelTable& t);
+void register_crossentropy(KernelTable& t);
+void register_optim(KernelTable& t);
+
+}  // namespace lmforge::kernels::cuda
