@@ -6,12 +6,12 @@
 # "recomputation X ms"); now each micro-batch's activations live in its own slot and each forward runs once (the log
 # says "in N forwards": N = m per step). One process is the reference for the losses.
 #   usage: BEFORE=path/to/older/lmforge bench/dist/run_pipeline_slots_bench.sh   (BUILD=build-dir, default build;
-#          ITERS, default 3; without BEFORE only this build runs)
+#          AFTER=path overrides this build's binary; ITERS, default 3; without BEFORE only this build runs)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 build=${BUILD:-build}
-after="$root/$build/lmforge"
+after=${AFTER:-$root/$build/lmforge}
 before=${BEFORE:-}
 iters=${ITERS:-3}
 out="$root/bench/out/pipeline-slots"
