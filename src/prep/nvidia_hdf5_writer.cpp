@@ -2,13 +2,15 @@
 #include "prep/nvidia_hdf5_writer.h"
 
 #include <hdf5.h>
-#include <zlib.h>
+#include <libdeflate.h>
 
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <memory>
 #include <vector>
 
+#include <tbb/enumerable_thread_specific.h>
 #include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
 
@@ -103,23 +105,32 @@ struct Chunk {
   std::vector<unsigned char> deflated;
 };
 
+// A thread's deflater and its scratch row buffer.
+struct Deflater {
+  std::unique_ptr<libdeflate_compressor, void (*)(libdeflate_compressor*)> compressor{
+      libdeflate_alloc_compressor(4), libdeflate_free_compressor};
+  std::vector<unsigned char> raw;
+};
+
 // Rows [first_row, first_row + chunk_rows) of one field, zero-padded to the whole chunk (HDF5 stores whole chunks;
-// rows past N are never read), deflated at level 4 as h5py's compression='gzip'.
-void build_chunk(Chunk& c, const NvidiaInstances& in, size_t chunk_rows, std::vector<unsigned char>& raw) {
+// rows past N are never read), deflated at level 4 (h5py's compression='gzip') in the zlib format HDF5's deflate
+// filter reads.
+void build_chunk(Chunk& c, const NvidiaInstances& in, size_t chunk_rows, Deflater& d) {
   const FieldSpec& f = kFields[c.field];
   const size_t width = width_of(f, in), row_bytes = width * f.bytes;
-  raw.assign(chunk_rows * row_bytes, 0);
+  d.raw.assign(chunk_rows * row_bytes, 0);
   const size_t rows = std::min(chunk_rows, in.size() - c.first_row);
   for (size_t r = 0; r < rows; ++r) {
     const size_t instance = in.order[c.first_row + r];
-    unsigned char* row = raw.data() + r * row_bytes;
+    unsigned char* row = d.raw.data() + r * row_bytes;
     if (f.bytes == 4) fill_row(f, in, instance, reinterpret_cast<int32_t*>(row));
     else fill_row(f, in, instance, reinterpret_cast<int8_t*>(row));
   }
-  uLongf size = compressBound(static_cast<uLong>(raw.size()));
-  c.deflated.resize(size);
-  if (compress2(c.deflated.data(), &size, raw.data(), static_cast<uLong>(raw.size()), 4) != Z_OK)
-    throw Error("zlib could not compress an HDF5 chunk");
+  if (!d.compressor) throw Error("libdeflate could not allocate a compressor (out of memory)");
+  c.deflated.resize(libdeflate_zlib_compress_bound(d.compressor.get(), d.raw.size()));
+  const size_t size =
+      libdeflate_zlib_compress(d.compressor.get(), d.raw.data(), d.raw.size(), c.deflated.data(), c.deflated.size());
+  if (size == 0) throw Error("libdeflate could not compress an HDF5 chunk");
   c.deflated.resize(size);
 }
 
@@ -164,11 +175,12 @@ void write_nvidia_hdf5(const std::string& path, const NvidiaInstances& in, int w
   tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, size_t(std::max(1, workers)));
   // Batches bound the compressed bytes held at once; within one, chunks are built in parallel, written in order.
   const size_t batch = size_t(std::max(1, workers)) * 8;
+  tbb::enumerable_thread_specific<Deflater> deflaters;
   for (size_t b = 0; b < all.size(); b += batch) {
     const size_t e = std::min(all.size(), b + batch);
     tbb::parallel_for(tbb::blocked_range<size_t>(b, e, 1), [&](const tbb::blocked_range<size_t>& range) {
-      std::vector<unsigned char> raw;
-      for (size_t i = range.begin(); i != range.end(); ++i) build_chunk(all[i], in, chunk_rows[all[i].field], raw);
+      Deflater& d = deflaters.local();
+      for (size_t i = range.begin(); i != range.end(); ++i) build_chunk(all[i], in, chunk_rows[all[i].field], d);
     });
     for (size_t i = b; i < e; ++i) {
       Chunk& c = all[i];
