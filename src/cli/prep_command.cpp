@@ -47,7 +47,14 @@ void add_prep_command(CLI::App& app) {
       "prep",
       "Tokenize loose-JSON corpora into Megatron indexed datasets (<output-prefix>_<key>_document.bin/.idx, "
       "or _sentence with --split-sentences), "
-      "byte-identical to Megatron's tools/preprocess_data.py for the same input and flags.\n\n"
+      "byte-identical to Megatron's tools/preprocess_data.py for the same input and flags.\n"
+      "Other inputs and outputs (--input-format, --output-format): raw text, one document per line, with a "
+      "word-level vocabulary (--input-format text --tokenizer-type WordLevel: the Megatron v1.1.5 projects' own "
+      "preprocessor, byte for byte); NVIDIA DeepLearningExamples' BERT HDF5 shards (--output-format nvidia-hdf5 from "
+      "sentence files, JSON lines or Megatron sentence datasets: the values its create_pretraining_data.py writes for "
+      "the same text, vocabulary, flags and seed, with its flags and defaults; the documents are tokenized on every "
+      "core, CPython's random stream is replayed in one thread in the script's order, rows are built and deflated on "
+      "every core; see src/prep/nvidia_hdf5_prep.h). Sharded and claim modes write Megatron datasets only.\n\n"
       "Input: one JSON object per line; plain, .gz, .zst or .xz (detected from the content). Each --json-keys "
       "value must be a string (one sequence) or a list of strings (pre-split sentences, one sequence each, as "
       "Megatron). A line that is not a JSON object, lacks a key or holds another type stops the run with "
@@ -102,8 +109,11 @@ void add_prep_command(CLI::App& app) {
                   "every line, an empty one too, ends with the EOD, as the Megatron v1.1.5 projects' word-level "
                   "script (see --tokenizer-type WordLevel). sentences: one sentence per line, a blank line (empty "
                   "after Python's str.strip()) between documents, the input of Google's, NVIDIA's and ELECTRA's BERT "
-                  "data scripts (default and only input of --output-format nvidia-hdf5)")
-      ->check(CLI::IsMember({"json", "text", "sentences"}));
+                  "data scripts (default of --output-format nvidia-hdf5). megatron (nvidia-hdf5 only): Megatron sentence-level "
+                  "datasets, each --input a .bin/.idx prefix, a document's sequences its sentences (ids as they are, "
+                  "so made with the same vocabulary). With json, nvidia-hdf5 takes each JSON line as a document "
+                  "and --split-sentences as its sentences")
+      ->check(CLI::IsMember({"json", "text", "sentences", "megatron"}));
   std::string formats_help = "What to write:";
   for (const prep::OutputFormat& f : prep::output_formats()) formats_help += "\n  " + f.name + ": " + f.summary;
   cmd->add_option("--output-format", options->output_format, formats_help)->capture_default_str();

@@ -17,12 +17,15 @@
 #include <tbb/parallel_for.h>
 #include <tbb/parallel_pipeline.h>
 
+#include "data/indexed_dataset.h"
 #include "data/line_reader.h"
 #include "data/writer_lock.h"
+#include "prep/json_document.h"
 #include "prep/nvidia_hdf5_writer.h"
 #include "prep/text_inputs.h"
 #include "text/bert_wordpiece.h"
 #include "text/python_str.h"
+#include "text/sentence_splitter.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -129,6 +132,158 @@ SentenceDocuments read_sentence_documents(const std::vector<std::string>& files,
   return docs;
 }
 
+namespace {
+
+// A thread's JSON parser, sentence splitter and encoder for read_json_sentence_documents().
+struct JsonSentenceWorker {
+  JsonSentenceWorker(const PrepOptions& options, const text::Tokenizer& tokenizer)
+      : parser(options.json_keys), encoder(tokenizer.make_encoder()) {
+    if (options.split_sentences) splitter.emplace(text::SentenceSplitOptions{options.lang, options.keep_newlines});
+  }
+  JsonDocumentParser parser;
+  std::unique_ptr<text::TextEncoder> encoder;
+  std::optional<text::SentenceSplitter> splitter;
+  ParsedDocument doc;
+  std::vector<std::string_view> sentences;
+};
+
+struct JsonBlock {
+  data::LineBlock lines;
+  std::vector<int32_t> ids;
+  std::vector<int32_t> lengths;  // per sentence with tokens; -1 ends a document (a JSON line)
+  std::vector<std::pair<uint64_t, std::string>> invalid;
+  uint64_t invalid_utf8 = 0, lone_surrogates = 0;
+};
+
+void parse_json_block(JsonBlock& block, JsonSentenceWorker& w, const PrepOptions& options) {
+  const std::string& bytes = block.lines.bytes;
+  size_t pos = 0, overlong = 0;
+  for (uint64_t n = 0; n < block.lines.line_count; ++n) {
+    size_t end = bytes.find('\n', pos);
+    if (end == std::string::npos) end = bytes.size();
+    const std::string_view line(bytes.data() + pos, end - pos);
+    pos = end + 1;
+    std::string reason;
+    if (overlong < block.lines.overlong.size() && block.lines.overlong[overlong] == n) {
+      ++overlong;
+      reason = "line longer than " + std::to_string(options.max_line_bytes) + " bytes (--max-line-bytes raises it)";
+    } else {
+      reason = w.parser.parse(line, bytes.capacity() - (size_t(line.data() - bytes.data()) + line.size()), w.doc);
+    }
+    if (!reason.empty()) {
+      block.invalid.emplace_back(block.lines.first_line + n, std::move(reason));
+      if (!options.skip_invalid) return;
+      continue;
+    }
+    block.invalid_utf8 += w.doc.invalid_utf8_replaced;
+    block.lone_surrogates += w.doc.lone_surrogates_replaced;
+    const std::vector<std::string_view>* sentences = &w.doc.texts[0];
+    if (w.splitter && !w.doc.is_list[0]) {
+      w.sentences.clear();
+      for (std::string_view text : w.doc.texts[0]) w.splitter->split(text, w.sentences);
+      sentences = &w.sentences;
+    }
+    for (std::string_view sentence : *sentences) {
+      const size_t before = block.ids.size();
+      w.encoder->encode(text::python_strip(sentence), block.ids);
+      if (block.ids.size() > before) block.lengths.push_back(static_cast<int32_t>(block.ids.size() - before));
+    }
+    block.lengths.push_back(-1);
+  }
+}
+
+}  // namespace
+
+SentenceDocuments read_json_sentence_documents(const std::vector<std::string>& files, const text::Tokenizer& tokenizer,
+                                               const PrepOptions& options, PrepSummary& summary) {
+  if (options.json_keys.size() != 1)
+    throw Error("--output-format nvidia-hdf5 reads one --json-keys key (each JSON line is one document)");
+  SentenceDocuments docs;
+  const int workers = options.workers > 0 ? options.workers : int(std::max(1u, std::thread::hardware_concurrency()));
+  tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, size_t(workers));
+  tbb::enumerable_thread_specific<JsonSentenceWorker> state([&] { return JsonSentenceWorker(options, tokenizer); });
+  uint64_t reported = 0;
+  for (const std::string& path : files) {
+    std::unique_ptr<data::LineReader> reader = data::LineReader::open(path, options.max_line_bytes);
+    tbb::parallel_pipeline(
+        size_t(workers) * 4,
+        tbb::make_filter<void, JsonBlock*>(tbb::filter_mode::serial_in_order,
+                                           [&](tbb::flow_control& control) -> JsonBlock* {
+                                             auto block = std::make_unique<JsonBlock>();
+                                             if (!reader->next_block(block->lines, options.block_bytes)) {
+                                               control.stop();
+                                               return nullptr;
+                                             }
+                                             // simdjson reads up to 64 bytes past a line.
+                                             block->lines.bytes.reserve(block->lines.bytes.size() +
+                                                                        simdjson::SIMDJSON_PADDING);
+                                             return block.release();
+                                           }) &
+            tbb::make_filter<JsonBlock*, JsonBlock*>(tbb::filter_mode::parallel,
+                                                     [&](JsonBlock* block) {
+                                                       parse_json_block(*block, state.local(), options);
+                                                       return block;
+                                                     }) &
+            tbb::make_filter<JsonBlock*, void>(tbb::filter_mode::serial_in_order, [&](JsonBlock* raw) {
+              std::unique_ptr<JsonBlock> block(raw);
+              for (const auto& [line, reason] : block->invalid) {
+                if (!options.skip_invalid)
+                  throw Error(input_location(path, line) + ": " + reason +
+                              " (nothing was written; --skip-invalid skips such lines and reports them)");
+                if (reported++ < options.report_invalid)
+                  std::fprintf(stderr, "prep: skipped %s: %s\n", input_location(path, line).c_str(), reason.c_str());
+              }
+              summary.skipped_lines += block->invalid.size();
+              size_t at = 0;
+              for (int32_t length : block->lengths) {
+                if (length < 0) {
+                  docs.end_document();
+                  continue;
+                }
+                docs.add_sentence(block->ids.data() + at, size_t(length));
+                at += size_t(length);
+              }
+              summary.invalid_utf8_replaced += block->invalid_utf8;
+              summary.lone_surrogates_replaced += block->lone_surrogates;
+              summary.text_bytes += block->lines.bytes.size();
+              summary.tokens += block->ids.size();
+            }));
+    summary.input_bytes += reader->file_bytes_read();
+  }
+  summary.documents = docs.documents();
+  summary.sequences = docs.sentences();
+  return docs;
+}
+
+SentenceDocuments read_megatron_sentence_documents(const std::vector<std::string>& prefixes, size_t vocabulary_size,
+                                                   PrepSummary& summary) {
+  SentenceDocuments docs;
+  std::vector<int32_t> ids;
+  for (std::string prefix : prefixes) {
+    for (const char* ext : {".bin", ".idx"})  // a file name given for the prefix
+      if (prefix.size() > 4 && prefix.compare(prefix.size() - 4, 4, ext) == 0) prefix.resize(prefix.size() - 4);
+    const auto dataset = data::IndexedDataset::open(prefix);
+    for (uint64_t d = 0; d < dataset->document_count(); ++d) {
+      for (int64_t s = dataset->document_index(d); s < dataset->document_index(d + 1); ++s) {
+        ids.clear();
+        dataset->read_sequence(uint64_t(s), ids);
+        for (int32_t id : ids)
+          if (id < 0 || size_t(id) >= vocabulary_size)
+            throw Error(prefix + ": sequence " + std::to_string(s) + " holds id " + std::to_string(id) +
+                        ", outside the --vocab-file's " + std::to_string(vocabulary_size) +
+                        " entries (was the dataset made with another vocabulary?)");
+        if (!ids.empty()) docs.add_sentence(ids.data(), ids.size());
+        summary.tokens += ids.size();
+      }
+      docs.end_document();
+    }
+    summary.input_bytes += dataset->bin_bytes() + dataset->idx_bytes();
+  }
+  summary.documents = docs.documents();
+  summary.sequences = docs.sentences();
+  return docs;
+}
+
 NvidiaVocabIds nvidia_vocab_ids(const std::string& vocab_file) {
   const std::vector<std::string> lines = text::read_wordpiece_vocab(vocab_file, text::WordPieceFlavor::kNvidia);
   // load_vocab: vocab[token] = line number, in an OrderedDict: a repeated token keeps its first place in the key
@@ -189,12 +344,13 @@ std::vector<NvidiaOutputFile> nvidia_output_files(const PrepOptions& options, co
 }
 
 PrepSummary run_nvidia_hdf5_prep(const PrepOptions& options) {
-  if (options.input_format != "sentences")
+  if (options.input_format != "sentences" && options.input_format != "json" && options.input_format != "megatron")
     throw Error("--output-format nvidia-hdf5 reads --input-format sentences (one sentence per line, a blank line "
-                "between documents), not " + options.input_format);
+                "between documents), json or megatron, not " + options.input_format);
   if (options.append_eod) throw Error("--append-eod does not apply to --output-format nvidia-hdf5 (BERT has no EOD)");
-  if (options.split_sentences)
-    throw Error("--split-sentences does not apply to --input-format sentences (the lines are the sentences)");
+  if (options.split_sentences && options.input_format != "json")
+    throw Error("--split-sentences applies to --input-format json (sentences and megatron inputs are already split)");
+  check_sentence_options(options);
   check_nvidia_instance_options(options.nvidia);
   if (options.n_training_shards < 1) throw Error("--n-training-shards must be at least 1");
   if (options.n_test_shards < 0) throw Error("--n-test-shards must be 0 or more");
@@ -205,7 +361,9 @@ PrepSummary run_nvidia_hdf5_prep(const PrepOptions& options) {
     throw Error("--output-format nvidia-hdf5 needs --vocab-file (BERT's vocab.txt)");
   const int workers = options.workers > 0 ? options.workers : int(std::max(1u, std::thread::hardware_concurrency()));
 
-  const std::vector<std::string> files = expand_text_inputs(options.inputs);
+  const std::vector<std::string> files = options.input_format == "sentences" ? expand_text_inputs(options.inputs)
+                                         : options.input_format == "json"    ? data::expand_input_specs(options.inputs)
+                                                                              : options.inputs;
   text::WordPieceOptions wp;
   wp.flavor = text::WordPieceFlavor::kNvidia;
   wp.lower_case = options.do_lower_case;
@@ -216,7 +374,10 @@ PrepSummary run_nvidia_hdf5_prep(const PrepOptions& options) {
   data::WriterLock lock(data::output_prefix_lock_base(options.output_prefix), "output prefix " + options.output_prefix);
   ProgressLine progress(options.progress_seconds);
   PrepSummary summary;
-  const SentenceDocuments docs = read_sentence_documents(files, *tokenizer, options, summary);
+  const SentenceDocuments docs =
+      options.input_format == "sentences" ? read_sentence_documents(files, *tokenizer, options, summary)
+      : options.input_format == "json"    ? read_json_sentence_documents(files, *tokenizer, options, summary)
+                                          : read_megatron_sentence_documents(files, size_t(*std::max_element(vocab.words.begin(), vocab.words.end())) + 1, summary);
   const std::vector<NvidiaOutputFile> outputs = nvidia_output_files(options, docs);
   for (const NvidiaOutputFile& f : outputs)
     for (const std::string& input : files) {

@@ -29,6 +29,19 @@ PrepSummary run_nvidia_hdf5_prep(const PrepOptions& options);
 SentenceDocuments read_sentence_documents(const std::vector<std::string>& files, const text::Tokenizer& tokenizer,
                                           const PrepOptions& options, PrepSummary& summary);
 
+// --input-format json: each JSON line is one document, its --json-keys value split into sentences by
+// --split-sentences (a list value is its pre-split sentences; without --split-sentences a string is one sentence),
+// each sentence stripped and tokenized as a line of the sentences format. Bad lines: Error naming file:line, or
+// skipped and counted under --skip-invalid.
+SentenceDocuments read_json_sentence_documents(const std::vector<std::string>& files, const text::Tokenizer& tokenizer,
+                                               const PrepOptions& options, PrepSummary& summary);
+
+// --input-format megatron: Megatron sentence-level datasets (each --input a .bin/.idx prefix): a document's
+// sequences are its sentences, their ids taken as they are (Error naming the dataset if an id is outside
+// `vocabulary_size`: it was made with another vocabulary).
+SentenceDocuments read_megatron_sentence_documents(const std::vector<std::string>& prefixes, size_t vocabulary_size,
+                                                   PrepSummary& summary);
+
 // [CLS], [SEP], [MASK] and list(vocab.keys()) from the vocab.txt (Error naming the file if one is missing).
 NvidiaVocabIds nvidia_vocab_ids(const std::string& vocab_file);
 

@@ -108,7 +108,7 @@ struct Chunk {
 // A thread's deflater and its scratch row buffer.
 struct Deflater {
   std::unique_ptr<libdeflate_compressor, void (*)(libdeflate_compressor*)> compressor{
-      libdeflate_alloc_compressor(4), libdeflate_free_compressor};
+      libdeflate_alloc_compressor(1), libdeflate_free_compressor};
   std::vector<unsigned char> raw;
 };
 

@@ -57,6 +57,10 @@ class InstanceBuilder {
       : docs_(docs), vocab_(vocab), o_(o), out_(out), rng_(o.random_seed) {}
 
   void run() {
+    // Room for every pass's tokens up front (half again for random next sentences and the specials): reserved pages
+    // that stay unused cost nothing, where growing by copying touched every page again.
+    const size_t passes = size_t(o_.dupe_factor);
+    out_.tokens.reserve(passes * (docs_.ids.size() * 3 / 2 + 3 * docs_.sentences()));
     // rng.shuffle(all_documents)
     order_.resize(docs_.documents());
     for (size_t d = 0; d < order_.size(); ++d) order_[d] = static_cast<uint32_t>(d);
@@ -105,13 +109,16 @@ class InstanceBuilder {
       bool is_random_next = false;
       // `len(current_chunk) == 1 or rng.random() < 0.5`: no draw for a one-sentence chunk.
       if (chunk_size == 1 || rng_.random() < 0.5) {
-        is_random_next = true;  // stays true even if ten draws all hit this document (then B comes from it)
+        is_random_next = true;
         const int64_t target_b = target - static_cast<int64_t>(a_.size());
         int64_t r = 0;
         for (int attempt = 0; attempt < 10; ++attempt) {
           r = rng_.randint(0, static_cast<int64_t>(order_.size()) - 1);
           if (r != static_cast<int64_t>(di)) break;
         }
+        // Ten draws all hit this document (likely only with one document): labelled actual next (DLE @ 7a4c4250;
+        // Google's original keeps "random"), though B is still read from a random start in this document.
+        if (r == static_cast<int64_t>(di)) is_random_next = false;
         const size_t rn = sentence_count(size_t(r));
         const auto start = static_cast<size_t>(rng_.randint(0, static_cast<int64_t>(rn) - 1));
         for (size_t j = start; j < rn; ++j) {

@@ -18,7 +18,7 @@ std::span<const OutputFormat> output_formats() {
        "NVIDIA DeepLearningExamples' BERT pretraining shards (.hdf5: input_ids, input_mask, segment_ids, "
        "masked_lm_positions, masked_lm_ids, next_sentence_labels), value for value what its "
        "create_pretraining_data.py writes for the same text, vocabulary, flags and seed",
-       {"sentences"},
+       {"sentences", "json", "megatron"},
        {"--max-seq-length", "--max-predictions-per-seq", "--masked-lm-prob", "--short-seq-prob", "--dupe-factor",
         "--random-seed", "--do-lower-case", "--n-training-shards", "--n-test-shards", "--fraction-test-set"},
        &run_nvidia_hdf5_prep},

@@ -149,6 +149,8 @@ def instances_of(docs, di, a):
                     r = rng.randint(0, len(docs) - 1)
                     if r != di:
                         break
+                if r == di:
+                    random_next = False
                 other = docs[r]
                 for s in other[rng.randint(0, len(other) - 1):]:
                     second.extend(s)

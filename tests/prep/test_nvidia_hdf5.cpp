@@ -241,6 +241,52 @@ TEST(NvidiaHdf5, TrainingAndTestShardsAreNamedAsBertPrepAndReadByNvidiasLoader) 
   EXPECT_EQ(r.status, 0) << r.output;
 }
 
+// The same documents and sentences given as JSON lines (list values: pre-split sentences) and as a Megatron
+// sentence-level dataset (made by prep from those lines; plain ASCII, where Megatron's and NVIDIA's tokenizers agree)
+// give the file the sentences format gives, which the tests above prove equal to NVIDIA's.
+TEST(NvidiaHdf5, JsonAndMegatronInputsEqualTheSentencesFormat) {
+  TempDir dir;
+  std::string sentences, json;
+  for (int d = 0; d < 40; ++d) {
+    json += "{\"text\": [";
+    for (int s = 0; s < 1 + d % 5; ++s) {
+      std::string sentence = "Doc " + std::to_string(d) + " says thing " + std::to_string(s) + ":";
+      for (int w = 0; w < 3 + (d * 7 + s * 3) % 17; ++w) sentence += " word" + std::to_string((d + w) % 9);
+      sentences += sentence + ".\n";
+      json += std::string(s ? ", " : "") + "\"" + sentence + ".\"";
+    }
+    sentences += "\n";
+    json += "]}\n";
+  }
+  write_file(dir.file("s.txt"), sentences);
+  write_file(dir.file("s.jsonl"), json);
+  auto o = nvidia_options({dir.file("s.txt")}, dir.file("from_sentences"));
+  o.nvidia.max_seq_length = 48;
+  o.nvidia.max_predictions_per_seq = 8;
+  prep::run_nvidia_hdf5_prep(o);
+
+  auto j = o;
+  j.inputs = {dir.file("s.jsonl")};
+  j.input_format = "json";
+  j.output_prefix = dir.file("from_json");
+  prep::run_nvidia_hdf5_prep(j);
+  expect_same_hdf5(dir.file("from_json.hdf5"), dir.file("from_sentences.hdf5"));
+
+  prep::PrepOptions m;
+  m.inputs = {dir.file("s.jsonl")};
+  m.output_prefix = dir.file("meg");
+  m.tokenizer.type = "BertWordPieceLowerCase";
+  m.tokenizer.vocab_file = bert_vocab();
+  m.progress_seconds = 1e9;
+  prep::run_prep(m);  // list values: one sequence per sentence
+  auto g = o;
+  g.inputs = {dir.file("meg_text_document")};
+  g.input_format = "megatron";
+  g.output_prefix = dir.file("from_megatron");
+  prep::run_nvidia_hdf5_prep(g);
+  expect_same_hdf5(dir.file("from_megatron.hdf5"), dir.file("from_sentences.hdf5"));
+}
+
 std::string error_of(const prep::PrepOptions& o) {
   try {
     prep::run_nvidia_hdf5_prep(o);

@@ -1,6 +1,6 @@
 // prep --input-format text --tokenizer-type WordLevel: the bytes of the Megatron v1.1.5 project's word-level script
 // (re-stated in word_level_reference.py) for raw text with blank lines, whitespace runs of every Python kind, words
-// outside the vocabulary and universal newlines; the tokenizer's Python str.split() and its errors.
+// outside the vocabulary, universal newlines and invalid UTF-8 (repaired as Python's errors="replace"); the tokenizer's Python str.split() and its errors.
 #include <gtest/gtest.h>
 
 #include "prep/prep.h"
@@ -33,6 +33,7 @@ std::string raw_text() {
   t += "caf\xc3\xa9 cafe CAT \xe4\xb8\xad\xe6\x96\x87 zebra\n";      // unknown words -> <unk>
   t += "mac\rline\r\nends\r\rhere\n";  // lone \r, \r\n, and an empty line between two \r
   t += "a\xe2\x80\xa8" "b\n";          // U+2028 splits words (str.split) but does not end a line (readlines)
+  t += "the \xff cat\xc3\n";          // invalid UTF-8: U+FFFD, as Python's errors="replace" (counted)
   t += "last line without newline";
   return t;
 }
@@ -57,7 +58,8 @@ TEST(WordLevel, RawTextIsByteIdenticalToTheSeedsScript) {
     o.block_bytes = 16;  // a block per line or two
     o.progress_seconds = 1e9;
     const prep::PrepSummary s = prep::run_prep(o);
-    EXPECT_EQ(s.documents, 14u);
+    EXPECT_EQ(s.documents, 15u);
+    EXPECT_EQ(s.invalid_utf8_replaced, 2u);
     ASSERT_EQ(s.outputs, std::vector<std::string>{o.output_prefix + "_text_sentence"});
     EXPECT_TRUE(read_file(o.output_prefix + "_text_sentence.bin") == read_file(dir.file("ref.bin"))) << workers;
     EXPECT_TRUE(read_file(o.output_prefix + "_text_sentence.idx") == read_file(dir.file("ref.idx"))) << workers;
