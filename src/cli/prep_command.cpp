@@ -8,6 +8,7 @@
 #include "cli/last_value_wins.h"
 #include "cli/tokenizer_flags.h"
 #include "prep/distributed.h"
+#include "prep/nvidia_hdf5_shards.h"
 #include "prep/output_formats.h"
 #include "prep/prep.h"
 #include "prep/shard_plan.h"
@@ -54,7 +55,9 @@ void add_prep_command(CLI::App& app) {
       "sentence files, JSON lines or Megatron sentence datasets: the values its create_pretraining_data.py writes for "
       "the same text, vocabulary, flags and seed, with its flags and defaults; the documents are tokenized on every "
       "core, CPython's random stream is replayed in one thread in the script's order, rows are built and deflated on "
-      "every core; see src/prep/nvidia_hdf5_prep.h). Sharded and claim modes write Megatron datasets only.\n\n"
+      "every core; see src/prep/nvidia_hdf5_prep.h). In sharded and claim mode nvidia-hdf5 makes one shard per input "
+      "file, <output-prefix><file stem>.hdf5, as NVIDIA runs its script once per text shard (a static split of the "
+      "files by rank, or --claim with leases in <output-prefix>.claims/; see src/prep/nvidia_hdf5_shards.h).\n\n"
       "Input: one JSON object per line; plain, .gz, .zst or .xz (detected from the content). Each --json-keys "
       "value must be a string (one sequence) or a list of strings (pre-split sentences, one sequence each, as "
       "Megatron). A line that is not a JSON object, lacks a key or holds another type stops the run with "
@@ -249,10 +252,19 @@ void add_prep_command(CLI::App& app) {
     if (!max_line->empty()) options->max_line_bytes = parse_size("--max-line-bytes", *max_line);
     if (distributed->claim_lease_seconds <= 0) throw Error("--claim-lease must be a positive number of seconds");
     if (!shard_size->empty()) distributed->shard_bytes = parse_size("--shard-size", *shard_size);
+    if (format.name == "nvidia-hdf5") {
+      // One output shard per input file; no byte ranges, no MPI collectives (mpirun's ranks are a static split).
+      if (!shard_size->empty())
+        throw Error("--shard-size cuts JSON inputs into byte ranges; with --output-format nvidia-hdf5 every input "
+                    "file is one shard");
+      distributed->rank.no_mpi = true;
+      if (auto rank = prep::sharded_mode(*distributed)) {
+        if (auto summary = prep::run_nvidia_hdf5_sharded(*options, *distributed, *rank, std::cout))
+          prep::print_summary(*summary, std::cout);
+        return;
+      }
+    }
     if (auto rank = prep::sharded_mode(*distributed)) {
-      if (format.name != "megatron")
-        throw Error("sharded and claim modes write --output-format megatron only; for " + format.name +
-                    " run one process per input shard");
       if (auto summary = prep::run_sharded_prep(*options, *distributed, *rank, std::cout))
         prep::print_summary(*summary, std::cout);
       return;

@@ -343,7 +343,7 @@ std::vector<NvidiaOutputFile> nvidia_output_files(const PrepOptions& options, co
   return files;
 }
 
-PrepSummary run_nvidia_hdf5_prep(const PrepOptions& options) {
+void check_nvidia_hdf5_options(const PrepOptions& options) {
   if (options.input_format != "sentences" && options.input_format != "json" && options.input_format != "megatron")
     throw Error("--output-format nvidia-hdf5 reads --input-format sentences (one sentence per line, a blank line "
                 "between documents), json or megatron, not " + options.input_format);
@@ -359,25 +359,44 @@ PrepSummary run_nvidia_hdf5_prep(const PrepOptions& options) {
   if (options.workers < 0) throw Error("--workers must be at least 1 (or 0 for every core)");
   if (options.tokenizer.vocab_file.empty())
     throw Error("--output-format nvidia-hdf5 needs --vocab-file (BERT's vocab.txt)");
-  const int workers = options.workers > 0 ? options.workers : int(std::max(1u, std::thread::hardware_concurrency()));
+}
 
-  const std::vector<std::string> files = options.input_format == "sentences" ? expand_text_inputs(options.inputs)
-                                         : options.input_format == "json"    ? data::expand_input_specs(options.inputs)
-                                                                              : options.inputs;
+std::vector<std::string> nvidia_input_files(const PrepOptions& options) {
+  if (options.input_format == "sentences") return expand_text_inputs(options.inputs);
+  if (options.input_format == "json") return data::expand_input_specs(options.inputs);
+  return options.inputs;  // Megatron dataset prefixes
+}
+
+NvidiaTokenizer::NvidiaTokenizer(const PrepOptions& options) : vocab(nvidia_vocab_ids(options.tokenizer.vocab_file)) {
   text::WordPieceOptions wp;
   wp.flavor = text::WordPieceFlavor::kNvidia;
   wp.lower_case = options.do_lower_case;
-  const auto tokenizer = text::make_bert_wordpiece_tokenizer(options.tokenizer.vocab_file, wp);
-  const NvidiaVocabIds vocab = nvidia_vocab_ids(options.tokenizer.vocab_file);
+  tokenizer = text::make_bert_wordpiece_tokenizer(options.tokenizer.vocab_file, wp);
+}
+
+SentenceDocuments read_nvidia_documents(const std::vector<std::string>& files, const NvidiaTokenizer& t,
+                                        const PrepOptions& options, PrepSummary& summary) {
+  if (options.input_format == "sentences") return read_sentence_documents(files, *t.tokenizer, options, summary);
+  if (options.input_format == "json") return read_json_sentence_documents(files, *t.tokenizer, options, summary);
+  const size_t lines = size_t(*std::max_element(t.vocab.words.begin(), t.vocab.words.end())) + 1;
+  return read_megatron_sentence_documents(files, lines, summary);
+}
+
+int nvidia_workers(const PrepOptions& options) {
+  return options.workers > 0 ? options.workers : int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+PrepSummary run_nvidia_hdf5_prep(const PrepOptions& options) {
+  check_nvidia_hdf5_options(options);
+  const int workers = nvidia_workers(options);
+  const std::vector<std::string> files = nvidia_input_files(options);
+  const NvidiaTokenizer nvidia(options);
 
   create_output_dir(options.output_prefix);
   data::WriterLock lock(data::output_prefix_lock_base(options.output_prefix), "output prefix " + options.output_prefix);
   ProgressLine progress(options.progress_seconds);
   PrepSummary summary;
-  const SentenceDocuments docs =
-      options.input_format == "sentences" ? read_sentence_documents(files, *tokenizer, options, summary)
-      : options.input_format == "json"    ? read_json_sentence_documents(files, *tokenizer, options, summary)
-                                          : read_megatron_sentence_documents(files, size_t(*std::max_element(vocab.words.begin(), vocab.words.end())) + 1, summary);
+  const SentenceDocuments docs = read_nvidia_documents(files, nvidia, options, summary);
   const std::vector<NvidiaOutputFile> outputs = nvidia_output_files(options, docs);
   for (const NvidiaOutputFile& f : outputs)
     for (const std::string& input : files) {
@@ -395,10 +414,10 @@ PrepSummary run_nvidia_hdf5_prep(const PrepOptions& options) {
       tbb::parallel_for(size_t(group), end, [&](size_t k) {
         const NvidiaOutputFile& f = outputs[k];
         if (f.first_document == 0 && f.end_document == docs.documents())
-          made[k - group] = create_nvidia_instances(docs, vocab, options.nvidia);
+          made[k - group] = create_nvidia_instances(docs, nvidia.vocab, options.nvidia);
         else
-          made[k - group] = create_nvidia_instances(slice_documents(docs, f.first_document, f.end_document), vocab,
-                                                    options.nvidia);
+          made[k - group] = create_nvidia_instances(slice_documents(docs, f.first_document, f.end_document),
+                                                    nvidia.vocab, options.nvidia);
       });
     }
     for (size_t k = group; k < end; ++k) {

@@ -12,6 +12,7 @@
 //  3. Building the rows and deflating them (HDF5's gzip filter, otherwise single-threaded) run on every core; the
 //     compressed chunks are handed to HDF5 whole (H5Dwrite_chunk).
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,23 @@
 namespace lmforge::prep {
 
 PrepSummary run_nvidia_hdf5_prep(const PrepOptions& options);
+
+// The checks run_nvidia_hdf5_prep() makes before reading anything (Error naming the flag).
+void check_nvidia_hdf5_options(const PrepOptions& options);
+// The --input specs as files (sentences: .txt files of directories; json: JSON-lines files; megatron: prefixes).
+std::vector<std::string> nvidia_input_files(const PrepOptions& options);
+// --workers, 0 meaning every core.
+int nvidia_workers(const PrepOptions& options);
+
+// NVIDIA's tokenizer (WordPieceFlavor::kNvidia) and the vocabulary facts the instances need.
+struct NvidiaTokenizer {
+  explicit NvidiaTokenizer(const PrepOptions& options);
+  NvidiaVocabIds vocab;
+  std::unique_ptr<text::Tokenizer> tokenizer;
+};
+// The documents of `files` read as options.input_format says.
+SentenceDocuments read_nvidia_documents(const std::vector<std::string>& files, const NvidiaTokenizer& tokenizer,
+                                        const PrepOptions& options, PrepSummary& summary);
 
 // The script's reading of `files` in order: one sentence per line (universal newlines), a line that is empty after
 // Python's str.strip() ends the document, a line that tokenizes to nothing is dropped; documents continue across

@@ -18,6 +18,10 @@ namespace {
 // General category as the flavour's reference sees it: utf8proc's Unicode 15, except characters the reference's
 // older tables do not have yet (Python 3.11 = Unicode 14; HF's unicode_categories crate = Unicode 8.0).
 utf8proc_category_t category(uint32_t cp, Flavor flavor) {
+  // NVIDIA's tokenizer deletes Cn, so every character Python 3.11 does not know yet counts (Lo ones included).
+  if (flavor == Flavor::kNvidia && cp >= 0x80 &&
+      in_ranges(kPyUnassignedAssignedInUtf8proc, kPyUnassignedAssignedInUtf8proc_size, cp))
+    return UTF8PROC_CATEGORY_CN;
   const auto cat = static_cast<utf8proc_category_t>(utf8proc_category(static_cast<utf8proc_int32_t>(cp)));
   if (cat == UTF8PROC_CATEGORY_CN || cat == UTF8PROC_CATEGORY_LO || cat == UTF8PROC_CATEGORY_LL ||
       cat == UTF8PROC_CATEGORY_LU)

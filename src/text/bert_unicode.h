@@ -19,6 +19,10 @@ extern const CodeRange kGoogleUnassigned[];
 extern const size_t kGoogleUnassigned_size;
 extern const CodeRange kHfUnassigned[];
 extern const size_t kHfUnassigned_size;
+// Unassigned for Python 3.11 but assigned in utf8proc (Unicode 15 additions): NVIDIA's tokenizer deletes them as Cn
+// (nvidia_unicode_tables.cpp, scripts/gen_nvidia_unicode_tables.py).
+extern const CodeRange kPyUnassignedAssignedInUtf8proc[];
+extern const size_t kPyUnassignedAssignedInUtf8proc_size;
 extern const CodeRange kPyCased[];
 extern const size_t kPyCased_size;
 extern const CodeRange kPyCaseIgnorable[];

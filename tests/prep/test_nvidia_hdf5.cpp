@@ -320,7 +320,7 @@ TEST(NvidiaHdf5, BadInputAndFlagsAreErrorsAndWriteNothing) {
   EXPECT_NE(e.find("[MASK]"), std::string::npos) << e;
   EXPECT_NE(e.find(dir.file("vocab.txt")), std::string::npos) << e;
   o = nvidia_options({dir.file("ok.txt")}, dir.file("x"));
-  o.input_format = "json";
+  o.input_format = "text";
   EXPECT_NE(error_of(o).find("--input-format sentences"), std::string::npos);
 }
 
