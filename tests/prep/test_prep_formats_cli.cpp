@@ -161,7 +161,8 @@ TEST(PrepFormatsCli, TrainBertRunsOnTheShardsPrepWrote) {
              "\"initializer_range\": 0.02}");
   r = run_command(kExe + " train bert --task bert --data " + dir.file("shards") + " --dict " + bert_vocab() +
                   " --config_file " + dir.file("bert_config.json") +
-                  " --max-sentences 2 --max-update 3 --total-num-update 3 --lr 0.001 --valid-subset valid"
+                  " --max-sentences 2 --max-update 3 --lr-scheduler polynomial_decay --total-num-update 3 --lr 0.001"
+                  " --optimizer adam --valid-subset valid"
                   " --num-workers 0 --threads 1 --make-vocab-size-divisible-by 8 --log-interval 1");
   EXPECT_EQ(r.status, 0) << r.output;
 }
