@@ -148,43 +148,44 @@ void add_prep_command(CLI::App& app) {
   cmd->add_option("--unk-token", options->tokenizer.unk_token,
                   "WordLevel: the vocab.json token that every word missing from the vocabulary becomes")
       ->capture_default_str();
-  // NVIDIA's create_pretraining_data.py flags (and bertPrep.py's sharding), with the script's defaults.
+  // NVIDIA's create_pretraining_data.py flags (and bertPrep.py's sharding), with the script's defaults; the
+  // scripts' own spellings (--max_seq_length) are accepted too, so their command lines port unchanged.
   prep::NvidiaInstanceOptions& nv = options->nvidia;
-  cmd->add_option("--max-seq-length", nv.max_seq_length,
+  cmd->add_option("--max-seq-length,--max_seq_length", nv.max_seq_length,
                   "nvidia-hdf5: tokens per instance, [CLS] A [SEP] B [SEP] padded with 0 (5 to 512: NVIDIA's tokenizer "
                   "refuses longer rows); bertPrep.py passes 128 for phase 1, 512 for phase 2")
       ->capture_default_str();
-  cmd->add_option("--max-predictions-per-seq", nv.max_predictions_per_seq,
+  cmd->add_option("--max-predictions-per-seq,--max_predictions_per_seq", nv.max_predictions_per_seq,
                   "nvidia-hdf5: masked positions per instance (bertPrep.py: 20 with 128, 80 with 512)")
       ->capture_default_str();
-  cmd->add_option("--masked-lm-prob", nv.masked_lm_prob,
+  cmd->add_option("--masked-lm-prob,--masked_lm_prob", nv.masked_lm_prob,
                   "nvidia-hdf5: share of an instance's tokens to mask, round(n * p) half to even, at least 1")
       ->capture_default_str();
-  cmd->add_option("--short-seq-prob", nv.short_seq_prob,
+  cmd->add_option("--short-seq-prob,--short_seq_prob", nv.short_seq_prob,
                   "nvidia-hdf5: probability that a document pass aims at a random shorter length")
       ->capture_default_str();
-  cmd->add_option("--dupe-factor", nv.dupe_factor,
+  cmd->add_option("--dupe-factor,--dupe_factor", nv.dupe_factor,
                   "nvidia-hdf5: passes over the documents, each with fresh pairs and masks (the script's default 10; "
                   "bertPrep.py passes 5)")
       ->capture_default_str();
-  cmd->add_option("--random-seed", nv.random_seed,
+  cmd->add_option("--random-seed,--random_seed", nv.random_seed,
                   "nvidia-hdf5: seed of CPython's random.Random, whose draws are reproduced one for one; every output "
                   "shard restarts from it, as NVIDIA runs one process per shard with the same seed")
       ->capture_default_str();
-  cmd->add_flag("--do-lower-case", options->do_lower_case,
+  cmd->add_flag("--do-lower-case,--do_lower_case", options->do_lower_case,
                 "nvidia-hdf5: lower-case and strip accents (on by default, as in the script, where this store_true "
                 "flag defaults to true); --tokenizer-type BertWordPieceCase turns it off");
-  cmd->add_option("--n-training-shards", options->n_training_shards,
+  cmd->add_option("--n-training-shards,--n_training_shards", options->n_training_shards,
                   "nvidia-hdf5: training files; with 1 and no test shards the output is <output-prefix>.hdf5, else "
                   "<output-prefix>_training_<i>.hdf5 (bertPrep.py's names). Documents are cut in input order into "
                   "runs of about equal sentence counts (bertPrep.py's TextSharding balances by NLTK sentences and "
                   "distributes differently); each file equals the script run on its documents")
       ->capture_default_str();
-  cmd->add_option("--n-test-shards", options->n_test_shards,
+  cmd->add_option("--n-test-shards,--n_test_shards", options->n_test_shards,
                   "nvidia-hdf5: test files <output-prefix>_test_<i>.hdf5, made from the last --fraction-test-set of "
                   "the sentences")
       ->capture_default_str();
-  cmd->add_option("--fraction-test-set", options->fraction_test_set,
+  cmd->add_option("--fraction-test-set,--fraction_test_set", options->fraction_test_set,
                   "nvidia-hdf5 with --n-test-shards: share of the sentences that go to the test files "
                   "(bertPrep.py's TextSharding default)")
       ->capture_default_str();

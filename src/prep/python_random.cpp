@@ -60,14 +60,7 @@ void PythonRandom::regenerate() {
   index_ = 0;
 }
 
-uint64_t PythonRandom::randbelow(uint64_t n) {
-  const int bits = std::bit_width(n);  // int.bit_length()
-  if (bits <= 32) {
-    const int shift = 32 - bits;
-    uint64_t r = next32() >> shift;
-    while (r >= n) r = next32() >> shift;
-    return r;
-  }
+uint64_t PythonRandom::randbelow_wide(uint64_t n, int bits) {
   // getrandbits(k > 32): words least significant first, the last one shifted to the remaining bits.
   for (;;) {
     uint64_t r = next32();

@@ -7,6 +7,7 @@
 // draw and every later instance differs (../shared/docs/nvidia-hdf5-creation-notes.md §4).
 #pragma once
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -33,8 +34,16 @@ class PythonRandom {
     const uint32_t a = next32() >> 5, b = next32() >> 6;
     return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0);
   }
-  // _randbelow(n), n >= 1: getrandbits(n.bit_length()) until below n (bit_length of n, not n - 1).
-  uint64_t randbelow(uint64_t n);
+  // _randbelow(n), n >= 1: getrandbits(n.bit_length()) until below n (bit_length of n, not n - 1). Inline: the
+  // masking's shuffle calls it for every candidate position, the hottest call of the replay.
+  uint64_t randbelow(uint64_t n) {
+    const int bits = std::bit_width(n);  // int.bit_length()
+    if (bits > 32) return randbelow_wide(n, bits);
+    const int shift = 32 - bits;
+    uint64_t r = next32() >> shift;
+    while (r >= n) r = next32() >> shift;
+    return r;
+  }
   // randint(a, b) = a + _randbelow(b - a + 1).
   int64_t randint(int64_t a, int64_t b) { return a + static_cast<int64_t>(randbelow(static_cast<uint64_t>(b - a) + 1)); }
   // shuffle(x): for i from len-1 down to 1, swap x[i] with x[_randbelow(i + 1)].
@@ -46,6 +55,7 @@ class PythonRandom {
  private:
   static constexpr int kN = 624, kM = 397;
   void regenerate();
+  uint64_t randbelow_wide(uint64_t n, int bits);
   std::array<uint32_t, kN> state_{};
   int index_ = kN;
 };

@@ -57,6 +57,9 @@ TEST(PrepFormatsCli, FlagsOfAnotherFormatAreRefused) {
   auto r = run_command(base + " --max-seq-length 128");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("--max-seq-length applies to --output-format nvidia-hdf5"), std::string::npos) << r.output;
+  r = run_command(base + " --dupe_factor 5");  // NVIDIA's own spelling is the same flag
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--dupe-factor applies to --output-format nvidia-hdf5"), std::string::npos) << r.output;
   r = run_command(base + " --output-format nvidia-hdf5 --input-format text");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("does not read --input-format text"), std::string::npos) << r.output;
