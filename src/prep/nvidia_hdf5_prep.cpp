@@ -405,6 +405,15 @@ PrepSummary run_nvidia_hdf5_prep(const PrepOptions& options) {
         throw Error(f.path + ": is also an --input; choose another --output-prefix");
     }
 
+  // Under the lock no other run writes these names: any <output>.tmp-* is a killed run's, removed here.
+  for (const NvidiaOutputFile& f : outputs) {
+    const fs::path dir = fs::path(f.path).parent_path().empty() ? fs::path(".") : fs::path(f.path).parent_path();
+    const std::string stale = fs::path(f.path).filename().string() + ".tmp-";
+    std::error_code ec;
+    for (const fs::directory_entry& e : fs::directory_iterator(dir, ec))
+      if (e.path().filename().string().rfind(stale, 0) == 0) fs::remove(e.path(), ec);
+  }
+
   // Shards are independent (each restarts the generator from the seed): up to `workers` are replayed at once.
   for (size_t group = 0; group < outputs.size(); group += size_t(workers)) {
     const size_t end = std::min(outputs.size(), group + size_t(workers));

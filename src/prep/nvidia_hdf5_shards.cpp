@@ -75,6 +75,15 @@ std::string make_unit(const Unit& unit, const PrepOptions& options, const Nvidia
 
 bool output_exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
+// Bytes of an input: a file, or a Megatron dataset prefix's .bin.
+uintmax_t input_size(const std::string& input) {
+  std::error_code ec;
+  const uintmax_t n = fs::file_size(input, ec);
+  if (!ec) return n;
+  const uintmax_t bin = fs::file_size(input + ".bin", ec);
+  return ec ? 0 : bin;
+}
+
 // What decides the outputs, for claimers to agree on (inputs by path and size, the vocabulary by size and time).
 std::string claim_plan_text(const PrepOptions& options, const std::vector<Unit>& units) {
   std::ostringstream t;
@@ -86,7 +95,7 @@ std::string claim_plan_text(const PrepOptions& options, const std::vector<Unit>&
     << "\nshort-seq-prob: " << n.short_seq_prob << "\ndupe-factor: " << n.dupe_factor
     << "\nrandom-seed: " << n.random_seed << "\nsplit-sentences: " << options.split_sentences << " " << options.lang
     << "\n";
-  for (const Unit& u : units) t << "input: " << u.input << " " << fs::file_size(u.input) << "\n";
+  for (const Unit& u : units) t << "input: " << u.input << " " << input_size(u.input) << "\n";
   return t.str();
 }
 

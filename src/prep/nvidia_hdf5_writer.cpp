@@ -110,6 +110,7 @@ struct Deflater {
   std::unique_ptr<libdeflate_compressor, void (*)(libdeflate_compressor*)> compressor{
       libdeflate_alloc_compressor(1), libdeflate_free_compressor};
   std::vector<unsigned char> raw;
+  std::vector<unsigned char> deflated;  // room for the worst case; the chunk keeps only its bytes
 };
 
 // Rows [first_row, first_row + chunk_rows) of one field, zero-padded to the whole chunk (HDF5 stores whole chunks;
@@ -127,11 +128,13 @@ void build_chunk(Chunk& c, const NvidiaInstances& in, size_t chunk_rows, Deflate
     else fill_row(f, in, instance, reinterpret_cast<int8_t*>(row));
   }
   if (!d.compressor) throw Error("libdeflate could not allocate a compressor (out of memory)");
-  c.deflated.resize(libdeflate_zlib_compress_bound(d.compressor.get(), d.raw.size()));
+  // Deflated into the thread's buffer and copied out at its size: a worst-case buffer per chunk was a fresh
+  // allocation (and page faults) every time.
+  d.deflated.resize(libdeflate_zlib_compress_bound(d.compressor.get(), d.raw.size()));
   const size_t size =
-      libdeflate_zlib_compress(d.compressor.get(), d.raw.data(), d.raw.size(), c.deflated.data(), c.deflated.size());
+      libdeflate_zlib_compress(d.compressor.get(), d.raw.data(), d.raw.size(), d.deflated.data(), d.deflated.size());
   if (size == 0) throw Error("libdeflate could not compress an HDF5 chunk");
-  c.deflated.resize(size);
+  c.deflated.assign(d.deflated.begin(), d.deflated.begin() + long(size));
 }
 
 }  // namespace

@@ -105,7 +105,9 @@ TEST(PythonRandom, DrawsEqualCPythonsRandom) {
 TEST(NvidiaHdf5, SampleEqualsTheShardNvidiasScriptWrote) {
   TempDir dir;
   const auto o = nvidia_options({shared_path("data/nvhdf5/sample_sentences.txt")}, dir.file("sample"));
+  write_file(dir.file("sample.hdf5.tmp-999999"), "a killed run's temporary");
   const prep::PrepSummary s = prep::run_nvidia_hdf5_prep(o);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("sample.hdf5.tmp-999999")));
   EXPECT_EQ(s.instances, 68693u);
   ASSERT_EQ(s.outputs, std::vector<std::string>{dir.file("sample.hdf5")});
   expect_same_hdf5(dir.file("sample.hdf5"), shared_path("data/nvhdf5/sample_seq128.hdf5"));
