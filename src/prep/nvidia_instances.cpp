@@ -1,4 +1,4 @@
-// defines: create_nvidia_instances(), check_nvidia_instance_options(), SentenceDocuments::append()
+// defines: create_nvidia_instances(), check_nvidia_instance_options()
 //
 // One thread, by necessity: every draw depends on the draws before it (rejection sampling consumes a varying number
 // of outputs), so the stream is replayed in the script's order. The work done here per instance is small (copying at
@@ -13,13 +13,6 @@
 #include "util/error.h"
 
 namespace lmforge::prep {
-
-void SentenceDocuments::append(const SentenceDocuments& other) {
-  const uint64_t id_base = ids.size(), sentence_base = sentences();
-  ids.insert(ids.end(), other.ids.begin(), other.ids.end());
-  for (size_t s = 1; s <= other.sentences(); ++s) sentence_begin.push_back(id_base + other.sentence_begin[s]);
-  for (size_t d = 1; d <= other.documents(); ++d) document_begin.push_back(sentence_base + other.document_begin[d]);
-}
 
 void check_nvidia_instance_options(const NvidiaInstanceOptions& o) {
   // randint(2, max_seq_length - 3) needs L - 3 >= 2; the script's tokenizer (max_len=512) refuses longer rows.

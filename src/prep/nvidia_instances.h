@@ -30,8 +30,6 @@ struct SentenceDocuments {
   void end_document() {
     if (document_begin.back() != sentences()) document_begin.push_back(sentences());
   }
-  // Appends all of `other`'s documents (a document still being built in `other` is not carried over).
-  void append(const SentenceDocuments& other);
 };
 
 struct NvidiaInstanceOptions {
