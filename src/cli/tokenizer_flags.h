@@ -41,7 +41,8 @@ inline void add_tokenizer_flags(CLI::App* command, text::TokenizerOptions& optio
       ->check(CLI::NonNegativeNumber);
   command->add_option("--eod-token", options.eod_token,
                       "PretrainedFromHF: the token --append-eod appends (default: tokenizer_config.json's eos_token, "
-                      "else the first of <|endoftext|>, </s>, <|end_of_text|>, <eos>, <|eos|>, [EOS] in the file); WordLevel: the same, default <|endoftext|>");
+                      "else the first of <|endoftext|>, </s>, <|end_of_text|>, <eos>, <|eos|>, [EOS] in the file); "
+                      "WordLevel: the same, default <|endoftext|>");
 }
 
 }  // namespace lmforge::cli
