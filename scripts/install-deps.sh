@@ -9,7 +9,7 @@ packages=(
   libsentencepiece-dev sentencepiece libicu-dev python3-sentencepiece python3-nltk
   libgtest-dev libgmock-dev
   libopenblas-dev libopenmpi-dev openmpi-bin libgloo-dev
-  libhdf5-dev libdnnl-dev clang lld
+  libhdf5-dev libdeflate-dev libdnnl-dev clang lld
   python3 python3-numpy python3-torch python3-regex python3-protobuf python3-h5py
   fortunes iproute2 time bc procps
 )

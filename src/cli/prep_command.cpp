@@ -1,4 +1,5 @@
 // defines: add_prep_command(): `lmforge prep`, Megatron's tools/preprocess_data.py flags on lmforge's pipeline
+#include <algorithm>
 #include <cctype>
 #include <iostream>
 #include <string>
@@ -7,6 +8,8 @@
 #include "cli/last_value_wins.h"
 #include "cli/tokenizer_flags.h"
 #include "prep/distributed.h"
+#include "prep/nvidia_hdf5_shards.h"
+#include "prep/output_formats.h"
 #include "prep/prep.h"
 #include "prep/shard_plan.h"
 #include "util/error.h"
@@ -45,7 +48,16 @@ void add_prep_command(CLI::App& app) {
       "prep",
       "Tokenize loose-JSON corpora into Megatron indexed datasets (<output-prefix>_<key>_document.bin/.idx, "
       "or _sentence with --split-sentences), "
-      "byte-identical to Megatron's tools/preprocess_data.py for the same input and flags.\n\n"
+      "byte-identical to Megatron's tools/preprocess_data.py for the same input and flags.\n"
+      "Other inputs and outputs (--input-format, --output-format): raw text, one document per line, with a "
+      "word-level vocabulary (--input-format text --tokenizer-type WordLevel: the Megatron v1.1.5 projects' own "
+      "preprocessor, byte for byte); NVIDIA DeepLearningExamples' BERT HDF5 shards (--output-format nvidia-hdf5 from "
+      "sentence files, JSON lines or Megatron sentence datasets: the values its create_pretraining_data.py writes for "
+      "the same text, vocabulary, flags and seed, with its flags and defaults; the documents are tokenized on every "
+      "core, CPython's random stream is replayed in one thread in the script's order, rows are built and deflated on "
+      "every core; see src/prep/nvidia_hdf5_prep.h). In sharded and claim mode nvidia-hdf5 makes one shard per input "
+      "file, <output-prefix><file stem>.hdf5, as NVIDIA runs its script once per text shard (a static split of the "
+      "files by rank, or --claim with leases in <output-prefix>.claims/; see src/prep/nvidia_hdf5_shards.h).\n\n"
       "Input: one JSON object per line; plain, .gz, .zst or .xz (detected from the content). Each --json-keys "
       "value must be a string (one sequence) or a list of strings (pre-split sentences, one sequence each, as "
       "Megatron). A line that is not a JSON object, lacks a key or holds another type stops the run with "
@@ -88,9 +100,26 @@ void add_prep_command(CLI::App& app) {
       "shard directory must be on a POSIX file system with atomic exclusive create and rename (local disk, "
       "NFS, Lustre, GPFS, CephFS); FUSE bucket mounts (gcsfuse, s3fs) give neither and are refused.");
   repeatable(cmd->add_option("--input", options->inputs,
-                  "Input JSON-lines file(s), directories (their .jsonl/.json[.gz|.zst|.xz] files, sorted) or glob "
-                  "patterns; repeat the flag or list several"))
+                  "Input file(s), directories or glob patterns; repeat the flag or list several. A directory gives "
+                  "its .jsonl/.json[.gz|.zst|.xz] files (--input-format json) or .txt[.gz|.zst|.xz] files (text, "
+                  "sentences), sorted by name"))
       ->required();
+  auto input_format = std::make_shared<std::string>();
+  cmd->add_option("--input-format", *input_format,
+                  "json: one JSON object per line, the text under --json-keys (default for --output-format megatron). "
+                  "text: one document per line, the whole line (lines as Python's text-mode readlines() cuts them: "
+                  "\\n, \\r\\n and a lone \\r each end one); writes <prefix>_text_sentence, and with --append-eod "
+                  "every line, an empty one too, ends with the EOD, as the Megatron v1.1.5 projects' word-level "
+                  "script (see --tokenizer-type WordLevel). sentences: one sentence per line, a blank line (empty "
+                  "after Python's str.strip()) between documents, the input of Google's, NVIDIA's and ELECTRA's BERT "
+                  "data scripts (default of --output-format nvidia-hdf5). megatron (nvidia-hdf5 only): Megatron sentence-level "
+                  "datasets, each --input a .bin/.idx prefix, a document's sequences its sentences (ids as they are, "
+                  "so made with the same vocabulary). With json, nvidia-hdf5 takes each JSON line as a document "
+                  "and --split-sentences as its sentences")
+      ->check(CLI::IsMember({"json", "text", "sentences", "megatron"}));
+  std::string formats_help = "What to write:";
+  for (const prep::OutputFormat& f : prep::output_formats()) formats_help += "\n  " + f.name + ": " + f.summary;
+  cmd->add_option("--output-format", options->output_format, formats_help)->capture_default_str();
   cmd->add_option("--output-prefix", options->output_prefix,
                   "Output path prefix; writes <prefix>_<key>_document.bin and .idx (_sentence with --split-sentences)")
       ->required();
@@ -115,6 +144,50 @@ void add_prep_command(CLI::App& app) {
   cmd->add_option("--lang", options->lang,
                   "With --split-sentences: language of the sentence rules, by punkt's name (english, german, "
                   "french, spanish, ...; mapped to ICU locales) or an ICU locale id (en, de_CH)")
+      ->capture_default_str();
+  cmd->add_option("--unk-token", options->tokenizer.unk_token,
+                  "WordLevel: the vocab.json token that every word missing from the vocabulary becomes")
+      ->capture_default_str();
+  // NVIDIA's create_pretraining_data.py flags (and bertPrep.py's sharding), with the script's defaults; the
+  // scripts' own spellings (--max_seq_length) are accepted too, so their command lines port unchanged.
+  prep::NvidiaInstanceOptions& nv = options->nvidia;
+  cmd->add_option("--max-seq-length,--max_seq_length", nv.max_seq_length,
+                  "nvidia-hdf5: tokens per instance, [CLS] A [SEP] B [SEP] padded with 0 (5 to 512: NVIDIA's tokenizer "
+                  "refuses longer rows); bertPrep.py passes 128 for phase 1, 512 for phase 2")
+      ->capture_default_str();
+  cmd->add_option("--max-predictions-per-seq,--max_predictions_per_seq", nv.max_predictions_per_seq,
+                  "nvidia-hdf5: masked positions per instance (bertPrep.py: 20 with 128, 80 with 512)")
+      ->capture_default_str();
+  cmd->add_option("--masked-lm-prob,--masked_lm_prob", nv.masked_lm_prob,
+                  "nvidia-hdf5: share of an instance's tokens to mask, round(n * p) half to even, at least 1")
+      ->capture_default_str();
+  cmd->add_option("--short-seq-prob,--short_seq_prob", nv.short_seq_prob,
+                  "nvidia-hdf5: probability that a document pass aims at a random shorter length")
+      ->capture_default_str();
+  cmd->add_option("--dupe-factor,--dupe_factor", nv.dupe_factor,
+                  "nvidia-hdf5: passes over the documents, each with fresh pairs and masks (the script's default 10; "
+                  "bertPrep.py passes 5)")
+      ->capture_default_str();
+  cmd->add_option("--random-seed,--random_seed", nv.random_seed,
+                  "nvidia-hdf5: seed of CPython's random.Random, whose draws are reproduced one for one; every output "
+                  "shard restarts from it, as NVIDIA runs one process per shard with the same seed")
+      ->capture_default_str();
+  cmd->add_flag("--do-lower-case,--do_lower_case", options->do_lower_case,
+                "nvidia-hdf5: lower-case and strip accents (on by default, as in the script, where this store_true "
+                "flag defaults to true); --tokenizer-type BertWordPieceCase turns it off");
+  cmd->add_option("--n-training-shards,--n_training_shards", options->n_training_shards,
+                  "nvidia-hdf5: training files; with 1 and no test shards the output is <output-prefix>.hdf5, else "
+                  "<output-prefix>_training_<i>.hdf5 (bertPrep.py's names). Documents are cut in input order into "
+                  "runs of about equal sentence counts (bertPrep.py's TextSharding balances by NLTK sentences and "
+                  "distributes differently); each file equals the script run on its documents")
+      ->capture_default_str();
+  cmd->add_option("--n-test-shards,--n_test_shards", options->n_test_shards,
+                  "nvidia-hdf5: test files <output-prefix>_test_<i>.hdf5, made from the last --fraction-test-set of "
+                  "the sentences")
+      ->capture_default_str();
+  cmd->add_option("--fraction-test-set,--fraction_test_set", options->fraction_test_set,
+                  "nvidia-hdf5 with --n-test-shards: share of the sentences that go to the test files "
+                  "(bertPrep.py's TextSharding default)")
       ->capture_default_str();
   cmd->add_option("--workers", options->workers, "Tokenizing threads (0: one per core)")->capture_default_str();
   cmd->add_flag("--skip-invalid", options->skip_invalid,
@@ -151,16 +224,53 @@ void add_prep_command(CLI::App& app) {
                   "(heartbeats every quarter of it). Give every process the same value; on NFS keep it well above "
                   "the attribute cache time (acregmax, 60 s by default)")
       ->capture_default_str();
-  cmd->callback([options, distributed, shard_size, max_line] {
+  cmd->callback([cmd, options, distributed, shard_size, max_line, input_format] {
+    const prep::OutputFormat& format = prep::find_output_format(options->output_format);
+    options->input_format = input_format->empty() ? format.input_formats.front() : *input_format;
+    if (std::find(format.input_formats.begin(), format.input_formats.end(), options->input_format) ==
+        format.input_formats.end())
+      throw Error("--output-format " + format.name + " does not read --input-format " + options->input_format);
+    // Flags of another format are refused rather than ignored.
+    for (const prep::OutputFormat& other : prep::output_formats())
+      for (const std::string& flag : other.own_flags)
+        if (other.name != format.name && cmd->count(flag) > 0)
+          throw Error(flag + " applies to --output-format " + other.name);
+    if (options->input_format != "json" && cmd->count("--json-keys") > 0)
+      throw Error("--json-keys applies to --input-format json");
+    if (options->tokenizer.type != "WordLevel" && cmd->count("--unk-token") > 0)
+      throw Error("--unk-token applies to --tokenizer-type WordLevel");
+    if (format.name == "nvidia-hdf5" && cmd->count("--tokenizer-type") > 0) {
+      // NVIDIA's tokenizer is its own BertTokenizer; the two WordPiece names say cased or uncased.
+      if (options->tokenizer.type == "BertWordPieceCase") {
+        if (cmd->count("--do-lower-case") > 0)
+          throw Error("--do-lower-case contradicts --tokenizer-type BertWordPieceCase");
+        options->do_lower_case = false;
+      } else if (options->tokenizer.type != "BertWordPieceLowerCase") {
+        throw Error("--output-format nvidia-hdf5 tokenizes with NVIDIA's BertTokenizer: --tokenizer-type may be "
+                    "BertWordPieceLowerCase (the default) or BertWordPieceCase, not " + options->tokenizer.type);
+      }
+    }
     if (!max_line->empty()) options->max_line_bytes = parse_size("--max-line-bytes", *max_line);
     if (distributed->claim_lease_seconds <= 0) throw Error("--claim-lease must be a positive number of seconds");
     if (!shard_size->empty()) distributed->shard_bytes = parse_size("--shard-size", *shard_size);
+    if (format.name == "nvidia-hdf5") {
+      // One output shard per input file; no byte ranges, no MPI collectives (mpirun's ranks are a static split).
+      if (!shard_size->empty())
+        throw Error("--shard-size cuts JSON inputs into byte ranges; with --output-format nvidia-hdf5 every input "
+                    "file is one shard");
+      distributed->rank.no_mpi = true;
+      if (auto rank = prep::sharded_mode(*distributed)) {
+        if (auto summary = prep::run_nvidia_hdf5_sharded(*options, *distributed, *rank, std::cout))
+          prep::print_summary(*summary, std::cout);
+        return;
+      }
+    }
     if (auto rank = prep::sharded_mode(*distributed)) {
       if (auto summary = prep::run_sharded_prep(*options, *distributed, *rank, std::cout))
         prep::print_summary(*summary, std::cout);
       return;
     }
-    const prep::PrepSummary summary = prep::run_prep(*options);
+    const prep::PrepSummary summary = format.run(*options);
     prep::print_summary(summary, std::cout);
   });
 }

@@ -11,10 +11,12 @@ inline void add_tokenizer_flags(CLI::App* command, text::TokenizerOptions& optio
                       "Tokenizer, by Megatron's name: GPT2BPETokenizer (byte-level BPE, needs --vocab-file and "
                       "--merge-file), BertWordPieceLowerCase or BertWordPieceCase (needs --vocab-file), "
                       "PretrainedFromHF (any tokenizer.json, needs --tokenizer-name-or-path), SentencePieceTokenizer, "
-                      "GPTSentencePieceTokenizer or Llama2Tokenizer (a SentencePiece .model, needs --tokenizer-model)")
+                      "GPTSentencePieceTokenizer or Llama2Tokenizer (a SentencePiece .model, needs --tokenizer-model), "
+                      "WordLevel (whitespace-separated words looked up in a vocab.json, needs --vocab-file; see "
+                      "--unk-token, --eod-token)")
       ->capture_default_str();
   command->add_option("--vocab-file", options.vocab_file,
-                      "Vocabulary: GPT-2's vocab.json (encoder.json) or BERT's vocab.txt");
+                      "Vocabulary: GPT-2's vocab.json (encoder.json), BERT's vocab.txt or WordLevel's vocab.json");
   command->add_option("--merge-file", options.merge_file, "GPT-2 BPE merges (merges.txt / vocab.bpe)");
   command->add_option("--tokenizer-name-or-path", options.name_or_path,
                       "PretrainedFromHF: a Hugging Face tokenizer.json, or a local directory holding one (and "
@@ -39,7 +41,8 @@ inline void add_tokenizer_flags(CLI::App* command, text::TokenizerOptions& optio
       ->check(CLI::NonNegativeNumber);
   command->add_option("--eod-token", options.eod_token,
                       "PretrainedFromHF: the token --append-eod appends (default: tokenizer_config.json's eos_token, "
-                      "else the first of <|endoftext|>, </s>, <|end_of_text|>, <eos>, <|eos|>, [EOS] in the file)");
+                      "else the first of <|endoftext|>, </s>, <|end_of_text|>, <eos>, <|eos|>, [EOS] in the file); "
+                      "WordLevel: the same, default <|endoftext|>");
 }
 
 }  // namespace lmforge::cli

@@ -76,18 +76,22 @@ class Handle {
 };
 
 // NVIDIA's datasets with their byte widths (create_pretraining_data.py: int32 ids, int8 masks) and ranks.
+// `flags`: datasets of 0/1 values. NVIDIA's loader takes any integer type for them (np.asarray, then astype), and
+// shards written from int32 arrays without the script's dtype='i1' exist, so wider types are read too: as 64-bit
+// integers, every value checked to be 0 or 1 (so nothing is clamped), then narrowed.
 struct DatasetSpec {
   const char* name;
   size_t bytes;
   int rank;
   const char* dims;  // for messages
+  bool flags;
 };
-constexpr std::array<DatasetSpec, 6> kDatasets = {{{"input_ids", 4, 2, "[N, L]"},
-                                                   {"input_mask", 1, 2, "[N, L]"},
-                                                   {"segment_ids", 1, 2, "[N, L]"},
-                                                   {"masked_lm_positions", 4, 2, "[N, P]"},
-                                                   {"masked_lm_ids", 4, 2, "[N, P]"},
-                                                   {"next_sentence_labels", 1, 1, "[N]"}}};
+constexpr std::array<DatasetSpec, 6> kDatasets = {{{"input_ids", 4, 2, "[N, L]", false},
+                                                   {"input_mask", 1, 2, "[N, L]", true},
+                                                   {"segment_ids", 1, 2, "[N, L]", true},
+                                                   {"masked_lm_positions", 4, 2, "[N, P]", false},
+                                                   {"masked_lm_ids", 4, 2, "[N, P]", false},
+                                                   {"next_sentence_labels", 1, 1, "[N]", true}}};
 
 std::string where(const std::string& path, const char* dataset) { return path + ": dataset '" + dataset + "'"; }
 
@@ -119,7 +123,7 @@ std::vector<int64_t> dataset_dims(hid_t dataset, const std::string& path, const 
                 ")");
   // HDF5 converts on reading and clamps what does not fit, so only types whose every value fits are taken.
   const bool is_unsigned = H5Tget_sign(type.get()) == H5T_SGN_NONE;
-  if (bytes > spec.bytes || (is_unsigned && bytes == spec.bytes))
+  if (!spec.flags && (bytes > spec.bytes || (is_unsigned && bytes == spec.bytes)))
     throw Error(where(path, spec.name) + " holds " + (is_unsigned ? "unsigned " : "") + std::to_string(8 * bytes) +
                 "-bit integers where NVIDIA's create_pretraining_data.py writes int" + std::to_string(8 * spec.bytes) +
                 " (their values could not all be read without loss; convert the shard)");
@@ -174,6 +178,24 @@ std::vector<T> read_all(hid_t file, const std::string& path, const char* name, h
   std::vector<T> values(count);
   if (count > 0 && H5Dread(d.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0)
     throw Error(where(path, name) + ": cannot read (" + hdf5_reason() + "); the file may be truncated or corrupt");
+  return values;
+}
+
+// A 0/1 dataset (DatasetSpec::flags) as int8: read directly when stored as int8, else through int64 with every value
+// checked, so that no out-of-range value is clamped into range by HDF5's conversion.
+std::vector<int8_t> read_flags(hid_t file, const std::string& path, const char* name, size_t count, int64_t width) {
+  Handle d = open_dataset(file, path, name);
+  Handle type(H5Dget_type(d.get()), H5Tclose);
+  if (type.ok() && H5Tget_size(type.get()) == 1 && H5Tget_sign(type.get()) != H5T_SGN_NONE)
+    return read_all<int8_t>(file, path, name, H5T_NATIVE_INT8, count);
+  std::vector<int64_t> wide = read_all<int64_t>(file, path, name, H5T_NATIVE_INT64, count);
+  std::vector<int8_t> values(count);
+  for (size_t i = 0; i < count; ++i) {
+    if (wide[i] != 0 && wide[i] != 1)
+      throw Error(where(path, name) + ": row " + std::to_string(int64_t(i) / width) + " holds " +
+                  std::to_string(wide[i]) + ", outside [0, 1] (stored as a wider integer type than NVIDIA's int8)");
+    values[i] = static_cast<int8_t>(wide[i]);
+  }
   return values;
 }
 
@@ -293,11 +315,11 @@ Hdf5BertShard read_hdf5_bert_shard(const std::string& path) {
     const size_t nl = size_t(s.rows * s.seq_length), np = size_t(s.rows * s.max_predictions), n = size_t(s.rows);
     const hid_t file_id = file.get();
     s.input_ids = read_all<int32_t>(file_id, path, "input_ids", H5T_NATIVE_INT32, nl);
-    s.input_mask = read_all<int8_t>(file_id, path, "input_mask", H5T_NATIVE_INT8, nl);
-    s.segment_ids = read_all<int8_t>(file_id, path, "segment_ids", H5T_NATIVE_INT8, nl);
+    s.input_mask = read_flags(file_id, path, "input_mask", nl, s.seq_length);
+    s.segment_ids = read_flags(file_id, path, "segment_ids", nl, s.seq_length);
     s.masked_lm_positions = read_all<int32_t>(file_id, path, "masked_lm_positions", H5T_NATIVE_INT32, np);
     s.masked_lm_ids = read_all<int32_t>(file_id, path, "masked_lm_ids", H5T_NATIVE_INT32, np);
-    s.next_sentence_labels = read_all<int8_t>(file_id, path, "next_sentence_labels", H5T_NATIVE_INT8, n);
+    s.next_sentence_labels = read_flags(file_id, path, "next_sentence_labels", n, 1);
   }
   validate_values(s);
   return s;

@@ -26,7 +26,10 @@
 #include "data/writer_lock.h"
 #include "prep/json_document.h"
 #include "prep/range_reader.h"
+#include "prep/text_inputs.h"
+#include "text/python_str.h"
 #include "text/sentence_splitter.h"
+#include "text/utf8_repair.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -64,9 +67,31 @@ struct PrepWorker {
   std::vector<int32_t> scratch;
   std::optional<text::SentenceSplitter> splitter;  // with --split-sentences (ICU iterators are per thread)
   std::vector<std::string_view> sentences;
+  std::string repaired;  // --input-format text: a line with invalid UTF-8, repaired
 };
 
 namespace {
+
+// --input-format text: every line (as Python's text-mode readlines() cuts them: a lone '\r' ends one too) is one
+// document of one sequence, its ids and then the EOD, so that an empty line still gives its EOD, as the word-level
+// script that reads this format writes it. Without --append-eod an empty line is an empty document. Invalid UTF-8
+// is repaired (U+FFFD, counted) as for JSON text.
+void encode_text_line(Block& block, PrepWorker& worker, std::string_view raw, std::optional<int32_t> eod) {
+  KeyTokens& out = block.keys[0];
+  text::for_each_universal_line(raw, [&](std::string_view line) {
+    if (text::find_invalid_utf8(line) != std::string_view::npos) {
+      worker.repaired.clear();
+      block.invalid_utf8 += text::repair_utf8(line, worker.repaired);
+      line = worker.repaired;
+    }
+    const size_t before = out.ids.size();
+    worker.encoder->encode(line, out.ids);
+    if (eod) out.ids.push_back(*eod);
+    const size_t count = out.ids.size() - before;
+    if (count > 0) out.sequence_lengths.push_back(static_cast<int32_t>(count));
+    out.sequences_per_document.push_back(count > 0 ? 1 : 0);
+  });
+}
 
 // Parse and tokenize every line of a block (runs on any worker thread).
 void encode_block(Block& block, PrepWorker& worker, const PrepOptions& options, std::optional<int32_t> eod) {
@@ -86,6 +111,10 @@ void encode_block(Block& block, PrepWorker& worker, const PrepOptions& options, 
       ++overlong;  // its bytes were dropped by the reader
       reason = "line longer than " + std::to_string(options.max_line_bytes) +
                " bytes (--max-line-bytes raises the limit)";
+    } else if (options.input_format == "text") {
+      pos = next;
+      encode_text_line(block, worker, line, eod);
+      continue;
     } else {
       reason = worker.parser.parse(line, readable_end - (pos + line.size()), worker.doc);
     }
@@ -160,7 +189,7 @@ struct PieceEncoders::Impl {
 
 PieceEncoders::PieceEncoders(const PrepOptions& options, const text::Tokenizer& tokenizer)
     : impl(std::make_unique<Impl>(Impl{tbb::enumerable_thread_specific<PrepWorker>([&options, &tokenizer] {
-        PrepWorker w{JsonDocumentParser(options.json_keys), tokenizer.make_encoder(), {}, {}, {}, {}};
+        PrepWorker w{JsonDocumentParser(options.json_keys), tokenizer.make_encoder(), {}, {}, {}, {}, {}};
         if (options.split_sentences)
           w.splitter.emplace(text::SentenceSplitOptions{options.lang, options.keep_newlines});
         return w;
@@ -288,7 +317,11 @@ PrepSummary run_prep(const PrepOptions& options) {
   if (options.workers < 0) throw Error("--workers must be at least 1 (or 0 for every core)");
   check_sentence_options(options);
 
-  const std::vector<std::string> files = data::expand_input_specs(options.inputs);
+  if (options.input_format != "json" && options.input_format != "text")
+    throw Error("--output-format megatron reads --input-format json or text, not " + options.input_format +
+                " (sentences are read by --output-format nvidia-hdf5)");
+  const std::vector<std::string> files =
+      options.input_format == "text" ? expand_text_inputs(options.inputs) : data::expand_input_specs(options.inputs);
   refuse_output_over_input(options, files);
   const auto tokenizer = text::make_tokenizer(options.tokenizer);
   check_eod(options, *tokenizer);
@@ -385,7 +418,10 @@ void create_output_dir(const std::string& output_prefix) {
                 ec.message());
 }
 
-std::string dataset_level(const PrepOptions& options) { return options.split_sentences ? "sentence" : "document"; }
+// --input-format text is named as the word-level scripts that read it name their output (<prefix>_text_sentence).
+std::string dataset_level(const PrepOptions& options) {
+  return options.split_sentences || options.input_format == "text" ? "sentence" : "document";
+}
 
 void refuse_output_over_input(const PrepOptions& options, const std::vector<std::string>& input_files) {
   namespace fs = std::filesystem;
@@ -428,13 +464,18 @@ void print_summary(const PrepSummary& s, std::ostream& out) {
   if (s.invalid_utf8_replaced || s.lone_surrogates_replaced)
     out << "replaced:       " << format_count(s.invalid_utf8_replaced) << " invalid UTF-8 sequences, "
         << format_count(s.lone_surrogates_replaced) << " lone surrogate escapes (each became U+FFFD)\n";
-  std::snprintf(line, sizeof line, "input:          %.1f MB on disk, %.1f MB of JSON lines\n", s.input_bytes / 1e6,
+  std::snprintf(line, sizeof line, "input:          %.1f MB on disk, %.1f MB of text\n", s.input_bytes / 1e6,
                 s.text_bytes / 1e6);
   out << line;
-  std::snprintf(line, sizeof line, "wall time:      %.2f s (%.1f MB/s of JSON lines, %.2f M tokens/s)\n", s.seconds,
+  std::snprintf(line, sizeof line, "wall time:      %.2f s (%.1f MB/s of text, %.2f M tokens/s)\n", s.seconds,
                 s.text_bytes / t / 1e6, s.tokens / t / 1e6);
   out << line;
-  for (const auto& prefix : s.outputs) out << "output:         " << prefix << ".bin / .idx\n";
+  if (s.instances) out << "instances:      " << format_count(s.instances) << "\n";
+  for (const auto& prefix : s.outputs) {
+    // Megatron datasets are named by their prefix; files of other formats by their whole name.
+    const bool whole_name = prefix.size() > 5 && prefix.compare(prefix.size() - 5, 5, ".hdf5") == 0;
+    out << "output:         " << prefix << (whole_name ? "\n" : ".bin / .idx\n");
+  }
 }
 
 }  // namespace lmforge::prep

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "data/line_reader.h"
+#include "prep/nvidia_instances.h"
 #include "text/tokenizer_factory.h"
 
 namespace lmforge {
@@ -40,6 +41,19 @@ struct PrepOptions {
   bool split_sentences = false;
   bool keep_newlines = false;                      // --keep-newlines: whitespace after a sentence stays in it
   std::string lang = "english";                    // --lang: punkt language name (or ICU locale) for splitting
+  // --input-format: "json" (one JSON object per line, --json-keys), "text" (one document per line: the whole line,
+  // lines as Python's text-mode readlines() cuts them; output level "sentence" as the word-level scripts name it),
+  // "sentences" (one sentence per line, a blank line between documents: Google's, NVIDIA's and ELECTRA's input).
+  std::string input_format = "json";
+  // --output-format: "megatron" (.bin/.idx) or "nvidia-hdf5" (prep/output_formats.h lists them).
+  std::string output_format = "megatron";
+  // nvidia-hdf5: create_pretraining_data.py's flags (--max-seq-length, --max-predictions-per-seq, --masked-lm-prob,
+  // --short-seq-prob, --dupe-factor, --random-seed) with its defaults.
+  NvidiaInstanceOptions nvidia;
+  bool do_lower_case = true;                       // nvidia-hdf5: the script always lower-cases (store_true, default True)
+  int n_training_shards = 1;                       // nvidia-hdf5: bertPrep.py's --n_training_shards
+  int n_test_shards = 0;                           // nvidia-hdf5: bertPrep.py's --n_test_shards
+  double fraction_test_set = 0.1;                  // nvidia-hdf5 with test shards: share of sentences for test
 };
 
 // "sentence" with split_sentences, else "document": the <level> of the dataset names.
@@ -64,6 +78,7 @@ struct PrepSummary {
   uint64_t skipped_lines = 0;      // invalid lines skipped under skip_invalid
   uint64_t invalid_utf8_replaced = 0;
   uint64_t lone_surrogates_replaced = 0;
+  uint64_t instances = 0;          // nvidia-hdf5: training instances written
   uint64_t input_bytes = 0;        // bytes read from disk (compressed size for compressed files)
   uint64_t text_bytes = 0;         // bytes of JSON lines after decompression
   double seconds = 0;

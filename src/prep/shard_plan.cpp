@@ -19,6 +19,7 @@
 #include "data/indexed_dataset.h"
 #include "data/line_reader.h"
 #include "prep/range_reader.h"
+#include "prep/text_inputs.h"
 #include "text/tokenizer_factory.h"
 #include "util/error.h"
 #include "util/json_text.h"
@@ -128,7 +129,8 @@ ShardPlan make_shard_plan(const PrepOptions& options, uint64_t shard_bytes, bool
   ShardPlan plan;
   plan.json_keys = options.json_keys;
   plan.level = dataset_level(options);
-  plan.files = data::expand_input_specs(options.inputs);
+  plan.files =
+      options.input_format == "text" ? expand_text_inputs(options.inputs) : data::expand_input_specs(options.inputs);
   refuse_output_over_input(options, plan.files);
   // Byte-range shards need files with a size that can be sought: a device (/dev/zero, "size" 0) or a FIFO would plan
   // as empty or fail with "Illegal seek" midway. Single-process mode streams them.
@@ -164,6 +166,9 @@ ShardPlan make_shard_plan(const PrepOptions& options, uint64_t shard_bytes, bool
   if (options.max_line_bytes != data::kDefaultMaxLineBytes)
     d.push_back("max-line-bytes: " + std::to_string(options.max_line_bytes));
   d.push_back("shard-size: " + std::to_string(shard_bytes));
+  // Only when not the default, so plans made before these flags keep their ids.
+  if (options.input_format != "json") d.push_back("input-format: " + options.input_format);
+  if (options.tokenizer.type == "WordLevel") d.push_back("unk-token: " + options.tokenizer.unk_token);
   // Only when on, so plans without it keep their ids. The ICU version is part of it: its sentence rules and
   // locale data decide the boundaries, so hosts with another ICU would cut sentences differently.
   if (options.split_sentences)

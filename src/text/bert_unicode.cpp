@@ -18,6 +18,10 @@ namespace {
 // General category as the flavour's reference sees it: utf8proc's Unicode 15, except characters the reference's
 // older tables do not have yet (Python 3.11 = Unicode 14; HF's unicode_categories crate = Unicode 8.0).
 utf8proc_category_t category(uint32_t cp, Flavor flavor) {
+  // NVIDIA's tokenizer deletes Cn, so every character Python 3.11 does not know yet counts (Lo ones included).
+  if (flavor == Flavor::kNvidia && cp >= 0x80 &&
+      in_ranges(kPyUnassignedAssignedInUtf8proc, kPyUnassignedAssignedInUtf8proc_size, cp))
+    return UTF8PROC_CATEGORY_CN;
   const auto cat = static_cast<utf8proc_category_t>(utf8proc_category(static_cast<utf8proc_int32_t>(cp)));
   if (cat == UTF8PROC_CATEGORY_CN || cat == UTF8PROC_CATEGORY_LO || cat == UTF8PROC_CATEGORY_LL ||
       cat == UTF8PROC_CATEGORY_LU)
@@ -37,7 +41,7 @@ utf8proc_category_t category(uint32_t cp, Flavor flavor) {
         return UTF8PROC_CATEGORY_MC;
     }
   }
-  const bool unassigned = flavor == Flavor::kGoogle ? in_ranges(kGoogleUnassigned, kGoogleUnassigned_size, cp)
+  const bool unassigned = flavor != Flavor::kHuggingFace ? in_ranges(kGoogleUnassigned, kGoogleUnassigned_size, cp)
                                                     : in_ranges(kHfUnassigned, kHfUnassigned_size, cp);
   return unassigned ? UTF8PROC_CATEGORY_CN : cat;
 }
@@ -54,7 +58,7 @@ bool is_punctuation(uint32_t cp, Flavor flavor) {
 bool is_cjk(uint32_t cp, Flavor flavor) {
   // Google's _is_chinese_char; HF copied it but starts Extension E at its Unicode block start 2B820 -> 2B920
   // (Extension D ends at 2B81F; 2B820..2B91F are Extension E characters that HF does not pad).
-  const uint32_t ext_e_lo = flavor == Flavor::kGoogle ? 0x2B820 : 0x2B920;
+  const uint32_t ext_e_lo = flavor != Flavor::kHuggingFace ? 0x2B820 : 0x2B920;
   return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) || (cp >= 0x20000 && cp <= 0x2A6DF) ||
          (cp >= 0x2A700 && cp <= 0x2B73F) || (cp >= 0x2B740 && cp <= 0x2B81F) || (cp >= ext_e_lo && cp <= 0x2CEAF) ||
          (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
@@ -109,6 +113,10 @@ CharNorm normalize_char(uint32_t cp, Flavor flavor, bool lower_case, bool strip_
   const utf8proc_category_t cat = category(cp, flavor);
   if (cat == UTF8PROC_CATEGORY_CC || cat == UTF8PROC_CATEGORY_CF) return r;
   if (flavor == Flavor::kHuggingFace && (cat == UTF8PROC_CATEGORY_CO || cat == UTF8PROC_CATEGORY_CS)) return r;
+  // NVIDIA's _is_control is cat.startswith("C"): private-use and unassigned characters (Python's tables) go too.
+  if (flavor == Flavor::kNvidia &&
+      (cat == UTF8PROC_CATEGORY_CO || cat == UTF8PROC_CATEGORY_CS || cat == UTF8PROC_CATEGORY_CN))
+    return r;
   // Whitespace: Zs become spaces in clean text; U+2028/2029 (Zl, Zp) survive it but then split words, through
   // Python's str.split() in Google's code and char::is_whitespace in HF's pre-tokenizer.
   if (cat == UTF8PROC_CATEGORY_ZS || cp == 0x2028 || cp == 0x2029) {
@@ -116,7 +124,7 @@ CharNorm normalize_char(uint32_t cp, Flavor flavor, bool lower_case, bool strip_
     return r;
   }
   r.kind = is_cjk(cp, flavor) ? CharKind::kCjk : CharKind::kText;
-  if (flavor == Flavor::kGoogle) {
+  if (flavor != Flavor::kHuggingFace) {
     if (!lower_case) {  // Google's code strips accents exactly when it lower-cases
       r.out[0] = cp;
       r.n = 1;

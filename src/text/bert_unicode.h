@@ -1,12 +1,14 @@
 // defines: lmforge::text::bert::CharNorm, normalize_char(), final-sigma properties: what BERT's basic tokenizer
-// does with one code point, for the Google (Megatron) and Hugging Face flavours
+// does with one code point, for the Google (Megatron), Hugging Face and NVIDIA (DeepLearningExamples) flavours
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
 namespace lmforge::text::bert {
 
-enum class Flavor : uint8_t { kGoogle, kHuggingFace };
+// kNvidia: DeepLearningExamples' tokenization.py (create_pretraining_data.py's tokenizer), Google's rules except that
+// clean text deletes every category C* character (Cc, Cf, Co, Cn, Cs), not only Cc and Cf.
+enum class Flavor : uint8_t { kGoogle, kHuggingFace, kNvidia };
 
 struct CodeRange {
   uint32_t lo, hi;  // inclusive
@@ -17,6 +19,10 @@ extern const CodeRange kGoogleUnassigned[];
 extern const size_t kGoogleUnassigned_size;
 extern const CodeRange kHfUnassigned[];
 extern const size_t kHfUnassigned_size;
+// Unassigned for Python 3.11 but assigned in utf8proc (Unicode 15 additions): NVIDIA's tokenizer deletes them as Cn
+// (nvidia_unicode_tables.cpp, scripts/gen_nvidia_unicode_tables.py).
+extern const CodeRange kPyUnassignedAssignedInUtf8proc[];
+extern const size_t kPyUnassignedAssignedInUtf8proc_size;
 extern const CodeRange kPyCased[];
 extern const size_t kPyCased_size;
 extern const CodeRange kPyCaseIgnorable[];
@@ -43,7 +49,7 @@ struct CharNorm {
 
 // The whole per-character pipeline of the flavour: clean text, CJK test, lower-casing and accent stripping in the
 // flavour's order, punctuation test of each resulting code point. cp must be <= U+10FFFF. kGoogle strips accents
-// exactly when it lower-cases (strip_accents is ignored); kHuggingFace takes the two separately.
+// exactly when it lower-cases (strip_accents is ignored), as does kNvidia; kHuggingFace takes the two separately.
 CharNorm normalize_char(uint32_t cp, Flavor flavor, bool lower_case, bool strip_accents);
 // Accents stripped exactly when lower-casing (both flavours' default). Also used by hf_normalizers.cpp and
 // hf_pre_tokenizers.cpp.

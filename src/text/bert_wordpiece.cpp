@@ -242,12 +242,15 @@ class BertWordPieceTokenizer final : public Tokenizer {
  public:
   BertWordPieceTokenizer(std::vector<std::string> tokens, const WordPieceOptions& options, const std::string& origin)
       : tokens_(std::move(tokens)),
-        flavor_(options.flavor == WordPieceFlavor::kMegatron ? bert::Flavor::kGoogle : bert::Flavor::kHuggingFace),
+        flavor_(options.flavor == WordPieceFlavor::kMegatron  ? bert::Flavor::kGoogle
+                : options.flavor == WordPieceFlavor::kNvidia  ? bert::Flavor::kNvidia
+                                                              : bert::Flavor::kHuggingFace),
         lower_case_(options.lower_case),
         strip_accents_(options.strip_accents.value_or(options.lower_case)),
-        megatron_(options.flavor == WordPieceFlavor::kMegatron) {
-    if (megatron_ && strip_accents_ != lower_case_)
-      throw Error(origin + ": Megatron's BERT tokenizers strip accents exactly when they lower-case");
+        megatron_(options.flavor == WordPieceFlavor::kMegatron),
+        never_split_(options.flavor == WordPieceFlavor::kNvidia) {
+    if (flavor_ != bert::Flavor::kHuggingFace && strip_accents_ != lower_case_)
+      throw Error(origin + ": Megatron's and NVIDIA's BERT tokenizers strip accents exactly when they lower-case");
     max_chars_ = options.max_input_chars_per_word ? options.max_input_chars_per_word : (megatron_ ? 200 : 100);
     for (size_t i = 0; i < tokens_.size(); ++i)
       if (!valid_utf8(tokens_[i]))
@@ -334,7 +337,10 @@ class BertWordPieceTokenizer final : public Tokenizer {
 
   size_t vocab_size() const override { return vocab_size_; }
   std::optional<int32_t> eod_id() const override { return std::nullopt; }
-  std::string type_name() const override { return lower_case_ ? "BertWordPieceLowerCase" : "BertWordPieceCase"; }
+  std::string type_name() const override {
+    if (never_split_) return "NVIDIA BertTokenizer";
+    return lower_case_ ? "BertWordPieceLowerCase" : "BertWordPieceCase";
+  }
 
   // --- used by the encoder ---
   CharNorm lookup(uint32_t cp) const {
@@ -358,6 +364,7 @@ class BertWordPieceTokenizer final : public Tokenizer {
   bool lower_case_;
   bool strip_accents_;
   bool megatron_;
+  bool never_split_;  // kNvidia: BasicTokenizer's never_split words are kept whole
   size_t max_chars_ = 200;
   size_t vocab_size_ = 0;
   int32_t unk_id_ = -1;
@@ -372,6 +379,53 @@ class BertEncoder final : public TextEncoder {
   explicit BertEncoder(const BertWordPieceTokenizer& t) : t_(t) {}
 
   void encode(std::string_view text, std::vector<int32_t>& ids) override {
+    // NVIDIA's never_split words all start with '[': text without one takes the one-pass path.
+    if (t_.never_split_ && std::memchr(text.data(), '[', text.size()) != nullptr) encode_never_split(text, ids);
+    else encode_plain(text, ids);
+  }
+
+ private:
+  // NVIDIA's BasicTokenizer: a whitespace-delimited word (after clean text and CJK padding) that is exactly one of
+  // the never_split words is neither lower-cased nor split at punctuation; WordPiece then finds it whole. Other
+  // words go through encode_plain(), one word at a time (a word's final-sigma context ends at its boundaries).
+  void encode_never_split(std::string_view text, std::vector<int32_t>& ids) {
+    static constexpr std::string_view kNeverSplit[] = {"[UNK]", "[SEP]", "[PAD]", "[CLS]", "[MASK]"};
+    const auto* begin = reinterpret_cast<const uint8_t*>(text.data());
+    const auto* end = begin + text.size();
+    const uint8_t* word = begin;  // start of the current word's raw bytes
+    std::string cleaned;          // the word's characters that clean text keeps
+    size_t cleaned_chars = 0;
+    auto finish_word = [&](const uint8_t* word_end) {
+      if (word == word_end) return;
+      bool kept = false;
+      for (std::string_view special : kNeverSplit) kept = kept || cleaned == special;
+      if (kept) {
+        word_ = cleaned;
+        chars_ = cleaned_chars;
+        flush(ids);
+      } else {
+        encode_plain(std::string_view(reinterpret_cast<const char*>(word), size_t(word_end - word)), ids);
+      }
+      cleaned.clear();
+      cleaned_chars = 0;
+    };
+    for (const uint8_t* p = begin; p < end;) {
+      const uint8_t* at = p;
+      const uint32_t cp = next_code_point(p, end);
+      const CharKind k = t_.kind_of(cp);
+      if (k == CharKind::kSpace || k == CharKind::kCjk) {
+        finish_word(at);
+        if (k == CharKind::kCjk) encode_plain(std::string_view(reinterpret_cast<const char*>(at), size_t(p - at)), ids);
+        word = p;
+      } else if (k != CharKind::kDelete) {
+        cleaned.append(reinterpret_cast<const char*>(at), size_t(p - at));
+        ++cleaned_chars;
+      }
+    }
+    finish_word(end);
+  }
+
+  void encode_plain(std::string_view text, std::vector<int32_t>& ids) {
     const auto* begin = reinterpret_cast<const uint8_t*>(text.data());
     const auto* end = begin + text.size();
     const uint8_t* kind = t_.ascii_kind_;
@@ -462,7 +516,6 @@ class BertEncoder final : public TextEncoder {
     flush(ids);
   }
 
- private:
   void append(uint32_t cp) {
     char buf[4];
     word_.append(buf, static_cast<size_t>(encode_utf8(cp, buf)));
@@ -577,6 +630,11 @@ std::vector<std::string> read_vocab(const std::string& path, bool megatron) {
 
 }  // namespace
 
+std::vector<std::string> read_wordpiece_vocab(const std::string& vocab_file, WordPieceFlavor flavor) {
+  // NVIDIA's load_vocab strips each line as Google's does.
+  return read_vocab(vocab_file, flavor != WordPieceFlavor::kHuggingFace);
+}
+
 std::unique_ptr<Tokenizer> make_bert_wordpiece_tokenizer(std::vector<std::string> tokens,
                                                          const WordPieceOptions& options, const std::string& origin) {
   return std::make_unique<BertWordPieceTokenizer>(std::move(tokens), options, origin);
@@ -584,8 +642,7 @@ std::unique_ptr<Tokenizer> make_bert_wordpiece_tokenizer(std::vector<std::string
 
 std::unique_ptr<Tokenizer> make_bert_wordpiece_tokenizer(const std::string& vocab_file,
                                                          const WordPieceOptions& options) {
-  return make_bert_wordpiece_tokenizer(read_vocab(vocab_file, options.flavor == WordPieceFlavor::kMegatron),
-                                       options, vocab_file);
+  return make_bert_wordpiece_tokenizer(read_wordpiece_vocab(vocab_file, options.flavor), options, vocab_file);
 }
 
 std::unique_ptr<Tokenizer> make_bert_wordpiece_tokenizer(const std::string& vocab_file, bool lower_case,

@@ -52,7 +52,11 @@
 
 namespace lmforge::text {
 
-enum class WordPieceFlavor { kMegatron, kHuggingFace };
+// kNvidia: NVIDIA DeepLearningExamples' tokenization.py, the tokenizer of its create_pretraining_data.py: Google's
+// rules (kMegatron) except that clean text deletes every C* character (also Co private use and Cn unassigned), a
+// word longer than 100 characters is [UNK] (Google: 200), a whitespace-delimited word that is exactly [UNK], [SEP],
+// [PAD], [CLS] or [MASK] is kept whole and un-lowered (its never_split list), and no [BOS]/[EOS] are added.
+enum class WordPieceFlavor { kMegatron, kHuggingFace, kNvidia };
 
 struct WordPieceOptions {
   WordPieceFlavor flavor = WordPieceFlavor::kMegatron;
@@ -70,6 +74,8 @@ struct WordPieceOptions {
 // vocab.txt: one token per line, id = line number (0-based). Megatron strips each line (Python str.strip()),
 // HF trims its end; a repeated token keeps its last line's id, as both do. Unreadable file, invalid UTF-8 or no
 // unk token: Error naming the file (and line).
+// The lines of a vocab.txt as the flavour reads them (kMegatron and kNvidia strip both ends, kHuggingFace the end).
+std::vector<std::string> read_wordpiece_vocab(const std::string& vocab_file, WordPieceFlavor flavor);
 std::unique_ptr<Tokenizer> make_bert_wordpiece_tokenizer(const std::string& vocab_file, bool lower_case,
                                                          WordPieceFlavor flavor, int vocab_extra_ids = 0);
 std::unique_ptr<Tokenizer> make_bert_wordpiece_tokenizer(const std::string& vocab_file,

@@ -5,6 +5,7 @@
 #include "text/gpt2_bpe.h"
 #include "text/hf_tokenizer_json.h"
 #include "text/sentencepiece_tokenizer.h"
+#include "text/word_level.h"
 #include "util/error.h"
 
 namespace lmforge::text {
@@ -45,16 +46,23 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
       options.type == "Llama2Tokenizer") {
     if (options.model_file.empty())
       throw Error("--tokenizer-type " + options.type + " needs --tokenizer-model (a SentencePiece .model file)");
-    if (!options.eod_token.empty()) throw Error("--eod-token applies to --tokenizer-type PretrainedFromHF only");
+    if (!options.eod_token.empty())
+      throw Error("--eod-token applies to --tokenizer-type PretrainedFromHF and WordLevel only");
     SentencePieceFlavor flavor = options.type == "SentencePieceTokenizer"      ? SentencePieceFlavor::kMegatron
                                  : options.type == "GPTSentencePieceTokenizer" ? SentencePieceFlavor::kGpt
                                                                                : SentencePieceFlavor::kLlama2;
     return make_sentencepiece_tokenizer(options.model_file, flavor, options.vocab_extra_ids);
   }
-  if (!options.eod_token.empty()) throw Error("--eod-token applies to --tokenizer-type PretrainedFromHF only");
+  // Whitespace words looked up in a vocab.json (the Megatron v1.1.5 project's word-level preprocessor).
+  if (options.type == "WordLevel") {
+    if (options.vocab_file.empty()) throw Error("--tokenizer-type WordLevel needs --vocab-file (vocab.json)");
+    return make_word_level_tokenizer(options.vocab_file, options.unk_token, options.eod_token);
+  }
+  if (!options.eod_token.empty())
+    throw Error("--eod-token applies to --tokenizer-type PretrainedFromHF and WordLevel only");
   throw Error("--tokenizer-type: unknown tokenizer \"" + options.type +
               "\"; valid types: GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase, PretrainedFromHF, "
-              "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer");
+              "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer, WordLevel");
 }
 
 }  // namespace lmforge::text

@@ -10,7 +10,7 @@ namespace lmforge::text {
 struct TokenizerOptions {
   std::string type = "GPT2BPETokenizer";  // GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase,
                                           // PretrainedFromHF, SentencePieceTokenizer,
-                                          // GPTSentencePieceTokenizer, Llama2Tokenizer
+                                          // GPTSentencePieceTokenizer, Llama2Tokenizer, WordLevel
   std::string vocab_file;                 // vocab.json (GPT-2) or vocab.txt (WordPiece)
   std::string merge_file;                 // merges.txt (GPT-2 only)
   // PretrainedFromHF: a tokenizer.json file or a directory holding one (hf_tokenizer_json.h).
@@ -24,6 +24,8 @@ struct TokenizerOptions {
   // SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer: the SentencePiece .model
   // (--tokenizer-model); see sentencepiece_tokenizer.h.
   std::string model_file;
+  // WordLevel: the token every word missing from --vocab-file becomes (--unk-token).
+  std::string unk_token = "<unk>";
   int vocab_extra_ids = 0;  // SentencePieceTokenizer, BertWordPiece*: T5's <extra_id_N> sentinels (--vocab-extra-ids)
 };
 

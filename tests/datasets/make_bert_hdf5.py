@@ -63,6 +63,10 @@ with open(os.path.join(good, 'notes.txt'), 'w') as f:
 # reading.
 narrow = dict(NVIDIA_DTYPES, input_ids='i2', masked_lm_positions='u1', masked_lm_ids='u2')
 write_shard(os.path.join(out, 'narrow', 'wiki_training_0.hdf5'), arrays_of['wiki_training_0.hdf5'], narrow)
+# The same rows with the 0/1 datasets in wider types, as shards written from the script's int32 arrays without its
+# dtype='i1' hold them (NVIDIA's loader reads them): int32 input_mask, uint8 segment_ids, int64 labels.
+wide = dict(NVIDIA_DTYPES, input_mask='i4', segment_ids='u1', next_sentence_labels='i8')
+write_shard(os.path.join(out, 'wide', 'wiki_training_0.hdf5'), arrays_of['wiki_training_0.hdf5'], wide)
 
 # expected.txt: per shard row "row <file> <row> <is_random>" then lines "<field> v v ..." for the five vectors.
 with open(os.path.join(out, 'expected.txt'), 'w') as e:
@@ -113,8 +117,10 @@ bad_case('rows_mismatch', 'probe', ['masked_lm_ids', '5 rows', 'N = 6'],
          variant(masked_lm_ids=np.zeros((5, P), np.int64)))
 bad_case('p_mismatch', 'probe', ['masked_lm_ids', 'P = 5'], variant(masked_lm_ids=np.zeros((6, P + 1), np.int64)))
 bad_case('wide_ids', 'probe', ['input_ids', '64-bit', 'int32'], base, dict(NVIDIA_DTYPES, input_ids='i8'))
-bad_case('unsigned_nsp', 'probe', ['next_sentence_labels', 'unsigned 8-bit'], base,
-         dict(NVIDIA_DTYPES, next_sentence_labels='u1'))
+nsp3 = base['next_sentence_labels'].copy()
+nsp3[2] = 3  # an int32 0/1 dataset holding another value: refused on reading, never clamped to 1
+bad_case('wide_nsp_value', 'read', ['next_sentence_labels', 'row 2', 'holds 3'], variant(next_sentence_labels=nsp3),
+         dict(NVIDIA_DTYPES, next_sentence_labels='i4'))
 bad_case('float_mask', 'probe', ['input_mask', 'not integer'], base, dict(NVIDIA_DTYPES, input_mask='f4'))
 pos_high = base['masked_lm_positions'].copy()
 pos_high[1, 0] = L  # row 1 always has P masked positions: slot 0 is used

@@ -118,6 +118,17 @@ TEST(Hdf5BertShards, NarrowerIntegerTypesAreWidened) {
   EXPECT_EQ(narrow.rows, 7);
 }
 
+// input_mask as int32 (and the other 0/1 datasets as uint8 / int64), which NVIDIA's loader reads: the same values.
+TEST(Hdf5BertShards, WiderZeroOneDatasetsAreRead) {
+  Fixtures fx;
+  const Hdf5BertShard nvidia = read_hdf5_bert_shard(fx.path("good/wiki_training_0.hdf5"));
+  const Hdf5BertShard wide = read_hdf5_bert_shard(fx.path("wide/wiki_training_0.hdf5"));
+  EXPECT_EQ(wide.input_mask, nvidia.input_mask);
+  EXPECT_EQ(wide.segment_ids, nvidia.segment_ids);
+  EXPECT_EQ(wide.next_sentence_labels, nvidia.next_sentence_labels);
+  EXPECT_EQ(wide.input_ids, nvidia.input_ids);
+}
+
 TEST(Hdf5BertShards, ListsTrainingAndValidationShardsByName) {
   Fixtures fx;
   const std::vector<std::string> train = list_hdf5_bert_shards(fx.path("good"), Hdf5Split::kTrain);

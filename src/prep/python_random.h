@@ -1,0 +1,63 @@
+// defines: PythonRandom: CPython's random.Random (Mersenne Twister MT19937 with CPython's seeding) for the calls
+//          NVIDIA's create_pretraining_data.py makes — random(), randint(), shuffle() — reproduced draw for draw.
+//
+// Why not <random>: std::mt19937(seed) seeds with init_genrand(seed) where CPython uses init_by_array(key of the
+// seed's 32-bit words); random() is built from two outputs (27 + 26 bits), not std::generate_canonical; and
+// randint/shuffle use rejection sampling on getrandbits(bit_length(n)), which no std distribution does. One wrong
+// draw and every later instance differs (../shared/docs/nvidia-hdf5-creation-notes.md §4).
+#pragma once
+#include <array>
+#include <bit>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace lmforge::prep {
+
+class PythonRandom {
+ public:
+  // random.Random(seed) for an int seed: the key is |seed|'s 32-bit words, least significant first.
+  explicit PythonRandom(int64_t seed);
+
+  // One tempered 32-bit output (genrand_uint32).
+  uint32_t next32() {
+    if (index_ >= kN) regenerate();
+    uint32_t y = state_[index_++];
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9D2C5680u;
+    y ^= (y << 15) & 0xEFC60000u;
+    y ^= y >> 18;
+    return y;
+  }
+  // random(): 53 random bits as a double in [0, 1).
+  double random() {
+    const uint32_t a = next32() >> 5, b = next32() >> 6;
+    return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0);
+  }
+  // _randbelow(n), n >= 1: getrandbits(n.bit_length()) until below n (bit_length of n, not n - 1). Inline: the
+  // masking's shuffle calls it for every candidate position, the hottest call of the replay.
+  uint64_t randbelow(uint64_t n) {
+    const int bits = std::bit_width(n);  // int.bit_length()
+    if (bits > 32) return randbelow_wide(n, bits);
+    const int shift = 32 - bits;
+    uint64_t r = next32() >> shift;
+    while (r >= n) r = next32() >> shift;
+    return r;
+  }
+  // randint(a, b) = a + _randbelow(b - a + 1).
+  int64_t randint(int64_t a, int64_t b) { return a + static_cast<int64_t>(randbelow(static_cast<uint64_t>(b - a) + 1)); }
+  // shuffle(x): for i from len-1 down to 1, swap x[i] with x[_randbelow(i + 1)].
+  template <class T>
+  void shuffle(std::vector<T>& x) {
+    for (size_t i = x.size(); i-- > 1;) std::swap(x[i], x[static_cast<size_t>(randbelow(i + 1))]);
+  }
+
+ private:
+  static constexpr int kN = 624, kM = 397;
+  void regenerate();
+  uint64_t randbelow_wide(uint64_t n, int bits);
+  std::array<uint32_t, kN> state_{};
+  int index_ = kN;
+};
+
+}  // namespace lmforge::prep
