@@ -1,6 +1,6 @@
 // Trains a tokenizer with Hugging Face's Rust trainer through the npm `tokenizers` binding, or encodes with a
 // tokenizer.json, so tests/tokenizer_train can compare lmforge's files with HF's own.
-//   node hf_train.js train ByteLevelBPE|WordPiece CORPUS.txt OUT_DIR
+//   node hf_train.js train ByteLevelBPE|WordPiece CORPUS.txt[,MORE.txt...] OUT_DIR
 //     The binding trains with the model's default trainer only (vocab 30000, min frequency 0, no special tokens,
 //     no initial alphabet; WordPiece: "##" continuation). Writes OUT_DIR/tokenizer.json (HF's own save) and, from
 //     it, vocab.json + merges.txt (BPE, in BPE::save's format) or vocab.txt (WordPiece).
@@ -25,7 +25,10 @@ async function main() {
     } else {
       throw new Error('unknown model ' + a);
     }
-    tokenizer.train([b]);
+    const start = process.hrtime.bigint();
+    tokenizer.train(b.split(','));  // several files: comma-separated
+    const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+    console.error('hf train seconds ' + seconds.toFixed(2));
     fs.mkdirSync(c, {recursive: true});
     const file = path.join(c, 'tokenizer.json');
     tokenizer.save(file, true);
