@@ -28,24 +28,27 @@ echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc
 echo "corpus: $corpus, $(stat -c %s "$corpus") bytes, $(wc -l < "$corpus") lines"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# "<wall seconds> <peak RSS KiB>" of a command (GNU time).
+# "<wall seconds> <peak RSS KiB> <CPU seconds, user + system>" of a command (GNU time). CPU time is reported beside
+# wall time because the machine's other jobs stretch wall time far more.
 measure() {
-  /usr/bin/time -f "%e %M" -o "$work/time" "$@" > "$work/out" 2>&1 || { cat "$work/out"; exit 1; }
-  cat "$work/time"
+  /usr/bin/time -f "%e %M %U %S" -o "$work/time" "$@" > "$work/out" 2>&1 || { cat "$work/out"; exit 1; }
+  read -r wall rss user sys < "$work/time"
+  echo "$wall $rss $(echo "$user + $sys" | bc)"
 }
 
 hf_total=0; lm_total=0
 for round in $(seq 1 "$rounds"); do
   rm -rf "$work/hf" "$work/lm"
-  read -r hf_s hf_kb < <(RAYON_NUM_THREADS=$threads measure node tests/tokenizer_train/hf_train.js train ByteLevelBPE \
+  read -r hf_s hf_kb hf_cpu < <(RAYON_NUM_THREADS=$threads measure node tests/tokenizer_train/hf_train.js train ByteLevelBPE \
     "$corpus" "$work/hf")
-  read -r lm_s lm_kb < <(measure "$build/lmforge" tokenizer train --type ByteLevelBPE --input "$corpus" \
+  read -r lm_s lm_kb lm_cpu < <(measure "$build/lmforge" tokenizer train --type ByteLevelBPE --input "$corpus" \
     --input-format text --vocab-size 30000 --special-tokens --no-initial-alphabet --threads "$threads" \
     --output-dir "$work/lm")
   same=no
   cmp -s "$work/hf/vocab.json" "$work/lm/vocab.json" && cmp -s "$work/hf/merges.txt" "$work/lm/merges.txt" && same=yes
-  echo "byte-level BPE round $round: HF ${hf_s} s ${hf_kb} KiB | lmforge ${lm_s} s ${lm_kb} KiB |" \
-       "speed-up $(echo "scale=2; $hf_s / $lm_s" | bc)x | identical: $same | load $(cut -d' ' -f1 /proc/loadavg)"
+  echo "byte-level BPE round $round: HF ${hf_s} s (cpu ${hf_cpu} s) ${hf_kb} KiB | lmforge ${lm_s} s (cpu ${lm_cpu} s)" \
+       "${lm_kb} KiB | speed-up $(echo "scale=2; $hf_s / $lm_s" | bc)x wall, $(echo "scale=2; $hf_cpu / $lm_cpu" | bc)x cpu |" \
+       "identical: $same | load $(cut -d' ' -f1 /proc/loadavg)"
   hf_total=$(echo "$hf_total + $hf_s" | bc); lm_total=$(echo "$lm_total + $lm_s" | bc)
 done
 echo "byte-level BPE total: HF $hf_total s, lmforge $lm_total s, ratio $(echo "scale=2; $hf_total / $lm_total" | bc)x"
@@ -54,15 +57,16 @@ echo "byte-level BPE total: HF $hf_total s, lmforge $lm_total s, ratio $(echo "s
 for type in bpe unigram; do
   name=$([ $type = bpe ] && echo SentencePieceBPE || echo SentencePieceUnigram)
   rm -rf "$work/spm_$type"* "$work/lm_$type"
-  read -r spm_s spm_kb < <(measure spm_train --input="$corpus" --model_prefix="$work/spm_$type" --model_type=$type \
+  read -r spm_s spm_kb spm_cpu < <(measure spm_train --input="$corpus" --model_prefix="$work/spm_$type" --model_type=$type \
     --vocab_size="$spm_vocab" --random_seed=42 --num_threads="$threads" --input_sentence_size="$spm_sentences" \
     --shuffle_input_sentence=true)
-  read -r lm_s lm_kb < <(measure "$build/lmforge" tokenizer train --type $name --input "$corpus" --input-format text \
+  read -r lm_s lm_kb lm_cpu < <(measure "$build/lmforge" tokenizer train --type $name --input "$corpus" --input-format text \
     --vocab-size "$spm_vocab" --random-seed 42 --threads "$threads" \
     --spm-option input_sentence_size="$spm_sentences" --spm-option shuffle_input_sentence=true \
     --output-dir "$work/lm_$type")
   cut -f1 "$work/spm_$type.vocab" > "$work/a"; cut -f1 "$work/lm_$type/tokenizer.vocab" > "$work/b"
   same=no; cmp -s "$work/a" "$work/b" && same=yes
-  echo "SentencePiece $type: spm_train ${spm_s} s ${spm_kb} KiB | lmforge ${lm_s} s ${lm_kb} KiB |" \
-       "speed-up $(echo "scale=2; $spm_s / $lm_s" | bc)x | same pieces: $same | load $(cut -d' ' -f1 /proc/loadavg)"
+  echo "SentencePiece $type: spm_train ${spm_s} s (cpu ${spm_cpu} s) ${spm_kb} KiB | lmforge ${lm_s} s (cpu ${lm_cpu} s)" \
+       "${lm_kb} KiB | speed-up $(echo "scale=2; $spm_s / $lm_s" | bc)x wall | same pieces: $same |" \
+       "load $(cut -d' ' -f1 /proc/loadavg)"
 done

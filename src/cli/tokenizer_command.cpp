@@ -76,7 +76,9 @@ void add_train_subcommand(CLI::App& parent) {
                   "no defined order; lmforge drops the higher code point first). Default: no limit (HF's Rust "
                   "default; its Python BertWordPieceTokenizer uses 1000)");
   CLI::Option* lowercase_flag = cmd->add_flag("--lowercase,!--no-lowercase", *lowercase,
-                "Lower-case the text before training: ByteLevelBPE adds HF's Lowercase normalizer (default off); "
+                "Lower-case the text before training: ByteLevelBPE adds HF's Lowercase normalizer (default off; "
+                "tokenizer.json carries it, vocab.json/merges.txt cannot, so GPT2BPETokenizer users lower-case "
+                "their text themselves); "
                 "WordPiece's BertNormalizer lower-cases and strips accents (default on; --no-lowercase keeps case "
                 "and accents, BertWordPieceCase)");
   cmd->add_flag("!--no-initial-alphabet", options->initial_alphabet,

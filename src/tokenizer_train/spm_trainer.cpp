@@ -3,10 +3,12 @@
 // flags. spm reads a text file's lines without the '\n'; here each training line (corpus.h) loses its '\n' the
 // same way. spm keeps every sentence in memory while training (its own design); --spm-option
 // input_sentence_size=N samples N of them.
+#include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
 #include <chrono>
 #include <cstdio>
+#include <thread>
 #include <unordered_map>
 
 #include "tokenizer_train/corpus.h"
@@ -56,9 +58,9 @@ TrainSummary train_sentencepiece(const TokenizerTrainOptions& options) {
       throw Error("--spm-option " + option + ": expected name=value (an spm_train flag without its dashes)");
     std::string name = option.substr(0, eq);
     if (name == "input" || name == "model_prefix" || name == "model_type" || name == "vocab_size" ||
-        name == "num_threads")
+        name == "num_threads" || name == "random_seed")
       throw Error("--spm-option " + option + ": set by lmforge's own flags (--input, --output-dir, --type, "
-                  "--vocab-size, --threads)");
+                  "--vocab-size, --threads, --random-seed)");
     kwargs[name] = option.substr(eq + 1);
   }
   kwargs["model_type"] = options.type == ModelType::kSentencePieceBpe ? "bpe" : "unigram";
@@ -66,7 +68,6 @@ TrainSummary train_sentencepiece(const TokenizerTrainOptions& options) {
   const int threads = options.corpus.threads > 0 ? options.corpus.threads : int(std::thread::hardware_concurrency());
   kwargs["num_threads"] = std::to_string(std::max(1, threads));
   if (options.character_coverage) kwargs["character_coverage"] = format_double(*options.character_coverage);
-  if (options.random_seed) kwargs["random_seed"] = std::to_string(*options.random_seed);
   if (options.byte_fallback) kwargs["byte_fallback"] = *options.byte_fallback ? "true" : "false";
   if (options.special_tokens && !options.special_tokens->empty()) {
     std::string joined;
@@ -100,6 +101,9 @@ TrainSummary train_sentencepiece(const TokenizerTrainOptions& options) {
   files.adopt("tokenizer.model", prefix + ".model");
   files.adopt("tokenizer.vocab", prefix + ".vocab");
   VectorIterator iterator(sentences);
+  // spm_train's --random_seed is no TrainerSpec field: its main() seeds libsentencepiece's process-wide generator,
+  // which sampling, shuffling and unigram's EM draw from. The same call here gives spm_train's run.
+  if (options.random_seed) sentencepiece::SetRandomGeneratorSeed(*options.random_seed);
   const sentencepiece::util::Status status = sentencepiece::SentencePieceTrainer::Train(kwargs, &iterator);
   if (!status.ok()) throw Error(std::string("SentencePiece training failed: ") + status.ToString());
   summary.train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

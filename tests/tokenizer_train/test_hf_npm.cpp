@@ -15,6 +15,7 @@
 
 #include "text/bert_wordpiece.h"
 #include "text/hf_tokenizer_json.h"
+#include "hf_order.h"
 #include "tokenizer_train/bpe_trainer.h"
 #include "tokenizer_train/hf_files.h"
 #include "tokenizer_train/word_counts.h"
@@ -201,26 +202,11 @@ TEST_F(HfNpm, WordPieceReplaysHfAndLoadsEverywhere) {
   options.continuing_subword_prefix = "##";
   options.vocab_size = 30522;
   const BpeModel ours = train_bpe(counted.words, options);
-  // HF's "##c" block follows the alphabet: read its order.
-  size_t alphabet = ours.alphabet;
-  std::vector<uint32_t> order;
-  std::vector<std::string> hf_continuing, our_continuing;
-  for (size_t id = alphabet; id < hf_tokens.size(); ++id) {
-    const std::string& t = hf_tokens[id];
-    if (t.size() < 3 || t.compare(0, 2, "##") != 0) break;
-    int len;
-    size_t i = 2;
-    const uint32_t cp = [&] {
-      const uint8_t b = uint8_t(t[i]);
-      len = b < 0x80 ? 1 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2;
-      uint32_t c = len == 1 ? b : b & (0x7F >> len);
-      for (int k = 1; k < len; ++k) c = (c << 6) | (uint8_t(t[i + k]) & 0x3F);
-      return c;
-    }();
-    if (2 + size_t(len) != t.size()) break;  // a merged "##ab": the block has ended
-    order.push_back(cp);
-    hf_continuing.push_back(t);
-  }
+  const size_t alphabet = ours.specials + ours.alphabet;
+  const std::vector<uint32_t> order = hf_continuing_order(hf_tokens, alphabet);
+  std::vector<std::string> hf_continuing(hf_tokens.begin() + long(alphabet),
+                                         hf_tokens.begin() + long(alphabet + order.size()));
+  std::vector<std::string> our_continuing;
   ASSERT_FALSE(order.empty());
   for (size_t id = 0; id < alphabet + order.size(); ++id)
     if (id < alphabet) EXPECT_EQ(ours.vocab[id], hf_tokens[id]) << id;

@@ -58,6 +58,11 @@ TEST(TokenizerTrainCli, BertSettingsMatchSharedReference) {
   const std::string ref = shared_path("data/toktrain/bertwp8000_sample/");
   EXPECT_EQ(read_file(out + "/vocab.txt"), read_file(ref + "vocab.txt"));
   EXPECT_EQ(read_file(out + "/tokenizer.json"), read_file(ref + "tokenizer.json"));
+  // The vocab.txt is what Megatron's BertWordPieceLowerCase reads.
+  const auto prep = run_command(kExe + " prep --input " + kSample + " --output-prefix " + dir.file("bert") +
+                                " --tokenizer-type BertWordPieceLowerCase --vocab-file " + out + "/vocab.txt");
+  ASSERT_EQ(prep.status, 0) << prep.output;
+  EXPECT_GT(fs::file_size(dir.file("bert_text_document.bin")), 1000000u);
 }
 
 TEST(TokenizerTrainCli, BadInputNamesFileAndLineAndWritesNothing) {
