@@ -1,7 +1,7 @@
 // lmforge's trainers against files Hugging Face's own Rust trainer wrote (npm `tokenizers` 0.23.2, its default
 // trainers: vocab 30000, min frequency 0, no specials, no initial alphabet), committed under data/hf_edge/ so that
-// every build checks them without node: HF trained on the shared edge cases (each text + "\n", a text file), and
-// lmforge reads the same texts from the JSON lines. Remake them with
+// every build checks them without node: HF trained on the shared edge cases (each text + "\n", a text file; for
+// WordPiece without e187, see below), and lmforge reads the same texts from the JSON lines. Remake them with
 //   node tests/tokenizer_train/hf_train.js train ByteLevelBPE|WordPiece edge.txt OUT
 #include <gtest/gtest.h>
 
@@ -26,9 +26,9 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-WordCountResult count_edge_cases(WordSplit split) {
+WordCountResult count_edge_cases(WordSplit split, const std::string& file) {
   CorpusOptions corpus;
-  corpus.inputs = {std::string(LMFORGE_SHARED_DIR) + "/data/edge/edge_cases.jsonl"};
+  corpus.inputs = {file};
   corpus.threads = 2;
   corpus.progress_seconds = 1e9;
   WordSplitOptions options;
@@ -38,7 +38,8 @@ WordCountResult count_edge_cases(WordSplit split) {
 }
 
 TEST(HfReferences, ByteLevelBpeDefaultsOnEdgeCases) {
-  const BpeModel model = train_bpe(count_edge_cases(WordSplit::kByteLevel).words, BpeTrainerOptions{});
+  const std::string edge = std::string(LMFORGE_SHARED_DIR) + "/data/edge/edge_cases.jsonl";
+  const BpeModel model = train_bpe(count_edge_cases(WordSplit::kByteLevel, edge).words, BpeTrainerOptions{});
   EXPECT_LT(model.vocab.size(), 30000u);  // the corpus runs out of pairs first: the stop rule is checked too
   EXPECT_EQ(bpe_vocab_json(model), read_file(kData + "bpe_vocab.json"));
   EXPECT_EQ(bpe_merges_txt(model), read_file(kData + "bpe_merges.txt"));
@@ -49,7 +50,9 @@ TEST(HfReferences, WordPieceDefaultsOnEdgeCasesReplayHfOrder) {
   std::vector<std::string> hf_tokens;
   std::istringstream in(hf_vocab);
   for (std::string t; std::getline(in, t);) hf_tokens.push_back(t);
-  const WordCountResult counted = count_edge_cases(WordSplit::kBert);
+  // Without edge case e187: lmforge's Hugging Face BertNormalizer (src/text) decomposes U+11938 (Unicode 13) where
+  // HF's older NFD tables keep it, so the alphabets differ there; an encoder difference, not the trainer's.
+  const WordCountResult counted = count_edge_cases(WordSplit::kBert, kData + "edge_cases_without_e187.jsonl");
   BpeTrainerOptions options;
   options.continuing_subword_prefix = "##";
   const BpeModel ours = train_bpe(counted.words, options);  // code-point order
@@ -62,10 +65,13 @@ TEST(HfReferences, WordPieceDefaultsOnEdgeCasesReplayHfOrder) {
   std::vector<std::string> b(hf_tokens.begin(), hf_tokens.begin() + long(a.size()));
   std::sort(a.begin() + long(alphabet), a.end());
   std::sort(b.begin() + long(alphabet), b.end());
-  EXPECT_EQ(a, b);
+  EXPECT_TRUE(a == b) << "specials, alphabet or the ##c set differ";
   // HF's algorithm with HF's own "##c" order: HF's file byte for byte.
   const BpeModel replay = train_bpe(counted.words, options);
-  EXPECT_EQ(wordpiece_vocab_txt(replay), hf_vocab);
+  if (wordpiece_vocab_txt(replay) != hf_vocab) {
+    std::ofstream(::testing::TempDir() + "wp_mine.txt") << wordpiece_vocab_txt(replay);
+    ADD_FAILURE() << "differs from HF's vocab.txt: see " << ::testing::TempDir() << "wp_mine.txt";
+  }
 }
 
 }  // namespace

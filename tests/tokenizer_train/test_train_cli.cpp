@@ -139,23 +139,23 @@ TEST(TokenizerTrainCli, SentencePieceEqualsSpmTrain) {
     std::ofstream(dir.file("sample.txt"), std::ios::binary) << sample_as_text();
   }
   for (const std::string type : {"bpe", "unigram"}) {
-    const std::string flags = " --vocab-size 2000 --random-seed 42 --character-coverage 0.9995";
+    const std::string flags = " --vocab-size 4000 --random-seed 42 --character-coverage 0.9995";
     const std::string lm_type = type == "bpe" ? "SentencePieceBPE" : "SentencePieceUnigram";
     auto r = run_command(kExe + " tokenizer train --type " + lm_type + " --input " + kSample + flags +
                          " --threads 2 --output-dir " + dir.file(type));
     ASSERT_EQ(r.status, 0) << r.output;
     r = run_command("spm_train --input=" + dir.file("sample.txt") + " --model_prefix=" + dir.file(type + "_spm") +
                     " --model_type=" + type +
-                    " --vocab_size=2000 --random_seed=42 --character_coverage=0.9995 --num_threads=2");
+                    " --vocab_size=4000 --random_seed=42 --character_coverage=0.9995 --num_threads=2");
     ASSERT_EQ(r.status, 0) << r.output;
     const auto mine = pieces(dir.file(type) + "/tokenizer.model");
     const auto spm = pieces(dir.file(type + "_spm.model"));
-    ASSERT_EQ(mine.size(), 2000u);
+    ASSERT_EQ(mine.size(), 4000u);
     EXPECT_EQ(mine, spm) << type;
   }
   // Unigram across thread counts: same pieces, scores within 1e-4 (libsentencepiece's own variation).
   auto r = run_command(kExe + " tokenizer train --type SentencePieceUnigram --input " + kSample +
-                       " --vocab-size 2000 --random-seed 42 --threads 1 --output-dir " + dir.file("unigram1"));
+                       " --vocab-size 4000 --random-seed 42 --threads 1 --output-dir " + dir.file("unigram1"));
   ASSERT_EQ(r.status, 0) << r.output;
   std::map<std::string, float> two;
   for (const auto& [piece, score] : pieces(dir.file("unigram") + "/tokenizer.model")) two[piece] = score;
