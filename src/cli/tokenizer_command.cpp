@@ -108,7 +108,12 @@ void add_train_subcommand(CLI::App& parent) {
     else if (*format == "jsonl") options->corpus.format = tt::InputFormat::kJsonLines;
     else if (*format == "text") options->corpus.format = tt::InputFormat::kText;
     else throw Error("--input-format " + *format + ": expected auto, jsonl or text");
-    if (cmd->count("--special-tokens")) options->special_tokens = *specials;
+    if (cmd->count("--special-tokens")) {
+      // The flag without values reads as one empty string: no special tokens at all (HF's Rust default).
+      options->special_tokens.emplace();
+      for (const std::string& token : *specials)
+        if (!token.empty()) options->special_tokens->push_back(token);
+    }
     if (cmd->count("--limit-alphabet")) options->limit_alphabet = *limit_alphabet;
     if (lowercase_flag->count()) options->lowercase = *lowercase;
     if (byte_fallback_flag->count()) options->byte_fallback = *byte_fallback;

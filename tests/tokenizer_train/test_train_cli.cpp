@@ -49,6 +49,20 @@ TEST(TokenizerTrainCli, GptSettingsMatchSharedReference) {
   EXPECT_EQ(entries(out), 3u);  // no temporaries left
 }
 
+// HF's Rust defaults through the command line (no special tokens, no initial alphabet): the committed reference
+// made by npm tokenizers from the edge cases.
+TEST(TokenizerTrainCli, HfDefaultsMatchCommittedReference) {
+  TempDir dir;
+  const std::string out = dir.file("bpe");
+  const auto r = run_command(kExe + " tokenizer train --type ByteLevelBPE --input " +
+                             shared_path("data/edge/edge_cases.jsonl") +
+                             " --special-tokens --no-initial-alphabet --output-dir " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string ref = std::string(LMFORGE_SOURCE_DIR) + "/tests/tokenizer_train/data/hf_edge/";
+  EXPECT_EQ(read_file(out + "/vocab.json"), read_file(ref + "bpe_vocab.json"));
+  EXPECT_EQ(read_file(out + "/merges.txt"), read_file(ref + "bpe_merges.txt"));
+}
+
 TEST(TokenizerTrainCli, BertSettingsMatchSharedReference) {
   TempDir dir;
   const std::string out = dir.file("wp");
