@@ -6,7 +6,7 @@
 # and whether the outputs are identical (vocab.json + merges.txt byte for byte; SentencePiece: the pieces).
 #
 #   bash bench/text/run_tokenizer_train_bench.sh CORPUS.txt [ROUNDS]
-# Environment: BUILD_DIR (default build), THREADS (default 2), SKIP_SPM=1 (byte-level BPE only), SPM_VOCAB (default 8000) and SPM_SENTENCES (spm's input_sentence_size for both sides, default 2000000).
+# Environment: BUILD_DIR (default build), THREADS (default 2), SKIP_SPM=1 / SKIP_BPE=1 (one half only), SPM_VOCAB (default 8000) and SPM_SENTENCES (spm's input_sentence_size for both sides, default 2000000).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 corpus=${1:?corpus text file}
@@ -37,6 +37,7 @@ measure() {
 }
 
 hf_total=0; lm_total=0
+[ "${SKIP_BPE:-0}" = 1 ] && rounds=0
 for round in $(seq 1 "$rounds"); do
   rm -rf "$work/hf" "$work/lm"
   read -r hf_s hf_kb hf_cpu < <(RAYON_NUM_THREADS=$threads measure node tests/tokenizer_train/hf_train.js train ByteLevelBPE \
@@ -51,7 +52,7 @@ for round in $(seq 1 "$rounds"); do
        "identical: $same | load $(cut -d' ' -f1 /proc/loadavg)"
   hf_total=$(echo "$hf_total + $hf_s" | bc); lm_total=$(echo "$lm_total + $lm_s" | bc)
 done
-echo "byte-level BPE total: HF $hf_total s, lmforge $lm_total s, ratio $(echo "scale=2; $hf_total / $lm_total" | bc)x"
+[ "$rounds" = 0 ] || echo "byte-level BPE total: HF $hf_total s, lmforge $lm_total s, ratio $(echo "scale=2; $hf_total / $lm_total" | bc)x"
 
 [ "${SKIP_SPM:-0}" = 1 ] && exit 0
 for type in bpe unigram; do

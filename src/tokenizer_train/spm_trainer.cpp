@@ -1,13 +1,17 @@
 // train_sentencepiece(): libsentencepiece's own trainer (SentencePieceTrainer::Train with spm_train's flags), fed
 // the corpus through lmforge's readers by a SentenceIterator, so its pieces are spm_train's for the same lines and
 // flags. spm reads a text file's lines without the '\n'; here each training line (corpus.h) loses its '\n' the
-// same way. spm keeps every sentence in memory while training (its own design); --spm-option
-// input_sentence_size=N samples N of them.
+// same way. The corpus is streamed: a reader thread hands sentences to spm in order through a small bounded
+// queue, so memory holds what spm keeps (every sentence, or the input_sentence_size it samples), not the corpus.
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
+#include <exception>
+#include <mutex>
 #include <thread>
 #include <unordered_map>
 
@@ -19,26 +23,108 @@
 namespace lmforge::tokenizer_train {
 namespace {
 
-class SentenceCollector final : public LineSink {
+// Batches of sentences from the reader thread to spm's iterator. The reader blocks while kMaxBatches wait; a
+// closed queue (spm gave up) makes the reader stop.
+class SentenceQueue {
  public:
-  void add_line(std::string_view line) override {
-    if (!line.empty() && line.back() == '\n') line.remove_suffix(1);
-    sentences.emplace_back(line);
+  static constexpr size_t kMaxBatches = 8, kBatchLines = 4096;
+  // Reader side: false once the consumer has closed the queue.
+  bool push(std::vector<std::string>&& batch) {
+    std::unique_lock lock(mutex_);
+    space_.wait(lock, [&] { return closed_ || batches_.size() < kMaxBatches; });
+    if (closed_) return false;
+    batches_.push_back(std::move(batch));
+    ready_.notify_one();
+    return true;
   }
-  std::vector<std::string> sentences;
-};
-
-class VectorIterator final : public sentencepiece::SentenceIterator {
- public:
-  explicit VectorIterator(const std::vector<std::string>& sentences) : sentences_(sentences) {}
-  bool done() const override { return i_ >= sentences_.size(); }
-  void Next() override { ++i_; }
-  const std::string& value() const override { return sentences_[i_]; }
-  sentencepiece::util::Status status() const override { return {}; }
+  void finish(std::exception_ptr error) {
+    std::lock_guard lock(mutex_);
+    finished_ = true;
+    error_ = error;
+    ready_.notify_all();
+  }
+  // Consumer side: the next batch, or false at the end.
+  bool pop(std::vector<std::string>& batch) {
+    std::unique_lock lock(mutex_);
+    ready_.wait(lock, [&] { return finished_ || !batches_.empty(); });
+    if (batches_.empty()) return false;
+    batch = std::move(batches_.front());
+    batches_.pop_front();
+    space_.notify_one();
+    return true;
+  }
+  void close() {
+    std::lock_guard lock(mutex_);
+    closed_ = true;
+    space_.notify_all();
+  }
+  std::exception_ptr error() {
+    std::lock_guard lock(mutex_);
+    return error_;
+  }
 
  private:
-  const std::vector<std::string>& sentences_;
+  std::mutex mutex_;
+  std::condition_variable ready_, space_;
+  std::deque<std::vector<std::string>> batches_;
+  bool finished_ = false, closed_ = false;
+  std::exception_ptr error_;
+};
+
+// Thrown through the reader when spm has stopped pulling sentences (its own error is the one to report).
+struct ReadingStopped : std::exception {
+  const char* what() const noexcept override { return "SentencePiece stopped reading its input"; }
+};
+
+class QueueSink final : public LineSink {
+ public:
+  explicit QueueSink(SentenceQueue& queue) : queue_(queue) {}
+  void add_line(std::string_view line) override {
+    if (!line.empty() && line.back() == '\n') line.remove_suffix(1);
+    batch_.emplace_back(line);
+    if (batch_.size() >= SentenceQueue::kBatchLines) flush();
+  }
+  void flush() {
+    if (batch_.empty()) return;
+    if (!queue_.push(std::move(batch_))) throw ReadingStopped();
+    batch_ = {};
+  }
+
+ private:
+  SentenceQueue& queue_;
+  std::vector<std::string> batch_;
+};
+
+// spm pulls sentences: done() / value() / Next() over the queue's batches.
+class QueueIterator final : public sentencepiece::SentenceIterator {
+ public:
+  explicit QueueIterator(SentenceQueue& queue) : queue_(queue) { advance(); }
+  bool done() const override { return at_end_; }
+  void Next() override {
+    if (++i_ >= batch_.size()) advance();
+  }
+  const std::string& value() const override { return batch_[i_]; }
+  sentencepiece::util::Status status() const override {
+    if (!failed_) return {};
+    return sentencepiece::util::Status(sentencepiece::util::StatusCode::kDataLoss, "lmforge's reader failed");
+  }
+
+ private:
+  void advance() {
+    i_ = 0;
+    batch_.clear();
+    while (batch_.empty()) {
+      if (!queue_.pop(batch_)) {
+        at_end_ = true;
+        failed_ = queue_.error() != nullptr;
+        return;
+      }
+    }
+  }
+  SentenceQueue& queue_;
+  std::vector<std::string> batch_;
   size_t i_ = 0;
+  bool at_end_ = false, failed_ = false;
 };
 
 std::string format_double(double v) {
@@ -87,26 +173,38 @@ TrainSummary train_sentencepiece(const TokenizerTrainOptions& options) {
   auto start = std::chrono::steady_clock::now();
   CorpusOptions corpus = options.corpus;
   corpus.ordered = true;  // spm samples and breaks ties by sentence order
-  std::vector<std::unique_ptr<LineSink>> sinks;
-  summary.corpus = read_corpus(corpus, [] { return std::make_unique<SentenceCollector>(); }, sinks);
-  summary.count_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  static const std::vector<std::string> kNone;
-  const std::vector<std::string>& sentences =
-      sinks.empty() ? kNone : static_cast<SentenceCollector&>(*sinks.front()).sentences;
-  std::fprintf(stderr, "read %zu sentences in %.1f s; training with libsentencepiece (its log follows)\n",
-               sentences.size(), summary.count_seconds);
-
-  start = std::chrono::steady_clock::now();
   // Registered before training, so that a failure removes whatever spm wrote.
   files.adopt("tokenizer.model", prefix + ".model");
   files.adopt("tokenizer.vocab", prefix + ".vocab");
-  VectorIterator iterator(sentences);
-  // spm_train's --random_seed is no TrainerSpec field: its main() seeds libsentencepiece's process-wide generator,
-  // which sampling, shuffling and unigram's EM draw from. The same call here gives spm_train's run.
-  if (options.random_seed) sentencepiece::SetRandomGeneratorSeed(*options.random_seed);
-  const sentencepiece::util::Status status = sentencepiece::SentencePieceTrainer::Train(kwargs, &iterator);
+  SentenceQueue queue;
+  std::thread reader([&] {
+    std::exception_ptr error;
+    try {
+      std::vector<std::unique_ptr<LineSink>> sinks;
+      summary.corpus = read_corpus(corpus, [&] { return std::make_unique<QueueSink>(queue); }, sinks);
+      for (auto& sink : sinks) static_cast<QueueSink&>(*sink).flush();
+    } catch (const ReadingStopped&) {
+      // spm failed first; its status says why
+    } catch (...) {
+      error = std::current_exception();
+    }
+    queue.finish(error);
+  });
+  sentencepiece::util::Status status;
+  {
+    QueueIterator iterator(queue);
+    // spm_train's --random_seed is no TrainerSpec field: its main() seeds libsentencepiece's process-wide
+    // generator, which sampling, shuffling and unigram's EM draw from. The same call here gives spm_train's run.
+    if (options.random_seed) sentencepiece::SetRandomGeneratorSeed(*options.random_seed);
+    status = sentencepiece::SentencePieceTrainer::Train(kwargs, &iterator);
+  }
+  queue.close();  // a reader still blocked (spm stopped early) ends
+  reader.join();
+  if (std::exception_ptr error = queue.error()) std::rethrow_exception(error);  // file:line of bad input
   if (!status.ok()) throw Error(std::string("SentencePiece training failed: ") + status.ToString());
-  summary.train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  summary.count_seconds = summary.corpus.seconds;
+  summary.train_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - summary.count_seconds;
   summary.vocab_size = options.vocab_size;
   summary.outputs = files.commit();
   return summary;

@@ -167,18 +167,28 @@ TEST(TokenizerTrainCli, SentencePieceEqualsSpmTrain) {
     ASSERT_EQ(mine.size(), 4000u);
     EXPECT_EQ(mine, spm) << type;
   }
-  // Unigram across thread counts: same pieces, scores within 1e-4 (libsentencepiece's own variation).
+  // Unigram at one thread: spm_train's model again, exactly. Between one and two threads libsentencepiece's own
+  // unigram scores move (its EM sums in per-thread chunks): same pieces; scores within 1e-4 in the shared notes'
+  // measurement, but 2.1e-4 to 1.1e-3 in runs on this corpus at vocabulary 4000. Both ends equal spm_train's
+  // models above, so the difference is libsentencepiece's, not lmforge's.
   auto r = run_command(kExe + " tokenizer train --type SentencePieceUnigram --input " + kSample +
                        " --vocab-size 4000 --random-seed 42 --threads 1 --output-dir " + dir.file("unigram1"));
   ASSERT_EQ(r.status, 0) << r.output;
+  r = run_command("spm_train --input=" + dir.file("sample.txt") + " --model_prefix=" + dir.file("unigram1_spm") +
+                  " --model_type=unigram --vocab_size=4000 --random_seed=42 --num_threads=1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto one = pieces(dir.file("unigram1") + "/tokenizer.model");
+  EXPECT_EQ(one, pieces(dir.file("unigram1_spm.model")));
   std::map<std::string, float> two;
   for (const auto& [piece, score] : pieces(dir.file("unigram") + "/tokenizer.model")) two[piece] = score;
-  const auto one = pieces(dir.file("unigram1") + "/tokenizer.model");
   ASSERT_EQ(one.size(), two.size());
+  double worst = 0;
   for (const auto& [piece, score] : one) {
     ASSERT_TRUE(two.count(piece)) << piece;
-    EXPECT_NEAR(score, two[piece], 1e-4) << piece;
+    worst = std::max(worst, double(std::fabs(score - two[piece])));
   }
+  EXPECT_LT(worst, 2e-3);
+  std::printf("unigram scores, 1 vs 2 threads: largest difference %.3g\n", worst);
 }
 
 // The loop: train a vocabulary, prep the corpus with it, train GPT a few iterations, generate.
