@@ -94,14 +94,14 @@ class HfNpm : public ::testing::Test {
   }
 
   // Counts words of `inputs` as lmforge does.
-  WordCountResult count(const std::vector<std::string>& inputs, WordSplit split) {
+  WordCountResult count(const std::vector<std::string>& inputs, WordSplit split, bool lowercase = false) {
     CorpusOptions corpus;
     corpus.inputs = inputs;
     corpus.threads = 2;
     corpus.progress_seconds = 1e9;
     WordSplitOptions options;
     options.split = split;
-    options.lowercase = split == WordSplit::kBert;
+    options.lowercase = split == WordSplit::kBert || lowercase;
     return count_words(corpus, options);
   }
 
@@ -195,6 +195,19 @@ TEST_F(HfNpm, ByteLevel32000ExtendsHf30000) {
     EXPECT_EQ(model32.trace[i].right, model30.trace[i].right) << i;
     EXPECT_EQ(model32.trace[i].count, model30.trace[i].count) << i;
   }
+}
+
+// --lowercase for byte-level BPE: HF's Lowercase normalizer before the ByteLevel pre-tokenizer.
+TEST_F(HfNpm, ByteLevelLowercase) {
+  const std::string text = (dir_ / "sample.txt").string();
+  write_file(text, jsonl_as_text(kShared + "/data/sample/sample.jsonl"));
+  const std::string hf = hf_train("ByteLevelBPELowercase", {text}, "lower");
+  const BpeModel model = train_bpe(count({text}, WordSplit::kByteLevel, true).words, BpeTrainerOptions{});
+  EXPECT_EQ(bpe_vocab_json(model), read_file(hf + "/vocab.json"));
+  EXPECT_EQ(bpe_merges_txt(model), read_file(hf + "/merges.txt"));
+  const std::string mine = (dir_ / "lower_lmforge.json").string();
+  write_file(mine, bpe_tokenizer_json(model, true));
+  expect_same_encoding(mine, *text::load_hf_tokenizer(mine));
 }
 
 // HF's "##c" order is random; replaying HF's own order must give HF's vocab.txt byte for byte, and lmforge's
