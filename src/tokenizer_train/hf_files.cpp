@@ -3,8 +3,10 @@
 #include "tokenizer_train/hf_files.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
@@ -142,6 +144,16 @@ OutputFiles::OutputFiles(std::string dir) : dir_(std::move(dir)) {
   std::filesystem::create_directories(dir_, ec);
   if (ec || !std::filesystem::is_directory(dir_))
     throw Error("--output-dir " + dir_ + ": cannot create the directory" + (ec ? ": " + ec.message() : ""));
+  // Temporaries of a run that was killed (".<name>.tmp-<pid>" whose process no longer exists) are removed.
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    const size_t at = name.rfind(".tmp-");
+    if (name.empty() || name[0] != '.' || at == std::string::npos || at + 5 >= name.size()) continue;
+    const std::string digits = name.substr(at + 5);
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
+    const pid_t pid = pid_t(std::stol(digits));
+    if (pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) ::unlink(entry.path().c_str());
+  }
 }
 
 OutputFiles::~OutputFiles() {

@@ -32,7 +32,8 @@ std::string wordpiece_tokenizer_json(const BpeModel& model, bool lowercase);
 
 // Files of one output directory, written under hidden temporary names (.<name>.tmp-<pid>) and renamed into place
 // by commit() after all are written and synced; destroyed without commit(), it removes its temporaries. So a
-// failed or killed run never leaves a file under a final name that does not belong with the others.
+// failed or killed run never leaves a file under a final name that does not belong with the others; the
+// temporaries a killed run left (their process gone) are removed when the directory is next used.
 class OutputFiles {
  public:
   explicit OutputFiles(std::string dir);  // creates dir (and parents) if missing; Error naming it otherwise

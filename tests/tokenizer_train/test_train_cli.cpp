@@ -39,6 +39,8 @@ size_t entries(const std::string& dir) {
 TEST(TokenizerTrainCli, GptSettingsMatchSharedReference) {
   TempDir dir;
   const std::string out = dir.file("bpe");
+  fs::create_directories(out);
+  std::ofstream(out + "/.vocab.json.tmp-99999999") << "left by a killed run (no such process)";
   const auto r = run_command(kExe + " tokenizer train --type ByteLevelBPE --input " + kSample +
                              " --vocab-size 8000 --min-frequency 2 --threads 2 --output-dir " + out);
   ASSERT_EQ(r.status, 0) << r.output;
@@ -46,7 +48,7 @@ TEST(TokenizerTrainCli, GptSettingsMatchSharedReference) {
   EXPECT_EQ(read_file(out + "/vocab.json"), read_file(ref + "vocab.json"));
   EXPECT_EQ(read_file(out + "/merges.txt"), read_file(ref + "merges.txt"));
   EXPECT_NE(r.output.find("trained ByteLevelBPE: 8,000 entries"), std::string::npos) << r.output;
-  EXPECT_EQ(entries(out), 3u);  // no temporaries left
+  EXPECT_EQ(entries(out), 3u);  // no temporaries left, the dead run's removed
 }
 
 // HF's Rust defaults through the command line (no special tokens, no initial alphabet): the committed reference
