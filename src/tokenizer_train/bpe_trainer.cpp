@@ -140,7 +140,7 @@ class Formed {
 
 class Trainer {
  public:
-  Trainer(const BpeTrainerOptions& options) : options_(options) {}
+  explicit Trainer(const BpeTrainerOptions& options) : options_(options) {}
 
   BpeModel run(const std::vector<WordCount>& words, const BpeProgress& progress) {
     for (const std::string& token : options_.special_tokens) add_token(token);

@@ -9,7 +9,6 @@
 #include <tbb/global_control.h>
 #include <tbb/parallel_pipeline.h>
 
-#include <mutex>
 #include <optional>
 #include <thread>
 

@@ -2,7 +2,9 @@
 // WordPiece) or libsentencepiece (spm_trainer.cpp), then the files.
 #include "tokenizer_train/train.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "text/gpt2_bpe.h"
 #include "tokenizer_train/bpe_trainer.h"
