@@ -3,6 +3,7 @@
 // GPT-2's settings, WordPiece with BERT's), compared byte for byte, merge trace included.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -109,6 +110,17 @@ TEST(BpeTrainer, SharedGpt2ReferenceByteIdentical) {
   ASSERT_NE(at, std::string::npos);
   json.replace(at, decoder.size(), "  \"decoder\": null,\n");
   EXPECT_EQ(json, read_file(dir + "tokenizer.json"));
+
+  // Vocabulary 32000 with the same settings: training only runs longer, so HF's 8000 are its first 8000 entries
+  // and merges (the sample has enough pairs for 32000).
+  options.vocab_size = 32000;
+  const BpeModel big = train_bpe(counted.words, options);
+  ASSERT_EQ(big.vocab.size(), 32000u);
+  EXPECT_TRUE(std::equal(model.vocab.begin(), model.vocab.end(), big.vocab.begin()));
+  ASSERT_GT(big.trace.size(), model.trace.size());
+  for (size_t k = 0; k < model.trace.size(); ++k)
+    ASSERT_TRUE(big.trace[k].left == model.trace[k].left && big.trace[k].right == model.trace[k].right &&
+                big.trace[k].count == model.trace[k].count) << k;
 }
 
 TEST(BpeTrainer, SharedBertWordPieceReferenceByteIdentical) {
@@ -132,6 +144,12 @@ TEST(BpeTrainer, SharedBertWordPieceReferenceByteIdentical) {
   }
   EXPECT_EQ(wordpiece_vocab_txt(model), read_file(dir + "vocab.txt"));
   EXPECT_EQ(wordpiece_tokenizer_json(model, true), read_file(dir + "tokenizer.json"));
+
+  // BERT's size, 30522: the reference's 8000 entries come first.
+  options.vocab_size = 30522;
+  const BpeModel big = train_bpe(counted.words, options);
+  ASSERT_EQ(big.vocab.size(), 30522u);
+  EXPECT_TRUE(std::equal(model.vocab.begin(), model.vocab.end(), big.vocab.begin()));
 }
 
 }  // namespace
