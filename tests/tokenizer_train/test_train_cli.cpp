@@ -93,6 +93,13 @@ TEST(TokenizerTrainCli, BadInputNamesFileAndLineAndWritesNothing) {
   EXPECT_NE(r.output.find(dir.file("bad.jsonl") + ":2: "), std::string::npos) << r.output;
   EXPECT_TRUE(!fs::exists(out) || entries(out) == 0) << r.output;
 
+  // SentencePiece streams the corpus to libsentencepiece: the reader's error is the one reported, and nothing hangs.
+  r = run_command("timeout 120 " + kExe + " tokenizer train --type SentencePieceUnigram --vocab-size 100 --input " +
+                  dir.file("bad.jsonl") + " --output-dir " + out);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find(dir.file("bad.jsonl") + ":2: "), std::string::npos) << r.output;
+  EXPECT_TRUE(!fs::exists(out) || entries(out) == 0) << r.output;
+
   r = run_command(kExe + " tokenizer train --type ByteLevelBPE --input " + dir.file("missing.txt") +
                   " --output-dir " + out);
   EXPECT_EQ(r.status, 1) << r.output;
