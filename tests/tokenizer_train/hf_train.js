@@ -1,6 +1,6 @@
 // Trains a tokenizer with Hugging Face's Rust trainer through the npm `tokenizers` binding, or encodes with a
 // tokenizer.json, so tests/tokenizer_train can compare lmforge's files with HF's own.
-//   node hf_train.js train ByteLevelBPE|ByteLevelBPELowercase|WordPiece CORPUS.txt[,MORE.txt...] OUT_DIR
+//   node hf_train.js train ByteLevelBPE|ByteLevelBPELowercase|WordPiece|WordPieceCased CORPUS.txt[,MORE.txt...] OUT_DIR
 //     The binding trains with the model's default trainer only (vocab 30000, min frequency 0, no special tokens,
 //     no initial alphabet; WordPiece: "##" continuation). Writes OUT_DIR/tokenizer.json (HF's own save) and, from
 //     it, vocab.json + merges.txt (BPE, in BPE::save's format) or vocab.txt (WordPiece).
@@ -19,9 +19,10 @@ async function main() {
       tokenizer = new tk.Tokenizer(tk.BPE.empty());
       if (a === 'ByteLevelBPELowercase') tokenizer.setNormalizer(tk.lowercase());
       tokenizer.setPreTokenizer(tk.byteLevelPreTokenizer(false, true));
-    } else if (a === 'WordPiece') {
+    } else if (a === 'WordPiece' || a === 'WordPieceCased') {
       tokenizer = new tk.Tokenizer(tk.WordPiece.empty());
-      tokenizer.setNormalizer(tk.bertNormalizer());
+      const cased = a === 'WordPieceCased';
+      tokenizer.setNormalizer(cased ? tk.bertNormalizer({lowercase: false, stripAccents: false}) : tk.bertNormalizer());
       tokenizer.setPreTokenizer(tk.bertPreTokenizer());
     } else {
       throw new Error('unknown model ' + a);
@@ -35,7 +36,7 @@ async function main() {
     tokenizer.save(file, true);
     const model = JSON.parse(fs.readFileSync(file, 'utf8')).model;
     const byId = Object.entries(model.vocab).sort((x, y) => x[1] - y[1]);
-    if (a !== 'WordPiece') {
+    if (!a.startsWith('WordPiece')) {
       // Insertion order of integer-like keys is not kept by JS objects, so vocab.json is written by hand.
       const body = byId.map(([t, i]) => JSON.stringify(t) + ':' + i).join(',');
       fs.writeFileSync(path.join(c, 'vocab.json'), '{' + body + '}');

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "text/bert_wordpiece.h"
@@ -94,14 +95,16 @@ class HfNpm : public ::testing::Test {
   }
 
   // Counts words of `inputs` as lmforge does.
-  WordCountResult count(const std::vector<std::string>& inputs, WordSplit split, bool lowercase = false) {
+  // lowercase: unset is the type's default (WordPiece lower-cases, byte-level BPE does not).
+  WordCountResult count(const std::vector<std::string>& inputs, WordSplit split,
+                        std::optional<bool> lowercase = std::nullopt) {
     CorpusOptions corpus;
     corpus.inputs = inputs;
     corpus.threads = 2;
     corpus.progress_seconds = 1e9;
     WordSplitOptions options;
     options.split = split;
-    options.lowercase = split == WordSplit::kBert || lowercase;
+    options.lowercase = lowercase.value_or(split == WordSplit::kBert);
     return count_words(corpus, options);
   }
 
@@ -256,6 +259,24 @@ TEST_F(HfNpm, WordPieceReplaysHfAndLoadsEverywhere) {
   expect_same_encoding(json, *text::load_hf_tokenizer(json));
   EXPECT_EQ(text::make_bert_wordpiece_tokenizer(vocab, true, text::WordPieceFlavor::kMegatron)->vocab_size(),
             with_unk.vocab.size() + 2);  // Megatron adds [BOS] and [EOS]
+}
+
+// --no-lowercase for WordPiece (BertWordPieceCase): BertNormalizer without lower-casing or accent stripping; HF's
+// run replayed with its own "##c" order gives its vocab.txt byte for byte.
+TEST_F(HfNpm, WordPieceCasedReplaysHf) {
+  const std::string text = (dir_ / "sample.txt").string();
+  write_file(text, jsonl_as_text(kShared + "/data/sample/sample.jsonl"));
+  const std::string hf_vocab = read_file(hf_train("WordPieceCased", {text}, "wpc") + "/vocab.txt");
+  std::vector<std::string> hf_tokens;
+  std::istringstream in(hf_vocab);
+  for (std::string t; std::getline(in, t);) hf_tokens.push_back(t);
+  const WordCountResult counted = count({text}, WordSplit::kBert, false);
+  BpeTrainerOptions options;
+  options.continuing_subword_prefix = "##";
+  const BpeModel ours = train_bpe(counted.words, options);
+  options.continuing_order = hf_continuing_order(hf_tokens, ours.specials + ours.alphabet);
+  ASSERT_FALSE(options.continuing_order.empty());
+  EXPECT_EQ(wordpiece_vocab_txt(train_bpe(counted.words, options)), hf_vocab);
 }
 
 }  // namespace
