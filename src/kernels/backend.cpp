@@ -1,6 +1,8 @@
-// defines: Buffer, backend_for()
+// defines: Buffer, backend_for(), table_only_backend()
 #include "kernels/backend.h"
 
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #if LMFORGE_KERNELS_CPU
@@ -15,6 +17,38 @@ namespace cuda {
 Backend& cuda_backend();  // kernels/cuda/backend_cuda.cpp: throws naming why when no driver or device is usable
 }
 #endif
+
+namespace {
+
+// Refuses every memory function: a model built over it for its parameter table alone never allocates, and a slip
+// that would is a logic error, not a silent host allocation.
+class TableOnlyBackend final : public Backend {
+ public:
+  Device device() const override { return Device::CPU; }
+  const char* name() const override { return "table-only"; }
+  std::string info() const override { return "table-only (holds no memory)"; }
+  void* alloc(size_t) override { refuse("alloc"); }
+  void free(void*) override { refuse("free"); }
+  void copy_to_device(void*, const void*, size_t) override { refuse("copy_to_device"); }
+  void copy_to_host(void*, const void*, size_t) override { refuse("copy_to_host"); }
+  void copy_on_device(void*, const void*, size_t) override { refuse("copy_on_device"); }
+  void fill_zero(void*, size_t) override { refuse("fill_zero"); }
+  void synchronize() override {}
+  void set_num_threads(int) override {}
+  int num_threads() const override { return 1; }
+
+ private:
+  [[noreturn]] static void refuse(const char* what) {
+    throw std::logic_error(std::string("the table-only backend holds no memory (") + what + ")");
+  }
+};
+
+}  // namespace
+
+Backend& table_only_backend() {
+  static TableOnlyBackend backend;  // stateless: one for the process
+  return backend;
+}
 
 Backend& backend_for(Device device) {
   switch (device) {

@@ -35,6 +35,9 @@ class Backend {
 
 // The process-wide CPU backend (OpenMP + OpenBLAS).
 Backend& cpu_backend();
+// A backend that holds no memory (every memory function throws std::logic_error): for building a model's parameter
+// table without allocating it (model::build_whole_model).
+Backend& table_only_backend();
 // The backend of a device present in this build; lmforge::Error for one that is not.
 //
 // Device::GUARDED is a test device (kernels/guarded/): the CPU's kernels, over memory that the process can read

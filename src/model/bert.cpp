@@ -25,11 +25,7 @@ void BertConfig::validate() const {
                std::to_string(max_positions) + "]");
   check.numbers(vocab_size, make_vocab_size_divisible_by, layernorm_eps, init_std);
   check.dropouts(hidden_dropout, attention_dropout);
-  try {
-    recompute.validate(num_layers);
-  } catch (const Error& e) {
-    check.fail(e.what());
-  }
+  check.recompute(recompute, num_layers);
 }
 
 namespace {
@@ -261,13 +257,11 @@ Tensor Bert::embed_or_input(const BertInputs& in, const float* input, const laye
     return x_act;
   }
   const Tensor tokens = upload_ids(a.tokens, in.tokens, (size_t)N);
-  std::vector<int32_t> host((size_t)N);
-  for (int64_t n = 0; n < N; n++) host[(size_t)n] = (int32_t)(n % in.T);
-  const Tensor positions = upload_ids(a.positions, host.data(), (size_t)N);
+  const Tensor positions = upload_positions(a.positions, in.B, in.T);
   Tensor types;
   if (config_.uses_token_types()) {
-    if (!in.types) host.assign((size_t)N, 0);
-    types = upload_ids(a.types, in.types ? in.types : host.data(), (size_t)N);
+    const std::vector<int32_t> zeros(in.types ? 0 : (size_t)N, 0);  // no types given: every token is type 0
+    types = upload_ids(a.types, in.types ? in.types : zeros.data(), (size_t)N);
   }
   Tensor x = embedding_->forward(tokens, positions, types, step, a.embedding);
   a.embedded = x;

@@ -29,11 +29,7 @@ void GPTConfig::validate() const {
   if (layernorm_eps != 1e-5f) check.fail("layernorm_eps must be 1e-5 (GPT-2's LayerNorm)");
   check.dropouts(hidden_dropout, attention_dropout);
   if (loss_chunk_rows < 0) check.fail("loss_chunk_rows must be >= 0 (got " + std::to_string(loss_chunk_rows) + ")");
-  try {
-    recompute.validate(num_layers);
-  } catch (const Error& e) {
-    check.fail(e.what());
-  }
+  check.recompute(recompute, num_layers);
 }
 
 namespace {
@@ -161,10 +157,8 @@ Tensor GPT::forward_body(const int32_t* tokens, const float* input, int B, int T
   if (stage_.pre_process) {
     check_ids(tokens, (size_t)N, config_.vocab_size, "GPT forward", "token");
     const Tensor ids = upload_ids(a.tokens, tokens, (size_t)N);
-    if (a.positions.count() != (size_t)N || a.positions_T != T) {  // positions n mod T, made once per shape
-      std::vector<int32_t> pos((size_t)N);
-      for (int64_t n = 0; n < N; n++) pos[(size_t)n] = (int32_t)(n % T);
-      upload_ids(a.positions, pos.data(), pos.size());
+    if (a.positions.count() != (size_t)N || a.positions_T != T) {  // made once per shape
+      upload_positions(a.positions, B, T);
       a.positions_T = T;
     }
     x = embedding_->forward(ids, a.positions.view({N}), Tensor{}, step, a.embedding);

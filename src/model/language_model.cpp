@@ -66,6 +66,14 @@ void ConfigCheck::dropouts(float hidden_dropout, float attention_dropout) const 
     fail("attention dropout must be in [0, 1) (got " + std::to_string(attention_dropout) + ")");
 }
 
+void ConfigCheck::recompute(const layers::Recompute& r, int layers) const {
+  try {
+    r.validate(layers);
+  } catch (const Error& e) {
+    fail(e.what());
+  }
+}
+
 void LanguageModel::check_ids(const int32_t* ids, size_t n, int vocab, const std::string& context,
                               const char* what) {
   for (size_t i = 0; i < n; i++)
@@ -78,6 +86,18 @@ kernels::Tensor LanguageModel::upload_ids(kernels::Buffer& buf, const int32_t* h
   buf.resize(backend(), kernels::DType::I32, n);
   backend().copy_to_device(buf.data(), host, n * sizeof(int32_t));
   return buf.view({(int64_t)n});
+}
+
+void LanguageModel::append_positions(std::vector<int32_t>& ids, int64_t rows, int T) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int t = 0; t < T; t++) ids.push_back(t);
+}
+
+kernels::Tensor LanguageModel::upload_positions(kernels::Buffer& buf, int64_t rows, int T) {
+  std::vector<int32_t> ids;
+  ids.reserve((size_t)(rows * T));
+  append_positions(ids, rows, T);
+  return upload_ids(buf, ids.data(), ids.size());
 }
 
 const float* LanguageModel::decode_next(const int32_t* tokens, int B, int pos, int vocab,

@@ -72,6 +72,7 @@ class ConfigCheck {
   // vocab_size + divisible_by within int32, layernorm_eps > 0, init_std a positive number.
   void numbers(int vocab_size, int divisible_by, float layernorm_eps, float init_std) const;
   void dropouts(float hidden_dropout, float attention_dropout) const;  // each in [0, 1)
+  void recompute(const layers::Recompute& r, int layers) const;       // Recompute::validate's verdict
 
  private:
   std::string model_;
@@ -82,8 +83,8 @@ class ConfigCheck {
 template <typename Build, typename Use>
 auto build_whole_model(Build&& build, Use&& use) {
   layers::TensorParallel one;
-  layers::ParameterStore whole(kernels::cpu_backend(), 0, 1);
-  layers::Workspace workspace(kernels::cpu_backend());
+  layers::ParameterStore whole(kernels::table_only_backend(), 0, 1);
+  layers::Workspace workspace(kernels::table_only_backend());
   [[maybe_unused]] const auto parts = build(whole, one, workspace);
   return use(static_cast<const layers::ParameterStore&>(whole));
 }
@@ -142,6 +143,10 @@ class LanguageModel {
   static void check_ids(const int32_t* ids, size_t n, int vocab, const std::string& context, const char* what);
   // The host ids [n] in buf on the device.
   kernels::Tensor upload_ids(kernels::Buffer& buf, const int32_t* host, size_t n);
+  // The learned position ids of `rows` rows of T positions each (row-major: id n mod T), appended to `ids`.
+  static void append_positions(std::vector<int32_t>& ids, int64_t rows, int T);
+  // The same ids in buf on the device, [rows·T].
+  kernels::Tensor upload_positions(kernels::Buffer& buf, int64_t rows, int T);
   // Key/value-cache decoding: one new position `pos` of each of B rows — the embedding of tokens[B] (checked, as
   // `context`), every layer over its caches, the final LayerNorm and the head — returning that position's logits
   // [B, local vocabulary] (fp32), valid until the next call.

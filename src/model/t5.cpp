@@ -261,11 +261,12 @@ size_t T5::stage_output_elements(int B, int Te, int Td) const {
 
 Tensor T5::embed_both(const T5Inputs& in, const layers::ForwardStep& step, Activations& a) {
   const int64_t Ne = (int64_t)in.B * in.Te, Nd = (int64_t)in.B * in.Td;
-  std::vector<int32_t> ids((size_t)(Ne + Nd)), pos((size_t)(Ne + Nd));
+  std::vector<int32_t> ids((size_t)(Ne + Nd)), pos;
   std::copy(in.encoder_tokens, in.encoder_tokens + Ne, ids.begin());
   std::copy(in.decoder_tokens, in.decoder_tokens + Nd, ids.begin() + Ne);
-  for (int64_t n = 0; n < Ne; n++) pos[(size_t)n] = (int32_t)(n % in.Te);
-  for (int64_t n = 0; n < Nd; n++) pos[(size_t)(Ne + n)] = (int32_t)(n % in.Td);
+  pos.reserve(ids.size());
+  append_positions(pos, in.B, in.Te);
+  append_positions(pos, in.B, in.Td);
   return embedding_->forward(upload_ids(a.tokens, ids.data(), ids.size()),
                              upload_ids(a.positions, pos.data(), pos.size()), Tensor{}, step, a.embedding);
 }
@@ -436,10 +437,8 @@ const float* T5::forward_logits(const int32_t* encoder_tokens, int B, int Te, co
 Tensor T5::encode(const int32_t* tokens, int B, int Te) {
   const int64_t Ne = (int64_t)B * Te, H = config_.hidden;
   kernels::Backend& be = backend();
-  std::vector<int32_t> pos((size_t)Ne);
-  for (int64_t n = 0; n < Ne; n++) pos[(size_t)n] = (int32_t)(n % Te);
   Tensor x = embedding_->forward(upload_ids(decode_tokens_, tokens, (size_t)Ne),
-                                 upload_ids(decode_positions_, pos.data(), (size_t)Ne), Tensor{});
+                                 upload_positions(decode_positions_, B, Te), Tensor{});
   x = encoder_.forward(x, {B, Te, {}, {}, {}, 0}, layers::ForwardStep{}, encode_saved_);
   const Tensor memory = sized(be, decode_memory_, kernels::DType::F32, Ne, H);
   encoder_norm_->forward(memory, x);
