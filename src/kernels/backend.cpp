@@ -1,4 +1,4 @@
-// defines: Buffer, backend_for()
+// defines: Buffer, backend_for(), host_accessible()
 #include "kernels/backend.h"
 
 #include <utility>
@@ -15,6 +15,8 @@ Backend& backend_for(Device device) {
   }
   throw Error(std::string("no backend for device ") + device_name(device) + " in this build");
 }
+
+bool host_accessible(Device device) { return device == Device::CPU; }
 
 Buffer::Buffer(Backend& backend, DType dtype, size_t count) { resize(backend, dtype, count); }
 

@@ -1,5 +1,6 @@
 // defines: lmforge::kernels::Backend (memory and synchronisation of one compute device), Buffer (owned device
-//          memory of a dtype), cpu_backend(), backend_for() (the CPU, and the GUARDED test device)
+//          memory of a dtype), cpu_backend(), backend_for() (the CPU, and the GUARDED test device),
+//          host_accessible()
 #pragma once
 #include <cstddef>
 #include <initializer_list>
@@ -46,6 +47,11 @@ Backend& cpu_backend();
 // above kernels/ runs on it to prove that it touches device memory only through Backend and the ops. Slow
 // (mprotect per call): for tests.
 Backend& backend_for(Device device);
+// Whether the process may read and write `device`'s memory with host loads and stores (the CPU: its device memory
+// is host memory; the guarded device and accelerators: no). Code outside kernels/ that hands memory to a host-only
+// consumer (MPI, Gloo, a file, madvise) passes such memory as it is and stages any other through the Backend's
+// copies (dist::Communicator's tensor entry points do).
+bool host_accessible(Device device);
 
 // Device memory for `count` elements of `dtype`, freed with the buffer (move-only). resize() reallocates only
 // when growing, so per-(B,T) activation buffers are allocated once for the largest shape seen.
