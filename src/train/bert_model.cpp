@@ -125,8 +125,9 @@ model::BertConfig bert_config_from_json(const std::string& text, const std::stri
   return c;
 }
 
-BertModel::BertModel(const model::BertConfig& config, dist::Communicator* tensor_parallel, model::Stage stage)
-    : bert_(config, kernels::cpu_backend(), tensor_parallel, stage) {}
+BertModel::BertModel(const model::BertConfig& config, kernels::Backend& backend, dist::Communicator* tensor_parallel,
+                     model::Stage stage)
+    : bert_(config, backend, tensor_parallel, stage) {}
 
 model::BertInputs BertModel::inputs(const Batch& batch) const {
   const size_t N = (size_t)batch.B * batch.T;

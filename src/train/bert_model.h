@@ -39,7 +39,8 @@ model::BertConfig bert_config_from_json(const std::string& text, const std::stri
 // With a pipeline `stage` it holds that stage's layers only and runs under a PipelineSchedule.
 class BertModel final : public Model, public PipelineStage {
  public:
-  BertModel(const model::BertConfig& config, dist::Communicator* tensor_parallel, model::Stage stage = {});
+  BertModel(const model::BertConfig& config, kernels::Backend& backend, dist::Communicator* tensor_parallel,
+            model::Stage stage = {});
   model::Bert& bert() { return bert_; }
   std::vector<std::string> loss_names() const { return bert_loss_names(bert_.config()); }
 

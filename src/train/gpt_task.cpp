@@ -10,8 +10,9 @@
 
 namespace lmforge::train {
 
-GptModel::GptModel(const model::GPTConfig& config, dist::Communicator* tensor_parallel, model::Stage stage)
-    : gpt_(config, kernels::cpu_backend(), tensor_parallel, stage) {}
+GptModel::GptModel(const model::GPTConfig& config, kernels::Backend& backend, dist::Communicator* tensor_parallel,
+                   model::Stage stage)
+    : gpt_(config, backend, tensor_parallel, stage) {}
 
 std::vector<double> GptModel::forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step) {
   const bool last = last_stage();

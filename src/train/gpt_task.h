@@ -20,7 +20,8 @@ namespace lmforge::train {
 // With a pipeline `stage` it holds that stage's layers only and runs under a PipelineSchedule.
 class GptModel final : public Model, public PipelineStage {
  public:
-  GptModel(const model::GPTConfig& config, dist::Communicator* tensor_parallel, model::Stage stage = {});
+  GptModel(const model::GPTConfig& config, kernels::Backend& backend, dist::Communicator* tensor_parallel,
+           model::Stage stage = {});
   model::GPT& gpt() { return gpt_; }
 
   const param::ParamTable& table() const override { return gpt_.table(); }

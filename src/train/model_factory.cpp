@@ -322,13 +322,14 @@ std::string pipeline_stage_layers(const TrainOptions& o) {
 std::unique_ptr<Model> make_model(const TrainOptions& o, int64_t vocab_size, dist::Communicator* tensor_parallel,
                                   int pipeline_rank) {
   if (o.model_type == "gpt")
-    return std::make_unique<GptModel>(gpt_config(o, vocab_size), tensor_parallel,
+    return std::make_unique<GptModel>(gpt_config(o, vocab_size), kernels::backend_for(o.device), tensor_parallel,
                                       layer_stage(o, pipeline_rank));
   if (o.model_type == "bert")
-    return std::make_unique<BertModel>(bert_config(o, vocab_size), tensor_parallel,
+    return std::make_unique<BertModel>(bert_config(o, vocab_size), kernels::backend_for(o.device), tensor_parallel,
                                        layer_stage(o, pipeline_rank));
   if (o.model_type == "t5")
-    return std::make_unique<T5Model>(t5_config(o, vocab_size), tensor_parallel, t5_stage(o, pipeline_rank));
+    return std::make_unique<T5Model>(t5_config(o, vocab_size), kernels::backend_for(o.device), tensor_parallel,
+                                     t5_stage(o, pipeline_rank));
   unknown_model(o.model_type);
 }
 

@@ -77,8 +77,9 @@ model::T5Config t5_config_from_json(const std::string& text, const std::string& 
   return c;
 }
 
-T5Model::T5Model(const model::T5Config& config, dist::Communicator* tensor_parallel, model::Stage stage)
-    : t5_(config, kernels::cpu_backend(), tensor_parallel, stage) {}
+T5Model::T5Model(const model::T5Config& config, kernels::Backend& backend, dist::Communicator* tensor_parallel,
+                 model::Stage stage)
+    : t5_(config, backend, tensor_parallel, stage) {}
 
 model::T5Inputs T5Model::inputs(const Batch& batch) const {
   const size_t Ne = (size_t)batch.B * batch.T, Nd = (size_t)batch.B * batch.Td;

@@ -32,7 +32,8 @@ model::T5Config t5_config_from_json(const std::string& text, const std::string& 
 // With a pipeline `stage` it holds that stage's layers only and runs under a PipelineSchedule.
 class T5Model final : public Model, public PipelineStage {
  public:
-  T5Model(const model::T5Config& config, dist::Communicator* tensor_parallel, model::Stage stage = {});
+  T5Model(const model::T5Config& config, kernels::Backend& backend, dist::Communicator* tensor_parallel,
+          model::Stage stage = {});
   model::T5& t5() { return t5_; }
   std::vector<std::string> loss_names() const { return {"lm loss"}; }
 

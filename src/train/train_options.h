@@ -86,6 +86,7 @@ struct TrainOptions {
   double exit_duration_in_mins = 0.0;  // --exit-duration-in-mins: stop (after saving) once training has run this
                                        // long (0: no limit)
   int threads = 0;                     // --threads: compute threads (0: OpenMP's default); not a Megatron flag
+  kernels::Device device = kernels::Device::CPU;
   int64_t print_samples = 0;           // --print-samples N: write the first N samples of each split as JSON lines
                                        // (Megatron's field names) and exit without training
   bool skip_train = false;             // --skip-train: no training; evaluate (a --load'ed model) only (Megatron)

@@ -56,7 +56,7 @@ Batch bert_batch(int vocab) {
 
 TEST(BertModel, BatchFieldsReachTheModelAndLossesAreNamedAsMegatron) {
   const model::BertConfig c = small_bert();
-  BertModel adapter(c, nullptr);
+  BertModel adapter(c, kernels::cpu_backend(), nullptr);
   adapter.init_weights(5);
   EXPECT_EQ(adapter.loss_names(), (std::vector<std::string>{"lm loss", "sop loss"}));
   const Batch b = bert_batch(c.vocab_size);
@@ -82,14 +82,14 @@ TEST(BertModel, BatchFieldsReachTheModelAndLossesAreNamedAsMegatron) {
   EXPECT_THROW(adapter.forward(missing, layers::ForwardStep{}), Error);
   model::BertConfig no_head = c;
   no_head.binary_head = false;
-  BertModel lm_only(no_head, nullptr);
+  BertModel lm_only(no_head, kernels::cpu_backend(), nullptr);
   lm_only.init_weights(5);
   EXPECT_EQ(lm_only.loss_names(), (std::vector<std::string>{"lm loss"}));
   EXPECT_EQ(lm_only.forward(missing, layers::ForwardStep{}).size(), 1u);
 }
 
 TEST(BertModel, NothingMaskedGivesANanLossAndNoGradient) {
-  BertModel adapter(small_bert(), nullptr);
+  BertModel adapter(small_bert(), kernels::cpu_backend(), nullptr);
   adapter.init_weights(5);
   Batch b = bert_batch(100);
   std::fill(b.loss_mask.begin(), b.loss_mask.end(), 0.0f);
@@ -174,7 +174,7 @@ TEST(BertModel, OriginalFlavourConfigIsBertForPreTrainings) {
 
 TEST(BertModel, CheckpointConfigRefusesAnotherModel) {
   const model::BertConfig c = small_bert();
-  BertModel adapter(c, nullptr);
+  BertModel adapter(c, kernels::cpu_backend(), nullptr);
   EXPECT_NO_THROW(adapter.check_checkpoint_config(bert_config_json(c), "ckpt"));
   model::BertConfig other = c;
   other.binary_head = false;
@@ -209,7 +209,7 @@ model::T5Config small_t5() {
 
 TEST(T5Model, DecoderFieldsOfTheBatchReachTheModel) {
   const model::T5Config c = small_t5();
-  T5Model adapter(c, nullptr);
+  T5Model adapter(c, kernels::cpu_backend(), nullptr);
   adapter.init_weights(9);
   Batch b;
   b.B = 2;
@@ -251,7 +251,7 @@ TEST(T5Model, ConfigRoundTripsAndRefusesAnotherModel) {
   EXPECT_EQ(back.decoder_layers(), 3);
   EXPECT_EQ(back.encoder_num_layers, 2);
   EXPECT_EQ(back.padded_vocab_size(), c.padded_vocab_size());
-  T5Model adapter(c, nullptr);
+  T5Model adapter(c, kernels::cpu_backend(), nullptr);
   EXPECT_NO_THROW(adapter.check_checkpoint_config(json, "ckpt"));
   model::T5Config other = c;
   other.decoder_num_layers = 2;
