@@ -27,6 +27,10 @@ class Backend {
   virtual void copy_to_host(void* dst_host, const void* src_device, size_t bytes) = 0;
   virtual void copy_on_device(void* dst_device, const void* src_device, size_t bytes) = 0;
   virtual void fill_zero(void* p, size_t bytes) = 0;
+  // Zeroes [p, p + bytes) and may hand the memory of whole pages inside it back to the system until it is written
+  // again (ZeRO-2 releases the gradient pieces a rank does not own this way). The default only zeroes; the CPU
+  // returns the pages (madvise).
+  virtual void release_zeroed(void* p, size_t bytes) { fill_zero(p, bytes); }
   // Waits for all queued work; the CPU backend runs every op synchronously, so this returns at once there.
   virtual void synchronize() = 0;
   // Threads the ops may use (OpenMP loops and BLAS); <= 0 keeps the current setting.

@@ -3,12 +3,8 @@
 #include "parallel/grad_buckets.h"
 
 #include <algorithm>
-#include <cstring>
 #include <stdexcept>
 #include <utility>
-
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "kernels/backend.h"
 #include "optim/grad_scaler.h"
@@ -97,26 +93,10 @@ void GradBuckets::shard_gradients() {
   shard_grads_ = true;
 }
 
-// Whole pages inside the range go back to the system (private anonymous memory reads as zeros afterwards); the
-// partial pages at either end are zeroed in place (they also hold a neighbour's elements). That is host memory
-// management: on a device the host cannot address, the range is zeroed by its Backend.
+// The Backend zeroes the range and returns what memory it can (the CPU: the whole pages inside it).
 void GradBuckets::release(size_t begin, size_t end) {
   if (begin >= end) return;
-  const kernels::Tensor r = range(begin, end);
-  if (!kernels::host_accessible(r.device)) {
-    kernels::backend_for(r.device).fill_zero(r.data, (end - begin) * sizeof(float));
-    return;
-  }
-  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-  const uintptr_t a = (uintptr_t)r.data, b = a + (end - begin) * sizeof(float);
-  const uintptr_t pa = (a + page - 1) / page * page, pb = b / page * page;
-  if (pa >= pb) {
-    std::memset((void*)a, 0, b - a);
-    return;
-  }
-  std::memset((void*)a, 0, pa - a);
-  std::memset((void*)pb, 0, b - pb);
-  if (madvise((void*)pa, pb - pa, MADV_DONTNEED) != 0) std::memset((void*)pa, 0, pb - pa);
+  kernels::backend_for(grads_.device).release_zeroed(range(begin, end).data, (end - begin) * sizeof(float));
 }
 
 void GradBuckets::finish_micro_batch() {

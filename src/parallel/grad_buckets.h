@@ -70,9 +70,9 @@ class GradBuckets {
   // ZeRO stage 2 (with the distributed optimizer): every micro-batch's backward reduce-scatters its buckets as they
   // become final (arm_overlap() before each backward, finish_micro_batch() after it), the owned piece accumulating
   // the rank-ordered sums, and the rest of each bucket is released: its pages go back to the system
-  // (madvise(MADV_DONTNEED), which reads as zeros when the next backward writes there). So after every backward a
-  // rank holds only its 1/D of the gradients, and during one only the buckets not yet reduced. (On a device the
-  // host cannot address, the released ranges are zeroed through the Backend instead: no pages to return there.) The sum differs
+  // (kernels::Backend::release_zeroed: on the CPU madvise(MADV_DONTNEED), which reads as zeros when the next backward
+  // writes there). So after every backward a
+  // rank holds only its 1/D of the gradients, and during one only the buckets not yet reduced. The sum differs
   // from stage 1 only in its order (per micro-batch across ranks, then over micro-batches).
   void shard_gradients();
   bool gradients_sharded() const { return shard_grads_; }
