@@ -348,7 +348,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
                   " tokens (" + m.tokenizer->type_name() + " from " + o.tokenizer.vocab_file +
                   "); was the dataset made with another tokenizer?");
   }
-  if (o.threads > 0) kernels::cpu_backend().set_num_threads(o.threads);
+  if (o.threads > 0) kernels::backend_for(o.device).set_num_threads(o.threads);
   check_memory(model_shape(o, vocab), o);
   m.lr_scheduler = std::make_unique<optim::OptimizerParamScheduler>(o.schedule);
   m.train_iters = o.schedule.train_iters ? *o.schedule.train_iters : *o.schedule.train_samples / o.global_batch_size;
@@ -438,7 +438,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
 
   const size_t whole_params = m.model->table().whole_numel(), local_params = m.model->table().local_numel();
   log << m.model->describe();
-  log << "backend: " << kernels::cpu_backend().info() << "\n" << m.task->summary();
+  log << "backend: " << kernels::backend_for(o.device).info() << "\n" << m.task->summary();
   log << precision_summary(o.precision, kernels::bf16_gemm_native());
   if (o.recompute_granularity == "selective")
     log << "activation recomputation: selective (the attention core of every layer)\n";

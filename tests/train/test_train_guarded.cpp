@@ -183,7 +183,9 @@ TEST(GuardedDevice, BertAndT5TrainWithTheCpuLossesBitwise) {
     const TrainOptions o = tiny_masked_lm(tmp, model);
     const DeviceRun cpu = train_on(o, Device::CPU);
     expect_same_run(train_on(o, Device::GUARDED), cpu, model);
-    if (model == "bert") EXPECT_EQ(cpu.history.front().losses.size(), 2u) << "lm and sop losses";
+    if (model == "bert") {
+      EXPECT_EQ(cpu.history.front().losses.size(), 2u) << "lm and sop losses";
+    }
   }
 }
 
