@@ -34,6 +34,7 @@ namespace checkpoint = lmforge::checkpoint;
 namespace model = lmforge::model;
 namespace optim = lmforge::optim;
 namespace parallel = lmforge::parallel;
+namespace kernels = lmforge::kernels;
 
 const char* kWorkerEnv = "LMFORGE_TP_WORKER";
 
