@@ -87,7 +87,7 @@ TrainOptions tiny_gpt(const TempDir& tmp) {
   return o;
 }
 
-TEST(GuardedDevice, GptTrainsWithTheCpuLossesBitwise) {
+TEST(GuardedTraining, GptTrainsWithTheCpuLossesBitwise) {
   TempDir tmp;
   const TrainOptions o = tiny_gpt(tmp);
   const DeviceRun cpu = train_on(o, Device::CPU), guarded = train_on(o, Device::GUARDED);
@@ -95,7 +95,7 @@ TEST(GuardedDevice, GptTrainsWithTheCpuLossesBitwise) {
   EXPECT_LT(cpu.history.back().loss, cpu.history.front().loss) << "training moved";
 }
 
-TEST(GuardedDevice, GptMixedPrecisionWithTheCpuLossesBitwise) {
+TEST(GuardedTraining, GptMixedPrecisionWithTheCpuLossesBitwise) {
   TempDir tmp;
   TrainOptions bf16 = tiny_gpt(tmp);
   bf16.precision.bf16 = true;
@@ -114,7 +114,7 @@ TEST(GuardedDevice, GptMixedPrecisionWithTheCpuLossesBitwise) {
   EXPECT_TRUE(skipped && stepped) << "the fp16 run exercises both an overflow and an update\n" << cpu.log;
 }
 
-TEST(GuardedDevice, GptDistributedOptimizerOnOneRankAndLambAndSgd) {
+TEST(GuardedTraining, GptDistributedOptimizerOnOneRankAndLambAndSgd) {
   TempDir tmp;
   TrainOptions zero = tiny_gpt(tmp);
   zero.use_distributed_optimizer = true;
@@ -131,7 +131,7 @@ TEST(GuardedDevice, GptDistributedOptimizerOnOneRankAndLambAndSgd) {
 
 // A guarded run stopped after 2 iterations, saved, and resumed for 2 more (the checkpoint's weights and optimizer
 // state go through the device's copies both ways) gives the uninterrupted cpu run's losses.
-TEST(GuardedDevice, GptResumesFromACheckpointWithTheCpuLossesBitwise) {
+TEST(GuardedTraining, GptResumesFromACheckpointWithTheCpuLossesBitwise) {
   TempDir tmp;
   const TrainOptions o = tiny_gpt(tmp);
   const DeviceRun cpu = train_on(o, Device::CPU);
@@ -177,7 +177,7 @@ TrainOptions tiny_masked_lm(const TempDir& tmp, const std::string& model) {
   return o;
 }
 
-TEST(GuardedDevice, BertAndT5TrainWithTheCpuLossesBitwise) {
+TEST(GuardedTraining, BertAndT5TrainWithTheCpuLossesBitwise) {
   TempDir tmp;
   for (const std::string model : {"bert", "t5"}) {
     const TrainOptions o = tiny_masked_lm(tmp, model);
@@ -193,12 +193,12 @@ TEST(GuardedDevice, BertAndT5TrainWithTheCpuLossesBitwise) {
 
 const char* kWorkerEnv = "LMFORGE_GUARDED_WORKER";
 
-TEST(GuardedDevice, DataAndTensorParallelRanksWithTheCpuLossesBitwise) {
+TEST(GuardedTraining, DataAndTensorParallelRanksWithTheCpuLossesBitwise) {
   TempDir tmp;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   const auto r = run_command("timeout 600 env " + std::string(kWorkerEnv) + "=" + tmp.path() +
                              " OMP_NUM_THREADS=1 " + mpirun_prefix(2) + "-x " + kWorkerEnv +
-                             " -x OMP_NUM_THREADS " + self + " --gtest_filter=GuardedDeviceWorker.* --gtest_brief=1");
+                             " -x OMP_NUM_THREADS " + self + " --gtest_filter=GuardedTrainingWorker.* --gtest_brief=1");
   EXPECT_EQ(r.status, 0) << r.output;
   for (const char* rank : {"rank 0", "rank 1"})
     EXPECT_NE(r.output.find(std::string("guarded worker ") + rank + ": dp, zero-1, zero-2, tp equal"),
@@ -206,9 +206,9 @@ TEST(GuardedDevice, DataAndTensorParallelRanksWithTheCpuLossesBitwise) {
         << r.output;
 }
 
-TEST(GuardedDeviceWorker, LayoutsMatchTheCpu) {
+TEST(GuardedTrainingWorker, LayoutsMatchTheCpu) {
   const char* dir = std::getenv(kWorkerEnv);
-  if (dir == nullptr) GTEST_SKIP() << "runs inside the mpirun job that GuardedDevice.DataAndTensorParallel* starts";
+  if (dir == nullptr) GTEST_SKIP() << "runs inside the mpirun job that GuardedTraining.DataAndTensorParallel* starts";
   dist::MpiSession mpi;
   auto world = dist::make_mpi_communicator();
   ASSERT_EQ(world->size(), 2);
