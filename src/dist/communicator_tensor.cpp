@@ -40,11 +40,13 @@ void check_pieces(const kernels::Tensor& t, std::span<const size_t> counts, cons
 // Elements [begin, begin + n) of a contiguous f32 device view copied between it and host memory.
 void to_host(const kernels::Tensor& t, size_t begin, size_t n, float* host) {
   if (n > 0)
-    kernels::backend_for(t.device).copy_to_host(host, static_cast<const float*>(t.data) + begin, n * sizeof(float));
+    kernels::backend_for(t.device).copy_to_host(host, t.reshaped({t.numel()}).slice0((int64_t)begin, (int64_t)n).data,
+                                                n * sizeof(float));
 }
 void to_device(const kernels::Tensor& t, size_t begin, size_t n, const float* host) {
   if (n > 0)
-    kernels::backend_for(t.device).copy_to_device(static_cast<float*>(t.data) + begin, host, n * sizeof(float));
+    kernels::backend_for(t.device).copy_to_device(t.reshaped({t.numel()}).slice0((int64_t)begin, (int64_t)n).data,
+                                                  host, n * sizeof(float));
 }
 
 size_t tensor_bytes(const kernels::Tensor& t, const char* what) {
