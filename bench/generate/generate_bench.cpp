@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   model::GPTConfig c;
   c.num_layers = layers, c.hidden = hidden, c.heads = heads, c.max_positions = 1024, c.seq_length = 1024;
   c.vocab_size = 50257, c.make_vocab_size_divisible_by = 1;  // a Hugging Face GPT-2 as imported
-  model::GPT gpt(c);
+  model::GPT gpt(c, lmforge::kernels::cpu_backend());
   gpt.init_weights(1);
   std::vector<int32_t> prompt(prompt_len);
   for (int i = 0; i < prompt_len; i++) prompt[i] = (i * 7919) % c.vocab_size;

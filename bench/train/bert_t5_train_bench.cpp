@@ -82,7 +82,7 @@ void bench_bert(int B, int steps) {
   c.vocab_size = 30524;
   c.hidden_dropout = 0.0f, c.attention_dropout = 0.0f;
   const int T = c.seq_length;
-  model::Bert bert(c);
+  model::Bert bert(c, lmforge::kernels::cpu_backend());
   bert.init_weights(1234);
   optim::AdamW adam(spans_of(bert.table(), bert.params(), bert.grads()), optim::AdamWConfig{0.9, 0.999, 1e-8});
   std::mt19937 rng(42);
@@ -120,7 +120,7 @@ void bench_t5(int B, int steps) {
   c.vocab_size = 30624;
   c.hidden_dropout = 0.0f, c.attention_dropout = 0.0f;
   const int Te = c.encoder_seq_length, Td = c.decoder_seq_length;
-  model::T5 t5(c);
+  model::T5 t5(c, lmforge::kernels::cpu_backend());
   t5.init_weights(1234);
   optim::AdamW adam(spans_of(t5.table(), t5.params(), t5.grads()), optim::AdamWConfig{0.9, 0.999, 1e-8});
   std::mt19937 rng(42);

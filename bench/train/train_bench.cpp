@@ -44,7 +44,7 @@ double peak_rss_mb() {
 }
 
 void run(const BenchConfig& bc, int steps, kernels::DType dtype) {
-  model::GPT gpt(bc.gpt);
+  model::GPT gpt(bc.gpt, lmforge::kernels::cpu_backend());
   gpt.set_compute_dtype(dtype);
   gpt.init_weights(1234);
   std::vector<optim::ParamSpan> spans;

@@ -6,8 +6,11 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/device_flag.h"
 #include "cli/tokenizer_flags.h"
 #include "datasets/masked_lm.h"
+#include "families/registry.h"
+#include "kernels/backend.h"
 #include "train/generate.h"
 #include "util/error.h"
 
@@ -23,6 +26,7 @@ struct GenerateCommandOptions {
   bool ignore_eos = false;
   bool print_ids = false;
   int threads = 0;
+  kernels::Device device = kernels::Device::CPU;  // --device (cli/device_flag.h)
 };
 
 // Length of the prefix of `text` that later tokens cannot change: byte-level BPE tokens may end inside a UTF-8
@@ -61,13 +65,13 @@ class TextStream {
 
 // Span filling with a T5 checkpoint: the prompt (with literal <extra_id_N> sentinels) goes to the encoder; the
 // decoder starts at [BOS] and stops at [EOS]. The prompt is written on one line, the decoder's output on the next.
-void run_t5(const GenerateCommandOptions& o, const text::Tokenizer& tokenizer) {
+void run_t5(const GenerateCommandOptions& o, const text::Tokenizer& tokenizer, kernels::Backend& backend) {
   if (o.tokenizer.type != "BertWordPieceLowerCase" && o.tokenizer.type != "BertWordPieceCase")
     throw Error("a T5 checkpoint generates with the tokenizer it trained with: --tokenizer-type "
                 "BertWordPieceLowerCase or BertWordPieceCase (with --vocab-extra-ids), not " + o.tokenizer.type);
   // [BOS], [EOS] and the sentinels' ids as Megatron's tokenizer and T5Dataset assign them.
   const datasets::MaskedLmVocab vocab = datasets::load_bert_vocab(o.tokenizer.vocab_file, o.tokenizer.vocab_extra_ids);
-  std::unique_ptr<model::T5> model = train::load_t5_model(o.load, o.config);
+  std::unique_ptr<model::T5> model = train::load_t5_model(o.load, backend, o.config);
   if ((size_t)model->config().vocab_size != vocab.size())
     throw Error("the T5 checkpoint's vocabulary (" + std::to_string(model->config().vocab_size) +
                 " ids) differs from the tokenizer's with --vocab-extra-ids " +
@@ -139,14 +143,23 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--no-kv-cache", [o](int64_t) { o->generate.use_kv_cache = false; },
                 "Recompute the whole sequence at every step (slow; for checking the cache)");
   cmd->add_option("--threads", o->threads, "Compute threads (0: OpenMP's default)")->capture_default_str();
+  add_device_flag(cmd, o->device);
 
   cmd->callback([o] {
     if (o->tokenizer.vocab_file.empty()) throw Error("--vocab-file is required (to encode the prompt)");
     // Everything that can be wrong with the flags or files is checked before the model runs.
     const auto tokenizer = text::make_tokenizer(o->tokenizer);
-    if (o->threads > 0) kernels::cpu_backend().set_num_threads(o->threads);
-    if (train::checkpoint_model_type(o->load, o->config) == "lmforge-megatron-t5") return run_t5(*o, *tokenizer);
-    std::unique_ptr<model::GPT> model = train::load_model(o->load, o->config);
+    kernels::Backend& backend = kernels::backend_for(o->device);
+    if (o->threads > 0) backend.set_num_threads(o->threads);
+    // The checkpoint's family (its config.json model_type) says how it generates.
+    const families::ModelFamily& family =
+        families::checkpoint_family(train::checkpoint_model_type(o->load, o->config),
+                                    o->config.empty() ? o->load + " (its config.json)" : o->config);
+    if (family.generation() == families::Generation::NONE)
+      throw Error(o->load + ": a " + family.name() + " checkpoint does not generate text (lmforge generate runs the "
+                  "checkpoints of a decoder or an encoder-decoder)");
+    if (family.generation() == families::Generation::SPAN_FILLING) return run_t5(*o, *tokenizer, backend);
+    std::unique_ptr<model::GPT> model = train::load_model(o->load, backend, o->config);
     if ((size_t)model->config().vocab_size < tokenizer->vocab_size())
       throw Error("the model's vocabulary (" + std::to_string(model->config().vocab_size) +
                   ") is smaller than the tokenizer's (" + std::to_string(tokenizer->vocab_size()) + ")");

@@ -1,4 +1,5 @@
-// defines: add_train_command(): `lmforge train gpt`, Megatron's pretrain_gpt.py flags on lmforge's trainer
+// defines: add_train_command(): `lmforge train <family>` for each family of the registry (families/registry.h),
+//          Megatron's pretrain_*.py flags on lmforge's trainer
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/device_flag.h"
 #include "cli/flags/aliases.h"
 #include "cli/flags/fairseq_flags.h"
 #include "cli/flags/older_spellings.h"
@@ -15,6 +17,7 @@
 #include "dist/communicator.h"
 #include "dist/launcher.h"
 #include "dist/mpi_session.h"
+#include "families/registry.h"
 #include "train/trainer.h"
 #include "util/error.h"
 
@@ -180,11 +183,13 @@ struct CommandState {
   std::shared_ptr<OlderSpellings> older = std::make_shared<OlderSpellings>();  // Megatron v1 / DeepSpeed flags
 };
 
-void add_common_train_flags(CLI::App* cmd, CommandState& state) {
+void add_common_train_flags(CLI::App* cmd, CommandState& state, const families::ModelFamily& family) {
   state.cmd = cmd;
   train::TrainOptions* o = state.options.get();
-  const bool t5 = o->model_type == "t5";
-  if (t5) {
+  const bool encoder_decoder = family.takes(families::FlagGroup::ENCODER_DECODER);
+  // BERT's sizes may come from --bert-config-file; the trainer says which flag is missing.
+  const bool sizes_from_file = family.takes(families::FlagGroup::BERT);
+  if (encoder_decoder) {
     cmd->add_option(flag_names("--num-layers", {Source::kMegatron}), o->num_layers,
                     "Encoder layers (Megatron accepts either name)")
         ->required();
@@ -192,18 +197,17 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state) {
                     "Decoder layers (default: the encoder's; Megatron's own T5 script omits it and then fails)")
         ->check(CLI::PositiveNumber);
   } else {
-    // (BERT: the sizes may come from --bert-config-file; the trainer says which flag is missing.)
     CLI::Option* opt = cmd->add_option("--num-layers", o->num_layers, "Transformer layers");
-    if (o->model_type == "gpt") opt->required();
+    if (!sizes_from_file) opt->required();
   }
   CLI::Option* hidden_opt = cmd->add_option("--hidden-size", o->hidden_size, "Model width");
   CLI::Option* heads_opt =
       cmd->add_option("--num-attention-heads", o->num_attention_heads, "Attention heads (must divide --hidden-size)");
-  if (o->model_type != "bert") {
+  if (!sizes_from_file) {
     hidden_opt->required();
     heads_opt->required();
   }
-  if (t5) {
+  if (encoder_decoder) {
     cmd->add_option(flag_names("--seq-length", {Source::kMegatron}), o->seq_length,
                     "Encoder tokens per sample (give one of the two names, as Megatron)")
         ->required();
@@ -214,13 +218,13 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state) {
   } else {
     cmd->add_option("--seq-length", o->seq_length, "Tokens per sample")->required();
   }
-  if (o->model_type != "gpt") {
+  if (family.takes(families::FlagGroup::MASKED_LM)) {
     cmd->add_option("--ffn-hidden-size", o->ffn_hidden_size, "Inner width of the MLP (default: 4 x --hidden-size)")
         ->check(CLI::PositiveNumber);
     cmd->add_option("--mask-prob", o->mask_prob,
                     "Share of each sample's tokens to predict (Megatron's budget: min(mask-prob x target length, "
                     "max(1, round(mask-prob x tokens))); whole words, n-grams of up to " +
-                        std::string(t5 ? "10 words with geometric(0.2) lengths (spans)" : "3 words, 80/10/10 [MASK]/keep/random") + ")")
+                        family.masking_help() + ")")
         ->check(CLI::Range(0.0, 1.0))
         ->capture_default_str();
     cmd->add_option("--short-seq-prob", o->short_seq_prob,
@@ -234,6 +238,7 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state) {
                     "Epsilon of every LayerNorm (default: 1e-5 as Megatron; 1e-12 for the original BERT)")
         ->check(CLI::PositiveNumber);
   }
+  add_device_flag(cmd, o->device);
   cmd->add_option("--max-position-embeddings", o->max_position_embeddings,
                   "Rows of the position table (default: --seq-length)");
   cmd->add_option("--make-vocab-size-divisible-by", o->make_vocab_size_divisible_by,
@@ -458,96 +463,41 @@ AdjustOptions fairseq_adjuster(std::shared_ptr<FairseqFlags> fairseq) {
 }
 }  // namespace
 
+namespace {
+
+// BERT's own flags (families::FlagGroup::BERT).
+void add_bert_flags(CLI::App* cmd, train::TrainOptions& o) {
+  cmd->add_flag("--bert-no-binary-head", [o = &o](int64_t) { o->bert_binary_head = false; },
+                "No token types, pooler or sentence-order head: every sample is one segment of its document's "
+                "sentences and the loss is the lm loss alone (Megatron)");
+  cmd->add_flag("--bert-post-layernorm", o.bert_post_layernorm,
+                "The original BERT: LayerNorm on the embeddings and after each residual add, no final LayerNorm, "
+                "eps 1e-12, erf GELU (Google/NVIDIA/Hugging Face BertForPreTraining) instead of Megatron's pre-LN");
+  cmd->add_option(flag_names("--bert-config-file", {Source::kArgparse}), o.bert_config_file,
+                  "A Google/NVIDIA bert_config.json describing an original (post-LN) BERT: its sizes, hidden_act, "
+                  "dropouts, max_position_embeddings, type_vocab_size and initializer_range replace the "
+                  "corresponding flags (which may then be omitted)");
+}
+
+}  // namespace
+
 void add_train_command(CLI::App& app) {
   CLI::App* train = app.add_subcommand("train", "Pretrain a language model (Megatron-LM's pretrain_*.py)");
   train->require_subcommand(1);
-  {
+  // One subcommand per model family (families/registry.h), its flags the common ones and the groups it takes.
+  for (const families::ModelFamily* family : families::model_families()) {
     CommandState state;
-    state.options->model_type = "gpt";
-    CLI::App* cmd = train->add_subcommand(
-        "gpt",
-        "Pretrain a GPT-2-style model on a Megatron indexed dataset, with Megatron's pretrain_gpt.py flags, sample "
-        "order (GPTDataset indices, shared .npy cache), learning-rate schedule and log lines.\n\n"
-        "Model: pre-LN GPT-2 (tanh GELU, tied embedding/LM head, dropout 0.1 as Megatron unless --hidden-dropout / "
-        "--attention-dropout say otherwise), fp32 on the CPU. The vocabulary is "
-        "the tokenizer's padded to --make-vocab-size-divisible-by; as in Megatron the padded logits take part in "
-        "the softmax, and checkpoints hold the padded matrix (config.json vocab_size = padded size).\n"
-        "Step: --global-batch-size / --micro-batch-size micro-batches are accumulated (the gradient is their "
-        "mean), clipped to --clip-grad, and the optimizer (--optimizer: AdamW, LAMB or SGD) applies the learning rate "
-        "of the schedule before its step (so with warm-up the first step has lr 0, as Megatron). The log line's "
-        "learning rate is the next step's, as Megatron prints it. Weight decay applies to matrices only (Megatron's "
-        "rule: no decay for biases and other 1-D parameters).\n"
-        "Checkpoints (--save): <save>/iter_NNNNNNN/{model.safetensors (Hugging Face GPT-2 names), config.json, "
-        "optimizer.safetensors, trainer_state.json} and latest_checkpointed_iteration.txt. --load DIR resumes "
-        "model, optimizer, schedule and data position exactly (a resumed run logs the same losses as an "
-        "uninterrupted one); with no checkpoint in DIR the run starts from scratch. --finetune --load PATH takes "
-        "weights only (a save dir, an iteration dir, a Hugging Face model dir or a .safetensors file such as "
-        "GPT-2's model.safetensors; its 50257 vocabulary rows are padded with zero rows) and starts iteration, "
-        "optimizer and schedule afresh.\n"
-        "Every flag and the dataset's token ids (against the vocabulary) are checked before any index is built.");
-
-    add_common_train_flags(cmd, state);
-    cmd->callback([state] { run_command(state); });
-  }
-  {
-    CommandState state;
-    state.options->model_type = "bert";
-    state.options->split = "969, 30, 1";
-    CLI::App* cmd = train->add_subcommand(
-        "bert",
-        "Pretrain BERT on a sentence-level Megatron dataset (lmforge prep --split-sentences, or Megatron's "
-        "*_text_sentence), with Megatron's pretrain_bert.py flags: masked-LM (whole-word n-grams, 80/10/10) plus "
-        "sentence-order prediction, samples bit-identical to Megatron's BertDataset (samples map cached under "
-        "Megatron's file name beside the data or in --data-cache-path).\n\n"
-        "Model: Megatron's BERT (pre-LayerNorm, LayerNorm eps 1e-5, tanh GELU in the MLP and erf GELU in the LM "
-        "head, token types, final LayerNorm, tied MLM head with bias, pooler + binary head), or with "
-        "--bert-post-layernorm / --bert-config-file the original BERT (Google/NVIDIA/Hugging Face "
-        "BertForPreTraining). Losses per micro-batch as Megatron: lm loss = mean cross-entropy over the masked "
-        "positions, sop loss = mean over rows; the objective is their sum, averaged over micro-batches.\n"
-        "Tokenizer: --tokenizer-type BertWordPieceLowerCase|BertWordPieceCase --vocab-file vocab.txt (Megatron "
-        "appends [BOS] and [EOS]: bert-base-uncased has 30524 ids). Checkpoints: Hugging Face "
-        "MegatronBertForPreTraining names (original flavour: BertForPreTraining) with a config.json.\n"
-        "NVIDIA's HDF5 shards: a --data-path that is a directory, a quoted glob, or a .hdf5/.h5 file trains on "
-        "NVIDIA DeepLearningExamples' pre-masked shards as its run_pretraining.py does (static masks, labels from "
-        "masked_lm_positions/masked_lm_ids): files named *training* are the train split, *test*/*valid*/*eval* "
-        "the validation split (none: no evaluation), no test split. The second loss is then NVIDIA's next-sentence "
-        "prediction, logged as \"nsp loss\" (Megatron's data: sentence order, \"sop loss\"). --seq-length must "
-        "equal the shards' length; --split, --mask-prob, --short-seq-prob and --data-cache-path do not apply and "
-        "are refused. Order: every epoch visits the shards in a permutation and each shard's rows in a "
-        "permutation, both drawn from --seed (splitmix64), so sample i is the same on any rank layout and after a "
-        "resume (NVIDIA's own order is not reproduced). Token ids are checked against the vocabulary as samples are "
-        "read, naming the shard and row.");
-    add_common_train_flags(cmd, state);
-    cmd->add_flag("--bert-no-binary-head", [o = state.options.get()](int64_t) { o->bert_binary_head = false; },
-                  "No token types, pooler or sentence-order head: every sample is one segment of its document's "
-                  "sentences and the loss is the lm loss alone (Megatron)");
-    cmd->add_flag("--bert-post-layernorm", state.options->bert_post_layernorm,
-                  "The original BERT: LayerNorm on the embeddings and after each residual add, no final LayerNorm, "
-                  "eps 1e-12, erf GELU (Google/NVIDIA/Hugging Face BertForPreTraining) instead of Megatron's pre-LN");
-    cmd->add_option(flag_names("--bert-config-file", {Source::kArgparse}), state.options->bert_config_file,
-                    "A Google/NVIDIA bert_config.json describing an original (post-LN) BERT: its sizes, hidden_act, "
-                    "dropouts, max_position_embeddings, type_vocab_size and initializer_range replace the "
-                    "corresponding flags (which may then be omitted)");
-    auto fairseq = std::make_shared<FairseqFlags>();
-    add_fairseq_flags(cmd, *fairseq);
-    cmd->callback([state, fairseq] { run_command(state, fairseq_adjuster(fairseq)); });
-  }
-  {
-    CommandState state;
-    state.options->model_type = "t5";
-    CLI::App* cmd = train->add_subcommand(
-        "t5",
-        "Pretrain Megatron's T5 on a sentence-level Megatron dataset with Megatron's pretrain_t5.py flags: "
-        "whole-word span corruption with sentinel tokens, samples bit-identical to Megatron's T5Dataset.\n\n"
-        "Model: Megatron's encoder-decoder (not Hugging Face's T5): one word + learned position embedding shared "
-        "by encoder and decoder, pre-LN layers with biases (LayerNorm eps 1e-5, tanh GELU), decoder layers with "
-        "causal self-attention and cross-attention, final LayerNorms, LM head tied to the word embedding with a "
-        "bias; lm loss over the decoder's loss mask.\n"
-        "Tokenizer: --tokenizer-type BertWordPieceLowerCase --vocab-file vocab.txt --vocab-extra-ids 100 (the "
-        "sentinels <extra_id_i> follow [BOS] and [EOS]: 30524 + i for bert-base-uncased). Checkpoints: "
-        "safetensors under Megatron's legacy T5 names with a config.json of Megatron's argument names.");
-    add_common_train_flags(cmd, state);
-    cmd->callback([state] { run_command(state); });
+    state.options->model_type = family->name();
+    CLI::App* cmd = train->add_subcommand(family->name(), family->help());
+    add_common_train_flags(cmd, state, *family);
+    if (family->takes(families::FlagGroup::BERT)) {
+      add_bert_flags(cmd, *state.options);
+      auto fairseq = std::make_shared<FairseqFlags>();
+      add_fairseq_flags(cmd, *fairseq);
+      cmd->callback([state, fairseq] { run_command(state, fairseq_adjuster(fairseq)); });
+    } else {
+      cmd->callback([state] { run_command(state); });
+    }
   }
 }
 

@@ -31,6 +31,8 @@ namespace lmforge::kernels {
   X(ADD_BACKWARD,           ADD,              add_backward)             \
   X(GELU_FORWARD,           GELU,             gelu_forward)             \
   X(GELU_BACKWARD,          GELU,             gelu_backward)            \
+  X(TANH_FORWARD,           TANH,             tanh_forward)             \
+  X(TANH_BACKWARD,          TANH,             tanh_backward)            \
   X(DROPOUT_FORWARD,        DROPOUT,          dropout_forward)          \
   X(DROPOUT_BACKWARD,       DROPOUT,          dropout_backward)         \
   X(ATTENTION_FORWARD,      ATTENTION,        attention_forward)        \

@@ -82,6 +82,7 @@ const char* op_name(Op op) {
     case Op::BIAS_ADD: return "bias_add";
     case Op::ADD: return "add";
     case Op::GELU: return "gelu";
+    case Op::TANH: return "tanh";
     case Op::DROPOUT: return "dropout";
     case Op::ATTENTION: return "attention";
     case Op::ATTENTION_DECODE: return "attention_decode";
@@ -218,6 +219,21 @@ void gelu_backward(const Tensor& dinp, const Tensor& inp, const Tensor& dout, Ge
   same_numel(Op::GELU, dinp, inp);
   same_numel(Op::GELU, dinp, dout);
   kernel<Kernel::GELU_BACKWARD>(c)(dinp, inp, dout, kind);
+}
+
+void tanh_forward(const Tensor& out, const Tensor& inp) {
+  const Checked c = check(Op::TANH, out, {&inp});
+  same_numel(Op::TANH, out, inp);
+  contiguous(Op::TANH, out), contiguous(Op::TANH, inp);
+  kernel<Kernel::TANH_FORWARD>(c)(out, inp);
+}
+
+void tanh_backward(const Tensor& dinp, const Tensor& inp, const Tensor& dout) {
+  const Checked c = check(Op::TANH, dinp, {&inp, &dout});
+  same_numel(Op::TANH, dinp, inp);
+  same_numel(Op::TANH, dinp, dout);
+  contiguous(Op::TANH, dinp), contiguous(Op::TANH, inp), contiguous(Op::TANH, dout);
+  kernel<Kernel::TANH_BACKWARD>(c)(dinp, inp, dout);
 }
 
 void dropout_forward(const Tensor& out, const Tensor& inp, const DropoutKey& key) {

@@ -32,7 +32,7 @@
 namespace lmforge::kernels {
 
 enum class Op : uint8_t {
-  EMBEDDING, LAYERNORM, LINEAR, BIAS_ADD, ADD, GELU, DROPOUT, ATTENTION, ATTENTION_DECODE, COPY, CROSSENTROPY,
+  EMBEDDING, LAYERNORM, LINEAR, BIAS_ADD, ADD, GELU, TANH, DROPOUT, ATTENTION, ATTENTION_DECODE, COPY, CROSSENTROPY,
   ADAMW, LAMB, SGD, SCALE, SUM_SQUARES, COUNT_NONFINITE, ROUND_F16,
 };
 const char* op_name(Op op);
@@ -93,6 +93,10 @@ void gelu_forward(const Tensor& out, const Tensor& inp, GeluKind kind);  // out 
 // dinp += dout·y'(x):  TANH y' = 0.5·(1 + tanh u) + 0.5·x·(1 − tanh²u)·√(2/π)·(1 + 3·0.044715·x²)
 //                      ERF  y' = 0.5·(1 + erf(x/√2)) + x·exp(−x²/2)/√(2π)
 void gelu_backward(const Tensor& dinp, const Tensor& inp, const Tensor& dout, GeluKind kind);
+
+// y = tanh(x) elementwise (BERT's pooler); the backward accumulates dinp += dout·(1 − tanh(inp)²). fp32.
+void tanh_forward(const Tensor& out, const Tensor& inp);  // out may alias inp
+void tanh_backward(const Tensor& dinp, const Tensor& inp, const Tensor& dout);
 
 // ---- dropout with a counter-based generator -----------------------------------------------------------------------
 // Philox4x32-10 (Salmon et al., SC'11; Random123's philox4x32 with 10 rounds) keyed by key = (seed low 32 bits,

@@ -102,18 +102,18 @@ kernels::AttentionDropout Attention::dropout_spec(const ForwardStep& step) const
 }
 
 void Attention::forward(const Tensor& out, const Tensor& x, const Tensor& memory, const Tensor& key_padding, int B,
-                        int Tq, int Tk, const ForwardStep& step) {
+                        int Tq, int Tk, const ForwardStep& step, Saved& sv) {
   const int64_t Cl = local_c_, Nq = (int64_t)B * Tq, Nk = (int64_t)B * Tk;
   if (!spec_.cross && Tk != Tq) throw std::logic_error("self-attention with Tk != Tq");
-  B_ = B, Tq_ = Tq, Tk_ = Tk;
-  x_ = x;
-  memory_ = spec_.cross ? memory : x;
-  key_padding_ = key_padding;
-  dropout_ = dropout_spec(step);
+  sv.B = B, sv.Tq = Tq, sv.Tk = Tk;
+  sv.x = x;
+  sv.memory = spec_.cross ? memory : x;
+  sv.key_padding = key_padding;
+  sv.dropout = dropout_spec(step);
   Tensor q, k, v;
   if (spec_.fused_qkv) {
-    qkv_act_.resize(backend_, workspace_.dtype(), (size_t)(Nq * 3 * Cl));
-    const Tensor qkv = qkv_act_.view({Nq, 3 * Cl});
+    sv.qkv_act.resize(backend_, workspace_.dtype(), (size_t)(Nq * 3 * Cl));
+    const Tensor qkv = sv.qkv_act.view({Nq, 3 * Cl});
     if (spec_.qkv_per_head) {
       per_head_.resize(backend_, kernels::DType::F32, (size_t)(Nq * 3 * Cl));
       const Tensor ph = per_head_.view({Nq, 3 * Cl});
@@ -128,104 +128,101 @@ void Attention::forward(const Tensor& out, const Tensor& x, const Tensor& memory
     v = columns(qkv, B, Tq, 2 * Cl, Cl);
   } else {
     // q [Nq, Cl], then k and v as two contiguous [Nk, Cl] halves of one buffer.
-    q_act_.resize(backend_, workspace_.dtype(), (size_t)(Nq * Cl));
-    kv_act_.resize(backend_, workspace_.dtype(), (size_t)(2 * Nk * Cl));
-    const Tensor qa = q_act_.view({Nq, Cl});
-    const Tensor ka = kv_act_.view({Nk, Cl});
-    const Tensor va = kv_act_.view({2, Nk, Cl}).slice0(1, 1).reshaped({Nk, Cl});
+    sv.q_act.resize(backend_, workspace_.dtype(), (size_t)(Nq * Cl));
+    sv.kv_act.resize(backend_, workspace_.dtype(), (size_t)(2 * Nk * Cl));
+    const Tensor qa = sv.q_act.view({Nq, Cl});
+    const Tensor ka = sv.kv_act.view({Nk, Cl});
+    const Tensor va = sv.kv_act.view({2, Nk, Cl}).slice0(1, 1).reshaped({Nk, Cl});
     q_->forward(qa, x);
     if (kv_) {
       per_head_.resize(backend_, kernels::DType::F32, (size_t)(Nk * 2 * Cl));
       const Tensor ph = per_head_.view({Nk, 2 * Cl});
-      kv_->forward(ph, memory_);
+      kv_->forward(ph, sv.memory);
       const Tensor parts[2] = {ka, va};
       per_head_copy(parts, 2, ph, local_heads_, Cl / local_heads_, true);
     } else {
-      k_->forward(ka, memory_);
-      v_->forward(va, memory_);
+      k_->forward(ka, sv.memory);
+      v_->forward(va, sv.memory);
     }
     q = qa.reshaped({B, Tq, Cl});
     k = ka.reshaped({B, Tk, Cl});
     v = va.reshaped({B, Tk, Cl});
   }
-  probs_.resize(backend_, kernels::DType::F32, (size_t)B * local_heads_ * Tq * Tk);
-  heads_out_.resize(backend_, workspace_.dtype(), (size_t)(Nq * Cl));
-  const Tensor heads = heads_out_.view({B, Tq, Cl});
-  kernels::attention_forward(heads, probs_.view({B, local_heads_, Tq, Tk}), q, k, v, (int)local_heads_, mask(),
-                             key_padding, dropout_);
+  sv.heads_out.resize(backend_, workspace_.dtype(), (size_t)(Nq * Cl));
+  const Tensor heads = sv.heads_out.view({B, Tq, Cl});
+  kernels::attention_forward(heads, probs(sv), q, k, v, (int)local_heads_, mask(), key_padding, sv.dropout);
   out_->forward(out, heads.reshaped({Nq, Cl}));
-  if (spec_.recompute_core) probs_ = kernels::Buffer();  // recomputed by backward()
 }
 
-void Attention::release_activations() {
-  qkv_act_ = kernels::Buffer(), q_act_ = kernels::Buffer(), kv_act_ = kernels::Buffer();
-  probs_ = kernels::Buffer(), heads_out_ = kernels::Buffer();
+// The probabilities [B, H/T, Tq, Tk] of the call in `sv`; with recompute_core they are not kept between the forward
+// and the backward, so one scratch buffer serves every call.
+Tensor Attention::probs(Saved& sv) {
+  kernels::Buffer& buf = spec_.recompute_core ? core_probs_ : sv.probs;
+  buf.resize(backend_, kernels::DType::F32, (size_t)sv.B * local_heads_ * sv.Tq * sv.Tk);
+  return buf.view({sv.B, local_heads_, sv.Tq, sv.Tk});
 }
 
-void Attention::backward(const Tensor& dx, const Tensor& dmemory, const Tensor& dout) {
-  const int B = B_, Tq = Tq_, Tk = Tk_;
+void Attention::backward(const Tensor& dx, const Tensor& dmemory, const Tensor& dout, Saved& sv) {
+  const int B = sv.B, Tq = sv.Tq, Tk = sv.Tk;
   const int64_t Cl = local_c_, Nq = (int64_t)B * Tq, Nk = (int64_t)B * Tk;
-  const Tensor heads = heads_out_.view({Nq, Cl});
+  const Tensor heads = sv.heads_out.view({Nq, Cl});
   const Tensor dheads = workspace_.take(Slot::D_ATTENTION, {Nq, Cl}, true);
   out_->backward(dheads, dout, heads);
   if (spec_.recompute_core) {
     // The core again, from the kept q, k, v: the same probabilities (and the same heads, rewritten in place).
-    probs_.resize(backend_, kernels::DType::F32, (size_t)B * local_heads_ * Tq * Tk);
     Tensor q, k, v;
     if (spec_.fused_qkv) {
-      const Tensor qkv = qkv_act_.view({Nq, 3 * Cl});
+      const Tensor qkv = sv.qkv_act.view({Nq, 3 * Cl});
       q = columns(qkv, B, Tq, 0, Cl), k = columns(qkv, B, Tq, Cl, Cl), v = columns(qkv, B, Tq, 2 * Cl, Cl);
     } else {
-      q = q_act_.view({B, Tq, Cl});
-      k = kv_act_.view({Nk, Cl}).reshaped({B, Tk, Cl});
-      v = kv_act_.view({2, Nk, Cl}).slice0(1, 1).reshaped({B, Tk, Cl});
+      q = sv.q_act.view({B, Tq, Cl});
+      k = sv.kv_act.view({Nk, Cl}).reshaped({B, Tk, Cl});
+      v = sv.kv_act.view({2, Nk, Cl}).slice0(1, 1).reshaped({B, Tk, Cl});
     }
-    kernels::attention_forward(heads.reshaped({B, Tq, Cl}), probs_.view({B, local_heads_, Tq, Tk}), q, k, v,
-                               (int)local_heads_, mask(), key_padding_, dropout_);
+    kernels::attention_forward(heads.reshaped({B, Tq, Cl}), probs(sv), q, k, v, (int)local_heads_, mask(),
+                               sv.key_padding, sv.dropout);
   }
-  const Tensor probs = probs_.view({B, local_heads_, Tq, Tk});
+  const Tensor p = probs(sv);
   if (spec_.fused_qkv) {
-    const Tensor qkv = qkv_act_.view({Nq, 3 * Cl});
+    const Tensor qkv = sv.qkv_act.view({Nq, 3 * Cl});
     const Tensor dqkv = workspace_.take(Slot::D_QKV, {Nq, 3 * Cl}, true);
     kernels::attention_backward(columns(dqkv, B, Tq, 0, Cl), columns(dqkv, B, Tq, Cl, Cl),
                                 columns(dqkv, B, Tq, 2 * Cl, Cl), dheads.reshaped({B, Tq, Cl}),
                                 columns(qkv, B, Tq, 0, Cl), columns(qkv, B, Tq, Cl, Cl),
-                                columns(qkv, B, Tq, 2 * Cl, Cl), probs, (int)local_heads_, mask(), key_padding_,
-                                dropout_);
+                                columns(qkv, B, Tq, 2 * Cl, Cl), p, (int)local_heads_, mask(), sv.key_padding,
+                                sv.dropout);
     if (spec_.qkv_per_head) {
       d_per_head_.resize(backend_, kernels::DType::F32, (size_t)(Nq * 3 * Cl));
       const Tensor dph = d_per_head_.view({Nq, 3 * Cl});
       const Tensor parts[3] = {columns2d(dqkv, 0, Cl), columns2d(dqkv, Cl, Cl), columns2d(dqkv, 2 * Cl, Cl)};
       per_head_copy(parts, 3, dph, local_heads_, Cl / local_heads_, false);
-      qkv_->backward(dx, dph, x_);
+      qkv_->backward(dx, dph, sv.x);
     } else {
-      qkv_->backward(dx, dqkv, x_);
+      qkv_->backward(dx, dqkv, sv.x);
     }
-    if (spec_.recompute_core) probs_ = kernels::Buffer();
     return;
   }
-  const Tensor qa = q_act_.view({Nq, Cl});
-  const Tensor ka = kv_act_.view({Nk, Cl});
-  const Tensor va = kv_act_.view({2, Nk, Cl}).slice0(1, 1).reshaped({Nk, Cl});
+  const Tensor qa = sv.q_act.view({Nq, Cl});
+  const Tensor ka = sv.kv_act.view({Nk, Cl});
+  const Tensor va = sv.kv_act.view({2, Nk, Cl}).slice0(1, 1).reshaped({Nk, Cl});
   const Tensor dq = workspace_.take(Slot::D_QKV, {Nq, Cl}, true);
   const Tensor dkv = workspace_.take(Slot::D_KV, {2, Nk, Cl}, true);
   const Tensor dk = dkv.slice0(0, 1).reshaped({Nk, Cl}), dv = dkv.slice0(1, 1).reshaped({Nk, Cl});
   kernels::attention_backward(dq.reshaped({B, Tq, Cl}), dk.reshaped({B, Tk, Cl}), dv.reshaped({B, Tk, Cl}),
                               dheads.reshaped({B, Tq, Cl}), qa.reshaped({B, Tq, Cl}), ka.reshaped({B, Tk, Cl}),
-                              va.reshaped({B, Tk, Cl}), probs, (int)local_heads_, mask(), key_padding_, dropout_);
-  q_->backward(dx, dq, x_);
+                              va.reshaped({B, Tk, Cl}), p, (int)local_heads_, mask(), sv.key_padding, sv.dropout);
+  q_->backward(dx, dq, sv.x);
   const Tensor dmem = spec_.cross ? dmemory : dx;
   if (kv_) {
     d_per_head_.resize(backend_, kernels::DType::F32, (size_t)(Nk * 2 * Cl));
     const Tensor dph = d_per_head_.view({Nk, 2 * Cl});
     const Tensor parts[2] = {dk, dv};
     per_head_copy(parts, 2, dph, local_heads_, Cl / local_heads_, false);
-    kv_->backward(dmem, dph, memory_);
+    kv_->backward(dmem, dph, sv.memory);
     return;
   }
-  k_->backward(dmem, dk, memory_);
-  v_->backward(dmem, dv, memory_);
-  if (spec_.recompute_core) probs_ = kernels::Buffer();
+  k_->backward(dmem, dk, sv.memory);
+  v_->backward(dmem, dv, sv.memory);
 }
 
 void Attention::decode_begin(int B, int max_len) {

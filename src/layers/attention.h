@@ -56,15 +56,23 @@ class Attention {
   Attention(ParameterStore& store, const TensorParallel& tp, Workspace& workspace, AttentionSpec spec);
   ~Attention();
 
+  // What one forward keeps for its backward (the caller owns it, one per call in flight).
+  struct Saved {
+    int B = 0, Tq = 0, Tk = 0;
+    kernels::Tensor x, memory, key_padding;  // views: the caller keeps them valid until the backward
+    kernels::AttentionDropout dropout{};
+    kernels::Buffer qkv_act, q_act, kv_act;  // the projections (fused q|k|v, or q and k|v)
+    kernels::Buffer probs, heads_out;        // softmax probabilities (unused with recompute_core), heads' output
+  };
+
   // out [B·Tq, C] (e.g. a workspace view) = the output projection of the attention of x [B,Tq,C] over itself or, for
-  // cross-attention, over memory [B,Tk,C]; key_padding i32 [B,Tk] (optional) masks padded keys. x and memory must
-  // stay valid until backward().
+  // cross-attention, over memory [B,Tk,C]; key_padding i32 [B,Tk] (optional) masks padded keys. What the backward
+  // needs goes to `saved` (x, memory and key_padding as views: they must stay valid until the backward).
   void forward(const kernels::Tensor& out, const kernels::Tensor& x, const kernels::Tensor& memory,
-               const kernels::Tensor& key_padding, int B, int Tq, int Tk, const ForwardStep& step);
-  // dx += d/dx, dmemory += d/dmemory (cross-attention; optional) from dout [B·Tq, C].
-  void backward(const kernels::Tensor& dx, const kernels::Tensor& dmemory, const kernels::Tensor& dout);
-  // Frees what forward() kept for backward() (full recomputation: the forward runs again before the backward).
-  void release_activations();
+               const kernels::Tensor& key_padding, int B, int Tq, int Tk, const ForwardStep& step, Saved& saved);
+  // dx += d/dx, dmemory += d/dmemory (cross-attention; optional) from dout [B·Tq, C], for the forward that filled
+  // `saved` (with recompute_core its probabilities are made again in `saved` and dropped after).
+  void backward(const kernels::Tensor& dx, const kernels::Tensor& dmemory, const kernels::Tensor& dout, Saved& saved);
 
   // Generation with a key/value cache (self-attention): decode_begin empties the cache for B rows of at most
   // max_len positions; decode_forward appends position `pos` of every row from x [B,C] and writes out [B,C].
@@ -78,6 +86,7 @@ class Attention {
  private:
   kernels::AttentionDropout dropout_spec(const ForwardStep& step) const;
   kernels::AttentionMask mask() const;
+  kernels::Tensor probs(Saved& saved);
   void decode_forward_cross(const kernels::Tensor& out, const kernels::Tensor& x);
 
   const TensorParallel& tp_;
@@ -86,12 +95,8 @@ class Attention {
   kernels::Backend& backend_;
   int64_t local_heads_ = 0, local_c_ = 0;
   std::unique_ptr<Linear> qkv_, q_, k_, v_, kv_, out_;
-  // saved by forward() for backward()
-  int B_ = 0, Tq_ = 0, Tk_ = 0;
-  kernels::Tensor x_, memory_, key_padding_;
-  kernels::AttentionDropout dropout_{};
-  kernels::Buffer qkv_act_, q_act_, kv_act_, probs_, heads_out_;
-  kernels::Buffer per_head_, d_per_head_;  // per-head projection outputs (qkv_per_head / fused_kv) and gradients
+  kernels::Buffer per_head_, d_per_head_;
+  kernels::Buffer core_probs_;  // recompute_core: the probabilities of the call running (never kept between calls)  // per-head projection outputs (qkv_per_head / fused_kv) and gradients
   // key/value cache
   int cache_B_ = 0, cache_len_ = 0;
   kernels::Buffer kcache_, vcache_, dec_qkv_, dec_heads_, dec_scores_;

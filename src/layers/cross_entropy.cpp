@@ -9,16 +9,17 @@ namespace lmforge::layers {
 using kernels::Tensor;
 
 double VocabParallelCrossEntropy::forward(const Tensor& logits, const Tensor& targets, const float* loss_mask,
-                                          int64_t vocab_offset) {
+                                          int64_t vocab_offset, Saved& saved) {
   const int64_t N = logits.rows();
   const int T = tp_.size();
-  targets_ = targets;
-  vocab_offset_ = vocab_offset;
-  if (loss_mask) mask_.assign(loss_mask, loss_mask + N);
-  else mask_.assign((size_t)N, 1.0f);
+  saved.targets = targets;
+  saved.vocab_offset = vocab_offset;
+  if (loss_mask) saved.mask.assign(loss_mask, loss_mask + N);
+  else saved.mask.assign((size_t)N, 1.0f);
   // Row maxima, then the group's maximum per row: each rank's N maxima in its piece of a [T, N] buffer.
   row_max_.resize(backend_, kernels::DType::F32, (size_t)(T * N));
-  std::vector<float> maxima((size_t)(T * N));
+  std::vector<float>& maxima = maxima_;
+  maxima.resize((size_t)(T * N));
   // Σexp and the target logit: [2, N], summed over the group in one all-reduce.
   sumexp_.resize(backend_, kernels::DType::F32, (size_t)(2 * N));
   const Tensor both = sumexp_.view({2, N});
@@ -38,28 +39,30 @@ double VocabParallelCrossEntropy::forward(const Tensor& logits, const Tensor& ta
                                  row_max_.view({N}), targets, vocab_offset);
     tp_.all_reduce(both);
   }
-  std::vector<float> sums((size_t)(2 * N));
+  std::vector<float>& sums = sums_;
+  sums.resize((size_t)(2 * N));
   backend_.copy_to_host(sums.data(), sumexp_.data(), sums.size() * sizeof(float));
-  losses_.resize((size_t)N);
   lse_host_.resize((size_t)N);
   double total = 0.0;
   for (int64_t n = 0; n < N; n++) {
     lse_host_[(size_t)n] = maxima[(size_t)n] + std::log(sums[(size_t)n]);
-    losses_[(size_t)n] = lse_host_[(size_t)n] - sums[(size_t)(N + n)];
-    total += (double)mask_[(size_t)n] * (double)losses_[(size_t)n];
+    const float loss = lse_host_[(size_t)n] - sums[(size_t)(N + n)];
+    total += (double)saved.mask[(size_t)n] * (double)loss;
   }
-  lse_.resize(backend_, kernels::DType::F32, (size_t)N);
-  backend_.copy_to_device(lse_.data(), lse_host_.data(), (size_t)N * sizeof(float));
+  saved.lse.resize(backend_, kernels::DType::F32, (size_t)N);
+  backend_.copy_to_device(saved.lse.data(), lse_host_.data(), (size_t)N * sizeof(float));
   return total;
 }
 
-void VocabParallelCrossEntropy::backward(const Tensor& logits, float scale) {
+void VocabParallelCrossEntropy::backward(const Tensor& logits, float scale, const Saved& saved) {
   const int64_t N = logits.rows();
-  std::vector<float> dloss((size_t)N);
-  for (int64_t n = 0; n < N; n++) dloss[(size_t)n] = scale * mask_[(size_t)n];
+  std::vector<float>& dloss = sums_;
+  dloss.resize((size_t)N);
+  for (int64_t n = 0; n < N; n++) dloss[(size_t)n] = scale * saved.mask[(size_t)n];
   dloss_.resize(backend_, kernels::DType::F32, (size_t)N);
   backend_.copy_to_device(dloss_.data(), dloss.data(), (size_t)N * sizeof(float));
-  kernels::crossentropy_backward(logits, logits, lse_.view({N}), targets_, dloss_.view({N}), vocab_offset_);
+  kernels::crossentropy_backward(logits, logits, saved.lse.view({N}), saved.targets, dloss_.view({N}),
+                                 saved.vocab_offset);
 }
 
 }  // namespace lmforge::layers

@@ -19,22 +19,27 @@ class VocabParallelCrossEntropy {
  public:
   VocabParallelCrossEntropy(const TensorParallel& tp, kernels::Backend& backend) : tp_(tp), backend_(backend) {}
 
-  // logits [N, V/T] (this rank's columns, the first being vocab_offset), targets i32 [N] (host and device views of
-  // the same ids: the CPU backend's memory is the host's). Returns Σ_n mask_n·loss_n in double; loss_mask (host, N
-  // floats, nullptr: all ones) is kept for backward(). losses() holds the per-row losses afterwards.
+  // What one forward keeps for its backward (the caller owns it): the targets (a view the caller keeps valid), the
+  // loss mask and the rows' log-sum-exp.
+  struct Saved {
+    kernels::Tensor targets;
+    int64_t vocab_offset = 0;
+    std::vector<float> mask;
+    kernels::Buffer lse;
+  };
+
+  // logits [N, V/T] (this rank's columns, the first being vocab_offset), targets i32 [N] (device). Returns
+  // Σ_n mask_n·loss_n in double; loss_mask (host, N floats, nullptr: all ones).
   double forward(const kernels::Tensor& logits, const kernels::Tensor& targets, const float* loss_mask,
-                 int64_t vocab_offset);
-  const std::vector<float>& losses() const { return losses_; }
+                 int64_t vocab_offset, Saved& saved);
   // dlogits (written, in place over the forward's logits) for dloss_n = scale·mask_n.
-  void backward(const kernels::Tensor& logits, float scale);
+  void backward(const kernels::Tensor& logits, float scale, const Saved& saved);
 
  private:
   const TensorParallel& tp_;
   kernels::Backend& backend_;
-  kernels::Tensor targets_;
-  int64_t vocab_offset_ = 0;
-  std::vector<float> mask_, losses_, lse_host_;
-  kernels::Buffer row_max_, sumexp_, lse_, dloss_;
+  std::vector<float> maxima_, sums_, lse_host_;  // host scratch of one call
+  kernels::Buffer row_max_, sumexp_, dloss_;     // device scratch of one call
 };
 
 }  // namespace lmforge::layers

@@ -21,13 +21,12 @@ kernels::DropoutKey dropout_key(const ForwardStep& step, float rate, int layer, 
   return key;
 }
 
-void Dropout::forward(const kernels::Tensor& out, const kernels::Tensor& inp, const ForwardStep& step) {
-  last_ = key(step);
-  kernels::dropout_forward(out, inp, last_);
+void Dropout::forward(const kernels::Tensor& out, const kernels::Tensor& inp, const ForwardStep& step) const {
+  kernels::dropout_forward(out, inp, key(step));
 }
 
-void Dropout::backward(const kernels::Tensor& dinp, const kernels::Tensor& dout) {
-  kernels::dropout_backward(dinp, dout, last_);
+void Dropout::backward(const kernels::Tensor& dinp, const kernels::Tensor& dout, const ForwardStep& step) const {
+  kernels::dropout_backward(dinp, dout, key(step));
 }
 
 }  // namespace lmforge::layers

@@ -24,7 +24,9 @@ enum class DropoutSite : uint32_t { EMBEDDING = 0, ATTENTION_PROBS = 1, ATTENTIO
 // The Philox key of one dropout call: p is 0 (no dropout) unless the step is training and the rate is positive.
 kernels::DropoutKey dropout_key(const ForwardStep& step, float rate, int layer, DropoutSite site);
 
-// A dropout site: forward(out, inp) with the key of the step it ran in, backward(dinp, dout) with the same mask.
+// A dropout site. Its mask is a pure function of the step (dropout_key), so it keeps nothing between calls: the
+// backward regenerates the mask from the step its forward ran in (the caller keeps that step with the call's
+// saved activations).
 class Dropout {
  public:
   Dropout(float rate, int layer, DropoutSite site) : rate_(rate), layer_(layer), site_(site) {}
@@ -32,14 +34,13 @@ class Dropout {
   // Whether this step drops anything (else the caller may skip the op and use inp directly).
   bool active(const ForwardStep& step) const { return step.training && rate_ > 0.0f; }
   kernels::DropoutKey key(const ForwardStep& step) const { return dropout_key(step, rate_, layer_, site_); }
-  void forward(const kernels::Tensor& out, const kernels::Tensor& inp, const ForwardStep& step);
-  void backward(const kernels::Tensor& dinp, const kernels::Tensor& dout);  // with the last forward's key
+  void forward(const kernels::Tensor& out, const kernels::Tensor& inp, const ForwardStep& step) const;
+  void backward(const kernels::Tensor& dinp, const kernels::Tensor& dout, const ForwardStep& step) const;
 
  private:
   float rate_;
   int layer_;
   DropoutSite site_;
-  kernels::DropoutKey last_{};
 };
 
 }  // namespace lmforge::layers

@@ -1,6 +1,8 @@
 // defines: Embedding
 #include "layers/embedding.h"
 
+#include "layers/workspace.h"
+
 namespace lmforge::layers {
 
 using kernels::Tensor;
@@ -19,40 +21,35 @@ Embedding::Embedding(ParameterStore& store, const TensorParallel& tp, EmbeddingS
 }
 
 Tensor Embedding::forward(const Tensor& tokens, const Tensor& positions, const Tensor& types,
-                          const ForwardStep& step) {
+                          const ForwardStep& step, Saved& saved) {
   const int64_t N = tokens.numel(), C = spec_.hidden;
-  tokens_ = tokens;
-  positions_ = positions;
-  types_ = types;
-  dropped_ = dropout_.active(step);
-  kernels::Buffer& target = dropped_ ? sum_ : out_;
-  target.resize(store_.backend(), store_.activation_dtype(), (size_t)(N * C));
-  const Tensor sum = target.view({N, C});
+  saved.tokens = tokens;
+  saved.positions = positions;
+  saved.types = types;
+  saved.step = step;
+  const bool dropped = dropout_.active(step);
+  const Tensor sum = sized(store_.backend(), dropped ? saved.sum : saved.out, store_.activation_dtype(), N, C);
   kernels::embedding_forward(sum, tokens, store_.compute_value(word_), vocab_offset_, false);
   tp_.all_reduce(sum);
   if (!spec_.position_name.empty()) kernels::embedding_forward(sum, positions, store_.compute_value(position_), 0, true);
   if (!spec_.token_type_name.empty()) kernels::embedding_forward(sum, types, store_.compute_value(token_type_), 0, true);
-  if (!dropped_) return sum;
-  out_.resize(store_.backend(), store_.activation_dtype(), (size_t)(N * C));
-  const Tensor out = out_.view({N, C});
+  if (!dropped) return sum;
+  const Tensor out = sized(store_.backend(), saved.out, store_.activation_dtype(), N, C);
   dropout_.forward(out, sum, step);
   return out;
 }
 
-void Embedding::backward(const Tensor& dout) {
+void Embedding::backward(const Tensor& dout, const Saved& saved) {
   Tensor d = dout;
-  if (dropped_) {
-    const int64_t N = dout.rows(), C = spec_.hidden;
-    ddrop_.resize(store_.backend(), dout.dtype, (size_t)(N * C));
-    ddrop_.zero();
-    d = ddrop_.view({N, C});
-    dropout_.backward(d, dout);
+  if (dropout_.active(saved.step)) {
+    d = sized(store_.backend(), ddrop_, dout.dtype, dout.rows(), spec_.hidden, true);
+    dropout_.backward(d, dout, saved.step);
   }
   // Every rank receives the whole d(sum) (the forward's all-reduce is an identity on the gradient): each keeps the
   // rows of its vocabulary slice; the replicated tables take every row.
-  kernels::embedding_backward(store_.grad(word_), d, tokens_, vocab_offset_);
-  if (!spec_.position_name.empty()) kernels::embedding_backward(store_.grad(position_), d, positions_, 0);
-  if (!spec_.token_type_name.empty()) kernels::embedding_backward(store_.grad(token_type_), d, types_, 0);
+  kernels::embedding_backward(store_.grad(word_), d, saved.tokens, vocab_offset_);
+  if (!spec_.position_name.empty()) kernels::embedding_backward(store_.grad(position_), d, saved.positions, 0);
+  if (!spec_.token_type_name.empty()) kernels::embedding_backward(store_.grad(token_type_), d, saved.types, 0);
 }
 
 }  // namespace lmforge::layers

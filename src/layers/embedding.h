@@ -37,12 +37,24 @@ class Embedding {
   int64_t hidden() const { return spec_.hidden; }
   int64_t vocab_offset() const { return vocab_offset_; }  // first vocabulary row this rank holds
 
-  // tokens, positions (and types) i32 [N]; returns the output [N,C] (owned here, valid until the next forward).
+  // What one forward keeps for its backward (the caller owns it, one per call in flight): the ids (views the caller
+  // keeps valid), the step (dropout masks) and the output.
+  struct Saved {
+    kernels::Tensor tokens, positions, types;
+    ForwardStep step;
+    kernels::Buffer out, sum;  // the output; with dropout the sum before it
+  };
+
+  // tokens, positions (and types) i32 [N]; returns the output [N,C], held in `saved`.
   kernels::Tensor forward(const kernels::Tensor& tokens, const kernels::Tensor& positions,
-                          const kernels::Tensor& types, const ForwardStep& step);
-  // Gradients of the table rows the last forward used, from dout [N,C] (dout is left unchanged unless dropout
-  // is active, when it is used as scratch).
-  void backward(const kernels::Tensor& dout);
+                          const kernels::Tensor& types, const ForwardStep& step, Saved& saved);
+  // Inference (no backward follows; dropout off): the output is held by this layer until its next call.
+  kernels::Tensor forward(const kernels::Tensor& tokens, const kernels::Tensor& positions,
+                          const kernels::Tensor& types) {
+    return forward(tokens, positions, types, ForwardStep{}, scratch_);
+  }
+  // Gradients of the table rows the forward that filled `saved` used, from dout [N,C].
+  void backward(const kernels::Tensor& dout, const Saved& saved);
 
  private:
   ParameterStore& store_;
@@ -51,9 +63,8 @@ class Embedding {
   size_t word_ = 0, position_ = 0, token_type_ = 0;
   int64_t vocab_offset_ = 0;
   Dropout dropout_;
-  bool dropped_ = false;
-  kernels::Tensor tokens_, positions_, types_;
-  kernels::Buffer out_, sum_, ddrop_;
+  Saved scratch_;
+  kernels::Buffer ddrop_;  // the gradient before dropout (scratch of one backward)
 };
 
 }  // namespace lmforge::layers

@@ -57,25 +57,37 @@ class LmHead {
   // The first vocabulary column of this rank's slice.
   int64_t vocab_offset() const { return vocab_offset_; }
 
-  // Σ mask·CE in double over x [N, hidden] (kept, as a view, until backward). targets: host [N] ids (−1 allowed
-  // where the mask is 0); loss_mask: host [N] (nullptr: every row counts with weight 1).
-  double forward(const kernels::Tensor& x, const int32_t* targets, const float* loss_mask);
-  // dx [N, hidden] += scale · d(Σ mask·CE)/dx, and the head's parameter gradients likewise.
-  void backward(const kernels::Tensor& dx, float scale);
-  // Chunks the last forward ran in (1: its logits are all held, see logits()).
-  int64_t chunks() const { return chunks_; }
-  // The last forward's logits [rows, local_vocab] when it ran in one chunk (overwritten with their gradient by
+  // What one forward keeps for its backward (the caller owns it, one per call in flight).
+  struct Saved {
+    kernels::Tensor x;                   // the input (a view the caller keeps valid until the backward)
+    int64_t M = 0, chunks = 0, rows = 0;  // rows through the head, chunks, rows per chunk
+    std::vector<int32_t> row_ids;        // masked_rows_only: the rows of x that go through the head, ascending
+    std::vector<int32_t> targets;        // the head rows' targets and mask (host; chunks re-read them)
+    std::vector<float> mask;
+    bool has_mask = false;
+    kernels::Buffer rows_buf, targets_buf, selected, t1, t2, t3, logits;
+    LayerNorm::Saved transform_ln;
+    VocabParallelCrossEntropy::Saved loss;  // the last chunk's (the only one when chunks == 1)
+  };
+
+  // Σ mask·CE in double over x [N, hidden]. targets: host [N] ids (−1 allowed where the mask is 0); loss_mask: host
+  // [N] (nullptr: every row counts with weight 1).
+  double forward(const kernels::Tensor& x, const int32_t* targets, const float* loss_mask, Saved& saved);
+  // For the forward that filled `saved`: dx [N, hidden] += scale · d(Σ mask·CE)/dx, and the head's parameter
+  // gradients likewise.
+  void backward(const kernels::Tensor& dx, float scale, Saved& saved);
+  // That forward's logits [rows, local_vocab] when it ran in one chunk (overwritten with their gradient by
   // backward()); absent otherwise.
-  kernels::Tensor logits() const;
+  kernels::Tensor logits(const Saved& saved) const;
 
   // Inference: out [rows, local_vocab] (fp32) = the head's logits of x [rows, hidden].
   void logits(const kernels::Tensor& out, const kernels::Tensor& x);
 
  private:
   int64_t rows_per_chunk(int64_t rows) const;
-  // The head's input rows after the transform (x itself without one).
-  kernels::Tensor transform_forward(const kernels::Tensor& x);
-  kernels::Tensor chunk_logits(int64_t rows);
+  // The head's input rows after the transform (x itself without one), its activations in `saved`.
+  kernels::Tensor transform_forward(const kernels::Tensor& x, Saved& saved);
+  kernels::Tensor chunk_logits(int64_t rows, Saved& saved);
 
   ParameterStore& store_;
   LmHeadSpec spec_;
@@ -84,15 +96,8 @@ class LmHead {
   std::unique_ptr<LayerNorm> transform_ln_;
   VocabParallelCrossEntropy loss_;
   kernels::DType act_ = kernels::DType::F32;
-
-  kernels::Tensor x_;                 // the last forward's input
-  int64_t M_ = 0, chunks_ = 0, rows_ = 0;  // rows through the head, chunks, rows per chunk
-  std::vector<int32_t> row_ids_;      // masked_rows_only: the rows of x that go through the head, ascending
-  std::vector<int32_t> targets_;      // the head rows' targets and mask (host; chunks re-read them)
-  std::vector<float> mask_;
-  bool has_mask_ = false;
-  kernels::Buffer rows_buf_, targets_buf_, selected_, t1_, t2_, t3_, logits_;
-  kernels::Buffer d_selected_, d_t1_, d_t2_, d_t3_;
+  Saved scratch_;  // inference
+  kernels::Buffer d_selected_, d_t1_, d_t2_, d_t3_;  // scratch of one backward
 };
 
 }  // namespace lmforge::layers

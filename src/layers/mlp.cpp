@@ -25,26 +25,23 @@ Mlp::Mlp(ParameterStore& store, const TensorParallel& tp, Workspace& workspace, 
   proj_ = std::make_unique<Linear>(store, tp, workspace_, proj);
 }
 
-void Mlp::forward(const Tensor& out, const Tensor& x) {
+void Mlp::forward(const Tensor& out, const Tensor& x, Saved& saved) {
   const int64_t N = x.rows(), F = fc_->local_out();
-  x_ = x;
-  pre_.resize(backend_, workspace_.dtype(), (size_t)(N * F));
-  act_.resize(backend_, workspace_.dtype(), (size_t)(N * F));
-  const Tensor pre = pre_.view({N, F}), act = act_.view({N, F});
+  saved.x = x;
+  const Tensor pre = sized(backend_, saved.pre, workspace_.dtype(), N, F);
+  const Tensor act = sized(backend_, saved.act, workspace_.dtype(), N, F);
   fc_->forward(pre, x);
   kernels::gelu_forward(act, pre, spec_.gelu);
   proj_->forward(out, act);
 }
 
-void Mlp::release_activations() { pre_ = kernels::Buffer(), act_ = kernels::Buffer(); }
-
-void Mlp::backward(const Tensor& dx, const Tensor& dout) {
-  const int64_t N = x_.rows(), F = fc_->local_out();
+void Mlp::backward(const Tensor& dx, const Tensor& dout, const Saved& saved) {
+  const int64_t N = saved.x.rows(), F = fc_->local_out();
   const Tensor dact = workspace_.take(Slot::D_FC_ACT, {N, F}, true);
-  proj_->backward(dact, dout, act_.view({N, F}));
+  proj_->backward(dact, dout, saved.act.view({N, F}));
   const Tensor dpre = workspace_.take(Slot::D_FC, {N, F}, true);
-  kernels::gelu_backward(dpre, pre_.view({N, F}), dact, spec_.gelu);
-  fc_->backward(dx, dpre, x_);
+  kernels::gelu_backward(dpre, saved.pre.view({N, F}), dact, spec_.gelu);
+  fc_->backward(dx, dpre, saved.x);
 }
 
 }  // namespace lmforge::layers

@@ -25,21 +25,26 @@ struct MlpSpec {
 // ffn/T inner features and the only communication is proj's all-reduce (and fc's in the backward).
 class Mlp {
  public:
+  // What one forward keeps for its backward (the caller owns it, one per call in flight).
+  struct Saved {
+    kernels::Tensor x;              // the input (a view: the caller keeps it valid until the backward)
+    kernels::Buffer pre, act;       // fc output and its GELU [N, ffn/T]
+  };
+
   Mlp(ParameterStore& store, const TensorParallel& tp, Workspace& workspace, MlpSpec spec);
-  // out [N,C] from x [N,C]; x must stay valid until backward().
-  void forward(const kernels::Tensor& out, const kernels::Tensor& x);
-  // dx += d/dx from dout [N,C].
-  void backward(const kernels::Tensor& dx, const kernels::Tensor& dout);
-  // Frees what forward() kept for backward() (full recomputation).
-  void release_activations();
+  // out [N,C] from x [N,C], keeping what the backward needs in `saved`.
+  void forward(const kernels::Tensor& out, const kernels::Tensor& x, Saved& saved);
+  // Inference (no backward follows).
+  void forward(const kernels::Tensor& out, const kernels::Tensor& x) { forward(out, x, scratch_); }
+  // dx += d/dx from dout [N,C] for the forward that filled `saved`.
+  void backward(const kernels::Tensor& dx, const kernels::Tensor& dout, const Saved& saved);
 
  private:
   Workspace& workspace_;
   MlpSpec spec_;
   kernels::Backend& backend_;
   std::unique_ptr<Linear> fc_, proj_;
-  kernels::Tensor x_;
-  kernels::Buffer pre_, act_;  // fc output and its GELU [N, ffn/T]
+  Saved scratch_;
 };
 
 }  // namespace lmforge::layers

@@ -34,7 +34,7 @@ TransformerLayer::TransformerLayer(ParameterStore& store, const TensorParallel& 
 
 TransformerLayer::~TransformerLayer() = default;
 
-void TransformerLayer::join(const Tensor& out, const Tensor& x, const Tensor& branch, Dropout& dropout,
+void TransformerLayer::join(const Tensor& out, const Tensor& x, const Tensor& branch, const Dropout& dropout,
                             const ForwardStep& step) {
   if (dropout.active(step)) {
     const Tensor dropped = workspace_.take(Slot::DROPPED, {branch.dim(0), branch.dim(1)});
@@ -45,108 +45,99 @@ void TransformerLayer::join(const Tensor& out, const Tensor& x, const Tensor& br
   }
 }
 
-Tensor TransformerLayer::branch_grad(const Tensor& d, Dropout& dropout, bool dropped) {
-  if (!dropped || dropout.rate() <= 0.0f) return d;
+Tensor TransformerLayer::branch_grad(const Tensor& d, const Dropout& dropout, const ForwardStep& step) {
+  if (!dropout.active(step)) return d;
   const Tensor g = workspace_.take(Slot::D_BRANCH, {d.dim(0), d.dim(1)}, true);
-  dropout.backward(g, d);
+  dropout.backward(g, d, step);
   return g;
 }
 
-Tensor TransformerLayer::forward(const Tensor& x, const LayerInputs& in, const ForwardStep& step) {
+Tensor TransformerLayer::forward(const Tensor& x, const LayerInputs& in, const ForwardStep& step, Saved& sv) {
   const int B = in.B, T = in.T, Tk = in.Tk;
   const Tensor &key_padding = in.key_padding, &memory = in.memory, &memory_padding = in.memory_padding;
   const int64_t N = (int64_t)B * T, C = spec_.hidden;
   if (cross_ && !memory.present()) throw std::logic_error("decoder layer without encoder memory");
-  N_ = N;
-  x_ = x;
-  memory_ = memory;
-  dropped_ = step.training;
-  auto buffer = [&](kernels::Buffer& b) {
-    b.resize(backend_, workspace_.dtype(), (size_t)(N * C));
-    return b.view({N, C});
-  };
-  const Tensor n1 = buffer(normed1_), h1 = buffer(h1_), n2 = buffer(normed2_), out = buffer(out_);
+  sv.N = N;
+  sv.x = x;
+  sv.memory = memory;
+  sv.step = step;
+  auto buffer = [&](kernels::Buffer& b) { return sized(backend_, b, workspace_.dtype(), N, C); };
+  const Tensor n1 = buffer(sv.normed1), h1 = buffer(sv.h1), n2 = buffer(sv.normed2), out = buffer(sv.out);
   Tensor branch = workspace_.take(Slot::BRANCH_OUT, {N, C});
   Tensor cur;
   if (spec_.pre_layernorm) {
-    ln1_->forward(n1, x);
-    attention_->forward(branch, n1, Tensor{}, key_padding, B, T, T, step);
+    ln1_->forward(n1, x, sv.ln1);
+    attention_->forward(branch, n1, Tensor{}, key_padding, B, T, T, step, sv.attention);
     join(h1, x, branch, drop_attention_, step);
     cur = h1;
     if (cross_) {
-      const Tensor nc = buffer(normed_cross_), h2 = buffer(h2_);
-      ln_cross_->forward(nc, h1);
-      cross_->forward(branch, nc, memory, memory_padding, B, T, Tk, step);
+      const Tensor nc = buffer(sv.normed_cross), h2 = buffer(sv.h2);
+      ln_cross_->forward(nc, h1, sv.ln_cross);
+      cross_->forward(branch, nc, memory, memory_padding, B, T, Tk, step, sv.cross);
       join(h2, h1, branch, drop_cross_, step);
       cur = h2;
     }
-    ln2_->forward(n2, cur);
-    mlp_->forward(branch, n2);
+    ln2_->forward(n2, cur, sv.ln2);
+    mlp_->forward(branch, n2, sv.mlp);
     join(out, cur, branch, drop_mlp_, step);
     return out;
   }
   // Post-LN: the normed* buffers hold the residual sums that the LayerNorms normalise.
-  attention_->forward(branch, x, Tensor{}, key_padding, B, T, T, step);
+  attention_->forward(branch, x, Tensor{}, key_padding, B, T, T, step, sv.attention);
   join(n1, x, branch, drop_attention_, step);
-  ln1_->forward(h1, n1);
+  ln1_->forward(h1, n1, sv.ln1);
   cur = h1;
   if (cross_) {
-    const Tensor sc = buffer(normed_cross_), h2 = buffer(h2_);
-    cross_->forward(branch, h1, memory, memory_padding, B, T, Tk, step);
+    const Tensor sc = buffer(sv.normed_cross), h2 = buffer(sv.h2);
+    cross_->forward(branch, h1, memory, memory_padding, B, T, Tk, step, sv.cross);
     join(sc, h1, branch, drop_cross_, step);
-    ln_cross_->forward(h2, sc);
+    ln_cross_->forward(h2, sc, sv.ln_cross);
     cur = h2;
   }
-  mlp_->forward(branch, cur);
+  mlp_->forward(branch, cur, sv.mlp);
   join(n2, cur, branch, drop_mlp_, step);
-  ln2_->forward(out, n2);
+  ln2_->forward(out, n2, sv.ln2);
   return out;
 }
 
-void TransformerLayer::release_activations() {
-  for (kernels::Buffer* b : {&normed1_, &h1_, &normed_cross_, &h2_, &normed2_, &out_}) *b = kernels::Buffer();
-  attention_->release_activations();
-  if (cross_) cross_->release_activations();
-  mlp_->release_activations();
-}
-
-void TransformerLayer::backward(const Tensor& d, const Tensor& dmemory) {
-  const int64_t N = N_, C = spec_.hidden;
-  const Tensor n1 = normed1_.view({N, C}), h1 = h1_.view({N, C}), n2 = normed2_.view({N, C});
-  const Tensor cur = cross_ ? h2_.view({N, C}) : h1;
+void TransformerLayer::backward(const Tensor& d, const Tensor& dmemory, Saved& sv) {
+  const int64_t N = sv.N, C = spec_.hidden;
+  const ForwardStep& step = sv.step;
+  const Tensor n1 = sv.normed1.view({N, C}), h1 = sv.h1.view({N, C}), n2 = sv.normed2.view({N, C});
+  const Tensor cur = cross_ ? sv.h2.view({N, C}) : h1;
   if (spec_.pre_layernorm) {
     // y = cur + drop(mlp(ln2(cur))): d(cur) = d + ln2ᵀ(mlpᵀ(dropᵀ d)), accumulated into d itself.
-    Tensor g = branch_grad(d, drop_mlp_, dropped_);
+    Tensor g = branch_grad(d, drop_mlp_, step);
     Tensor dn = workspace_.take(Slot::D_NORMED, {N, C}, true);
-    mlp_->backward(dn, g);
-    ln2_->backward(d, dn, cur);
+    mlp_->backward(dn, g, sv.mlp);
+    ln2_->backward(d, dn, cur, sv.ln2);
     if (cross_) {
-      g = branch_grad(d, drop_cross_, dropped_);
+      g = branch_grad(d, drop_cross_, step);
       dn = workspace_.take(Slot::D_NORMED, {N, C}, true);
-      cross_->backward(dn, dmemory, g);
-      ln_cross_->backward(d, dn, h1);
+      cross_->backward(dn, dmemory, g, sv.cross);
+      ln_cross_->backward(d, dn, h1, sv.ln_cross);
     }
-    g = branch_grad(d, drop_attention_, dropped_);
+    g = branch_grad(d, drop_attention_, step);
     dn = workspace_.take(Slot::D_NORMED, {N, C}, true);
-    attention_->backward(dn, Tensor{}, g);
-    ln1_->backward(d, dn, x_);
+    attention_->backward(dn, Tensor{}, g, sv.attention);
+    ln1_->backward(d, dn, sv.x, sv.ln1);
     return;
   }
   // Post-LN: y = ln2(s2), s2 = cur + drop(mlp(cur)): d(s2) = ln2ᵀ d; d(cur) = d(s2) + mlpᵀ(dropᵀ d(s2)).
   Tensor ds = workspace_.take(Slot::D_RESIDUAL, {N, C}, true);
-  ln2_->backward(ds, d, n2);
+  ln2_->backward(ds, d, n2, sv.ln2);
   kernels::copy(d, ds);
-  mlp_->backward(d, branch_grad(ds, drop_mlp_, dropped_));
+  mlp_->backward(d, branch_grad(ds, drop_mlp_, step), sv.mlp);
   if (cross_) {
     ds = workspace_.take(Slot::D_RESIDUAL, {N, C}, true);
-    ln_cross_->backward(ds, d, normed_cross_.view({N, C}));
+    ln_cross_->backward(ds, d, sv.normed_cross.view({N, C}), sv.ln_cross);
     kernels::copy(d, ds);
-    cross_->backward(d, dmemory, branch_grad(ds, drop_cross_, dropped_));
+    cross_->backward(d, dmemory, branch_grad(ds, drop_cross_, step), sv.cross);
   }
   ds = workspace_.take(Slot::D_RESIDUAL, {N, C}, true);
-  ln1_->backward(ds, d, n1);
+  ln1_->backward(ds, d, n1, sv.ln1);
   kernels::copy(d, ds);
-  attention_->backward(d, Tensor{}, branch_grad(ds, drop_attention_, dropped_));
+  attention_->backward(d, Tensor{}, branch_grad(ds, drop_attention_, step), sv.attention);
 }
 
 void TransformerLayer::decode_begin(int B, int max_len) {

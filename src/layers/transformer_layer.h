@@ -42,18 +42,29 @@ struct LayerInputs {
 // tensor-parallel size.
 class TransformerLayer {
  public:
+  // What one forward keeps for its backward (the caller owns it, one per call in flight; an empty Saved holds
+  // nothing). Its views (x, memory, the inputs' padding) must stay valid until the backward.
+  struct Saved {
+    int64_t N = 0;
+    ForwardStep step;  // the dropout masks of the backward are this step's
+    kernels::Tensor x, memory;
+    // [N,C]: pre-LN: normed1, h1 (after attention), normed_cross, h2 (after cross), normed2, out; post-LN: sum1,
+    // h1, sum_cross, h2, sum2, out (normed* hold the sums).
+    kernels::Buffer normed1, h1, normed_cross, h2, normed2, out;
+    LayerNorm::Saved ln1, ln2, ln_cross;
+    Attention::Saved attention, cross;
+    Mlp::Saved mlp;
+  };
+
   TransformerLayer(ParameterStore& store, const TensorParallel& tp, Workspace& workspace, TransformerLayerSpec spec);
   ~TransformerLayer();
+  kernels::Backend& backend() const { return backend_; }
 
-  // x [B·T, C] (kept until backward) with the rest of the micro-batch in `in`. Returns y [B·T, C], owned here
-  // until the next forward.
-  kernels::Tensor forward(const kernels::Tensor& x, const LayerInputs& in, const ForwardStep& step);
-  // On entry d holds d(loss)/dy, on exit d(loss)/dx (in place: the residual stream's gradient flows through one
-  // buffer); dmemory += d/dmemory for cross-attention (optional).
-  void backward(const kernels::Tensor& d, const kernels::Tensor& dmemory);
-  // Frees every activation forward() kept, its output included (Megatron's full recomputation: the caller keeps
-  // the layer's input and runs forward() again, with the same step, before backward()).
-  void release_activations();
+  // x [B·T, C] with the rest of the micro-batch in `in`. Returns y [B·T, C], held in `saved` (valid while it is).
+  kernels::Tensor forward(const kernels::Tensor& x, const LayerInputs& in, const ForwardStep& step, Saved& saved);
+  // For the forward that filled `saved`: on entry d holds d(loss)/dy, on exit d(loss)/dx (in place: the residual
+  // stream's gradient flows through one buffer); dmemory += d/dmemory for cross-attention (optional).
+  void backward(const kernels::Tensor& d, const kernels::Tensor& dmemory, Saved& saved);
 
   // Decoding (pre- or post-LN): x [B,C] is the new position of every row, replaced by the layer's output for it.
   // decode_begin(B, max_len) serves layers without cross-attention; a decoder layer of an encoder-decoder takes the
@@ -65,10 +76,10 @@ class TransformerLayer {
 
  private:
   // out = x + drop(branch) with the branch output in `branch` (Slot::BRANCH_OUT).
-  void join(const kernels::Tensor& out, const kernels::Tensor& x, const kernels::Tensor& branch, Dropout& dropout,
-            const ForwardStep& step);
+  void join(const kernels::Tensor& out, const kernels::Tensor& x, const kernels::Tensor& branch,
+            const Dropout& dropout, const ForwardStep& step);
   // The gradient that reaches a branch's output from d(out) of the join: d itself, or its dropout backward.
-  kernels::Tensor branch_grad(const kernels::Tensor& d, Dropout& dropout, bool dropped);
+  kernels::Tensor branch_grad(const kernels::Tensor& d, const Dropout& dropout, const ForwardStep& step);
 
   Workspace& workspace_;
   TransformerLayerSpec spec_;
@@ -77,12 +88,6 @@ class TransformerLayer {
   std::unique_ptr<Attention> attention_, cross_;
   std::unique_ptr<Mlp> mlp_;
   Dropout drop_attention_, drop_cross_, drop_mlp_;
-  bool dropped_ = false;
-  int64_t N_ = 0;
-  kernels::Tensor x_, memory_;
-  // Saved activations [N,C]: pre-LN: normed1, h1 (after attention), normed_cross, h2 (after cross), normed2, out;
-  // post-LN: sum1, h1, sum_cross, h2, sum2, out (normed* hold the sums).
-  kernels::Buffer normed1_, h1_, normed_cross_, h2_, normed2_, out_;
   kernels::Buffer dec_normed_, dec_branch_;
 };
 

@@ -1,4 +1,4 @@
-// defines: BertConfig::validate/padded_vocab_size and the Bert model (composition of layers, forward with
+// defines: BertConfig::validate and the Bert model (composition of layers, forward with
 //          Megatron's losses, backward)
 #include "model/bert.h"
 
@@ -11,10 +11,6 @@
 namespace lmforge::model {
 
 using kernels::Tensor;
-
-int BertConfig::padded_vocab_size() const {
-  return model::padded_vocab_size(vocab_size, make_vocab_size_divisible_by);
-}
 
 void BertConfig::validate() const {
   const ConfigCheck check("BERT");
@@ -180,15 +176,14 @@ Bert::Bert(const BertConfig& config, kernels::Backend& backend, dist::Communicat
   BertParts p = build(config_, store_, tp_, workspace_, stage_);
   embedding_ = std::move(p.embedding);
   ln_embedding_ = std::move(p.ln_embedding);
-  layers_ = std::move(p.layers);
+  stack_ = layers::TransformerStack(std::move(p.layers), config_.recompute);  // this stage's layers
   layer_first_ = std::move(p.layer_first);
   after_layers_ = p.after_layers;
   ln_final_ = std::move(p.ln_final);
-  pooler_ = std::move(p.pooler);
   head_ = std::move(p.head);
-  binary_ = std::move(p.binary);
+  if (p.pooler)
+    binary_ = std::make_unique<layers::ClassificationHead>(std::move(p.pooler), std::move(p.binary), backend);
   store_.allocate();
-  recompute_ = layers::StackRecomputation(config_.recompute, (int)layers_.size());  // this stage's layers
 }
 
 Bert::~Bert() = default;
@@ -201,14 +196,6 @@ param::ParamTable Bert::parameter_table(const BertConfig& config) {
   config.validate();
   return build_whole_model([&](auto&... a) { return build(config, a...); },
                            [](const layers::ParameterStore& whole) { return whole.table(); });
-}
-
-// One encoder layer's forward with this micro-batch's padding, sizes and step (kept for full recomputation).
-layers::StackRecomputation::Run Bert::layer_run() {
-  const Tensor padding = padding_kept_ ? padding_.view({B_, T_}) : Tensor{};
-  return [this, padding](layers::TransformerLayer& layer, const Tensor& x) {
-    return layer.forward(x, {B_, T_, padding, {}, {}, 0}, step_);
-  };
 }
 
 void Bert::check_inputs(const BertInputs& in) const {
@@ -260,154 +247,93 @@ BertLosses Bert::forward(const BertInputs& in, const layers::ForwardStep* step) 
 
 // Embedding (original BERT: LayerNorm, then dropout) on the first stage; a later stage's input as it came.
 // Activations are in the compute dtype (bf16/f16 under mixed precision); pipeline stages exchange fp32.
-Tensor Bert::embed_or_input(const BertInputs& in, const float* input, const layers::ForwardStep& step) {
+Tensor Bert::embed_or_input(const BertInputs& in, const float* input, const layers::ForwardStep& step,
+                            Activations& a) {
   const int64_t N = (int64_t)in.B * in.T, H = config_.hidden;
   kernels::Backend& be = backend();
   const kernels::DType act = store_.activation_dtype();
   if (!stage_.pre_process) {  // copied: the layers keep views of their inputs until the backward
-    const Tensor x = f32(be, input_, N, H);
+    const Tensor x = f32(be, a.input, N, H);
     be.copy_to_device(x.data, input, (size_t)(N * H) * sizeof(float));
     if (act == kernels::DType::F32) return x;
-    const Tensor a = buffer(be, input_act_, act, N, H);  // the layers read the activation dtype
-    kernels::copy(a, x);
-    return a;
+    const Tensor x_act = buffer(be, a.input_act, act, N, H);  // the layers read the activation dtype
+    kernels::copy(x_act, x);
+    return x_act;
   }
-  const Tensor tokens = upload_ids(tokens_, in.tokens, (size_t)N);
+  const Tensor tokens = upload_ids(a.tokens, in.tokens, (size_t)N);
   std::vector<int32_t> host((size_t)N);
   for (int64_t n = 0; n < N; n++) host[(size_t)n] = (int32_t)(n % in.T);
-  const Tensor positions = upload_ids(positions_, host.data(), (size_t)N);
+  const Tensor positions = upload_ids(a.positions, host.data(), (size_t)N);
   Tensor types;
   if (config_.uses_token_types()) {
     if (!in.types) host.assign((size_t)N, 0);
-    types = upload_ids(types_, in.types ? in.types : host.data(), (size_t)N);
+    types = upload_ids(a.types, in.types ? in.types : host.data(), (size_t)N);
   }
-  Tensor x = embedding_->forward(tokens, positions, types, step);
-  embedded_ = x;
-  emb_dropped_ = false;
+  Tensor x = embedding_->forward(tokens, positions, types, step, a.embedding);
+  a.embedded = x;
+  a.emb_dropped = false;
   if (ln_embedding_) {
-    const Tensor normed = buffer(be, emb_normed_, act, N, H);
-    ln_embedding_->forward(normed, x);
+    const Tensor normed = buffer(be, a.emb_normed, act, N, H);
+    ln_embedding_->forward(normed, x, a.ln_embedding);
     x = normed;
     if (drop_embedding_.active(step)) {
-      const Tensor out = buffer(be, emb_out_, act, N, H);
+      const Tensor out = buffer(be, a.emb_out, act, N, H);
       drop_embedding_.forward(out, normed, step);
       x = out;
-      emb_dropped_ = true;
+      a.emb_dropped = true;
     }
   }
   return x;
 }
 
-BertLosses Bert::forward_stage(const BertInputs& in, const float* input, const layers::ForwardStep* step_ptr) {
-  have_forward_ = false;
+BertLosses Bert::forward_stage(const BertInputs& in, const float* input, const layers::ForwardStep* step_ptr,
+                               size_t slot) {
+  Activations& a = activation_slot(slots_, slot);
+  a.have_forward = false;
   check_inputs(in);
   const layers::ForwardStep step = step_ptr ? *step_ptr : layers::ForwardStep{};
   const int B = in.B, T = in.T;
-  B_ = B, T_ = T;
-  if (in.padding) upload_ids(padding_, in.padding, (size_t)B * T);
-  padding_kept_ = in.padding != nullptr;
+  a.B = B, a.T = T;
+  a.step = step;
+  const Tensor padding = in.padding ? upload_ids(a.padding, in.padding, (size_t)B * T).reshaped({B, T}) : Tensor{};
   // The embedding (or the previous stage's output), this stage's layers (with the chosen recomputation), then on
   // the last stage the heads.
-  Tensor x = embed_or_input(in, input, step);
-  step_ = step;
-  body_out_ = x = recompute_.forward(layers_, x, layer_run(), backend());
+  Tensor x = embed_or_input(in, input, step, a);
+  a.body_out = x = stack_.forward(x, {B, T, padding, {}, {}, 0}, step, a.stack);
   BertLosses losses;
-  if (stage_.post_process) losses = heads_forward(in, x);
-  else kernels::copy(f32(backend(), stage_out_, (int64_t)B * T, config_.hidden), x);  // for the next stage
-  have_forward_ = true;
+  if (stage_.post_process) losses = heads_forward(in, x, a);
+  else kernels::copy(stage_out_ = f32(backend(), stage_out_buf_, (int64_t)B * T, config_.hidden), x);  // for the next stage
+  a.have_forward = true;
   return losses;
 }
 
 // The final LayerNorm (Megatron), the masked-LM head and the binary head over the last layer's output x.
-BertLosses Bert::heads_forward(const BertInputs& in, const Tensor& x) {
+BertLosses Bert::heads_forward(const BertInputs& in, const Tensor& x, Activations& a) {
   const int B = in.B, T = in.T;
   const int64_t N = (int64_t)B * T, H = config_.hidden;
   kernels::Backend& be = backend();
   const kernels::DType act = store_.activation_dtype();
   Tensor final_out = x;
   if (ln_final_) {
-    final_out = buffer(be, final_, act, N, H);
-    ln_final_->forward(final_out, x);
+    final_out = buffer(be, a.final_out, act, N, H);
+    ln_final_->forward(final_out, x, a.ln_final);
   }
   BertLosses losses;
-  losses.lm = lm_head_forward(final_out, in);
+  losses.lm = lm_head_forward(final_out, in, a);
 
-  // Pooler (tanh of a dense layer over position 0) and the 2-class binary head, CE averaged over the rows; its small
-  // tensors in fp32.
-  if (binary_) {
-    const Tensor first = buffer(be, first_, act, B, H);
-    for (int b = 0; b < B; b++) kernels::copy(first.slice0(b, 1), final_out.slice0((int64_t)b * T, 1));
-    const Tensor pre = f32(be, pooled_pre_, B, H), pooled = f32(be, pooled_, B, H);
-    pooler_->forward(pre, first);
-    pooled_host_.resize((size_t)(B * H));
-    be.copy_to_host(pooled_host_.data(), pre.data, pooled_host_.size() * sizeof(float));
-    for (float& v : pooled_host_) v = std::tanh(v);
-    be.copy_to_device(pooled.data, pooled_host_.data(), pooled_host_.size() * sizeof(float));
-    const Tensor blog = f32(be, binary_logits_, B, 2);
-    binary_->forward(blog, pooled);
-    std::vector<float> z((size_t)(2 * B));
-    be.copy_to_host(z.data(), blog.data, z.size() * sizeof(float));
-    is_random_.assign(in.is_random, in.is_random + B);
-    binary_probs_.assign((size_t)(2 * B), 0.0);
-    double sum = 0.0;
-    int count = 0;
-    for (int b = 0; b < B; b++) {
-      const double z0 = z[(size_t)(2 * b)], z1 = z[(size_t)(2 * b + 1)], m = std::max(z0, z1);
-      const double lse = m + std::log(std::exp(z0 - m) + std::exp(z1 - m));
-      binary_probs_[(size_t)(2 * b)] = std::exp(z0 - lse);
-      binary_probs_[(size_t)(2 * b + 1)] = std::exp(z1 - lse);
-      if (is_random_[(size_t)b] < 0) continue;  // ignore_index −1
-      sum += lse - (is_random_[(size_t)b] == 0 ? z0 : z1);
-      count++;
-    }
-    losses.sop = sum / (double)count;
-  }
+  // The pooler (tanh of a dense layer over position 0) and the 2-class binary head, CE averaged over the labelled
+  // rows; its small tensors in fp32.
+  if (binary_) losses.sop = binary_->forward(final_out, B, T, in.is_random, a.binary);
   return losses;
 }
 
 // lm = Σ mask·CE / Σ mask over the masked-LM head's rows (0/0 = NaN when nothing is masked, as in Megatron).
-double Bert::lm_head_forward(const Tensor& final_out, const BertInputs& in) {
+double Bert::lm_head_forward(const Tensor& final_out, const BertInputs& in, Activations& a) {
   const int64_t N = (int64_t)in.B * in.T;
-  mask_sum_ = 0.0;
-  for (int64_t n = 0; n < N; n++) mask_sum_ += (double)in.loss_mask[n];
-  const double masked_ce = head_->forward(final_out, in.labels, in.loss_mask);
-  return masked_ce / mask_sum_;
-}
-
-void Bert::binary_head_backward(const Tensor& d_final, float loss_scale) {
-  const int B = B_, T = T_;
-  const int64_t H = config_.hidden;
-  kernels::Backend& be = backend();
-  int count = 0;
-  for (int32_t label : is_random_) count += label >= 0;
-  if (count == 0) return;
-  // d(sop)/dz_bc = (p_bc − [c == label_b]) / rows
-  std::vector<float> dz((size_t)(2 * B), 0.0f);
-  for (int b = 0; b < B; b++) {
-    if (is_random_[(size_t)b] < 0) continue;
-    for (int c = 0; c < 2; c++)
-      dz[(size_t)(2 * b + c)] =
-          (float)((double)loss_scale * (binary_probs_[(size_t)(2 * b + c)] - (is_random_[(size_t)b] == c)) / count);
-  }
-  d_binary_.resize(be, kernels::DType::F32, dz.size());
-  be.copy_to_device(d_binary_.data(), dz.data(), dz.size() * sizeof(float));
-  auto zeros = [&](kernels::Buffer& buf) {
-    buf.resize(be, kernels::DType::F32, (size_t)(B * H));
-    buf.zero();
-    return buf.view({B, H});
-  };
-  const Tensor d_pooled = zeros(d_pooled_), d_first = zeros(d_first_);
-  binary_->backward(d_pooled, d_binary_.view({B, 2}), pooled_.view({B, H}));
-  // tanh' = 1 − tanh²
-  std::vector<float> g((size_t)(B * H));
-  be.copy_to_host(g.data(), d_pooled.data, g.size() * sizeof(float));
-  for (size_t i = 0; i < g.size(); i++) g[i] *= 1.0f - pooled_host_[i] * pooled_host_[i];
-  be.copy_to_device(d_pooled.data, g.data(), g.size() * sizeof(float));
-  pooler_->backward(d_first, d_pooled, first_.view({B, H}));
-  for (int b = 0; b < B; b++) {
-    const Tensor row = d_final.slice0((int64_t)b * T, 1);
-    kernels::add_forward(row, row, d_first.slice0(b, 1));
-  }
+  a.mask_sum = 0.0;
+  for (int64_t n = 0; n < N; n++) a.mask_sum += (double)in.loss_mask[n];
+  const double masked_ce = head_->forward(final_out, in.labels, in.loss_mask, a.head);
+  return masked_ce / a.mask_sum;
 }
 
 void Bert::backward(float loss_scale) {
@@ -415,10 +341,12 @@ void Bert::backward(float loss_scale) {
   backward_stage(nullptr, loss_scale);
 }
 
-void Bert::backward_stage(const float* output_grad, float loss_scale) {
-  if (!have_forward_) throw Error("BERT backward: no forward() precedes it (or backward already ran)");
-  have_forward_ = false;
-  const int64_t N = (int64_t)B_ * T_, H = config_.hidden;
+void Bert::backward_stage(const float* output_grad, float loss_scale, size_t slot) {
+  if (slot >= slots_.size() || !slots_[slot]->have_forward)
+    throw Error("BERT backward: no forward() precedes it (or backward already ran)");
+  Activations& a = *slots_[slot];
+  a.have_forward = false;
+  const int64_t N = (int64_t)a.B * a.T, H = config_.hidden;
   kernels::Backend& be = backend();
   d_final_.resize(be, store_.activation_dtype(), (size_t)(N * H));
   const Tensor d_final = d_final_.view({N, H});
@@ -427,13 +355,13 @@ void Bert::backward_stage(const float* output_grad, float loss_scale) {
   if (stage_.post_process) {
     d_final_.zero();
     // d(lm)/d(CE_i) = loss_mask_i / Σ loss_mask
-    if (mask_sum_ > 0.0) head_->backward(d_final, (float)((double)loss_scale / mask_sum_));
-    if (binary_) binary_head_backward(d_final, loss_scale);
+    if (a.mask_sum > 0.0) head_->backward(d_final, (float)((double)loss_scale / a.mask_sum), a.head);
+    if (binary_) binary_->backward(d_final, loss_scale, a.binary);
     if (ln_final_) {
       d_residual_.resize(be, store_.activation_dtype(), (size_t)(N * H));
       d_residual_.zero();
       d = d_residual_.view({N, H});
-      ln_final_->backward(d, d_final, body_out_);
+      ln_final_->backward(d, d_final, a.body_out, a.ln_final);
     }
     if (ready_hook_) ready_hook_(table()[after_layers_].offset);  // the heads and the final LayerNorm
   } else {  // the next stage's d(loss)/d(output), fp32, already carries loss_scale
@@ -441,36 +369,35 @@ void Bert::backward_stage(const float* output_grad, float loss_scale) {
     be.copy_to_device(g.data, output_grad, (size_t)(N * H) * sizeof(float));
     kernels::copy(d_final, g);
   }
-  recompute_.backward(layers_, layer_run(), [&](size_t l) {
-    layers_[l]->backward(d, Tensor{});
+  stack_.backward(d, Tensor{}, a.stack, [&](size_t l) {
     if (ready_hook_) ready_hook_(table()[layer_first_[l]].offset);
   });
   if (embedding_) {
-    embedding_backward(d);
+    embedding_backward(d, a);
   } else {
-    kernels::copy(f32(be, d_input_, N, H), d);  // d(loss)/d(input), fp32 for the previous stage
+    kernels::copy(input_grad_ = f32(be, d_input_, N, H), d);  // d(loss)/d(input), fp32 for the previous stage
   }
   if (ready_hook_) ready_hook_(0);
 }
 
-void Bert::embedding_backward(Tensor d) {
-  const int64_t N = (int64_t)B_ * T_, H = config_.hidden;
+void Bert::embedding_backward(Tensor d, Activations& a) {
+  const int64_t N = (int64_t)a.B * a.T, H = config_.hidden;
   kernels::Backend& be = backend();
   if (ln_embedding_) {
     Tensor g = d;
-    if (emb_dropped_) {
+    if (a.emb_dropped) {
       d_emb_.resize(be, store_.activation_dtype(), (size_t)(N * H));
       d_emb_.zero();
       g = d_emb_.view({N, H});
-      drop_embedding_.backward(g, d);
+      drop_embedding_.backward(g, d, a.step);
     }
     d_emb_sum_.resize(be, store_.activation_dtype(), (size_t)(N * H));
     d_emb_sum_.zero();
     const Tensor ds = d_emb_sum_.view({N, H});
-    ln_embedding_->backward(ds, g, embedded_);
+    ln_embedding_->backward(ds, g, a.embedded, a.ln_embedding);
     d = ds;
   }
-  embedding_->backward(d);
+  embedding_->backward(d, a.embedding);
 }
 
 double Bert::training_flops(int B, int T) const {

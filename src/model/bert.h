@@ -14,57 +14,42 @@
 #include "dist/communicator.h"
 #include "kernels/backend.h"
 #include "kernels/ops.h"
+#include "layers/classification_head.h"
 #include "layers/dropout.h"
 #include "layers/embedding.h"
 #include "layers/layernorm.h"
 #include "layers/lm_head.h"
 #include "layers/linear.h"
 #include "layers/parameter_store.h"
-#include "layers/recompute.h"
+#include "layers/transformer_stack.h"
 #include "layers/tensor_parallel.h"
 #include "layers/transformer_layer.h"
 #include "layers/workspace.h"
 #include "model/language_model.h"
+#include "model/transformer_config.h"
 #include "param/parameter.h"
 
 namespace lmforge::model {
 
 // BERT shapes and flavour, named as Megatron's arguments (bert-t5-reference-notes §1.1, §1.9).
-struct BertConfig {
+// The shared transformer fields are TransformerConfig's (vocab_size: the tokenizer's INCLUDING the [BOS]/[EOS]
+// Megatron's BertWordPieceLowerCase appends, 30522 + 2 for bert-base-uncased).
+struct BertConfig : TransformerConfig {
+  BertConfig() { vocab_size = 30524; }
   int num_layers = 12;             // --num-layers
-  int hidden = 768;                // --hidden-size
-  int heads = 12;                  // --num-attention-heads; must divide hidden
-  int ffn_hidden = 0;              // --ffn-hidden-size; 0: 4·hidden
   int seq_length = 512;            // --seq-length; <= max_positions
-  int max_positions = 512;         // --max-position-embeddings
-  // The tokenizer's vocabulary INCLUDING the [BOS]/[EOS] Megatron's BertWordPieceLowerCase appends (30522 + 2 for
-  // bert-base-uncased); padded as GPTConfig pads it (a multiple of --make-vocab-size-divisible-by, NOT growing with
-  // the tensor-parallel size, so a checkpoint has one shape under every layout). Padded columns take part in the
-  // softmax, as in Megatron.
-  int vocab_size = 30524;
-  int make_vocab_size_divisible_by = 128;  // --make-vocab-size-divisible-by
   bool binary_head = true;         // off: Megatron's --bert-no-binary-head (no pooler, no binary head, and in the
                                    // Megatron flavour no token types either)
   // The original BERT (Google / NVIDIA DLE / HF BertForPreTraining): embedding LayerNorm, post-LN layers, no final
-  // LayerNorm, token types always; otherwise Megatron's pre-LN BERT.
+  // LayerNorm, token types always, layernorm_eps 1e-12; otherwise Megatron's pre-LN BERT (eps 1e-5).
   bool post_layernorm = false;
-  float layernorm_eps = 1e-5f;     // --norm-epsilon: 1e-5 Megatron, 1e-12 original BERT (every LayerNorm)
   // GELU of the encoder MLP and of the MLM head's transform. Megatron (fused bias-GELU, its default): TANH in the
   // MLP, ERF in the head; --no-bias-gelu-fusion: ERF/ERF; --openai-gelu: TANH/TANH. HF/DLE "gelu": ERF/ERF;
   // Google's TF "gelu": TANH/TANH.
   kernels::GeluKind mlp_gelu = kernels::GeluKind::TANH;
   kernels::GeluKind head_gelu = kernels::GeluKind::ERF;
-  float init_std = 0.02f;          // --init-method-std
-  float hidden_dropout = 0.1f;     // --hidden-dropout (embedding output and each branch before its residual add)
-  float attention_dropout = 0.1f;  // --attention-dropout (attention probabilities)
   int type_vocab_size = 2;         // rows of the token-type table
-  // Megatron's activation recomputation (--recompute-activations / --recompute-granularity / --recompute-method /
-  // --recompute-num-layers, --checkpoint-activations): see layers::Recompute. The losses and gradients are bit for
-  // bit those without it.
-  layers::Recompute recompute;
 
-  int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
-  int padded_vocab_size() const;
   // Whether the model adds token-type embeddings (Megatron: only with the binary head; original: always).
   bool uses_token_types() const { return post_layernorm || binary_head; }
   // Throws lmforge::Error naming the first inconsistent field.
@@ -103,7 +88,7 @@ struct BertLosses {
 // init_std there too); biases 0, LayerNorms 1/0. Streams as GPT's: the same weights on every parallel layout.
 class Bert : public LanguageModel {
  public:
-  explicit Bert(const BertConfig& config, kernels::Backend& backend = kernels::cpu_backend(),
+  explicit Bert(const BertConfig& config, kernels::Backend& backend,
                 dist::Communicator* tensor_parallel = nullptr, Stage stage = {});
   ~Bert();
 
@@ -131,56 +116,67 @@ class Bert : public LanguageModel {
   // carrying loss_scale) on the others; afterwards, unless this is the first stage, input_grad() holds
   // d(loss)/d(input) [B·T, H] (valid until the next forward or backward). On the whole model they are forward() and
   // backward().
-  BertLosses forward_stage(const BertInputs& in, const float* input, const layers::ForwardStep* step);
+  //
+  // `slot` names the micro-batch's activations (as GPT::forward_stage): each forward keeps them in its slot until
+  // backward_stage of the same slot. forward()/backward() use slot 0.
+  BertLosses forward_stage(const BertInputs& in, const float* input, const layers::ForwardStep* step,
+                           size_t slot = 0);
   // Stages exchange fp32: under --bf16/--fp16 the activations and their gradients are converted at the boundary,
   // exactly (every bf16/fp16 value is an fp32 value).
-  const float* stage_output() const { return stage_out_.count() ? stage_out_.f32() : nullptr; }
-  void backward_stage(const float* output_grad, float loss_scale = 1.0f);
-  const float* input_grad() const { return d_input_.count() ? d_input_.f32() : nullptr; }
+  kernels::Tensor stage_output() const { return stage_out_; }  // [B·T, H] fp32 on the device
+  void backward_stage(const float* output_grad, float loss_scale = 1.0f, size_t slot = 0);
+  kernels::Tensor input_grad() const { return input_grad_; }
+  // Layer forwards run so far (recomputation included).
+  int64_t layer_forwards() const { return stack_.layer_forwards(); }
 
   // Model FLOPs of one training step on B×T tokens: 6·(matrix parameters incl. the tied decoder) + 12·L·H·T per
   // token (the pooler and binary head are negligible).
   double training_flops(int B, int T) const;
 
  private:
+  // What one micro-batch's forward keeps for its backward (see forward_stage's slot).
+  struct Activations {
+    int B = 0, T = 0;
+    bool have_forward = false, emb_dropped = false;
+    layers::ForwardStep step;
+    double mask_sum = 0.0;
+    kernels::Buffer tokens, positions, types, padding;
+    kernels::Buffer emb_normed, emb_out;  // original flavour: the embedding's LayerNorm, its dropout
+    kernels::Buffer final_out;            // the final LayerNorm's output (Megatron flavour)
+    kernels::Buffer input, input_act;     // a later stage's copy of its input (fp32, activation dtype)
+    kernels::Tensor body_out, embedded;
+    layers::Embedding::Saved embedding;
+    layers::LayerNorm::Saved ln_embedding, ln_final;
+    layers::TransformerStack::Saved stack;
+    layers::LmHead::Saved head;
+    layers::ClassificationHead::Saved binary;
+  };
+
   void check_inputs(const BertInputs& in) const;
-  double lm_head_forward(const kernels::Tensor& final_out, const BertInputs& in);
-  void binary_head_backward(const kernels::Tensor& d_final, float loss_scale);
-  layers::StackRecomputation::Run layer_run();
+  double lm_head_forward(const kernels::Tensor& final_out, const BertInputs& in, Activations& a);
 
   // The stage's embeddings (first stage) or its input activation (the others): x [B·T, H].
-  kernels::Tensor embed_or_input(const BertInputs& in, const float* input, const layers::ForwardStep& step);
-  BertLosses heads_forward(const BertInputs& in, const kernels::Tensor& x);
-  void embedding_backward(kernels::Tensor d);
+  kernels::Tensor embed_or_input(const BertInputs& in, const float* input, const layers::ForwardStep& step,
+                                 Activations& a);
+  BertLosses heads_forward(const BertInputs& in, const kernels::Tensor& x, Activations& a);
+  void embedding_backward(kernels::Tensor d, Activations& a);
 
   BertConfig config_;
   Stage stage_;
   std::unique_ptr<layers::Embedding> embedding_;
   std::unique_ptr<layers::LayerNorm> ln_embedding_;  // original flavour
   layers::Dropout drop_embedding_;                   // original flavour: after ln_embedding_
-  std::vector<std::unique_ptr<layers::TransformerLayer>> layers_;
-  layers::StackRecomputation recompute_;             // full recomputation (none unless configured)
+  layers::TransformerStack stack_;                   // this stage's layers, with full recomputation if configured
   std::vector<size_t> layer_first_;                  // table index of each layer's first tensor
   size_t after_layers_ = 0;                          // table index of the first tensor after the layers
   std::unique_ptr<layers::LayerNorm> ln_final_;      // Megatron flavour
-  std::unique_ptr<layers::Linear> pooler_, binary_;
   std::unique_ptr<layers::LmHead> head_;             // the masked-LM head over the masked rows
+  std::unique_ptr<layers::ClassificationHead> binary_;  // the pooler and the sentence-order / NSP head
 
-  int B_ = 0, T_ = 0;
-  bool have_forward_ = false, emb_dropped_ = false, padding_kept_ = false;
-  layers::ForwardStep step_;                          // the last forward's (full recomputation runs it again)
-  double mask_sum_ = 0.0;
-  std::vector<int32_t> is_random_;
-  std::vector<double> binary_probs_;  // [B,2] softmax of the binary logits
-  std::vector<float> pooled_host_;    // tanh output [B,H]
-  kernels::Buffer tokens_, positions_, types_, padding_;
-  kernels::Buffer emb_sum_, emb_normed_, emb_out_;  // original flavour: embedding sum, its LayerNorm, dropout
-  kernels::Buffer final_;                           // the final LayerNorm's output (Megatron flavour)
-  kernels::Buffer first_, pooled_pre_, pooled_, binary_logits_;
-  kernels::Buffer d_final_, d_residual_, d_first_, d_pooled_, d_binary_, d_emb_, d_emb_sum_;
-  kernels::Buffer input_, input_act_;               // a later stage's copy of its input (fp32, activation dtype)
-  kernels::Buffer stage_out_, d_output_, d_input_;  // fp32 stage boundary: output, its gradient, the input's
-  kernels::Tensor body_out_, embedded_;
+  std::vector<std::unique_ptr<Activations>> slots_;
+  kernels::Buffer d_final_, d_residual_, d_emb_, d_emb_sum_;  // scratch of one backward
+  kernels::Buffer stage_out_buf_, d_output_, d_input_;  // fp32 stage boundary: output, its gradient, the input's
+  kernels::Tensor stage_out_, input_grad_;
 };
 
 }  // namespace lmforge::model

@@ -1,4 +1,4 @@
-// defines: GPTConfig::validate/padded_vocab_size and the GPT model (composition of layers, forward, backward,
+// defines: GPTConfig::validate and the GPT model (composition of layers, forward, backward,
 //          decoding)
 #include "model/gpt.h"
 
@@ -13,10 +13,6 @@ namespace lmforge::model {
 
 using kernels::Tensor;
 
-int GPTConfig::padded_vocab_size() const {
-  return model::padded_vocab_size(vocab_size, make_vocab_size_divisible_by);
-}
-
 void GPTConfig::validate() const {
   const ConfigCheck check("GPT");
   check.positive({{"num_layers", num_layers}, {"hidden size", hidden}, {"number of attention heads", heads}});
@@ -26,7 +22,11 @@ void GPTConfig::validate() const {
     check.fail("seq_length " + std::to_string(seq_length) + " must be in [1, max_positions = " +
                std::to_string(max_positions) + "]");
   check.positive({{"vocab_size", vocab_size}, {"make_vocab_size_divisible_by", make_vocab_size_divisible_by}});
-  check.numbers(vocab_size, make_vocab_size_divisible_by, 1e-5f, init_std);
+  check.numbers(vocab_size, make_vocab_size_divisible_by, layernorm_eps, init_std);
+  // Shared fields GPT-2 fixes (TransformerConfig): a 4·hidden MLP and LayerNorm eps 1e-5 (gpt_hf_config).
+  if (ffn() != 4 * hidden)
+    check.fail("ffn_hidden " + std::to_string(ffn_hidden) + ": GPT-2's MLP is 4·hidden = " + std::to_string(4 * hidden));
+  if (layernorm_eps != 1e-5f) check.fail("layernorm_eps must be 1e-5 (GPT-2's LayerNorm)");
   check.dropouts(hidden_dropout, attention_dropout);
   if (loss_chunk_rows < 0) check.fail("loss_chunk_rows must be >= 0 (got " + std::to_string(loss_chunk_rows) + ")");
   try {
@@ -122,13 +122,12 @@ GPT::GPT(const GPTConfig& config, kernels::Backend& backend, dist::Communicator*
   config_.validate();
   GptParts p = build(config_, store_, tp_, workspace_, stage_);
   embedding_ = std::move(p.embedding);
-  layers_ = std::move(p.layers);
+  // Recomputation over this stage's layers (Megatron: a pipeline stage's transformer chunks its own layers).
+  stack_ = layers::TransformerStack(std::move(p.layers), config_.recompute);
   layer_first_ = std::move(p.layer_first);
   ln_f_ = std::move(p.ln_f);
   head_ = std::move(p.head);
   store_.allocate();
-  // Over this stage's layers (Megatron: a pipeline stage's transformer chunks its own layers).
-  recompute_ = layers::StackRecomputation(config_.recompute, (int)layers_.size());
 }
 
 GPT::~GPT() = default;
@@ -148,49 +147,40 @@ void GPT::require_whole(const char* what) const {
     throw Error(std::string("GPT ") + what + ": this is one pipeline stage, not the whole model");
 }
 
-// One layer's forward with the last micro-batch's sizes and step (kept for full recomputation).
-layers::StackRecomputation::Run GPT::layer_run() {
-  return [this](layers::TransformerLayer& layer, const Tensor& x) {
-    return layer.forward(x, {B_, T_, {}, {}, {}, 0}, step_);
-  };
-}
-
-Tensor GPT::forward_body(const int32_t* tokens, const float* input, int B, int T, const layers::ForwardStep& step) {
+Tensor GPT::forward_body(const int32_t* tokens, const float* input, int B, int T, const layers::ForwardStep& step,
+                         Activations& a) {
   if (B < 1 || T < 1) throw Error("GPT forward: batch and sequence sizes must be >= 1");
   if (T > config_.max_positions)
     throw Error("GPT forward: sequence length " + std::to_string(T) + " exceeds max_positions " +
                 std::to_string(config_.max_positions));
   const int64_t N = (int64_t)B * T, C = config_.hidden;
   kernels::Backend& be = backend();
-  B_ = B;
-  T_ = T;
-  step_ = step;
+  a.B = B;
+  a.T = T;
   Tensor x;
   if (stage_.pre_process) {
     check_ids(tokens, (size_t)N, config_.vocab_size, "GPT forward", "token");
-    const Tensor ids = upload_ids(tokens_, tokens, (size_t)N);
-    if (positions_.count() != (size_t)N || positions_T_ != T) {  // positions n mod T, made once per shape
+    const Tensor ids = upload_ids(a.tokens, tokens, (size_t)N);
+    if (a.positions.count() != (size_t)N || a.positions_T != T) {  // positions n mod T, made once per shape
       std::vector<int32_t> pos((size_t)N);
       for (int64_t n = 0; n < N; n++) pos[(size_t)n] = (int32_t)(n % T);
-      upload_ids(positions_, pos.data(), pos.size());
-      positions_T_ = T;
+      upload_ids(a.positions, pos.data(), pos.size());
+      a.positions_T = T;
     }
-    x = embedding_->forward(ids, positions_.view({N}), Tensor{}, step);
+    x = embedding_->forward(ids, a.positions.view({N}), Tensor{}, step, a.embedding);
   } else {
-    input_.resize(be, kernels::DType::F32, (size_t)(N * C));
-    be.copy_to_device(input_.data(), input, (size_t)(N * C) * sizeof(float));
-    x = input_.view({N, C});
+    x = layers::sized(be, a.input, kernels::DType::F32, N, C);
+    be.copy_to_device(x.data, input, (size_t)(N * C) * sizeof(float));
     if (store_.activation_dtype() != kernels::DType::F32) {  // the layers read the activation dtype
-      input_act_.resize(be, store_.activation_dtype(), (size_t)(N * C));
-      kernels::copy(input_act_.view({N, C}), x);
-      x = input_act_.view({N, C});
+      const Tensor act = layers::sized(be, a.input_act, store_.activation_dtype(), N, C);
+      kernels::copy(act, x);
+      x = act;
     }
   }
-  body_out_ = x = recompute_.forward(layers_, x, layer_run(), be);
+  a.body_out = x = stack_.forward(x, {B, T, {}, {}, {}, 0}, step, a.stack);
   if (!stage_.post_process) return x;
-  normed_.resize(be, store_.activation_dtype(), (size_t)(N * C));
-  const Tensor normed = normed_.view({N, C});
-  ln_f_->forward(normed, x);
+  const Tensor normed = layers::sized(be, a.normed, store_.activation_dtype(), N, C);
+  ln_f_->forward(normed, x, a.ln_f);
   return normed;
 }
 
@@ -200,25 +190,26 @@ float GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T, 
 }
 
 float GPT::forward_stage(const int32_t* tokens, const float* input, const int32_t* targets, int B, int T,
-                         const layers::ForwardStep* step) {
-  have_targets_ = false;
-  have_forward_ = false;
+                         const layers::ForwardStep* step, size_t slot) {
+  Activations& a = activation_slot(slots_, slot);
+  a.have_targets = false;
+  a.have_forward = false;
   const int64_t N = (int64_t)B * T;
   if (stage_.post_process && B >= 1 && T >= 1) check_ids(targets, (size_t)N, config_.vocab_size, "GPT forward", "target");
-  const Tensor normed = forward_body(tokens, input, B, T, step ? *step : layers::ForwardStep{});
-  have_forward_ = true;
+  const Tensor normed = forward_body(tokens, input, B, T, step ? *step : layers::ForwardStep{}, a);
+  a.have_forward = true;
   if (!stage_.post_process) {
-    stage_to_f32(body_out_);
+    stage_out_ = stage_to_f32(a.body_out);
     return 0.0f;
   }
   // Logits in the activation dtype (bf16 under --bf16, as Megatron's), over chunks of rows (LmHeadSpec).
-  const double sum = head_->forward(normed, targets, nullptr);
-  have_targets_ = true;
+  const double sum = head_->forward(normed, targets, nullptr, a.head);
+  a.have_targets = true;
   return (float)(sum / (double)N);
 }
 
 const float* GPT::logits() const {
-  const Tensor l = head_ ? head_->logits() : Tensor{};
+  const Tensor l = head_ && !slots_.empty() ? head_->logits(slots_[0]->head) : Tensor{};
   return l.present() ? l.f32("GPT logits") : nullptr;
 }
 
@@ -227,56 +218,54 @@ void GPT::backward(float loss_scale) {
   backward_stage(nullptr, loss_scale);
 }
 
-void GPT::backward_stage(const float* output_grad, float loss_scale) {
-  if (stage_.post_process ? !have_targets_ : !have_forward_)
+void GPT::backward_stage(const float* output_grad, float loss_scale, size_t slot) {
+  Activations* ap = slot < slots_.size() ? slots_[slot].get() : nullptr;
+  if (!ap || (stage_.post_process ? !ap->have_targets : !ap->have_forward))
     throw Error("GPT backward: no forward() with targets precedes it (or backward already ran)");
-  have_targets_ = have_forward_ = false;
-  const int64_t N = (int64_t)B_ * T_, C = config_.hidden;
+  Activations& a = *ap;
+  a.have_targets = a.have_forward = false;
+  const int64_t N = (int64_t)a.B * a.T, C = config_.hidden;
   kernels::Backend& be = backend();
   // d_residual carries the gradient of the residual stream down through the layers (in place, see
   // TransformerLayer::backward).
-  d_residual_.resize(be, store_.activation_dtype(), (size_t)(N * C));
-  const Tensor d = d_residual_.view({N, C});
+  const Tensor d = layers::sized(be, d_residual_, store_.activation_dtype(), N, C);
   if (stage_.post_process) {
     // Mean over N positions: each row's loss has weight loss_scale/N.
     const Tensor d_normed = workspace_.take(layers::Slot::D_NORMED, {N, C}, true);
-    head_->backward(d_normed, loss_scale / (float)N);
+    head_->backward(d_normed, loss_scale / (float)N, a.head);
     d_residual_.zero();
-    ln_f_->backward(d, d_normed, body_out_);
+    ln_f_->backward(d, d_normed, a.body_out, a.ln_f);
     if (ready_hook_) ready_hook_(tensor("transformer.ln_f.weight").offset);  // ln_f, the last tensors of the table
   } else {
     // The next stage's d(loss)/d(output) already carries loss_scale (fp32: converted to the activation dtype).
     if (d.dtype == kernels::DType::F32) {
-      be.copy_to_device(d_residual_.data(), output_grad, (size_t)(N * C) * sizeof(float));
+      be.copy_to_device(d.data, output_grad, (size_t)(N * C) * sizeof(float));
     } else {
-      stage_f32_.resize(be, kernels::DType::F32, (size_t)(N * C));
-      be.copy_to_device(stage_f32_.data(), output_grad, (size_t)(N * C) * sizeof(float));
-      kernels::copy(d, stage_f32_.view({N, C}));
+      const Tensor g = layers::sized(be, stage_f32_, kernels::DType::F32, N, C);
+      be.copy_to_device(g.data, output_grad, (size_t)(N * C) * sizeof(float));
+      kernels::copy(d, g);
     }
   }
-  recompute_.backward(layers_, layer_run(), [&](size_t l) {
-    layers_[l]->backward(d, Tensor{});
+  stack_.backward(d, Tensor{}, a.stack, [&](size_t l) {
     if (ready_hook_) ready_hook_(table()[layer_first_[l]].offset);  // layer l and everything after it
   });
-  if (embedding_) embedding_->backward(d);  // otherwise d now holds d(loss)/d(input): input_grad()
-  else stage_to_f32(d);
+  if (embedding_) embedding_->backward(d, a.embedding);  // otherwise d now holds d(loss)/d(input): input_grad()
+  else input_grad_ = stage_to_f32(d);
   if (ready_hook_) ready_hook_(0);
 }
 
-void GPT::stage_to_f32(const Tensor& t) {
-  if (t.dtype == kernels::DType::F32) {
-    stage_f32_ = kernels::Buffer();
-    return;
-  }
-  const int64_t N = t.rows(), C = t.dim(-1);
-  stage_f32_.resize(backend(), kernels::DType::F32, (size_t)(N * C));
-  kernels::copy(stage_f32_.view({N, C}), t);
+Tensor GPT::stage_to_f32(const Tensor& t) {
+  if (t.dtype == kernels::DType::F32) return t;
+  const Tensor f = layers::sized(backend(), stage_f32_, kernels::DType::F32, t.rows(), t.dim(-1));
+  kernels::copy(f, t);
+  return f;
 }
 
 const float* GPT::forward_logits(const int32_t* tokens, int B, int T) {
   require_whole("forward_logits");
-  have_targets_ = false;
-  forward_body(tokens, nullptr, B, T, layers::ForwardStep{});
+  Activations& a = activation_slot(slots_, 0);
+  a.have_targets = a.have_forward = false;
+  const Tensor normed = forward_body(tokens, nullptr, B, T, layers::ForwardStep{}, a);
   const int64_t C = config_.hidden, Vl = head_->local_vocab();
   kernels::Backend& be = backend();
   // The last position of each row, gathered as a lookup of rows b·T + T − 1 of the final hidden states.
@@ -285,7 +274,7 @@ const float* GPT::forward_logits(const int32_t* tokens, int B, int T) {
   last_rows_.resize(be, kernels::DType::I32, (size_t)B);
   be.copy_to_device(last_rows_.data(), rows.data(), rows.size() * sizeof(int32_t));
   last_.resize(be, store_.activation_dtype(), (size_t)B * C);
-  kernels::embedding_forward(last_.view({B, C}), last_rows_.view({B}), normed_.view({(int64_t)B * T, C}), 0, false);
+  kernels::embedding_forward(last_.view({B, C}), last_rows_.view({B}), normed, 0, false);
   last_logits_.resize(be, kernels::DType::F32, (size_t)(B * Vl));
   head_->logits(last_logits_.view({B, Vl}), last_.view({B, C}));
   return last_logits_.f32();
@@ -294,7 +283,7 @@ const float* GPT::forward_logits(const int32_t* tokens, int B, int T) {
 void GPT::decode_begin(int B) {
   require_whole("decoding");
   if (B < 1) throw Error("GPT decode: batch size must be >= 1");
-  for (auto& layer : layers_) layer->decode_begin(B, config_.max_positions);
+  for (auto& layer : stack_.layers()) layer->decode_begin(B, config_.max_positions);
   decode_B_ = B;
   decode_pos_ = 0;
 }
@@ -304,10 +293,10 @@ const float* GPT::decode_step(const int32_t* tokens) {
   if (decode_pos_ >= config_.max_positions)
     throw Error("GPT decode: the sequence is already max_positions = " + std::to_string(config_.max_positions) +
                 " long");
-  have_targets_ = false;
+  if (!slots_.empty()) slots_[0]->have_targets = false;
   // Position decode_pos_ of every row: the embedding, each layer over its cache, ln_f and the head on B rows.
   const float* logits = decode_next(tokens, decode_B_, decode_pos_, config_.vocab_size, "GPT decode",
-                                        *embedding_, layers_, *ln_f_, *head_);
+                                    *embedding_, stack_, *ln_f_, *head_);
   decode_pos_++;
   return logits;
 }

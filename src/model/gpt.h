@@ -23,41 +23,26 @@
 #include "layers/transformer_layer.h"
 #include "layers/workspace.h"
 #include "model/language_model.h"
+#include "model/transformer_config.h"
 #include "param/parameter.h"
 
 namespace lmforge::model {
 
-// GPT-2 shapes, named as Megatron's arguments.
-struct GPTConfig {
-  int num_layers = 12;        // transformer blocks (HF n_layer)
-  int hidden = 768;           // model width C (HF n_embd)
-  int heads = 12;             // attention heads; must divide hidden (HF n_head)
+// GPT-2 shapes, named as Megatron's arguments; the shared transformer fields (hidden = HF n_embd, heads = n_head,
+// max_positions = n_positions, ...) are TransformerConfig's. GPT-2's MLP is 4·hidden wide and its LayerNorm eps
+// 1e-5: validate() refuses other ffn_hidden / layernorm_eps values (the model does not read those two fields).
+struct GPTConfig : TransformerConfig {
+  GPTConfig() {
+    max_positions = 1024;
+    vocab_size = 50257;
+  }
+  int num_layers = 12;        // transformer blocks (HF n_layer); both c_proj weights use init_std / sqrt(2·num_layers)
   int seq_length = 1024;      // training sequence length; <= max_positions
-  int max_positions = 1024;   // rows of the position table wpe (HF n_positions)
-  int vocab_size = 50257;     // the tokenizer's vocabulary
-  // The embedding/LM-head table has padded_vocab_size() rows: vocab_size rounded up to a multiple of this
-  // (Megatron's --make-vocab-size-divisible-by; 1 = no padding). As in Megatron the padded columns are ordinary
-  // logits and TAKE PART IN THE SOFTMAX (they are never targets, so training drives them down); a checkpoint
-  // therefore describes a model with padded_vocab_size() outputs (HF config vocab_size = padded size).
-  // Unlike Megatron the padding does NOT grow with the tensor-parallel size (Megatron pads to a multiple of
-  // divisible_by × T), so a checkpoint has the same shapes under every layout; T must divide the padded size.
-  int make_vocab_size_divisible_by = 128;
-  float init_std = 0.02f;     // N(0, init_std) init; both c_proj weights use init_std / sqrt(2·num_layers)
-  // Megatron's --hidden-dropout (after the embedding and on each branch before its residual add) and
-  // --attention-dropout (on the attention probabilities); 0.1 each by default, as Megatron. Applied only in
-  // training forwards (a ForwardStep with training set).
-  float hidden_dropout = 0.1f;
-  float attention_dropout = 0.1f;
-  // Megatron's activation recomputation (--recompute-activations / --recompute-granularity / --recompute-method /
-  // --recompute-num-layers, --checkpoint-activations): see layers::Recompute. What is not kept from the forward
-  // pass is computed again in the backward, bit for bit the same.
-  layers::Recompute recompute;
   // The LM head and cross-entropy run over chunks of this many rows (positions) so the whole [B·T, vocab] logits are
   // never held: each chunk's logits are made, reduced to the loss and dropped, and made again in the backward
   // (one more head GEMM per chunk). 0: automatic (layers::LmHeadSpec::chunk_rows).
   int loss_chunk_rows = 0;
 
-  int padded_vocab_size() const;
   // Throws lmforge::Error naming the first inconsistent field (heads not dividing hidden, seq_length >
   // max_positions, non-positive sizes, dropout outside [0,1), ...).
   void validate() const;
@@ -72,7 +57,7 @@ struct GPTConfig {
 // memory for the CPU backend); token and target arrays are host memory.
 class GPT : public LanguageModel {
  public:
-  explicit GPT(const GPTConfig& config, kernels::Backend& backend = kernels::cpu_backend(),
+  explicit GPT(const GPTConfig& config, kernels::Backend& backend,
                dist::Communicator* tensor_parallel = nullptr, Stage stage = {});
   ~GPT();
 
@@ -109,16 +94,24 @@ class GPT : public LanguageModel {
   // views of their inputs until backward); the last stage computes and returns the mean loss over `targets`, the
   // others return 0 and leave their output [B·T, C] at stage_output() (valid until the next forward). On the whole
   // model it is forward().
+  //
+  // `slot` names the micro-batch's activations: a 1F1B stage has several micro-batches in flight, each forward
+  // keeping its activations in its own slot until backward_stage of the same slot (so each micro-batch's forward
+  // runs once). forward()/backward() use slot 0.
   float forward_stage(const int32_t* tokens, const float* input, const int32_t* targets, int B, int T,
-                      const layers::ForwardStep* step);
+                      const layers::ForwardStep* step, size_t slot = 0);
   // Stages exchange fp32 (under --bf16/--fp16 the activations and their gradients are converted at the boundary,
   // exactly: every bf16/fp16 value is an fp32 value).
-  const float* stage_output() const { return stage_f32_.count() ? stage_f32_.f32() : body_out_.f32(); }
-  // backward_stage: the last stage starts from its loss (output_grad unused), the others from output_grad
-  // d(loss)/d(output) [B·T, C]; adds loss_scale · d/dθ into grads() like backward(); afterwards, unless this is the
-  // first stage, input_grad() holds d(loss)/d(input) [B·T, C] (valid until the next forward or backward).
-  void backward_stage(const float* output_grad, float loss_scale = 1.0f);
-  const float* input_grad() const { return stage_f32_.count() ? stage_f32_.f32() : d_residual_.f32(); }
+  // [B·T, C] fp32 device tensors (the pipeline moves them through the backend's copies).
+  kernels::Tensor stage_output() const { return stage_out_; }
+  // backward_stage of the micro-batch in `slot`: the last stage starts from its loss (output_grad unused), the
+  // others from output_grad d(loss)/d(output) [B·T, C]; adds loss_scale · d/dθ into grads() like backward();
+  // afterwards, unless this is the first stage, input_grad() holds d(loss)/d(input) [B·T, C] (valid until the next
+  // forward or backward).
+  void backward_stage(const float* output_grad, float loss_scale = 1.0f, size_t slot = 0);
+  kernels::Tensor input_grad() const { return input_grad_; }
+  // Layer forwards run so far (recomputation included): one per layer and micro-batch unless recomputing.
+  int64_t layer_forwards() const { return stack_.layer_forwards(); }
 
   // Inference: logits [B, padded_vocab / T] of this rank's vocabulary columns at the last position of each row.
   const float* forward_logits(const int32_t* tokens, int B, int T);
@@ -136,28 +129,36 @@ class GPT : public LanguageModel {
   double training_flops(int B, int T) const;
 
  private:
+  // What one micro-batch's forward keeps for its backward (see forward_stage's slot).
+  struct Activations {
+    int B = 0, T = 0, positions_T = 0;
+    bool have_targets = false, have_forward = false;
+    kernels::Buffer tokens, positions, input, input_act, normed;
+    kernels::Tensor body_out;  // the last layer's output
+    layers::Embedding::Saved embedding;
+    layers::TransformerStack::Saved stack;
+    layers::LayerNorm::Saved ln_f;
+    layers::LmHead::Saved head;
+  };
+
   kernels::Tensor forward_body(const int32_t* tokens, const float* input, int B, int T,
-                               const layers::ForwardStep& step);
-  layers::StackRecomputation::Run layer_run();
+                               const layers::ForwardStep& step, Activations& a);
   void require_whole(const char* what) const;
-  // Into stage_f32_ as fp32 when t is not (a stage boundary under mixed precision); otherwise empties it.
-  void stage_to_f32(const kernels::Tensor& t);
+  // t as fp32: itself, or converted into stage_f32_ (a stage boundary under mixed precision).
+  kernels::Tensor stage_to_f32(const kernels::Tensor& t);
 
   GPTConfig config_;
   Stage stage_;
   std::unique_ptr<layers::Embedding> embedding_;
-  std::vector<std::unique_ptr<layers::TransformerLayer>> layers_;
+  layers::TransformerStack stack_;   // this stage's layers, with full recomputation when configured
   std::vector<size_t> layer_first_;  // index of each layer's first tensor in the table
-  layers::StackRecomputation recompute_;  // full recomputation over this stage's layers (none unless configured)
   std::unique_ptr<layers::LayerNorm> ln_f_;
   std::unique_ptr<layers::LmHead> head_;
 
-  int B_ = 0, T_ = 0, positions_T_ = 0;
-  bool have_targets_ = false, have_forward_ = false;
-  kernels::Buffer tokens_, positions_, normed_, d_residual_, last_, last_logits_, input_, last_rows_;
-  kernels::Buffer input_act_, stage_f32_;  // a stage's input in the activation dtype; its fp32 output / input grad
-  kernels::Tensor body_out_;
-  layers::ForwardStep step_;  // the last training forward's step (a recomputation draws the same masks)
+  std::vector<std::unique_ptr<Activations>> slots_;
+  kernels::Tensor stage_out_, input_grad_;  // the last forward's output, the last backward's input gradient (fp32)
+  kernels::Buffer d_residual_, last_, last_logits_, last_rows_;
+  kernels::Buffer stage_f32_;  // a stage's fp32 output / input gradient under mixed precision
   int decode_B_ = 0, decode_pos_ = 0;
 };
 

@@ -82,16 +82,16 @@ kernels::Tensor LanguageModel::upload_ids(kernels::Buffer& buf, const int32_t* h
 
 const float* LanguageModel::decode_next(const int32_t* tokens, int B, int pos, int vocab,
                                             const std::string& context, layers::Embedding& embedding,
-                                            std::vector<std::unique_ptr<layers::TransformerLayer>>& layers,
-                                            layers::LayerNorm& final_norm, layers::LmHead& head) {
+                                            layers::TransformerStack& layers, layers::LayerNorm& final_norm,
+                                            layers::LmHead& head) {
   check_ids(tokens, (size_t)B, vocab, context, "token");
   kernels::Backend& be = backend();
   const int64_t H = embedding.hidden(), V = head.local_vocab();
   const std::vector<int32_t> positions((size_t)B, pos);
   const kernels::Tensor x = embedding.forward(upload_ids(decode_tokens_, tokens, (size_t)B),
                                               upload_ids(decode_positions_, positions.data(), (size_t)B),
-                                              kernels::Tensor{}, layers::ForwardStep{});
-  for (auto& layer : layers) layer->decode_step(x, pos);
+                                              kernels::Tensor{});
+  for (auto& layer : layers.layers()) layer->decode_step(x, pos);
   decode_hidden_.resize(be, store_.activation_dtype(), (size_t)(B * H));
   final_norm.forward(decode_hidden_.view({B, H}), x);
   decode_logits_.resize(be, kernels::DType::F32, (size_t)(B * V));

@@ -22,6 +22,7 @@
 #include "layers/lm_head.h"
 #include "layers/parameter_store.h"
 #include "layers/transformer_layer.h"
+#include "layers/transformer_stack.h"
 #include "layers/tensor_parallel.h"
 #include "layers/workspace.h"
 #include "model/stage_init.h"
@@ -145,9 +146,17 @@ class LanguageModel {
   // `context`), every layer over its caches, the final LayerNorm and the head — returning that position's logits
   // [B, local vocabulary] (fp32), valid until the next call.
   const float* decode_next(const int32_t* tokens, int B, int pos, int vocab, const std::string& context,
-                               layers::Embedding& embedding,
-                               std::vector<std::unique_ptr<layers::TransformerLayer>>& layers,
+                               layers::Embedding& embedding, layers::TransformerStack& layers,
                                layers::LayerNorm& final_norm, layers::LmHead& head);
+  // The activations of micro-batch slot `slot` (made on first use): a model keeps one set per micro-batch in flight
+  // (a 1F1B pipeline stage: one per forward whose backward has not run yet), each reused by later micro-batches in
+  // the same slot, so buffers are allocated once for the largest shape.
+  template <typename Activations>
+  static Activations& activation_slot(std::vector<std::unique_ptr<Activations>>& slots, size_t slot) {
+    if (slot >= slots.size()) slots.resize(slot + 1);
+    if (!slots[slot]) slots[slot] = std::make_unique<Activations>();
+    return *slots[slot];
+  }
 
   layers::TensorParallel tp_;
   layers::ParameterStore store_;

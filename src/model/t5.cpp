@@ -1,4 +1,4 @@
-// defines: T5Config::validate/padded_vocab_size and the T5 model (composition of layers, forward, backward)
+// defines: T5Config::validate and the T5 model (composition of layers, forward, backward)
 #include "model/t5.h"
 
 #include <cmath>
@@ -10,10 +10,6 @@ namespace lmforge::model {
 
 using kernels::Tensor;
 using layers::sized;
-
-int T5Config::padded_vocab_size() const {
-  return model::padded_vocab_size(vocab_size, make_vocab_size_divisible_by);
-}
 
 void T5Config::validate() const {
   const ConfigCheck check("T5");
@@ -194,31 +190,14 @@ T5::T5(const T5Config& config, kernels::Backend& backend, dist::Communicator* te
   encoder_norm_held_ = p.encoder_norm != nullptr;
   head_held_ = p.head != nullptr;
   embedding_ = std::move(p.embedding);
-  encoder_ = std::move(p.encoder);
-  decoder_ = std::move(p.decoder);
+  encoder_ = layers::TransformerStack(std::move(p.encoder), config_.recompute);
+  decoder_ = layers::TransformerStack(std::move(p.decoder), config_.recompute);
   encoder_first_ = std::move(p.encoder_first);
   decoder_first_ = std::move(p.decoder_first);
   encoder_norm_ = std::move(p.encoder_norm);
   decoder_norm_ = std::move(p.decoder_norm);
   head_ = std::move(p.head);
   store_.allocate();
-  // Full recomputation chunks each stack's layers on this stage (Megatron's two ParallelTransformers, per stage).
-  encoder_recompute_ = layers::StackRecomputation(config_.recompute, (int)encoder_.size());
-  decoder_recompute_ = layers::StackRecomputation(config_.recompute, (int)decoder_.size());
-}
-
-layers::StackRecomputation::Run T5::encoder_run() {
-  const Tensor pad = enc_pad_;
-  return [this, pad](layers::TransformerLayer& layer, const Tensor& x) {
-    return layer.forward(x, {B_, Te_, pad, {}, {}, 0}, step_);
-  };
-}
-
-layers::StackRecomputation::Run T5::decoder_run() {
-  const Tensor pad = dec_pad_, enc_pad = enc_pad_, memory = memory_;
-  return [this, pad, enc_pad, memory](layers::TransformerLayer& layer, const Tensor& y) {
-    return layer.forward(y, {B_, Td_, pad, memory, enc_pad, Te_}, step_);
-  };
 }
 
 T5::~T5() = default;
@@ -280,69 +259,70 @@ size_t T5::stage_output_elements(int B, int Te, int Td) const {
   return (decoder_.empty() ? Ne : Nd + Ne) * H;
 }
 
-Tensor T5::embed_both(const T5Inputs& in, const layers::ForwardStep& step) {
+Tensor T5::embed_both(const T5Inputs& in, const layers::ForwardStep& step, Activations& a) {
   const int64_t Ne = (int64_t)in.B * in.Te, Nd = (int64_t)in.B * in.Td;
   std::vector<int32_t> ids((size_t)(Ne + Nd)), pos((size_t)(Ne + Nd));
   std::copy(in.encoder_tokens, in.encoder_tokens + Ne, ids.begin());
   std::copy(in.decoder_tokens, in.decoder_tokens + Nd, ids.begin() + Ne);
   for (int64_t n = 0; n < Ne; n++) pos[(size_t)n] = (int32_t)(n % in.Te);
   for (int64_t n = 0; n < Nd; n++) pos[(size_t)(Ne + n)] = (int32_t)(n % in.Td);
-  return embedding_->forward(upload_ids(tokens_, ids.data(), ids.size()), upload_ids(positions_, pos.data(), pos.size()),
-                            Tensor{}, step);
+  return embedding_->forward(upload_ids(a.tokens, ids.data(), ids.size()),
+                             upload_ids(a.positions, pos.data(), pos.size()), Tensor{}, step, a.embedding);
 }
 
-Tensor T5::stage_input(const float* input, int64_t rows) {
+Tensor T5::stage_input(const float* input, int64_t rows, Activations& a) {
   kernels::Backend& be = backend();
   const int64_t H = config_.hidden;
-  const Tensor x = sized(be, stage_in_f32_, kernels::DType::F32, rows, H);
+  const Tensor x = sized(be, a.stage_in_f32, kernels::DType::F32, rows, H);
   be.copy_to_device(x.data, input, (size_t)(rows * H) * sizeof(float));
   const kernels::DType act = store_.activation_dtype();
   if (act == kernels::DType::F32) return x;
-  const Tensor a = sized(be, stage_in_, act, rows, H);
-  kernels::copy(a, x);
-  return a;
+  const Tensor x_act = sized(be, a.stage_in, act, rows, H);
+  kernels::copy(x_act, x);
+  return x_act;
 }
 
-void T5::forward_body(const T5Inputs& in, const float* input, const layers::ForwardStep& step) {
-  decode_B_ = 0;  // the encoder's output buffer is rewritten: a decode session ends here
+void T5::forward_body(const T5Inputs& in, const float* input, const layers::ForwardStep& step, Activations& a) {
+  decode_B_ = 0;  // a decode session ends here (as documented: forward() ends a decode session)
   const int B = in.B, Te = in.Te, Td = in.Td;
   const int64_t Ne = (int64_t)B * Te, Nd = (int64_t)B * Td, H = config_.hidden;
   kernels::Backend& be = backend();
   const kernels::DType act = store_.activation_dtype();
-  B_ = B, Te_ = Te, Td_ = Td;
-  step_ = step;
-  enc_pad_ = dec_pad_ = memory_ = Tensor{};
-  if (in.encoder_padding) upload_ids(enc_padding_, in.encoder_padding, (size_t)Ne), enc_pad_ = enc_padding_.view({B, Te});
-  if (in.decoder_padding) upload_ids(dec_padding_, in.decoder_padding, (size_t)Nd), dec_pad_ = dec_padding_.view({B, Td});
+  a.B = B, a.Te = Te, a.Td = Td;
+  a.enc_pad = a.dec_pad = a.memory = Tensor{};
+  if (in.encoder_padding) a.enc_pad = upload_ids(a.enc_padding, in.encoder_padding, (size_t)Ne).reshaped({B, Te});
+  if (in.decoder_padding) a.dec_pad = upload_ids(a.dec_padding, in.decoder_padding, (size_t)Nd).reshaped({B, Td});
   // One embedding lookup for both sides (rows [0, Ne) the encoder's tokens, [Ne, Ne+Nd) the decoder's), so the
   // shared table's gradient is one scatter over both on the whole model (Megatron calls the same module twice).
-  const Tensor emb = embedding_ ? embed_both(in, step) : Tensor{};
-  const Tensor x_in = stage_.pre_process ? Tensor{} : stage_input(input, (int64_t)stage_input_elements(B, Te, Td) / H);
+  const Tensor emb = embedding_ ? embed_both(in, step, a) : Tensor{};
+  const Tensor x_in =
+      stage_.pre_process ? Tensor{} : stage_input(input, (int64_t)stage_input_elements(B, Te, Td) / H, a);
   if (!encoder_.empty()) {
-    enc_body_ = encoder_recompute_.forward(encoder_, encoder_lookup_ ? emb.slice0(0, Ne) : x_in, encoder_run(), be);
+    a.enc_body = encoder_.forward(encoder_lookup_ ? emb.slice0(0, Ne) : x_in, {B, Te, a.enc_pad, {}, {}, 0}, step,
+                                  a.encoder);
     if (encoder_norm_held_) {
-      memory_ = sized(be, enc_out_, act, Ne, H);
-      encoder_norm_->forward(memory_, enc_body_);
+      a.memory = sized(be, a.enc_out, act, Ne, H);
+      encoder_norm_->forward(a.memory, a.enc_body, a.encoder_norm);
     }
   } else {  // the encoder's output came from the previous stage: alone (to the first decoder stage) or after the
             // decoder's rows
-    memory_ = decoder_lookup_ ? x_in : x_in.slice0(Nd, Ne);
+    a.memory = decoder_lookup_ ? x_in : x_in.slice0(Nd, Ne);
   }
   if (decoder_.empty()) {
-    const Tensor out = sized(be, stage_out_, kernels::DType::F32, Ne, H);
-    kernels::copy(out, encoder_norm_held_ ? memory_ : enc_body_);
+    const Tensor out = stage_out_ = sized(be, stage_out_buf_, kernels::DType::F32, Ne, H);
+    kernels::copy(out, encoder_norm_held_ ? a.memory : a.enc_body);
     return;
   }
-  // The decoder layers read the encoder's output through memory_, kept until the backward.
-  dec_body_ = decoder_recompute_.forward(decoder_, decoder_lookup_ ? emb.slice0(Ne, Nd) : x_in.slice0(0, Nd),
-                                         decoder_run(), be);
+  // The decoder layers read the encoder's output through a.memory, kept until the backward.
+  a.dec_body = decoder_.forward(decoder_lookup_ ? emb.slice0(Ne, Nd) : x_in.slice0(0, Nd),
+                                {B, Td, a.dec_pad, a.memory, a.enc_pad, Te}, step, a.decoder);
   if (head_held_) {
-    decoder_norm_->forward(sized(be, dec_out_, act, Nd, H), dec_body_);
+    decoder_norm_->forward(sized(be, a.dec_out, act, Nd, H), a.dec_body, a.decoder_norm);
     return;
   }
-  const Tensor out = sized(be, stage_out_, kernels::DType::F32, Nd + Ne, H);  // [decoder rows | encoder output]
-  kernels::copy(out.slice0(0, Nd), dec_body_);
-  kernels::copy(out.slice0(Nd, Ne), memory_);
+  const Tensor out = stage_out_ = sized(be, stage_out_buf_, kernels::DType::F32, Nd + Ne, H);  // [decoder | encoder]
+  kernels::copy(out.slice0(0, Nd), a.dec_body);
+  kernels::copy(out.slice0(Nd, Ne), a.memory);
 }
 
 double T5::forward(const T5Inputs& in, const layers::ForwardStep* step) {
@@ -350,18 +330,19 @@ double T5::forward(const T5Inputs& in, const layers::ForwardStep* step) {
   return forward_stage(in, nullptr, step);
 }
 
-double T5::forward_stage(const T5Inputs& in, const float* input, const layers::ForwardStep* step) {
-  have_forward_ = false;
+double T5::forward_stage(const T5Inputs& in, const float* input, const layers::ForwardStep* step, size_t slot) {
+  Activations& a = activation_slot(slots_, slot);
+  a.have_forward = false;
   check_inputs(in, head_held_);
-  forward_body(in, input, step ? *step : layers::ForwardStep{});
-  have_forward_ = true;
+  forward_body(in, input, step ? *step : layers::ForwardStep{}, a);
+  a.have_forward = true;
   if (!head_held_) return 0.0;
   // lm = Σ CE·mask / Σ mask over the decoder positions (logits = dec_out·Eᵀ + b over this rank's vocabulary).
   const int64_t Nd = (int64_t)in.B * in.Td;
-  const double masked = head_->forward(dec_out_.view({Nd, config_.hidden}), in.labels, in.loss_mask);
-  mask_sum_ = 0.0;
-  for (int64_t n = 0; n < Nd; n++) mask_sum_ += (double)in.loss_mask[n];
-  return masked / mask_sum_;  // 0/0 = NaN when nothing is masked, as in Megatron
+  const double masked = head_->forward(a.dec_out.view({Nd, config_.hidden}), in.labels, in.loss_mask, a.head);
+  a.mask_sum = 0.0;
+  for (int64_t n = 0; n < Nd; n++) a.mask_sum += (double)in.loss_mask[n];
+  return masked / a.mask_sum;  // 0/0 = NaN when nothing is masked, as in Megatron
 }
 
 void T5::backward(float loss_scale) {
@@ -372,20 +353,22 @@ void T5::backward(float loss_scale) {
 // Down the decoder (from the loss, or from what the next stage sent back: the decoder rows' gradient and the
 // encoder output's), then the encoder (its output's gradient summed over every cross-attention), to the embedding
 // (one scatter for both lookups) or to input_grad().
-void T5::backward_stage(const float* output_grad, float loss_scale) {
-  if (!have_forward_) throw Error("T5 backward: no forward() precedes it (or backward already ran)");
-  have_forward_ = false;
-  const int64_t Ne = (int64_t)B_ * Te_, Nd = (int64_t)B_ * Td_, H = config_.hidden;
+void T5::backward_stage(const float* output_grad, float loss_scale, size_t slot) {
+  if (slot >= slots_.size() || !slots_[slot]->have_forward)
+    throw Error("T5 backward: no forward() precedes it (or backward already ran)");
+  Activations& a = *slots_[slot];
+  a.have_forward = false;
+  const int64_t Ne = (int64_t)a.B * a.Te, Nd = (int64_t)a.B * a.Td, H = config_.hidden;
   kernels::Backend& be = backend();
   const kernels::DType act = store_.activation_dtype();
   // d_all is the gradient of the embedding's output (each stack's rows carried down through its layers in place);
   // d_in that of this stage's input, in the activation dtype.
   const Tensor d_all = embedding_ ? sized(be, d_all_, act, Ne + Nd, H, true) : Tensor{};
-  const int64_t in_rows = (int64_t)stage_input_elements(B_, Te_, Td_) / H;
+  const int64_t in_rows = (int64_t)stage_input_elements(a.B, a.Te, a.Td) / H;
   const Tensor d_in = in_rows > 0 ? sized(be, d_input_, act, in_rows, H, true) : Tensor{};
   Tensor g_out;  // d(loss)/d(output) of a stage that is not the last, in the activation dtype
   if (!head_held_) {
-    const int64_t out_rows = (int64_t)stage_output_elements(B_, Te_, Td_) / H;
+    const int64_t out_rows = (int64_t)stage_output_elements(a.B, a.Te, a.Td) / H;
     const Tensor g = sized(be, d_output_f32_, kernels::DType::F32, out_rows, H);
     be.copy_to_device(g.data, output_grad, (size_t)(out_rows * H) * sizeof(float));
     g_out = g;
@@ -400,37 +383,35 @@ void T5::backward_stage(const float* output_grad, float loss_scale) {
     if (!encoder_.empty()) d_memory = sized(be, d_memory_, act, Ne, H, true);
     else d_memory = decoder_lookup_ ? d_in : d_in.slice0(Nd, Ne);
     if (head_held_) {
-      if (mask_sum_ > 0.0) {
+      if (a.mask_sum > 0.0) {
         const Tensor d_out = sized(be, d_dec_out_, act, Nd, H, true);
-        head_->backward(d_out, (float)((double)loss_scale / mask_sum_));
-        decoder_norm_->backward(d_dec, d_out, dec_body_);
+        head_->backward(d_out, (float)((double)loss_scale / a.mask_sum), a.head);
+        decoder_norm_->backward(d_dec, d_out, a.dec_body, a.decoder_norm);
       }
       hook_at("language_model.decoder.final_norm.weight");
     } else {
       kernels::copy(d_dec, g_out.slice0(0, Nd));
       kernels::copy(d_memory, g_out.slice0(Nd, Ne));
     }
-    decoder_recompute_.backward(decoder_, decoder_run(), [&](size_t l) {
-      decoder_[l]->backward(d_dec, d_memory);
+    decoder_.backward(d_dec, d_memory, a.decoder, [&](size_t l) {
       if (ready_hook_) ready_hook_(table()[decoder_first_[l]].offset);
     });
   }
   if (!encoder_.empty()) {
     const Tensor d_enc = encoder_lookup_ ? d_all.slice0(0, Ne) : d_in;
     if (encoder_norm_held_) {
-      encoder_norm_->backward(d_enc, decoder_.empty() ? g_out : d_memory, enc_body_);
+      encoder_norm_->backward(d_enc, decoder_.empty() ? g_out : d_memory, a.enc_body, a.encoder_norm);
       hook_at("language_model.encoder.final_norm.weight");
     } else {
       kernels::copy(d_enc, g_out);
     }
-    encoder_recompute_.backward(encoder_, encoder_run(), [&](size_t l) {
-      encoder_[l]->backward(d_enc, Tensor{});
+    encoder_.backward(d_enc, Tensor{}, a.encoder, [&](size_t l) {
       if (ready_hook_) ready_hook_(table()[encoder_first_[l]].offset);
     });
   }
-  if (embedding_) embedding_->backward(d_all);
+  if (embedding_) embedding_->backward(d_all, a.embedding);
   if (d_in.present()) {  // for the previous stage, in fp32
-    kernels::copy(sized(be, d_input_f32_, kernels::DType::F32, in_rows, H), d_in);
+    kernels::copy(input_grad_ = sized(be, d_input_f32_, kernels::DType::F32, in_rows, H), d_in);
   }
   if (ready_hook_) ready_hook_(0);
 }
@@ -438,16 +419,17 @@ void T5::backward_stage(const float* output_grad, float loss_scale) {
 const float* T5::forward_logits(const int32_t* encoder_tokens, int B, int Te, const int32_t* decoder_tokens,
                                int Td) {
   require_whole("forward_logits");
-  have_forward_ = false;
+  Activations& a = activation_slot(slots_, 0);
+  a.have_forward = false;
   T5Inputs in;
   in.B = B, in.Te = Te, in.Td = Td;
   in.encoder_tokens = encoder_tokens;
   in.decoder_tokens = decoder_tokens;
   check_inputs(in, false);
-  forward_body(in, nullptr, layers::ForwardStep{});
+  forward_body(in, nullptr, layers::ForwardStep{}, a);
   const int64_t Nd = (int64_t)B * Td;
   logits_.resize(backend(), kernels::DType::F32, (size_t)(Nd * head_->local_vocab()));
-  head_->logits(logits_.view({Nd, head_->local_vocab()}), dec_out_.view({Nd, config_.hidden}));
+  head_->logits(logits_.view({Nd, head_->local_vocab()}), a.dec_out.view({Nd, config_.hidden}));
   return logits_.f32();
 }
 
@@ -456,26 +438,24 @@ Tensor T5::encode(const int32_t* tokens, int B, int Te) {
   kernels::Backend& be = backend();
   std::vector<int32_t> pos((size_t)Ne);
   for (int64_t n = 0; n < Ne; n++) pos[(size_t)n] = (int32_t)(n % Te);
-  const layers::ForwardStep step{};
-  Tensor x = embedding_->forward(upload_ids(tokens_, tokens, (size_t)Ne), upload_ids(positions_, pos.data(), (size_t)Ne),
-                                 Tensor{}, step);
-  for (auto& layer : encoder_) x = layer->forward(x, {B, Te, {}, {}, {}, 0}, step);
-  enc_out_.resize(be, kernels::DType::F32, (size_t)(Ne * H));
-  const Tensor memory = enc_out_.view({Ne, H});
+  Tensor x = embedding_->forward(upload_ids(decode_tokens_, tokens, (size_t)Ne),
+                                 upload_ids(decode_positions_, pos.data(), (size_t)Ne), Tensor{});
+  x = encoder_.forward(x, {B, Te, {}, {}, {}, 0}, layers::ForwardStep{}, encode_saved_);
+  const Tensor memory = sized(be, decode_memory_, kernels::DType::F32, Ne, H);
   encoder_norm_->forward(memory, x);
   return memory;
 }
 
 void T5::decode_begin(const int32_t* encoder_tokens, int B, int Te) {
   require_whole("decode_begin");
-  have_forward_ = false;
+  if (!slots_.empty()) slots_[0]->have_forward = false;
   if (B < 1 || Te < 1) throw Error("T5 decode: batch size and encoder length must be >= 1");
   if (Te > config_.max_positions)
     throw Error("T5 decode: the encoder input (" + std::to_string(Te) + " tokens) exceeds max_positions " +
                 std::to_string(config_.max_positions));
   check_ids(encoder_tokens, (size_t)B * Te, config_.vocab_size, "T5 decode", "encoder token");
   const Tensor memory = encode(encoder_tokens, B, Te);
-  for (auto& layer : decoder_) layer->decode_begin(B, config_.max_positions, memory, Te);
+  for (auto& layer : decoder_.layers()) layer->decode_begin(B, config_.max_positions, memory, Te);
   decode_B_ = B;
   decode_pos_ = 0;
 }

@@ -26,38 +26,26 @@
 #include "layers/transformer_layer.h"
 #include "layers/workspace.h"
 #include "model/language_model.h"
+#include "model/transformer_config.h"
 #include "param/parameter.h"
 
 namespace lmforge::model {
 
 // Megatron T5's shapes (bert-t5-reference-notes §3.1), named as its arguments.
-struct T5Config {
+// The shared transformer fields are TransformerConfig's (vocab_size: the tokenizer's vocabulary including [BOS]/[EOS]
+// and the --vocab-extra-ids sentinels, 30522 + 2 + 100 for bert-base-uncased). Its recompute applies to the encoder
+// and the decoder stack each: selective recomputes the core of every self- and cross-attention; full counts
+// num_layers in each stack, as Megatron's two ParallelTransformers do.
+struct T5Config : TransformerConfig {
+  T5Config() { vocab_size = 30624; }
   int encoder_num_layers = 12;  // --encoder-num-layers (or --num-layers)
   int decoder_num_layers = 0;   // --decoder-num-layers; 0: the encoder's count (Megatron M23 has no default and
                                 // crashes without it)
-  int hidden = 768;             // --hidden-size
-  int heads = 12;               // --num-attention-heads
-  int ffn_hidden = 0;           // --ffn-hidden-size; 0: 4·hidden
   int encoder_seq_length = 512;  // --encoder-seq-length (or --seq-length)
   int decoder_seq_length = 128;  // --decoder-seq-length
-  int max_positions = 512;       // --max-position-embeddings; >= both lengths (one table serves both stacks)
-  // The tokenizer's vocabulary including [BOS]/[EOS] and the --vocab-extra-ids sentinels (30522 + 2 + 100 for
-  // bert-base-uncased), padded as GPTConfig pads it.
-  int vocab_size = 30624;
-  int make_vocab_size_divisible_by = 128;
-  float layernorm_eps = 1e-5f;   // --norm-epsilon
   kernels::GeluKind gelu = kernels::GeluKind::TANH;  // Megatron's fused bias-GELU (tanh); ERF: --no-bias-gelu-fusion
-  float init_std = 0.02f;        // --init-method-std
-  float hidden_dropout = 0.1f;   // --hidden-dropout
-  float attention_dropout = 0.1f;  // --attention-dropout
-  // Megatron's activation recomputation (layers::Recompute): selective recomputes the core of every self- and
-  // cross-attention; full applies to the encoder and the decoder stack each (num_layers counted in each, as
-  // Megatron's two ParallelTransformers do). The losses and gradients are bit for bit those without it.
-  layers::Recompute recompute;
 
   int decoder_layers() const { return decoder_num_layers > 0 ? decoder_num_layers : encoder_num_layers; }
-  int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
-  int padded_vocab_size() const;
   // Throws lmforge::Error naming the first inconsistent field.
   void validate() const;
 };
@@ -106,7 +94,7 @@ struct T5Inputs {
 // stacks; biases 0, LayerNorms 1/0. Layout-independent streams as GPT's.
 class T5 : public LanguageModel {
  public:
-  explicit T5(const T5Config& config, kernels::Backend& backend = kernels::cpu_backend(),
+  explicit T5(const T5Config& config, kernels::Backend& backend,
               dist::Communicator* tensor_parallel = nullptr, Stage stage = {});
   ~T5();
 
@@ -141,10 +129,15 @@ class T5 : public LanguageModel {
   // the loss (last stage) or from output_grad, shaped as the output; afterwards input_grad() is shaped as the input
   // (a decoder stage's encoder rows sum its cross-attentions' gradients and what came back from later stages).
   // Stage sizes in floats: stage_input_elements / stage_output_elements.
-  double forward_stage(const T5Inputs& in, const float* input, const layers::ForwardStep* step);
-  const float* stage_output() const { return stage_out_.count() ? stage_out_.f32() : nullptr; }
-  void backward_stage(const float* output_grad, float loss_scale = 1.0f);
-  const float* input_grad() const { return d_input_f32_.count() ? d_input_f32_.f32() : nullptr; }
+  //
+  // `slot` names the micro-batch's activations (as GPT::forward_stage): each forward keeps them in its slot until
+  // backward_stage of the same slot. forward()/backward() use slot 0.
+  double forward_stage(const T5Inputs& in, const float* input, const layers::ForwardStep* step, size_t slot = 0);
+  kernels::Tensor stage_output() const { return stage_out_; }  // fp32 on the device, shaped as described above
+  void backward_stage(const float* output_grad, float loss_scale = 1.0f, size_t slot = 0);
+  // Layer forwards run so far in both stacks (recomputation included).
+  int64_t layer_forwards() const { return encoder_.layer_forwards() + decoder_.layer_forwards(); }
+  kernels::Tensor input_grad() const { return input_grad_; }
   size_t stage_input_elements(int B, int Te, int Td) const;
   size_t stage_output_elements(int B, int Te, int Td) const;
 
@@ -162,46 +155,57 @@ class T5 : public LanguageModel {
   double training_flops(int B, int Te, int Td) const;
 
  private:
+  // What one micro-batch's forward keeps for its backward (see forward_stage's slot).
+  struct Activations {
+    int B = 0, Te = 0, Td = 0;
+    bool have_forward = false;
+    double mask_sum = 0.0;
+    kernels::Buffer tokens, positions, enc_padding, dec_padding;
+    kernels::Buffer enc_out, dec_out;       // the encoder's final LayerNorm output; the decoder's (last stage)
+    kernels::Buffer stage_in_f32, stage_in;  // a later stage's input (fp32 as received, activation dtype)
+    kernels::Tensor enc_pad, dec_pad, enc_body, dec_body, memory;
+    layers::Embedding::Saved embedding;
+    layers::TransformerStack::Saved encoder, decoder;
+    layers::LayerNorm::Saved encoder_norm, decoder_norm;
+    layers::LmHead::Saved head;
+  };
+
   // need_labels: training/evaluation (labels and loss mask checked too); false: inference.
   void check_inputs(const T5Inputs& in, bool need_labels = true) const;
-  // The stage's layers and final LayerNorms over one micro-batch: the encoder's output in memory_ (when this stage
-  // has it), the decoder's final LayerNorm output in dec_out_ (last stage), or the stage's output in stage_out_.
-  void forward_body(const T5Inputs& in, const float* input, const layers::ForwardStep& step);
-  // The encoder over `tokens` [B·Te] alone, its final LayerNorm's output in enc_out_ (inference).
+  // The stage's layers and final LayerNorms over one micro-batch: the encoder's output in a.memory (when this stage
+  // has it), the decoder's final LayerNorm output in a.dec_out (last stage), or the stage's output in stage_out_.
+  void forward_body(const T5Inputs& in, const float* input, const layers::ForwardStep& step, Activations& a);
+  // The encoder over `tokens` [B·Te] alone, its final LayerNorm's output in decode_memory_ (inference).
   kernels::Tensor encode(const int32_t* tokens, int B, int Te);
   void require_whole(const char* what) const;
   // The lookup of both stacks' tokens (rows [0, Ne) the encoder's, [Ne, Ne + Nd) the decoder's), so that its
   // dropout draws what the whole model's one lookup draws on every stage; a stage uses its own rows.
-  kernels::Tensor embed_both(const T5Inputs& in, const layers::ForwardStep& step);
-  // rows × H floats of the previous stage (host, fp32) as a device tensor in the activation dtype, kept until the
-  // backward (the layers keep views of it).
-  kernels::Tensor stage_input(const float* input, int64_t rows);
+  kernels::Tensor embed_both(const T5Inputs& in, const layers::ForwardStep& step, Activations& a);
+  // rows × H floats of the previous stage (host, fp32) as a device tensor in the activation dtype, kept in `a`
+  // until the backward (the layers keep views of it).
+  kernels::Tensor stage_input(const float* input, int64_t rows, Activations& a);
   void hook_at(const char* name) {
     if (ready_hook_) ready_hook_(tensor(name).offset);
   }
-  // One encoder / decoder layer's forward with the last micro-batch's padding, memory, sizes and step.
-  layers::StackRecomputation::Run encoder_run();
-  layers::StackRecomputation::Run decoder_run();
 
   T5Config config_;
   Stage stage_;
   // What the stage's layers imply (see Stage above).
   bool encoder_lookup_ = false, decoder_lookup_ = false, encoder_norm_held_ = false, head_held_ = false;
   std::unique_ptr<layers::Embedding> embedding_;
-  std::vector<std::unique_ptr<layers::TransformerLayer>> encoder_, decoder_;
+  // This stage's encoder and decoder layers; full recomputation chunks each stack (Megatron's two
+  // ParallelTransformers, per stage).
+  layers::TransformerStack encoder_, decoder_;
   std::vector<size_t> encoder_first_, decoder_first_;  // table index of each layer's first tensor
-  layers::StackRecomputation encoder_recompute_, decoder_recompute_;  // full recomputation (none unless configured)
-  layers::ForwardStep step_;                                           // the last training forward's
   std::unique_ptr<layers::LayerNorm> encoder_norm_, decoder_norm_;
   std::unique_ptr<layers::LmHead> head_;
 
-  int B_ = 0, Te_ = 0, Td_ = 0;
-  bool have_forward_ = false;
-  double mask_sum_ = 0.0;
-  kernels::Buffer tokens_, positions_, enc_padding_, dec_padding_;
-  kernels::Buffer enc_out_, dec_out_, logits_, d_all_, d_dec_out_, d_memory_, d_output_, d_output_f32_;
-  kernels::Buffer stage_in_f32_, stage_in_, stage_out_, d_input_, d_input_f32_;
-  kernels::Tensor enc_pad_, dec_pad_, enc_body_, dec_body_, memory_;
+  std::vector<std::unique_ptr<Activations>> slots_;
+  kernels::Buffer logits_, stage_out_buf_;                              // scratch of one forward
+  kernels::Tensor stage_out_, input_grad_;                              // the stage's fp32 output, input gradient
+  kernels::Buffer d_all_, d_dec_out_, d_memory_, d_output_, d_output_f32_, d_input_, d_input_f32_;  // of one backward
+  layers::TransformerStack::Saved encode_saved_;                        // inference: the encoder's activations
+  kernels::Buffer decode_tokens_, decode_positions_, decode_memory_;    // a decode session's encoder output
   int decode_B_ = 0, decode_pos_ = 0;
 };
 

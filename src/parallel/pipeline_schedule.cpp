@@ -1,4 +1,5 @@
-// defines: PipelineSchedule (1F1B with stashed inputs and recomputation; the tied-gradient sum between stages)
+// defines: PipelineSchedule (1F1B, each micro-batch's activations in its own slot; the tied-gradient sum between
+//          stages)
 #include "parallel/pipeline_schedule.h"
 
 #include <algorithm>
@@ -28,7 +29,6 @@ std::vector<double> PipelineSchedule::run(const StepPlan& plan, MicroBatchPasses
   const int64_t m = local_micro_batches(plan.global_micro_batches, buckets);
   const int s = pipe_.rank(), P = pipe_.size();
   std::vector<double> sums(stage_.num_losses(), 0.0);
-  held_ = -1;
   training_ = plan.training;
   // Warm-up: enough forwards to fill the pipeline below this stage (all of them when only forwarding).
   const int64_t warmup = plan.training ? std::min<int64_t>(P - s - 1, m) : m;
@@ -60,51 +60,39 @@ std::vector<double> PipelineSchedule::run(const StepPlan& plan, MicroBatchPasses
 void PipelineSchedule::forward(const StepPlan& plan, int64_t k, const GradBuckets& buckets,
                                std::vector<double>& sums) {
   InFlight e;
+  e.k = k;
   if (!spare_.empty()) {
-    e = std::move(spare_.back());
+    e.slot = spare_.back();
     spare_.pop_back();
   } else {
     e.slot = slots_++;
   }
-  e.k = k;
   stage_.load(e.slot, global_micro_batch(k, buckets));  // the global index: one process's samples and dropout masks
   const size_t n_in = stage_.input_elements(e.slot), n_out = stage_.output_elements(e.slot);
   const int s = pipe_.rank();
   if (!stage_.first_stage()) {
-    e.input.resize(n_in);
-    pipe_.recv(e.input.data(), n_in * sizeof(float), s - 1);
+    input_.resize(n_in);
+    pipe_.recv(input_.data(), n_in * sizeof(float), s - 1);
   }
   const auto t0 = Clock::now();
-  const std::vector<double> losses = stage_.forward_stage(e.slot, e.input.data());
+  const std::vector<double> losses = stage_.forward_stage(e.slot, input_.data());
   if (plan.training) timing_.busy_ms += ms_since(t0), timing_.forwards++;
-  held_ = k;
   for (size_t i = 0; i < losses.size() && i < sums.size(); i++) sums[i] += losses[i];
   if (!stage_.last_stage()) send(stage_.stage_output(), n_out, s + 1);
   if (!plan.training) {
-    spare_.push_back(std::move(e));
+    spare_.push_back(e.slot);
     return;
   }
-  stash_bytes_ += e.input.size() * sizeof(float);
-  timing_.peak_stash_bytes = std::max(timing_.peak_stash_bytes, stash_bytes_);
-  in_flight_.push_back(std::move(e));
+  in_flight_.push_back(e);
+  timing_.peak_in_flight = std::max(timing_.peak_in_flight, in_flight_.size());
 }
 
 void PipelineSchedule::backward(const StepPlan& plan, GradBuckets& buckets, bool last) {
   if (in_flight_.empty()) throw std::logic_error("PipelineSchedule: a backward without a forward in flight");
-  InFlight e = std::move(in_flight_.front());
+  const InFlight e = in_flight_.front();
   in_flight_.pop_front();
   const size_t n_in = stage_.input_elements(e.slot), n_out = stage_.output_elements(e.slot);
   const int s = pipe_.rank();
-  if (held_ != e.k) {
-    // The layers hold a later micro-batch: run this one's forward again (while the next stage is still busy with
-    // the backward whose gradient we wait for next).
-    const auto t0 = Clock::now();
-    stage_.forward_stage(e.slot, e.input.data());
-    const double ms = ms_since(t0);
-    timing_.busy_ms += ms;
-    timing_.recompute_ms += ms;
-    timing_.recomputed++;
-  }
   if (!stage_.last_stage()) {
     grad_.resize(n_out);
     pipe_.recv(grad_.data(), n_out * sizeof(float), s + 1);
@@ -115,23 +103,27 @@ void PipelineSchedule::backward(const StepPlan& plan, GradBuckets& buckets, bool
   const auto t0 = Clock::now();
   // The last stage scales the loss (--fp16's loss scale; the others receive scaled gradients); the 1/M comes with
   // the reduction, as SequentialSchedule.
-  stage_.backward_stage(grad_.data(), plan.loss_scale);
+  stage_.backward_stage(e.slot, grad_.data(), plan.loss_scale);
   timing_.busy_ms += ms_since(t0);
   timing_.backwards++;
-  held_ = -1;
   if (!stage_.first_stage()) send(stage_.input_grad(), n_in, s - 1);
-  stash_bytes_ -= e.input.size() * sizeof(float);
-  spare_.push_back(std::move(e));
+  spare_.push_back(e.slot);
 }
 
-void PipelineSchedule::send(const float* data, size_t n, int dest) {
+void PipelineSchedule::send(const kernels::Tensor& data, size_t n, int dest) {
+  if (data.dtype != kernels::DType::F32 || (size_t)data.numel() != n || !data.contiguous())
+    throw std::logic_error("PipelineSchedule: a stage message is not " + std::to_string(n) + " contiguous fp32 values: " +
+                           data.describe());
   reap_sends(false);
   Sending out;
   if (!free_buffers_.empty()) {
     out.data = std::move(free_buffers_.back());
     free_buffers_.pop_back();
   }
-  out.data.assign(data, data + n);  // the stage overwrites its output with the next forward
+  // Staged in host memory through the device's copy (the stage overwrites its output with the next forward, and
+  // the transport reads host memory).
+  out.data.resize(n);
+  kernels::backend_for(data.device).copy_to_host(out.data.data(), data.data, n * sizeof(float));
   out.handle = pipe_.isend(out.data.data(), n * sizeof(float), dest);
   if (training_) timing_.sent_bytes += n * sizeof(float);
   sending_.push_back(std::move(out));

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dist/communicator.h"
+#include "kernels/tensor.h"
 #include "param/parameter.h"
 #include "parallel/microbatch_schedule.h"
 
@@ -24,13 +25,17 @@ class StagePasses : public MicroBatchPasses {
   virtual size_t input_elements(size_t slot) const = 0;
   virtual size_t output_elements(size_t slot) const = 0;
   // Forward of the micro-batch in `slot` from `input` (ignored on the first stage): the last stage returns the
-  // losses, the others an empty vector, their output at stage_output() until the next forward.
+  // losses, the others an empty vector, their output at stage_output() until the next forward. The stage keeps
+  // the micro-batch's activations in the slot until its backward (other slots' forwards may come between).
   virtual std::vector<double> forward_stage(size_t slot, const float* input) = 0;
-  virtual const float* stage_output() const = 0;
-  // Backward of the last forward (the last stage from its losses, the others from d(loss)/d(output)); accumulates
-  // loss_scale · d/dθ into grads(); afterwards input_grad() holds d(loss)/d(input) (not on the first stage).
-  virtual void backward_stage(const float* output_grad, float loss_scale) = 0;
-  virtual const float* input_grad() const = 0;
+  // The output, an fp32 device tensor of output_elements floats (staged through host memory by the backend's copy
+  // for the transport).
+  virtual kernels::Tensor stage_output() const = 0;
+  // Backward of the micro-batch in `slot` (the last stage from its losses, the others from d(loss)/d(output));
+  // accumulates loss_scale · d/dθ into grads(); afterwards input_grad() holds d(loss)/d(input) (not on the first
+  // stage) until the next forward or backward.
+  virtual void backward_stage(size_t slot, const float* output_grad, float loss_scale) = 0;
+  virtual kernels::Tensor input_grad() const = 0;  // as stage_output, input_elements floats
   // Tensors this stage holds that another stage holds too (the tied word embedding), by name; the stage's table
   // and the whole model's (every stage lists the shared tensors in the whole model's order); the gradient buffer
   // (a flat f32 view of device memory).
@@ -44,11 +49,10 @@ class StagePasses : public MicroBatchPasses {
 struct PipelineTiming {
   int64_t steps = 0;
   double wall_ms = 0.0;        // inside run() for training steps (idle: wall − busy)
-  double busy_ms = 0.0;        // in forward_stage / backward_stage (recomputation included)
-  double recompute_ms = 0.0;   // of which repeated forwards
-  int64_t forwards = 0, backwards = 0, recomputed = 0;
+  double busy_ms = 0.0;        // in forward_stage / backward_stage
+  int64_t forwards = 0, backwards = 0;
   uint64_t sent_bytes = 0;     // activations and their gradients sent to the neighbouring stages
-  size_t peak_stash_bytes = 0; // largest total of stashed stage inputs (the activation memory held between passes)
+  size_t peak_in_flight = 0;   // most micro-batches forwarded and not yet backwarded (activation sets held)
 };
 
 // 1F1B on stage s of P (Megatron's schedules.py): with m micro-batches on this data-parallel rank,
@@ -60,10 +64,9 @@ struct PipelineTiming {
 // while they travel, as far as the transport progresses them) and blocking receives in schedule order; messages
 // between two stages flow one kind per direction, in order, so no tags are needed.
 //
-// Activation memory: the layers keep the activations of ONE micro-batch, so a stage stashes only each in-flight
-// micro-batch's input (B·T·hidden floats) and, when its backward comes after another micro-batch's forward, runs
-// that forward again from the stash first (Megatron's full activation recomputation: same dropout masks, same
-// values), then backward. The last stage never recomputes; the others recompute every micro-batch.
+// Activation memory: each micro-batch in flight keeps its activations in its slot of the stage (the stage's model
+// holds one activation set per slot), so every micro-batch's forward runs once, as in Megatron; stage s holds at
+// most P − s sets (with --recompute-granularity full each set is only its chunks' boundaries).
 //
 // Micro-batch k of data-parallel rank r is the global micro-batch k·D + r (as SequentialSchedule), on every stage.
 // Each micro-batch in flight keeps its slot of the passes (its batch) until its backward.
@@ -81,8 +84,7 @@ class PipelineSchedule final : public MicroBatchSchedule {
  private:
   struct InFlight {
     int64_t k = 0;             // local micro-batch
-    size_t slot = 0;           // its batch in the passes
-    std::vector<float> input;  // the stage's input (not on the first stage)
+    size_t slot = 0;           // its batch and activations in the passes
   };
   struct Sending {
     int handle = -1;
@@ -91,7 +93,7 @@ class PipelineSchedule final : public MicroBatchSchedule {
 
   void forward(const StepPlan& plan, int64_t k, const GradBuckets& buckets, std::vector<double>& sums);
   void backward(const StepPlan& plan, GradBuckets& buckets, bool last);
-  void send(const float* data, size_t n, int dest);
+  void send(const kernels::Tensor& data, size_t n, int dest);
   void reap_sends(bool wait);
   void sum_shared_gradients();
   // For each tensor this stage shares: its offset, size and the stages holding it (ascending), found once.
@@ -104,15 +106,14 @@ class PipelineSchedule final : public MicroBatchSchedule {
   dist::Communicator& pipe_;
   StagePasses& stage_;
   std::deque<InFlight> in_flight_;
-  std::vector<InFlight> spare_;         // reused stash entries (no allocation per micro-batch)
-  size_t slots_ = 0;                    // slots handed out (one per stash entry ever created)
+  std::vector<size_t> spare_;           // slots free for the next forward (reused: their buffers are allocated)
+  size_t slots_ = 0;                    // slots handed out
+  std::vector<float> input_;            // the input received from the previous stage (the stage copies it)
   std::deque<Sending> sending_;
   std::vector<std::vector<float>> free_buffers_;
   std::vector<float> grad_;             // the gradient received from the next stage
   std::vector<Shared> shared_;
   bool shared_found_ = false;
-  int64_t held_ = -1;                   // the micro-batch whose activations the layers hold (-1: none)
-  size_t stash_bytes_ = 0;
   bool training_ = false;               // the step being run trains (timing counts training steps only)
   PipelineTiming timing_;
 };

@@ -11,8 +11,8 @@
 #include <variant>
 
 #include "checkpoint/checkpoint.h"
-#include "train/gpt_hf_config.h"
-#include "train/t5_model.h"
+#include "families/gpt/gpt_hf_config.h"
+#include "families/t5/t5_hf_config.h"
 #include "util/error.h"
 
 namespace lmforge::train {
@@ -169,10 +169,11 @@ void load_checked(const std::string& weights, const std::vector<param::Parameter
 
 }  // namespace
 
-std::unique_ptr<model::GPT> load_model(const std::string& path, const std::string& config_path) {
+std::unique_ptr<model::GPT> load_model(const std::string& path, kernels::Backend& backend,
+                                       const std::string& config_path) {
   const CheckpointFiles files = checkpoint_files(path, config_path);
   const model::GPTConfig config = gpt_config_from_json(read_config(files.config), files.config);
-  auto model = std::make_unique<model::GPT>(config);
+  auto model = std::make_unique<model::GPT>(config, backend);
   load_checked(files.weights, model->tensors(), model->params());
   return model;
 }
@@ -186,10 +187,11 @@ std::string checkpoint_model_type(const std::string& path, const std::string& co
   return type ? *type : "";
 }
 
-std::unique_ptr<model::T5> load_t5_model(const std::string& path, const std::string& config_path) {
+std::unique_ptr<model::T5> load_t5_model(const std::string& path, kernels::Backend& backend,
+                                         const std::string& config_path) {
   const CheckpointFiles files = checkpoint_files(path, config_path);
   const model::T5Config config = t5_config_from_json(read_config(files.config), files.config);
-  auto model = std::make_unique<model::T5>(config);
+  auto model = std::make_unique<model::T5>(config, backend);
   load_checked(files.weights, model->table().all(), model->params());
   return model;
 }

@@ -47,8 +47,10 @@ std::vector<int32_t> generate(model::GPT& model, std::span<const int32_t> prompt
 
 // A model for inference from `path`: a save directory (its latest checkpoint), an iteration directory or a Hugging
 // Face model directory (model.safetensors + config.json), or a .safetensors file with config.json beside it.
-// config_path, when given, names the config.json instead. Errors name the file at fault.
-std::unique_ptr<model::GPT> load_model(const std::string& path, const std::string& config_path = "");
+// config_path, when given, names the config.json instead. The model lives on `backend` (the --device of the command).
+// Errors name the file at fault.
+std::unique_ptr<model::GPT> load_model(const std::string& path, kernels::Backend& backend,
+                                       const std::string& config_path = "");
 
 // ---- Megatron's T5 (span filling) ----
 
@@ -57,7 +59,8 @@ std::unique_ptr<model::GPT> load_model(const std::string& path, const std::strin
 std::string checkpoint_model_type(const std::string& path, const std::string& config_path = "");
 
 // load_model for a T5 checkpoint (config.json with model_type "lmforge-megatron-t5").
-std::unique_ptr<model::T5> load_t5_model(const std::string& path, const std::string& config_path = "");
+std::unique_ptr<model::T5> load_t5_model(const std::string& path, kernels::Backend& backend,
+                                         const std::string& config_path = "");
 
 // A T5 prompt: the text between literal "<extra_id_N>" markers is WordPiece-encoded by `encoder`; each marker
 // becomes sentinels[N] (the tokenizer never produces a sentinel from text, as in Megatron, so the prompt names

@@ -70,11 +70,11 @@ size_t ModelPasses::output_elements(size_t slot) const {
 
 std::vector<double> ModelPasses::forward_stage(size_t slot, const float* input) {
   const Slot& s = slots_.at(slot);
-  return pipeline_stage().forward_stage(s.batch, input, step_of(s));
+  return pipeline_stage().forward_stage(s.batch, input, step_of(s), slot);
 }
 
-void ModelPasses::backward_stage(const float* output_grad, float loss_scale) {
-  pipeline_stage().backward_stage(output_grad, loss_scale);
+void ModelPasses::backward_stage(size_t slot, const float* output_grad, float loss_scale) {
+  pipeline_stage().backward_stage(output_grad, loss_scale, slot);
 }
 
 }  // namespace lmforge::train

@@ -33,9 +33,9 @@ class ModelPasses final : public parallel::StagePasses {
   size_t input_elements(size_t slot) const override;
   size_t output_elements(size_t slot) const override;
   std::vector<double> forward_stage(size_t slot, const float* input) override;
-  const float* stage_output() const override { return pipeline_stage().stage_output(); }
-  void backward_stage(const float* output_grad, float loss_scale) override;
-  const float* input_grad() const override { return pipeline_stage().input_grad(); }
+  kernels::Tensor stage_output() const override { return pipeline_stage().stage_output(); }
+  void backward_stage(size_t slot, const float* output_grad, float loss_scale) override;
+  kernels::Tensor input_grad() const override { return pipeline_stage().input_grad(); }
   std::vector<std::string> shared_tensors() const override { return pipeline_stage().shared_tensors(); }
   const param::ParamTable& table() const override { return model_.table(); }
   param::ParamTable whole_table() const override { return model_.whole_table(); }

@@ -27,15 +27,18 @@ class PipelineStage {
   virtual size_t output_elements(const Batch& batch) const { return activation_elements(batch); }
   // Forward of one micro-batch: the first stage reads `batch`, the others `input` (input_elements floats; the
   // last stage also reads the batch's targets). The last stage returns the losses (as Model::forward); the others
-  // return an empty vector and leave their output at stage_output() until the next forward.
-  virtual std::vector<double> forward_stage(const Batch& batch, const float* input,
-                                            const layers::ForwardStep& step) = 0;
-  virtual const float* stage_output() const = 0;
-  // Backward of the last forward: the last stage from its losses (output_grad unused), the others from
-  // d(loss)/d(output); accumulates loss_scale · d/dθ into grads(). Afterwards input_grad() (not on the first stage)
-  // holds d(loss)/d(input) until the next forward or backward.
-  virtual void backward_stage(const float* output_grad, float loss_scale) = 0;
-  virtual const float* input_grad() const = 0;
+  // return an empty vector and leave their output at stage_output() until the next forward. The micro-batch's
+  // activations stay in activation slot `slot` until backward_stage of the same slot (a 1F1B stage has several
+  // micro-batches in flight; each forward runs once).
+  virtual std::vector<double> forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step,
+                                            size_t slot) = 0;
+  // The output as an fp32 device tensor of output_elements floats (moved to the next stage through the backend).
+  virtual kernels::Tensor stage_output() const = 0;
+  // Backward of the micro-batch whose forward used `slot`: the last stage from its losses (output_grad unused), the
+  // others from d(loss)/d(output); accumulates loss_scale · d/dθ into grads(). Afterwards input_grad() (not on the
+  // first stage) holds d(loss)/d(input) until the next forward or backward.
+  virtual void backward_stage(const float* output_grad, float loss_scale, size_t slot) = 0;
+  virtual kernels::Tensor input_grad() const = 0;
   // Tensors this stage holds that another stage holds too (the tied word embedding on the first and the last
   // stage; T5's word and position tables on the first stage and the decoder's first, the word table on the last
   // too): their gradients are summed between the holders each step, and they are saved and counted in the

@@ -6,18 +6,11 @@
 
 #include "optim/factory.h"
 #include "optim/lr_schedule.h"
-#include "parallel/process_groups.h"
+#include "families/registry.h"
 #include "util/error.h"
 #include "util/strings.h"
 
 namespace lmforge::train {
-using parallel::encoder_decoder_stages;
-using parallel::stage_layer_counts;  // (parallel/process_groups.h)
-
-namespace {
-
-
-}  // namespace
 
 // The dataset prefixes of --data-path: one prefix, or weight/prefix pairs (a blend).
 std::vector<std::string> data_prefixes(const std::vector<std::string>& data_path) {
@@ -121,20 +114,6 @@ void validate_train_options(TrainOptions& o) {
     if (set && o.load.empty()) throw Error(std::string(flag) + " needs --load (it says how to resume)");
   if (o.threads < 0) throw Error("--threads must be >= 0");
   if (o.print_samples < 0) throw Error("--print-samples must be >= 0");
-  if (o.model_type != "gpt") {
-    if (o.ffn_hidden_size < 0) throw Error("--ffn-hidden-size must be positive");
-    if (!(o.mask_prob >= 0.0 && o.mask_prob <= 1.0)) throw Error("--mask-prob must be in [0, 1]");
-    if (!(o.short_seq_prob >= 0.0 && o.short_seq_prob <= 1.0)) throw Error("--short-seq-prob must be in [0, 1]");
-    if (o.seed == 0 || o.seed > 2147483647u)
-      throw Error("--seed " + std::to_string(o.seed) + ": Megatron's BERT/T5 samples map needs 0 < seed < 2^31");
-  }
-  if (o.model_type == "t5") {
-    need_positive(o.decoder_seq_length, "--decoder-seq-length");
-    if (o.decoder_num_layers < 0) throw Error("--decoder-num-layers must be positive");
-    if (o.decoder_seq_length > o.max_position_embeddings)
-      throw Error("--decoder-seq-length " + int_text(o.decoder_seq_length) + " exceeds --max-position-embeddings " +
-                  int_text(o.max_position_embeddings) + " (encoder and decoder share one position table)");
-  }
   if (o.layernorm_epsilon < 0.0) throw Error("--layernorm-epsilon must be positive");
   need_positive(o.tensor_model_parallel_size, "--tensor-model-parallel-size");
   need_positive(o.pipeline_model_parallel_size, "--pipeline-model-parallel-size");
@@ -142,18 +121,8 @@ void validate_train_options(TrainOptions& o) {
       (o.decoder_first_pipeline_num_layers >= 0 || o.decoder_last_pipeline_num_layers >= 0))
     throw Error("--decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers need "
                 "--pipeline-model-parallel-size > 1");
-  if (o.pipeline_model_parallel_split_rank >= 0 && o.model_type != "t5")
-    throw Error("--pipeline-model-parallel-split-rank applies to train t5 (an encoder-decoder model) only");
-  if (o.model_type == "t5") {
-    if (o.decoder_first_pipeline_num_layers >= 0 || o.decoder_last_pipeline_num_layers >= 0)
-      throw Error("--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers: train t5 splits its "
-                  "encoder and decoder evenly over the stages before and after --pipeline-model-parallel-split-rank");
-    encoder_decoder_stages(o.num_layers, o.decoder_num_layers > 0 ? o.decoder_num_layers : o.num_layers,
-                           o.pipeline_model_parallel_size, o.pipeline_model_parallel_split_rank);
-  } else {
-    stage_layer_counts(o.num_layers, o.pipeline_model_parallel_size, o.decoder_first_pipeline_num_layers,
-                       o.decoder_last_pipeline_num_layers);  // throws naming the flags when the layers do not split
-  }
+  // The family's own rules (masked-LM data, encoder-decoder lengths, how its layers split over the stages).
+  families::model_family(o.model_type).validate(o);
   if (o.zero_stage < 0 || o.zero_stage > 2)
     throw Error("--zero-stage " + int_text(o.zero_stage) + ": stages 0, 1 (optimizer state sharded) and 2 (gradients "
                 "too) are implemented; stage 3 (parameters sharded too) is not");

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/tensor.h"
 #include "optim/factory.h"
 #include "optim/lr_schedule.h"
 #include "text/tokenizer_factory.h"
@@ -16,7 +17,7 @@ namespace lmforge::train {
 // unless a comment says otherwise. validate_train_options() (trainer.h) checks them all before any work.
 struct TrainOptions {
   // ---- model ----
-  std::string model_type = "gpt";   // the subcommand: gpt (pretrain_gpt.py), bert (pretrain_bert.py), t5
+  std::string model_type = "gpt";   // the subcommand: a family of families/registry.h (gpt, bert, t5)
   int num_layers = 0;               // --num-layers (required)
   int hidden_size = 0;              // --hidden-size (required)
   int num_attention_heads = 0;      // --num-attention-heads (required; must divide hidden_size)
@@ -86,7 +87,7 @@ struct TrainOptions {
   double exit_duration_in_mins = 0.0;  // --exit-duration-in-mins: stop (after saving) once training has run this
                                        // long (0: no limit)
   int threads = 0;                     // --threads: compute threads (0: OpenMP's default); not a Megatron flag
-  kernels::Device device = kernels::Device::CPU;
+  kernels::Device device = kernels::Device::CPU;  // --device: where the model computes (kernels::backend_for)
   int64_t print_samples = 0;           // --print-samples N: write the first N samples of each split as JSON lines
                                        // (Megatron's field names) and exit without training
   bool skip_train = false;             // --skip-train: no training; evaluate (a --load'ed model) only (Megatron)

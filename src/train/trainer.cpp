@@ -18,6 +18,8 @@
 #include "checkpoint/model_io.h"
 #include "data/indexed_dataset.h"
 #include "data/token_scan.h"
+#include "families/gpt/gpt_model.h"
+#include "families/registry.h"
 #include "optim/factory.h"
 #include "optim/lr_schedule.h"
 #include "parallel/balanced_schedule.h"
@@ -28,12 +30,10 @@
 #include "parallel/pipeline_schedule.h"
 #include "parallel/process_groups.h"
 #include "datasets/gpt_dataset.h"
-#include "datasets/hdf5_bert_shards.h"
 #include "kernels/ops.h"
 #include "train/mixed_precision.h"
-#include "train/gpt_task.h"
-#include "train/model_factory.h"
 #include "train/model_passes.h"
+#include "train/model_shape.h"
 #include "train/tensorboard_writer.h"
 #include "util/error.h"
 #include "util/strings.h"
@@ -80,6 +80,7 @@ struct Trainer::Impl {
   std::unique_ptr<text::Tokenizer> tokenizer;
   std::unique_ptr<Model> model;  // the model being trained (this rank's tensor-parallel pieces)
   model::GPT* gpt = nullptr;     // the same model when it is a GPT (Trainer::gpt())
+  kernels::Backend* backend = nullptr;  // the device of options.device (--device), chosen once
   std::unique_ptr<Task> task;    // batches and loss names
   std::unique_ptr<ModelPasses> passes;  // the model and the task as the micro-batch schedule drives them
   std::unique_ptr<parallel::MicroBatchSchedule> microbatch_schedule;  // the order of a step's micro-batches
@@ -269,8 +270,8 @@ struct Trainer::Impl {
   }
 
   // Each stage's share of the steps run (its pipeline's figures, gathered to every stage): busy and idle time
-  // against the 1F1B bubble (P−1)/(m+P−1), bytes sent to the neighbours per step, the largest input stash and the
-  // process's peak resident memory.
+  // against the 1F1B bubble (P−1)/(m+P−1), forwards per step (one per micro-batch), bytes sent to the neighbours
+  // per step, the most micro-batches in flight (activation sets held) and the process's peak resident memory.
   void log_pipeline_timing() {
     const int P = pp_group()->size(), s = pp_group()->rank();
     constexpr size_t kFields = 8;
@@ -278,8 +279,8 @@ struct Trainer::Impl {
     const parallel::PipelineTiming& t = pipeline->timing();
     struct rusage usage {};
     ::getrusage(RUSAGE_SELF, &usage);
-    const double fields[kFields] = {(double)t.steps, t.wall_ms, t.busy_ms, t.recompute_ms, (double)t.sent_bytes,
-                                    (double)t.peak_stash_bytes, (double)usage.ru_maxrss * 1024.0,
+    const double fields[kFields] = {(double)t.steps, t.wall_ms, t.busy_ms, (double)t.forwards, (double)t.sent_bytes,
+                                    (double)t.peak_in_flight, (double)usage.ru_maxrss * 1024.0,
                                     (double)model->table().local_numel() * 4.0};
     std::copy(fields, fields + kFields, v.begin() + (ptrdiff_t)((size_t)s * kFields));
     pp_group()->all_reduce_sum(v.data(), v.size());
@@ -289,11 +290,11 @@ struct Trainer::Impl {
     for (int q = 0; q < P; q++) {
       const double* f = v.data() + (size_t)q * kFields;
       const double steps = std::max(1.0, f[0]);
-      log << format("pipeline stage %d: per step busy %.1f ms (recomputation %.1f), idle %.1f ms (%.3f of %.1f ms); "
-                    "sent %.0f bytes; stashed inputs at most %.3f MB; parameters %.3f MB; peak resident memory "
+      log << format("pipeline stage %d: per step busy %.1f ms in %.0f forwards, idle %.1f ms (%.3f of %.1f ms); "
+                    "sent %.0f bytes; micro-batches in flight at most %.0f; parameters %.3f MB; peak resident memory "
                     "%.1f MB\n",
                     q, f[2] / steps, f[3] / steps, (f[1] - f[2]) / steps, f[1] > 0 ? (f[1] - f[2]) / f[1] : 0.0,
-                    f[1] / steps, f[4] / steps, f[5] / 1e6, f[7] / 1e6, f[6] / 1e6);
+                    f[1] / steps, f[4] / steps, f[5], f[7] / 1e6, f[6] / 1e6);
     }
     log.flush();
   }
@@ -323,7 +324,10 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   TrainOptions& o = m.o;
   m.world = m.comm = &comm;
   // 1. Flags alone, then the files they name, then the work: every user error surfaces before indices are built.
-  const std::string config_note = apply_model_config_file(o);
+  // The run's model family (families/registry.h) and device: every family-specific step below asks the family.
+  const families::ModelFamily& family = families::model_family(o.model_type);
+  m.backend = &kernels::backend_for(o.device);
+  const std::string config_note = family.apply_config_file(o);
   if (!config_note.empty()) log << config_note;
   // Megatron's default global batch: one micro-batch on every data-parallel rank (micro x world / (T x P)).
   const int model_parallel = std::max(1, o.tensor_model_parallel_size * o.pipeline_model_parallel_size);
@@ -341,15 +345,15 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   const int64_t vocab = (int64_t)m.tokenizer->vocab_size();
   for (const std::string& prefix : data_prefixes(o.data_path)) {
     // NVIDIA's HDF5 shards (train bert) have no .bin: their task checks each sample's ids, naming shard and row.
-    if (o.model_type == "bert" && datasets::is_hdf5_bert_data_path(prefix)) continue;
+    if (!family.checks_token_ids(prefix)) continue;
     const int64_t max_id = data::max_token_id(prefix);
     if (max_id >= vocab)
       throw Error(prefix + ".bin: holds token id " + int_text(max_id) + ", outside the vocabulary of " + int_text(vocab) +
                   " tokens (" + m.tokenizer->type_name() + " from " + o.tokenizer.vocab_file +
                   "); was the dataset made with another tokenizer?");
   }
-  if (o.threads > 0) kernels::backend_for(o.device).set_num_threads(o.threads);
-  check_memory(model_shape(o, vocab), o);
+  if (o.threads > 0) m.backend->set_num_threads(o.threads);
+  check_memory(family.shape(o, vocab), o);
   m.lr_scheduler = std::make_unique<optim::OptimizerParamScheduler>(o.schedule);
   m.train_iters = o.schedule.train_iters ? *o.schedule.train_iters : *o.schedule.train_samples / o.global_batch_size;
 
@@ -361,7 +365,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   wanted[0] = train_samples;
   // Rank 0 builds the index cache first; the others then find it (no two processes write the same .npy).
   if (comm.rank() != 0) comm.barrier();
-  m.task = make_task(o, *m.tokenizer, wanted);
+  m.task = family.make_task(o, *m.tokenizer, wanted);
   if (comm.rank() == 0) comm.barrier();
   if (o.print_samples > 0) return;  // run() prints them; no model is built
   if (!o.skip_train && m.task->split_size(SplitKind::TRAIN) == 0) {
@@ -375,8 +379,8 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   // Every rank builds only its tensor-parallel pieces; the initialisation streams the whole model's generator and
   // keeps them, so every layout starts from the single-process weights.
   const parallel::ParallelLayout& layout = m.groups.layout;
-  m.model = make_model(o, vocab, m.tp_group(), layout.pp_rank);
-  if (auto* gpt = dynamic_cast<GptModel*>(m.model.get())) m.gpt = &gpt->gpt();
+  m.model = family.make_model(o, vocab, *m.backend, m.tp_group(), layout.pp_rank);
+  if (auto* gpt = dynamic_cast<GPTModel*>(m.model.get())) m.gpt = &gpt->gpt();
   // Before init: init fills the working copy too.
   if (!m.model->set_compute_dtype(compute_dtype(o.precision)))
     throw Error(std::string(o.precision.bf16 ? "--bf16" : "--fp16") + ": lmforge train " + o.model_type +
@@ -438,7 +442,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
 
   const size_t whole_params = m.model->table().whole_numel(), local_params = m.model->table().local_numel();
   log << m.model->describe();
-  log << "backend: " << kernels::backend_for(o.device).info() << "\n" << m.task->summary();
+  log << "backend: " << m.backend->info() << "\n" << m.task->summary();
   log << precision_summary(o.precision, kernels::bf16_gemm_native());
   if (o.recompute_granularity == "selective")
     log << "activation recomputation: selective (the attention core of every layer)\n";
@@ -452,7 +456,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
     log << format("tensor parallel: %d ranks per group (%zu of %zu parameters on each), %d data-parallel groups\n", TP,
                   local_params, whole_params, comm.size() / TP);
   if (PP > 1) {
-    const std::string split = pipeline_stage_layers(o);
+    const std::string split = family.pipeline_stage_layers(o);
     log << format("pipeline parallel: %d stages (layers per stage: %s), 1F1B schedule, %d data-parallel replicas\n",
                   PP, split.c_str(), layout.data)
         << layout.describe();

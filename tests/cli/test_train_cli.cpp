@@ -111,6 +111,30 @@ TEST(TrainCli, HelpDocumentsFlagsAndConventions) {
     EXPECT_NE(r.output.find(s), std::string::npos) << s;
 }
 
+// --device names the backend of `train` and `generate`: a device this build lacks is a parse error naming the devices
+// it has (cuda: no CUDA backend in this build), and both commands list the flag.
+TEST(TrainCli, DeviceFlagNamesTheBuildsDevices) {
+  TempDir dir;
+  auto r = run_command(train_command(dir, {{"--device", "cuda"}}));
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--device: cuda: this build has no CUDA backend (devices: cpu, guarded)"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(dir.file("cache"))) << "indices were built before the error";
+  r = run_command(train_command(dir, {{"--device", "tpu"}}));
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--device: tpu: no such device in this build (devices: cpu, guarded)"), std::string::npos)
+      << r.output;
+  r = run_command(std::string(LMFORGE_EXE) + " generate --device cuda --load " + dir.file("nothing") + kVocab);
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--device: cuda: this build has no CUDA backend"), std::string::npos) << r.output;
+  for (const char* command : {" train gpt --help", " train bert --help", " train t5 --help", " generate --help"}) {
+    r = run_command(std::string(LMFORGE_EXE) + command);
+    ASSERT_EQ(r.status, 0) << command << "\n" << r.output;
+    EXPECT_NE(r.output.find("--device TEXT=cpu"), std::string::npos) << command << "\n" << r.output;
+    EXPECT_NE(r.output.find("guarded"), std::string::npos) << command << "\n" << r.output;
+  }
+}
+
 using lmforge::testing::loss_lines;
 
 // A flag the chosen optimizer does not use is said so, not silently dropped.

@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "train/bert_model.h"
-#include "train/gpt_hf_config.h"
-#include "train/t5_model.h"
+#include "families/bert/bert_hf_config.h"
+#include "families/gpt/gpt_hf_config.h"
+#include "families/t5/t5_hf_config.h"
 #include "util/error.h"
 
 namespace {

@@ -189,6 +189,25 @@ OpCase add_case(bool large) {
   return c;
 }
 
+// ---- tanh ----------------------------------------------------------------------------------------------------------
+OpCase tanh_case(bool large) {
+  const int64_t N = large ? 100000 : 40;
+  std::mt19937 rng(16);
+  OpCase c = named("tanh", Op::TANH);
+  std::vector<float> x = normal((size_t)N, rng, 1.5f);
+  x[0] = 0.0f, x[1] = -9.0f, x[2] = 9.0f, x[3] = 1e-4f;
+  c.in = {{"inp", {N}, x}};
+  c.out = {{{N}}};
+  c.forward = [](const OpRun& r) { tanh_forward(r.out[0], r.in[0]); };
+  c.backward = [](const OpRun& r) { tanh_backward(r.din[0], r.in[0], r.dout[0]); };
+  c.reference = [N](const In& in, const Ids&) {
+    Out o(1, std::vector<double>((size_t)N));
+    for (int64_t i = 0; i < N; i++) o[0][(size_t)i] = std::tanh((double)in[0][(size_t)i]);
+    return o;
+  };
+  return c;
+}
+
 // ---- GELU ----------------------------------------------------------------------------------------------------------
 OpCase gelu_case(bool large, GeluKind kind) {
   const int64_t N = large ? 100000 : 40;
@@ -653,6 +672,7 @@ std::vector<OpCase> op_cases(bool large) {
   cases.push_back(add_case(large));
   cases.push_back(gelu_case(large, GeluKind::TANH));
   cases.push_back(gelu_case(large, GeluKind::ERF));
+  cases.push_back(tanh_case(large));
   cases.push_back(dropout_case(large, 0.0f));
   cases.push_back(dropout_case(large, 0.1f));
   cases.push_back(dropout_case(large, 0.5f));

@@ -113,8 +113,9 @@ void check_layer(const LayerSetup& s) {
   const Tensor xt = kernels::make_view(x.data(), {N, C}), mt = kernels::make_view(mem.data(), {Nk, C});
   const Tensor pt = s.padding ? kernels::make_view(pad.data(), {B, T}) : Tensor{};
   const Tensor mpt = s.padding && s.cross ? kernels::make_view(mpad.data(), {B, Tk}) : Tensor{};
+  layers::TransformerLayer::Saved saved;
   auto loss = [&]() {
-    const Tensor y = layer.forward(xt, {B, T, pt, s.cross ? mt : Tensor{}, mpt, s.cross ? Tk : 0}, step);
+    const Tensor y = layer.forward(xt, {B, T, pt, s.cross ? mt : Tensor{}, mpt, s.cross ? Tk : 0}, step, saved);
     double l = 0.0;
     const float* yp = y.f32();
     for (int64_t i = 0; i < N * C; i++) l += (double)r[(size_t)i] * yp[i];
@@ -123,7 +124,8 @@ void check_layer(const LayerSetup& s) {
   loss();
   store.zero_grads();
   std::vector<float> d = r, dmem((size_t)(Nk * C), 0.0f);
-  layer.backward(kernels::make_view(d.data(), {N, C}), s.cross ? kernels::make_view(dmem.data(), {Nk, C}) : Tensor{});
+  layer.backward(kernels::make_view(d.data(), {N, C}), s.cross ? kernels::make_view(dmem.data(), {Nk, C}) : Tensor{},
+                 saved);
   std::vector<float> grads(store.grads(), store.grads() + store.local_numel());
   // Central differences on a sample of inputs, memory entries and parameters.
   const float eps = 1e-2f;
@@ -204,7 +206,8 @@ void check_decode(bool pre_ln, bool per_head = false) {
   store.init(3);
   std::mt19937 rng(9);
   std::vector<float> x = randn((size_t)(N * C), rng);
-  const Tensor y = layer.forward(kernels::make_view(x.data(), {N, C}), {B, T, {}, {}, {}, 0}, {});
+  layers::TransformerLayer::Saved saved;
+  const Tensor y = layer.forward(kernels::make_view(x.data(), {N, C}), {B, T, {}, {}, {}, 0}, {}, saved);
   const std::vector<float> full(y.f32(), y.f32() + N * C);
   layer.decode_begin(B, T);
   std::vector<float> row((size_t)(B * C));

@@ -57,7 +57,7 @@ BertConfig bert_config(bool post_layernorm, bool binary_head) {
 }
 
 TEST(BertInit, MegatronFlavourScalesTheOutputProjections) {
-  Bert bert(bert_config(false, true));
+  Bert bert(bert_config(false, true), lmforge::kernels::cpu_backend());
   bert.init_weights(1234);
   const double s = 0.02, out = 0.02 / std::sqrt(8.0);
   for (const char* n : {"bert.embeddings.word_embeddings.weight", "bert.embeddings.position_embeddings.weight",
@@ -76,7 +76,7 @@ TEST(BertInit, MegatronFlavourScalesTheOutputProjections) {
 }
 
 TEST(BertInit, WithoutBinaryHeadTheTokenTypeTableIsZero) {
-  Bert bert(bert_config(false, false));
+  Bert bert(bert_config(false, false), lmforge::kernels::cpu_backend());
   bert.init_weights(1234);
   expect_constant(bert, "bert.embeddings.token_type_embeddings.weight", 0.0f);
   EXPECT_FALSE(bert.table().contains("bert.pooler.dense.weight"));
@@ -84,7 +84,7 @@ TEST(BertInit, WithoutBinaryHeadTheTokenTypeTableIsZero) {
 }
 
 TEST(BertInit, OriginalFlavourUsesOneStandardDeviation) {
-  Bert bert(bert_config(true, true));
+  Bert bert(bert_config(true, true), lmforge::kernels::cpu_backend());
   bert.init_weights(1234);
   expect_std(bert, "bert.encoder.layer.1.attention.output.dense.weight", 0.02);
   expect_std(bert, "bert.encoder.layer.1.output.dense.weight", 0.02);
@@ -102,7 +102,7 @@ TEST(T5Init, EveryOutputProjectionScalesWithTheEncodersLayers) {
   c.decoder_seq_length = 16;
   c.max_positions = 64;
   c.vocab_size = 500;
-  T5 t5(c);
+  T5 t5(c, lmforge::kernels::cpu_backend());
   t5.init_weights(77);
   const double s = 0.02, out = 0.02 / std::sqrt(4.0);  // 2·(2 encoder layers), not the decoder's 4
   for (const char* n : {"language_model.embedding.word_embeddings.weight",

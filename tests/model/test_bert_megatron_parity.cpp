@@ -82,7 +82,7 @@ TEST(BertMegatronParity, LossAndEveryGradientMatchMegatron) {
   const std::string dir = shared_path("data/sample/megatron_samples/bert_model_small/");
   const checkpoint::SafetensorsFile weights(dir + "model.safetensors");
   const checkpoint::SafetensorsFile ref(dir + "grads_bert_s128_train0-8.safetensors");
-  Bert bert(small_config());
+  Bert bert(small_config(), lmforge::kernels::cpu_backend());
   ASSERT_EQ(bert.table().size(), weights.tensors().size()) << "every reference tensor has a counterpart";
   testing::load_whole(weights, bert.table(), bert.params());
   const Samples s = load_samples();

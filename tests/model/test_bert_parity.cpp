@@ -66,7 +66,7 @@ class BertParity : public ::testing::Test {
     in.loss_mask = loss_mask.data();
     in.is_random = is_random.data();
 
-    Bert bert(c.config);
+    Bert bert(c.config, lmforge::kernels::cpu_backend());
     size_t ref_params = 0;
     for (const auto& t : ref.tensors()) ref_params += t.name.rfind("param.", 0) == 0;
     ASSERT_EQ(bert.table().size(), ref_params) << "the same tensors as the reference";

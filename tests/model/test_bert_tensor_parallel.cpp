@@ -32,7 +32,7 @@ TEST(BertTensorParallel, TwoRanksComputeWhatOneProcessComputes) {
 
 void check_flavour(dist::Communicator& world, const char* name, model::BertConfig config) {
   const int rank = world.rank(), T = world.size();
-  model::Bert whole(config);
+  model::Bert whole(config, lmforge::kernels::cpu_backend());
   model::Bert piece(config, kernels::cpu_backend(), &world);
   whole.init_weights(1234);
   piece.init_weights(1234);

@@ -53,7 +53,7 @@ TEST(GptDatasetConfig, ValidationNamesTheProblem) {
   EXPECT_NE(error_of(c).find("make_vocab_size_divisible_by"), std::string::npos);
   c = small_config();
   c.heads = 3;
-  EXPECT_THROW(GPT model(c), Error);
+  EXPECT_THROW(GPT model(c, lmforge::kernels::cpu_backend()), Error);
 }
 
 TEST(GptDatasetConfig, PaddedVocabulary) {
@@ -96,7 +96,7 @@ TEST(GptModel, ParameterTableIsHuggingFaceGpt2) {
     const bool matrix = p.shape.size() == 2;
     EXPECT_EQ(p.weight_decay, matrix) << p.name;
   }
-  GPT model(small_config());
+  GPT model(small_config(), lmforge::kernels::cpu_backend());
   EXPECT_EQ(model.tensors().size(), 2u + 12u * 2u + 2u);
   EXPECT_THROW(model.tensor("lm_head.weight"), Error);
 }
@@ -106,7 +106,7 @@ TEST(GptModel, MegatronInitialisation) {
   c.hidden = 64;
   c.num_layers = 8;
   c.vocab_size = 4000;
-  GPT model(c);
+  GPT model(c, lmforge::kernels::cpu_backend());
   model.init_weights(7);
   auto stats = [&](const std::string& name) {
     const lmforge::param::Parameter& t = model.tensor(name);
@@ -127,7 +127,7 @@ TEST(GptModel, MegatronInitialisation) {
   EXPECT_EQ(stats("transformer.h.2.attn.c_attn.bias"), (std::pair<double, double>(0.0, 0.0)));
   EXPECT_EQ(stats("transformer.ln_f.bias"), (std::pair<double, double>(0.0, 0.0)));
   // Same seed, same weights; another seed, other weights.
-  GPT again(c), other(c);
+  GPT again(c, lmforge::kernels::cpu_backend()), other(c, lmforge::kernels::cpu_backend());
   again.init_weights(7);
   other.init_weights(8);
   EXPECT_EQ(std::vector<float>(model.params(), model.params() + model.num_parameters()),
@@ -144,7 +144,7 @@ std::vector<int32_t> random_ids(size_t n, int vocab, uint32_t seed) {
 
 TEST(GptModel, BackwardAccumulatesAndBuffersAreReusedAcrossShapes) {
   GPTConfig c = small_config();
-  GPT model(c);
+  GPT model(c, lmforge::kernels::cpu_backend());
   model.init_weights(3);
   const int B = 2, T = 16;
   auto tok = random_ids(B * T, c.vocab_size, 1), tgt = random_ids(B * T, c.vocab_size, 2);
@@ -184,9 +184,9 @@ TEST(GptModel, BackwardAccumulatesAndBuffersAreReusedAcrossShapes) {
 TEST(GptModel, ChunkedHeadAndLossMatchOneChunk) {
   GPTConfig c = small_config();
   c.hidden_dropout = c.attention_dropout = 0.0f;
-  GPT whole(c);
+  GPT whole(c, lmforge::kernels::cpu_backend());
   c.loss_chunk_rows = 7;  // 2·16 = 32 rows: four chunks of 7 and one of 4
-  GPT chunked(c);
+  GPT chunked(c, lmforge::kernels::cpu_backend());
   whole.init_weights(7), chunked.init_weights(7);
   const int B = 2, T = 16;
   std::mt19937 rng(3);
@@ -210,7 +210,7 @@ TEST(GptModel, ChunkedHeadAndLossMatchOneChunk) {
 
 TEST(GptModel, InputErrors) {
   GPTConfig c = small_config();
-  GPT model(c);
+  GPT model(c, lmforge::kernels::cpu_backend());
   model.init_weights(3);
   auto tok = random_ids(32, c.vocab_size, 1);
   EXPECT_THROW(model.backward(), Error);  // no forward yet

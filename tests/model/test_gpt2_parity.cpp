@@ -79,7 +79,7 @@ Reference make_reference(const std::string& args) {
   read(r.tokens.data(), N * 4);
   read(r.targets.data(), N * 4);
   // The table (and so sizes) comes from the C++ model; the file must agree in padded vocab.
-  GPT probe(r.config);
+  GPT probe(r.config, lmforge::kernels::cpu_backend());
   if (probe.config().padded_vocab_size() != h[8]) throw std::runtime_error("padded vocab differs from reference");
   for (const lmforge::param::Parameter& t : probe.tensors()) {
     r.params.emplace_back(t.numel);
@@ -131,7 +131,7 @@ Reference* Gpt2Parity::ref_ = nullptr;
 
 TEST_F(Gpt2Parity, LogitsLossAndAllGradients) {
   const Reference& r = *ref_;
-  GPT model(r.config);
+  GPT model(r.config, lmforge::kernels::cpu_backend());
   ASSERT_EQ(model.config().padded_vocab_size(), 512);
   load(model, r);
   model.zero_grad();
@@ -150,7 +150,7 @@ TEST_F(Gpt2Parity, LogitsLossAndAllGradients) {
 
 TEST_F(Gpt2Parity, InferenceLogitsAreTheLastPositionRows) {
   const Reference& r = *ref_;
-  GPT model(r.config);
+  GPT model(r.config, lmforge::kernels::cpu_backend());
   load(model, r);
   const float* last = model.forward_logits(r.tokens.data(), r.B, r.T);
   const int Vp = model.config().padded_vocab_size();
@@ -162,7 +162,7 @@ TEST_F(Gpt2Parity, InferenceLogitsAreTheLastPositionRows) {
 
 TEST_F(Gpt2Parity, KeyValueCacheDecodingMatchesEveryPrefix) {
   const Reference& r = *ref_;
-  GPT model(r.config), full(r.config);
+  GPT model(r.config, lmforge::kernels::cpu_backend()), full(r.config, lmforge::kernels::cpu_backend());
   load(model, r);
   load(full, r);
   const int Vp = model.config().padded_vocab_size();
@@ -198,7 +198,7 @@ TEST_F(Gpt2Parity, KeyValueCacheDecodingMatchesEveryPrefix) {
 TEST_F(Gpt2Parity, TenAdamWStepsMatchTorch) {
   const Reference& r = *ref_;
   ASSERT_EQ(r.adam_steps, 10);
-  GPT model(r.config);
+  GPT model(r.config, lmforge::kernels::cpu_backend());
   load(model, r);
   std::vector<optim::ParamSpan> spans;
   for (const lmforge::param::Parameter& t : model.tensors())

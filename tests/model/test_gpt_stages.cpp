@@ -47,7 +47,7 @@ TEST(GptStages, ChainedStagesReproduceTheWholeModel) {
   step.iteration = 3;
   step.micro_batch = 1;
 
-  GPT whole(c);
+  GPT whole(c, lmforge::kernels::cpu_backend());
   whole.init_weights(99);
   GPT first(c, kernels::cpu_backend(), nullptr, Stage{0, 1, true, false});
   GPT middle(c, kernels::cpu_backend(), nullptr, Stage{1, 1, false, false});
@@ -71,12 +71,12 @@ TEST(GptStages, ChainedStagesReproduceTheWholeModel) {
     whole_loss = whole.forward(tokens.data(), targets.data(), B, T, &step);
     whole.backward(1.0f);
     EXPECT_EQ(first.forward_stage(tokens.data(), nullptr, nullptr, B, T, &step), 0.0f);
-    middle.forward_stage(nullptr, first.stage_output(), nullptr, B, T, &step);
-    staged_loss = last.forward_stage(nullptr, middle.stage_output(), targets.data(), B, T, &step);
+    middle.forward_stage(nullptr, first.stage_output().f32(), nullptr, B, T, &step);
+    staged_loss = last.forward_stage(nullptr, middle.stage_output().f32(), targets.data(), B, T, &step);
     EXPECT_EQ(staged_loss, whole_loss) << "micro-batch " << k;
     last.backward_stage(nullptr, 1.0f);
-    middle.backward_stage(last.input_grad(), 1.0f);
-    first.backward_stage(middle.input_grad(), 1.0f);
+    middle.backward_stage(last.input_grad().f32(), 1.0f);
+    first.backward_stage(middle.input_grad().f32(), 1.0f);
   }
   ASSERT_TRUE(std::isfinite(whole_loss));
 

@@ -42,7 +42,7 @@ TEST(GptTensorParallelWorker, PieceMatchesTheWholeModel) {
   config.vocab_size = 1000;  // padded to 1024
   config.hidden_dropout = 0.1f;
   config.attention_dropout = 0.1f;
-  model::GPT whole(config);
+  model::GPT whole(config, lmforge::kernels::cpu_backend());
   model::GPT piece(config, kernels::cpu_backend(), world.get());
   whole.init_weights(1234);
   piece.init_weights(1234);

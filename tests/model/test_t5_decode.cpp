@@ -73,7 +73,7 @@ double cached_vs_full(T5& t5, int B, int Te, int Td, uint32_t seed) {
 
 TEST(T5Decode, CachedDecodingEqualsTheFullForward) {
   for (bool erf : {false, true}) {
-    T5 t5(small_t5(erf));
+    T5 t5(small_t5(erf), lmforge::kernels::cpu_backend());
     t5.init_weights(5);
     const double one = cached_vs_full(t5, 1, 13, 11, 7);
     const double three = cached_vs_full(t5, 3, 9, 16, 8);  // several rows; the decoder up to its full length
@@ -86,7 +86,7 @@ TEST(T5Decode, CachedDecodingEqualsTheFullForward) {
 // forward_logits is the loss path's logits: the loss of forward() over them equals the mean cross-entropy computed
 // here from forward_logits (no padding, every position predicted).
 TEST(T5Decode, ForwardLogitsAreTheLossPathsLogits) {
-  T5 t5(small_t5());
+  T5 t5(small_t5(), lmforge::kernels::cpu_backend());
   t5.init_weights(9);
   const int B = 2, Te = 10, Td = 7, Vp = t5.config().padded_vocab_size(), V = t5.config().vocab_size;
   const auto enc = random_ids((size_t)B * Te, V, 1), dec = random_ids((size_t)B * Td, V, 2),
@@ -112,7 +112,7 @@ TEST(T5Decode, ForwardLogitsAreTheLossPathsLogits) {
 }
 
 TEST(T5Decode, Errors) {
-  T5 t5(small_t5());
+  T5 t5(small_t5(), lmforge::kernels::cpu_backend());
   const std::vector<int32_t> tok = {1};
   EXPECT_THROW(t5.decode_step(tok.data()), Error);  // no decode_begin
   const std::vector<int32_t> bad = {1, 300};

@@ -49,7 +49,7 @@ void run(const Case& c) {
   in.labels = labels.data();
   in.loss_mask = loss_mask.data();
 
-  T5 t5(c.config);
+  T5 t5(c.config, lmforge::kernels::cpu_backend());
   size_t ref_params = 0;
   for (const auto& t : ref.tensors()) ref_params += t.name.rfind("param.", 0) == 0;
   ASSERT_EQ(t5.table().size(), ref_params) << "the same tensors as the reference";

@@ -45,7 +45,7 @@ TEST(T5TensorParallelWorker, PieceMatchesTheWholeModel) {
   c.vocab_size = 1000;  // padded to 1024
   c.hidden_dropout = 0.1f;
   c.attention_dropout = 0.1f;
-  model::T5 whole(c);
+  model::T5 whole(c, lmforge::kernels::cpu_backend());
   model::T5 piece(c, kernels::cpu_backend(), world.get());
   whole.init_weights(1234);
   piece.init_weights(1234);

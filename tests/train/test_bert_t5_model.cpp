@@ -11,8 +11,8 @@
 #include "checkpoint/safetensors.h"
 #include "kernels/backend.h"
 #include "test_util.h"
-#include "train/bert_model.h"
-#include "train/t5_model.h"
+#include "families/bert/bert_model.h"
+#include "families/t5/t5_model.h"
 #include "util/error.h"
 
 namespace lmforge::train {
@@ -56,13 +56,13 @@ Batch bert_batch(int vocab) {
 
 TEST(BertModel, BatchFieldsReachTheModelAndLossesAreNamedAsMegatron) {
   const model::BertConfig c = small_bert();
-  BertModel adapter(c, kernels::cpu_backend(), nullptr);
+  BertModel adapter(c, lmforge::kernels::cpu_backend(), nullptr);
   adapter.init_weights(5);
   EXPECT_EQ(adapter.loss_names(), (std::vector<std::string>{"lm loss", "sop loss"}));
   const Batch b = bert_batch(c.vocab_size);
   const std::vector<double> losses = adapter.forward(b, layers::ForwardStep{});
   ASSERT_EQ(losses.size(), 2u);
-  model::Bert direct(c);
+  model::Bert direct(c, lmforge::kernels::cpu_backend());
   direct.init_weights(5);
   model::BertInputs in;
   in.B = b.B;
@@ -82,14 +82,14 @@ TEST(BertModel, BatchFieldsReachTheModelAndLossesAreNamedAsMegatron) {
   EXPECT_THROW(adapter.forward(missing, layers::ForwardStep{}), Error);
   model::BertConfig no_head = c;
   no_head.binary_head = false;
-  BertModel lm_only(no_head, kernels::cpu_backend(), nullptr);
+  BertModel lm_only(no_head, lmforge::kernels::cpu_backend(), nullptr);
   lm_only.init_weights(5);
   EXPECT_EQ(lm_only.loss_names(), (std::vector<std::string>{"lm loss"}));
   EXPECT_EQ(lm_only.forward(missing, layers::ForwardStep{}).size(), 1u);
 }
 
 TEST(BertModel, NothingMaskedGivesANanLossAndNoGradient) {
-  BertModel adapter(small_bert(), kernels::cpu_backend(), nullptr);
+  BertModel adapter(small_bert(), lmforge::kernels::cpu_backend(), nullptr);
   adapter.init_weights(5);
   Batch b = bert_batch(100);
   std::fill(b.loss_mask.begin(), b.loss_mask.end(), 0.0f);
@@ -100,7 +100,7 @@ TEST(BertModel, NothingMaskedGivesANanLossAndNoGradient) {
   adapter.zero_grad();
   adapter.backward(1.0f);
   std::vector<float> grads((size_t)adapter.grads().numel());
-  kernels::backend_for(adapter.grads().device).copy_to_host(grads.data(), adapter.grads().data, grads.size() * 4);
+  lmforge::kernels::backend_for(adapter.grads().device).copy_to_host(grads.data(), adapter.grads().data, grads.size() * 4);
   const param::Parameter& bias = adapter.table().find("cls.predictions.bias");
   for (size_t i = 0; i < bias.numel; i++) ASSERT_EQ(grads[bias.offset + i], 0.0f);
   const param::Parameter& pooler = adapter.table().find("bert.pooler.dense.weight");
@@ -174,7 +174,7 @@ TEST(BertModel, OriginalFlavourConfigIsBertForPreTrainings) {
 
 TEST(BertModel, CheckpointConfigRefusesAnotherModel) {
   const model::BertConfig c = small_bert();
-  BertModel adapter(c, kernels::cpu_backend(), nullptr);
+  BertModel adapter(c, lmforge::kernels::cpu_backend(), nullptr);
   EXPECT_NO_THROW(adapter.check_checkpoint_config(bert_config_json(c), "ckpt"));
   model::BertConfig other = c;
   other.binary_head = false;
@@ -209,7 +209,7 @@ model::T5Config small_t5() {
 
 TEST(T5Model, DecoderFieldsOfTheBatchReachTheModel) {
   const model::T5Config c = small_t5();
-  T5Model adapter(c, kernels::cpu_backend(), nullptr);
+  T5Model adapter(c, lmforge::kernels::cpu_backend(), nullptr);
   adapter.init_weights(9);
   Batch b;
   b.B = 2;
@@ -224,7 +224,7 @@ TEST(T5Model, DecoderFieldsOfTheBatchReachTheModel) {
   }
   const std::vector<double> losses = adapter.forward(b, layers::ForwardStep{});
   ASSERT_EQ(losses.size(), 1u);
-  model::T5 direct(c);
+  model::T5 direct(c, lmforge::kernels::cpu_backend());
   direct.init_weights(9);
   model::T5Inputs in;
   in.B = 2;
@@ -251,7 +251,7 @@ TEST(T5Model, ConfigRoundTripsAndRefusesAnotherModel) {
   EXPECT_EQ(back.decoder_layers(), 3);
   EXPECT_EQ(back.encoder_num_layers, 2);
   EXPECT_EQ(back.padded_vocab_size(), c.padded_vocab_size());
-  T5Model adapter(c, kernels::cpu_backend(), nullptr);
+  T5Model adapter(c, lmforge::kernels::cpu_backend(), nullptr);
   EXPECT_NO_THROW(adapter.check_checkpoint_config(json, "ckpt"));
   model::T5Config other = c;
   other.decoder_num_layers = 2;

@@ -14,8 +14,8 @@
 #include "test_util.h"
 #include "text/bert_wordpiece.h"
 #include "train/generate.h"
-#include "train/gpt_hf_config.h"
-#include "train/t5_model.h"
+#include "families/gpt/gpt_hf_config.h"
+#include "families/t5/t5_model.h"
 #include "util/error.h"
 
 namespace {
@@ -39,7 +39,7 @@ GPTConfig small_config() {
 }
 
 TEST(KVCache, CachedAndUncachedGenerationGiveIdenticalTokens) {
-  GPT model(small_config());
+  GPT model(small_config(), lmforge::kernels::cpu_backend());
   model.init_weights(11);
   const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7};
   for (int mode = 0; mode < 2; mode++) {
@@ -74,7 +74,7 @@ TEST(KVCache, CachedAndUncachedGenerationGiveIdenticalTokens) {
 // a quarter of their bytes, so only the first quarter of the ids were candidates; with that copy this test fails:
 // greedy 15 where the argmax is 278).
 TEST(KVCache, GreedyTokenIsTheArgmaxOverTheWholeVocabulary) {
-  GPT model(small_config());
+  GPT model(small_config(), lmforge::kernels::cpu_backend());
   model.init_weights(11);
   std::vector<int32_t> seq = {1, 2, 3};
   GenerateOptions o;
@@ -126,7 +126,7 @@ TEST(Sampling, RulesAndDeterminism) {
 }
 
 TEST(Generate, TooLongOrEmptyPromptIsAnErrorBeforeWork) {
-  GPT model(small_config());
+  GPT model(small_config(), lmforge::kernels::cpu_backend());
   GenerateOptions o;
   o.max_new_tokens = 60;
   std::vector<int32_t> prompt(5, 1);
@@ -136,7 +136,7 @@ TEST(Generate, TooLongOrEmptyPromptIsAnErrorBeforeWork) {
 
 // Every sampling flag is validated, used or not: NaN or negative temperature, negative top-k, top-p outside (0, 1].
 TEST(Generate, InvalidSamplingFlagsAreErrors) {
-  GPT model(small_config());
+  GPT model(small_config(), lmforge::kernels::cpu_backend());
   model.init_weights(3);
   const std::vector<int32_t> prompt = {1, 2};
   for (double t : {std::nan(""), -0.5, (double)INFINITY}) {
@@ -159,7 +159,7 @@ TEST(Generate, InvalidSamplingFlagsAreErrors) {
 // A checkpoint with a NaN weight is refused at load, naming the tensor (it would generate "!!!!" otherwise).
 TEST(Generate, NonFiniteWeightsAreRefusedAtLoad) {
   lmforge::testing::TempDir tmp;
-  GPT model(small_config());
+  GPT model(small_config(), lmforge::kernels::cpu_backend());
   model.init_weights(21);
   model.param("transformer.h.1.mlp.c_fc.weight")[5] = std::nanf("");
   std::vector<lmforge::checkpoint::NamedTensor> tensors;
@@ -170,7 +170,7 @@ TEST(Generate, NonFiniteWeightsAreRefusedAtLoad) {
   req.state.iteration = 1;
   lmforge::checkpoint::save_checkpoint(tmp.file("ckpt"), req);
   try {
-    load_model(tmp.file("ckpt"));
+    load_model(tmp.file("ckpt"), lmforge::kernels::cpu_backend());
     ADD_FAILURE() << "NaN weights were loaded";
   } catch (const lmforge::Error& e) {
     EXPECT_NE(std::string(e.what()).find("transformer.h.1.mlp.c_fc.weight"), std::string::npos) << e.what();
@@ -180,7 +180,7 @@ TEST(Generate, NonFiniteWeightsAreRefusedAtLoad) {
 
 TEST(Generate, LoadModelFromCheckpointDirectoryAndFile) {
   lmforge::testing::TempDir tmp;
-  GPT model(small_config());
+  GPT model(small_config(), lmforge::kernels::cpu_backend());
   model.init_weights(21);
   std::vector<lmforge::checkpoint::NamedTensor> tensors;
   for (const auto& t : model.tensors()) tensors.push_back({t.name, t.shape, model.params() + t.offset});
@@ -191,14 +191,14 @@ TEST(Generate, LoadModelFromCheckpointDirectoryAndFile) {
   lmforge::checkpoint::save_checkpoint(tmp.file("ckpt"), req);
   for (const std::string& path : {tmp.file("ckpt"), tmp.file("ckpt/iter_0000007"),
                                   tmp.file("ckpt/iter_0000007/model.safetensors")}) {
-    const auto loaded = load_model(path);
+    const auto loaded = load_model(path, lmforge::kernels::cpu_backend());
     EXPECT_EQ(loaded->config().vocab_size, 300) << path;
     EXPECT_EQ(loaded->config().padded_vocab_size(), 384) << path;
     EXPECT_EQ(loaded->config().init_std, model.config().init_std);
     ASSERT_EQ(loaded->num_parameters(), model.num_parameters());
     EXPECT_EQ(std::memcmp(loaded->params(), model.params(), model.num_parameters() * 4), 0) << path;
   }
-  EXPECT_THROW(load_model(tmp.file("nothing")), lmforge::Error);
+  EXPECT_THROW(load_model(tmp.file("nothing"), lmforge::kernels::cpu_backend()), lmforge::Error);
   // A plain Hugging Face config.json: vocab_size is the real vocabulary, no padding.
   const auto hf = gpt_config_from_json(
       R"({"n_layer": 12, "n_head": 12, "n_embd": 768, "n_positions": 1024, "vocab_size": 50257,
@@ -238,7 +238,7 @@ lmforge::model::T5Config small_t5() {
 }
 
 TEST(T5Generate, CachedAndUncachedSpanFillingGiveIdenticalTokens) {
-  lmforge::model::T5 t5(small_t5());
+  lmforge::model::T5 t5(small_t5(), lmforge::kernels::cpu_backend());
   t5.init_weights(13);
   const std::vector<int32_t> prompt = {5, 6, 290, 7, 8, 9, 291, 10};
   for (int mode = 0; mode < 2; mode++) {
@@ -317,7 +317,7 @@ TEST(T5Generate, PromptSentinels) {
 
 TEST(T5Generate, LoadT5ModelAndModelType) {
   lmforge::testing::TempDir tmp;
-  lmforge::model::T5 t5(small_t5());
+  lmforge::model::T5 t5(small_t5(), lmforge::kernels::cpu_backend());
   t5.init_weights(4);
   std::vector<lmforge::checkpoint::NamedTensor> tensors;
   for (const auto& t : t5.table()) tensors.push_back({t.name, t.shape, t5.params() + t.offset});
@@ -327,10 +327,10 @@ TEST(T5Generate, LoadT5ModelAndModelType) {
   req.state.iteration = 3;
   lmforge::checkpoint::save_checkpoint(tmp.file("ckpt"), req);
   EXPECT_EQ(checkpoint_model_type(tmp.file("ckpt")), "lmforge-megatron-t5");
-  const auto loaded = load_t5_model(tmp.file("ckpt/iter_0000003"));
+  const auto loaded = load_t5_model(tmp.file("ckpt/iter_0000003"), lmforge::kernels::cpu_backend());
   ASSERT_EQ(loaded->num_parameters(), t5.num_parameters());
   EXPECT_EQ(std::memcmp(loaded->params(), t5.params(), t5.num_parameters() * 4), 0);
-  EXPECT_THROW(load_model(tmp.file("ckpt")), lmforge::Error);  // not a GPT config
+  EXPECT_THROW(load_model(tmp.file("ckpt"), lmforge::kernels::cpu_backend()), lmforge::Error);  // not a GPT config
 }
 
 }  // namespace

@@ -98,7 +98,7 @@ TEST(TensorParallelWorker, ShardTrainsLikeTheWholeModel) {
   config.seq_length = 16;
   config.max_positions = 16;
   config.vocab_size = 1000;  // padded to 1024
-  model::GPT whole(config);
+  model::GPT whole(config, lmforge::kernels::cpu_backend());
   whole.init_weights(1234);
   std::vector<optim::ParamSpan> whole_spans;
   for (const lmforge::param::Parameter& t : whole.tensors())

@@ -131,7 +131,7 @@ TEST(Trainer, FinetuneStartsFromHuggingFaceLayoutWeights) {
     lmforge::model::GPTConfig c;
     c.num_layers = 2, c.hidden = 32, c.heads = 2, c.seq_length = 32, c.max_positions = 48, c.vocab_size = 50257;
     c.make_vocab_size_divisible_by = 1;
-    lmforge::model::GPT source(c);
+    lmforge::model::GPT source(c, lmforge::kernels::cpu_backend());
     source.init_weights(99);
     std::vector<lmforge::checkpoint::TensorRef> refs;
     for (const auto& t : source.tensors())
@@ -305,9 +305,26 @@ TEST(Trainer, CheckpointLossMatchesPyTorchReference) {
   const double reference = std::stod(r.output);
   EXPECT_NEAR(ours, reference, 1e-5 * reference) << "ours " << ours << " reference " << reference;
   // And the saved weights are the trained ones, not the initial ones.
-  lmforge::model::GPT fresh(t.gpt().config());
+  lmforge::model::GPT fresh(t.gpt().config(), lmforge::kernels::cpu_backend());
   fresh.init_weights(o.seed);
   EXPECT_GT(std::fabs(fresh.forward(tokens.data(), targets.data(), 2, 32) - ours), 1e-3);
 }
 
 }  // namespace
+
+// TrainOptions::device (--device) picks the backend once: the model is built on it and the log names it. Only the
+// construction runs here: a training step on the guarded device needs the optimizer and the collectives to work on
+// device buffers rather than host pointers.
+TEST(Trainer, DeviceOptionBuildsTheModelOnItsBackend) {
+  for (const lmforge::kernels::Device device : {lmforge::kernels::Device::CPU, lmforge::kernels::Device::GUARDED}) {
+    TempDir tmp;
+    TrainOptions o = tiny_options(tmp);
+    o.device = device;
+    std::ostringstream log;
+    Trainer t(o, log);
+    EXPECT_EQ(&t.gpt().backend(), &lmforge::kernels::backend_for(device));
+    EXPECT_EQ(t.gpt().backend().device(), device);
+    const std::string line = std::string("backend: ") + lmforge::kernels::backend_for(device).info();
+    EXPECT_NE(log.str().find(line), std::string::npos) << log.str();
+  }
+}

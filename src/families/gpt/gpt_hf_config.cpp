@@ -1,5 +1,5 @@
 // defines: gpt_config_json(), gpt_config_from_json() (a GPT's Hugging Face GPT2Config text, both ways)
-#include "train/gpt_hf_config.h"
+#include "families/gpt/gpt_hf_config.h"
 
 #include <cstdio>
 #include <limits>

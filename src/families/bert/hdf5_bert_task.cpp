@@ -1,5 +1,5 @@
 // defines: Hdf5BertTask
-#include "train/hdf5_bert_task.h"
+#include "families/bert/hdf5_bert_task.h"
 
 #include <algorithm>
 

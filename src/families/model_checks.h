@@ -1,12 +1,13 @@
-// defines: what the BERT and T5 train::Models check alike: validate_config_from() (a config read from a file,
+// defines: what the families' train::Model adapters check alike: validate_config_from() (a config read from a file,
 //          its errors naming the file), check_batch_field() (a micro-batch field's size), check_checkpoint_vocab()
-//          and check_checkpoint_settings() (a checkpoint's settings against this run's)
+//          check_checkpoint_settings() and check_checkpoint_transformer() (a checkpoint's settings against this run's)
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
 
+#include "model/transformer_config.h"
 #include "util/error.h"
 
 namespace lmforge::train {
@@ -36,5 +37,9 @@ struct CheckpointSetting {
 // The first setting that differs is an Error naming its flag and both values (resume with the checkpoint's value,
 // or --finetune).
 void check_checkpoint_settings(std::initializer_list<CheckpointSetting> settings, const std::string& source);
+// The shape settings every family shares (model::TransformerConfig: hidden size, heads, MLP width, positions, padded
+// vocabulary), as check_checkpoint_settings; a family checks its layer counts before and its own settings after.
+void check_checkpoint_transformer(const model::TransformerConfig& saved, const model::TransformerConfig& now,
+                                  const std::string& source);
 
 }  // namespace lmforge::train

@@ -1,11 +1,11 @@
-// defines: lmforge::train::BertModel (model::Bert as a train::Model), bert_config_json(), bert_config_from_json()
-//          (a BERT's Hugging Face config.json, both ways), bert_loss_names()
+// defines: lmforge::train::BertModel (model::Bert as a train::Model), bert_loss_names()
 #pragma once
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "dist/communicator.h"
+#include "families/bert/bert_hf_config.h"
 #include "model/bert.h"
 #include "train/model.h"
 #include "train/pipeline_stage.h"
@@ -15,18 +15,6 @@ namespace lmforge::train {
 // The names the losses are logged under, as Megatron's pretrain_bert.py: {"lm loss", "sop loss"}, or {"lm loss"}
 // without the binary head.
 std::vector<std::string> bert_loss_names(const model::BertConfig& config);
-
-// Hugging Face config.json for a BERT (vocab_size = the padded size, the rows of the word table):
-// * Megatron flavour: MegatronBertForPreTraining's config (model_type "megatron-bert", layer_norm_eps as trained,
-//   1e-5 by default). HF applies ONE activation (hidden_act) in the MLP and the head, Megatron tanh in the MLP and
-//   erf in the head: hidden_act is the MLP's ("gelu_new" = tanh, "gelu" = erf) and lmforge_note says what differs.
-// * Original flavour: BertForPreTraining's config (bert_config.json's fields + model_type "bert", layer_norm_eps).
-// Both add lmforge_* fields (the unpadded vocabulary, divisible-by, seq_length, binary head, both GELUs) that make
-// the file describe the model exactly.
-std::string bert_config_json(const model::BertConfig& config);
-// The inverse, also for a plain HF/Google config (then vocab_size is unpadded, divisible-by 1, both GELUs from
-// hidden_act, binary head on). Error naming `source` for missing or invalid fields.
-model::BertConfig bert_config_from_json(const std::string& text, const std::string& source);
 
 // BERT on this rank's tensor-parallel group (nullptr: the whole model). Batch fields read (host, [B,T] row-major):
 //   tokens       Megatron's "text"
@@ -78,12 +66,13 @@ class BertModel final : public Model, public PipelineStage {
   size_t activation_elements(const Batch& batch) const override {
     return (size_t)batch.B * batch.T * bert_.config().hidden;
   }
-  std::vector<double> forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step) override;
-  const float* stage_output() const override { return bert_.stage_output(); }
-  void backward_stage(const float* output_grad, float loss_scale) override {
-    bert_.backward_stage(output_grad, loss_scale);
+  std::vector<double> forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step,
+                                    size_t slot) override;
+  kernels::Tensor stage_output() const override { return bert_.stage_output(); }
+  void backward_stage(const float* output_grad, float loss_scale, size_t slot) override {
+    bert_.backward_stage(output_grad, loss_scale, slot);
   }
-  const float* input_grad() const override { return bert_.input_grad(); }
+  kernels::Tensor input_grad() const override { return bert_.input_grad(); }
   // The tied word table when the first and the last stage differ.
   std::vector<std::string> shared_tensors() const override;
 

@@ -1,15 +1,12 @@
-// defines: lmforge::train::GptModel (model::GPT as a train::Model), GptTask (next-token prediction over Megatron's
-//          GPT samples as a train::Task)
+// defines: lmforge::train::GPTModel (model::GPT as a train::Model and a pipeline stage)
 #pragma once
-#include <array>
-#include <cstdint>
-#include <memory>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "dist/communicator.h"
+#include "kernels/backend.h"
 #include "model/gpt.h"
-#include "datasets/gpt_dataset.h"
 #include "train/model.h"
 #include "train/pipeline_stage.h"
 
@@ -18,9 +15,9 @@ namespace lmforge::train {
 // GPT-2 on this rank's tensor-parallel group (nullptr: the whole model). One loss, "lm loss": the mean
 // cross-entropy over every position of the micro-batch (Megatron's GPT with its default all-ones loss mask).
 // With a pipeline `stage` it holds that stage's layers only and runs under a PipelineSchedule.
-class GptModel final : public Model, public PipelineStage {
+class GPTModel final : public Model, public PipelineStage {
  public:
-  GptModel(const model::GPTConfig& config, kernels::Backend& backend, dist::Communicator* tensor_parallel,
+  GPTModel(const model::GPTConfig& config, kernels::Backend& backend, dist::Communicator* tensor_parallel,
            model::Stage stage = {});
   model::GPT& gpt() { return gpt_; }
 
@@ -56,35 +53,17 @@ class GptModel final : public Model, public PipelineStage {
   size_t activation_elements(const Batch& batch) const override {
     return (size_t)batch.B * batch.T * gpt_.config().hidden;
   }
-  std::vector<double> forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step) override;
-  const float* stage_output() const override { return gpt_.stage_output(); }
-  void backward_stage(const float* output_grad, float loss_scale) override {
-    gpt_.backward_stage(output_grad, loss_scale);
+  std::vector<double> forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step,
+                                    size_t slot) override;
+  kernels::Tensor stage_output() const override { return gpt_.stage_output(); }
+  void backward_stage(const float* output_grad, float loss_scale, size_t slot) override {
+    gpt_.backward_stage(output_grad, loss_scale, slot);
   }
-  const float* input_grad() const override { return gpt_.input_grad(); }
+  kernels::Tensor input_grad() const override { return gpt_.input_grad(); }
   std::vector<std::string> shared_tensors() const override;
 
  private:
   model::GPT gpt_;
-};
-
-// Megatron's GPT data: each sample is seq_length + 1 tokens of the (blended) dataset in GPTDataset's order; the
-// inputs are its first seq_length tokens, the targets the last seq_length.
-class GptTask final : public Task {
- public:
-  GptTask(std::unique_ptr<datasets::GptSampleSource> source, int seq_length);
-  std::string name() const override { return "gpt"; }
-  std::vector<std::string> loss_names() const override { return {"lm loss"}; }
-  bool has_split(SplitKind split) const override;
-  int64_t split_size(SplitKind split) const override;
-  void fill(SplitKind split, int64_t first, int micro_batch, Batch& batch) override;
-  std::string summary() const override { return source_->summary(); }
-  std::string sample_json(SplitKind split, int64_t index) override;
-
- private:
-  std::unique_ptr<datasets::GptSampleSource> source_;
-  int seq_length_;
-  std::vector<int32_t> sample_;
 };
 
 }  // namespace lmforge::train

@@ -1,25 +1,16 @@
-// defines: lmforge::train::T5Model (model::T5 as a train::Model), t5_config_json(), t5_config_from_json()
+// defines: lmforge::train::T5Model (model::T5 as a train::Model)
 #pragma once
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "dist/communicator.h"
+#include "families/t5/t5_hf_config.h"
 #include "model/t5.h"
 #include "train/model.h"
 #include "train/pipeline_stage.h"
 
 namespace lmforge::train {
-
-// The config.json of a T5 checkpoint. There is no Hugging Face class for Megatron's T5 (HF's T5 has relative
-// position buckets, RMSNorm, no biases: §3.1 of the reference notes), so the fields are named after Megatron's
-// arguments: model_type "lmforge-megatron-t5", encoder_num_layers, decoder_num_layers, hidden_size,
-// num_attention_heads, ffn_hidden_size, encoder_seq_length, decoder_seq_length, max_position_embeddings, vocab_size
-// (padded: the rows of the word table), lmforge_vocab_size, lmforge_make_vocab_size_divisible_by, layer_norm_eps,
-// hidden_act ("gelu_new" tanh / "gelu" erf), hidden_dropout, attention_dropout, init_method_std, and a note.
-std::string t5_config_json(const model::T5Config& config);
-// The inverse; Error naming `source` for missing or invalid fields.
-model::T5Config t5_config_from_json(const std::string& text, const std::string& source);
 
 // T5 on this rank's tensor-parallel group (nullptr: the whole model). Batch fields read (host, row-major):
 //   tokens [B,T]            the encoder's input (Megatron's text_enc), T = the encoder length
@@ -78,12 +69,13 @@ class T5Model final : public Model, public PipelineStage {
   size_t output_elements(const Batch& batch) const override {
     return t5_.stage_output_elements(batch.B, batch.T, batch.Td);
   }
-  std::vector<double> forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step) override;
-  const float* stage_output() const override { return t5_.stage_output(); }
-  void backward_stage(const float* output_grad, float loss_scale) override {
-    t5_.backward_stage(output_grad, loss_scale);
+  std::vector<double> forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step,
+                                    size_t slot) override;
+  kernels::Tensor stage_output() const override { return t5_.stage_output(); }
+  void backward_stage(const float* output_grad, float loss_scale, size_t slot) override {
+    t5_.backward_stage(output_grad, loss_scale, slot);
   }
-  const float* input_grad() const override { return t5_.input_grad(); }
+  kernels::Tensor input_grad() const override { return t5_.input_grad(); }
   // The word table (stage 0, the split stage, the last) and the position table (stage 0, the split stage).
   std::vector<std::string> shared_tensors() const override;
 

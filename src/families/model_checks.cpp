@@ -1,5 +1,5 @@
-// defines: check_batch_field, check_checkpoint_vocab, check_checkpoint_settings
-#include "train/model_checks.h"
+// defines: check_batch_field, check_checkpoint_vocab, check_checkpoint_settings, check_checkpoint_transformer
+#include "families/model_checks.h"
 
 namespace lmforge::train {
 
@@ -22,6 +22,19 @@ void check_checkpoint_settings(std::initializer_list<CheckpointSetting> settings
                   ", this run asks for " + std::to_string(f.now) +
                   "; resume with the checkpoint's value, or start a new run from its weights with --finetune "
                   "(where the shapes allow)");
+}
+
+void check_checkpoint_transformer(const model::TransformerConfig& saved, const model::TransformerConfig& now,
+                                  const std::string& source) {
+  check_checkpoint_settings(
+      {
+          {"--hidden-size", saved.hidden, now.hidden},
+          {"--num-attention-heads", saved.heads, now.heads},
+          {"--ffn-hidden-size", saved.ffn(), now.ffn()},
+          {"--max-position-embeddings", saved.max_positions, now.max_positions},
+          {"--make-vocab-size-divisible-by (padded vocabulary)", saved.padded_vocab_size(), now.padded_vocab_size()},
+      },
+      source);
 }
 
 }  // namespace lmforge::train
