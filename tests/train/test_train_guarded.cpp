@@ -4,8 +4,8 @@
 // bitwise equal. Covered: GPT in one process (fp32, bf16, fp16 with dynamic loss scaling and its skipped steps, the
 // distributed optimizer on one rank, resuming from a checkpoint), BERT (LAMB, the sentence-order head) and T5 in
 // one process, and under a 2-rank mpirun job (the test launches itself; the worker test only runs inside that job)
-// data parallelism with replicated AdamW, ZeRO-1 and ZeRO-2, and tensor parallelism. Pipeline stages still pass
-// host activations (train/pipeline_stage.h) and are not run here.
+// data parallelism with replicated AdamW, ZeRO-1 and ZeRO-2, tensor parallelism, and two pipeline stages (the
+// activations between them and the tied embedding's gradient sum as device tensors).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -193,7 +193,7 @@ TEST(GuardedTraining, BertAndT5TrainWithTheCpuLossesBitwise) {
 
 const char* kWorkerEnv = "LMFORGE_GUARDED_WORKER";
 
-TEST(GuardedTraining, DataAndTensorParallelRanksWithTheCpuLossesBitwise) {
+TEST(GuardedTraining, DataTensorAndPipelineParallelRanksWithTheCpuLossesBitwise) {
   TempDir tmp;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   const auto r = run_command("timeout 600 env " + std::string(kWorkerEnv) + "=" + tmp.path() +
@@ -201,14 +201,14 @@ TEST(GuardedTraining, DataAndTensorParallelRanksWithTheCpuLossesBitwise) {
                              " -x OMP_NUM_THREADS " + self + " --gtest_filter=GuardedTrainingWorker.* --gtest_brief=1");
   EXPECT_EQ(r.status, 0) << r.output;
   for (const char* rank : {"rank 0", "rank 1"})
-    EXPECT_NE(r.output.find(std::string("guarded worker ") + rank + ": dp, zero-1, zero-2, tp equal"),
+    EXPECT_NE(r.output.find(std::string("guarded worker ") + rank + ": dp, zero-1, zero-2, tp, pp equal"),
               std::string::npos)
         << r.output;
 }
 
 TEST(GuardedTrainingWorker, LayoutsMatchTheCpu) {
   const char* dir = std::getenv(kWorkerEnv);
-  if (dir == nullptr) GTEST_SKIP() << "runs inside the mpirun job that GuardedTraining.DataAndTensorParallel* starts";
+  if (dir == nullptr) GTEST_SKIP() << "runs inside the mpirun job that GuardedTraining.DataTensorAndPipelineParallel* starts";
   dist::MpiSession mpi;
   auto world = dist::make_mpi_communicator();
   ASSERT_EQ(world->size(), 2);
@@ -218,21 +218,22 @@ TEST(GuardedTrainingWorker, LayoutsMatchTheCpu) {
   base.ddp_bucket_size = 5000;  // several buckets, reductions overlapped with the backward
   base.schedule.train_iters = 3;  // 8 runs on 2 ranks over a shared machine: kept short
   base.eval_interval = 3;
-  TrainOptions zero1 = base, zero2 = base, tp = base;
+  TrainOptions zero1 = base, zero2 = base, tp = base, pp = base;
   zero1.use_distributed_optimizer = true;
   zero2.use_distributed_optimizer = true;
   zero2.zero_stage = 2;
   tp.tensor_model_parallel_size = 2;
   tp.global_batch_size = 2 * tp.micro_batch_size;
+  pp.pipeline_model_parallel_size = 2;  // one layer per stage; the tied embedding's gradient summed between them
   const std::pair<const char*, TrainOptions> layouts[] = {{"dp", base}, {"zero-1", zero1}, {"zero-2", zero2},
-                                                          {"tp", tp}};
+                                                          {"tp", tp}, {"pp", pp}};
   for (const auto& [name, o] : layouts) {
     const DeviceRun cpu = train_on(o, Device::CPU, world.get());
     const DeviceRun guarded = train_on(o, Device::GUARDED, world.get());
     expect_same_run(guarded, cpu, name);
     if (::testing::Test::HasFailure()) return;
   }
-  std::printf("guarded worker rank %d: dp, zero-1, zero-2, tp equal\n", world->rank());
+  std::printf("guarded worker rank %d: dp, zero-1, zero-2, tp, pp equal\n", world->rank());
 }
 
 }  // namespace
