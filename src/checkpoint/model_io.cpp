@@ -123,7 +123,8 @@ std::vector<NamedTensor> gathering_tensors(const param::ParamTable& table, const
   std::vector<NamedTensor> out;
   for (size_t j = 0; j < whole.size(); j++) {
     NamedTensor t{whole[j].name, whole[j].shape, nullptr};
-    const kernels::Tensor local = map.local[j] == StageTensors::npos ? kernels::Tensor{} : piece_of(table, map.local[j], base);
+    const kernels::Tensor local =
+        map.local[j] == StageTensors::npos ? kernels::Tensor{} : piece_of(table, map.local[j], base);
     t.produce = producer(table, map, j, local, whole[j].numel, tp, pipeline);
     out.push_back(std::move(t));
   }
@@ -140,7 +141,8 @@ OptimizerCheckpoint gathering_optimizer(const optim::Optimizer& local, const par
   for (size_t j = 0; j < whole.size(); j++)
     for (size_t k = 0; k < local.state_names().size(); k++) {
       NamedTensor t{local.state_names()[k] + "." + whole[j].name, whole[j].shape, nullptr};
-      const kernels::Tensor state = map.local[j] == StageTensors::npos ? kernels::Tensor{} : local.state_of(k, map.local[j]);
+      const kernels::Tensor state =
+          map.local[j] == StageTensors::npos ? kernels::Tensor{} : local.state_of(k, map.local[j]);
       t.produce = producer(table, map, j, state, whole[j].numel, tp, pipeline);
       out.tensors.push_back(std::move(t));
     }

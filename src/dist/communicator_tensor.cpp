@@ -11,7 +11,8 @@ namespace lmforge::dist {
 namespace {
 
 void check_contiguous(const kernels::Tensor& t, const char* what) {
-  if (!t.contiguous()) throw std::logic_error(std::string("Communicator::") + what + ": a strided view " + t.describe());
+  if (!t.contiguous())
+    throw std::logic_error(std::string("Communicator::") + what + ": a strided view " + t.describe());
 }
 
 float* host_f32(const kernels::Tensor& t, const char* what) {
@@ -62,7 +63,8 @@ void Communicator::reduce_scatter_sum(const kernels::Tensor& data, std::span<con
 }
 
 int Communicator::start_reduce_scatter_sum(const kernels::Tensor& data, std::span<const size_t> counts) {
-  if (kernels::host_accessible(data.device)) return start_reduce_scatter_sum(host_f32(data, "reduce_scatter_sum"), counts);
+  if (kernels::host_accessible(data.device))
+    return start_reduce_scatter_sum(host_f32(data, "reduce_scatter_sum"), counts);
   check_contiguous(data, "reduce_scatter_sum");
   check_pieces(data, counts, "reduce_scatter_sum");
   // Every piece is read (this rank's piece of every rank's buffer is summed on its owner).
@@ -103,7 +105,8 @@ void Communicator::all_gather(const kernels::Tensor& data, std::span<const size_
 }
 
 void Communicator::all_reduce_sum(const kernels::Tensor& data) {
-  if (kernels::host_accessible(data.device)) return all_reduce_sum(host_f32(data, "all_reduce_sum"), (size_t)data.numel());
+  if (kernels::host_accessible(data.device))
+    return all_reduce_sum(host_f32(data, "all_reduce_sum"), (size_t)data.numel());
   check_contiguous(data, "all_reduce_sum");
   std::vector<float> host((size_t)data.numel());
   to_host(data, 0, host.size(), host.data());

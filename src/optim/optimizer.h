@@ -115,9 +115,15 @@ class Optimizer {
   const std::vector<Item>& items() const { return items_; }
   // The views the kernel ops take for one item: its parameters, its gradients, its elements of state k (the steps
   // are those ops over each item).
-  kernels::Tensor item_param(const Item& it) const { return params_[it.param].param.slice0((int64_t)it.local, (int64_t)it.len); }
-  kernels::Tensor item_grad(const Item& it) const { return params_[it.param].grad.slice0((int64_t)it.local, (int64_t)it.len); }
-  kernels::Tensor item_state(size_t k, const Item& it) const { return state(k).slice0((int64_t)it.state, (int64_t)it.len); }
+  kernels::Tensor item_param(const Item& it) const {
+    return params_[it.param].param.slice0((int64_t)it.local, (int64_t)it.len);
+  }
+  kernels::Tensor item_grad(const Item& it) const {
+    return params_[it.param].grad.slice0((int64_t)it.local, (int64_t)it.len);
+  }
+  kernels::Tensor item_state(size_t k, const Item& it) const {
+    return state(k).slice0((int64_t)it.state, (int64_t)it.len);
+  }
 
   std::vector<ParamSpan> params_;
   int64_t step_ = 0;

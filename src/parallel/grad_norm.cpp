@@ -48,8 +48,8 @@ void GradNorm::update_counted() {
   }
 }
 
-double GradNorm::scale_and_clip(const kernels::Tensor& grads, std::span<const GradRange> owned, dist::Communicator& data_parallel,
-                                float scale, bool rescale, double max_norm) const {
+double GradNorm::scale_and_clip(const kernels::Tensor& grads, std::span<const GradRange> owned,
+                                dist::Communicator& data_parallel, float scale, bool rescale, double max_norm) const {
   // Owned ranges: scale, then their Σg² (double; each range's counted runs in index order), summed across ranks in
   // rank order: data parallel (the other pieces), tensor parallel (the other shards), pipeline (the other stages).
   const auto range = [&grads](size_t begin, size_t end) {

@@ -208,7 +208,8 @@ TEST(GuardedTraining, DataTensorAndPipelineParallelRanksWithTheCpuLossesBitwise)
 
 TEST(GuardedTrainingWorker, LayoutsMatchTheCpu) {
   const char* dir = std::getenv(kWorkerEnv);
-  if (dir == nullptr) GTEST_SKIP() << "runs inside the mpirun job that GuardedTraining.DataTensorAndPipelineParallel* starts";
+  if (dir == nullptr)
+    GTEST_SKIP() << "runs inside the mpirun job that GuardedTraining.DataTensorAndPipelineParallel* starts";
   dist::MpiSession mpi;
   auto world = dist::make_mpi_communicator();
   ASSERT_EQ(world->size(), 2);
