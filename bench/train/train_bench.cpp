@@ -69,7 +69,7 @@ void run(const BenchConfig& bc, int steps, kernels::DType dtype) {
       // loss, the gradients stored in fp16 before unscaling, then unscaled for the optimizer.
       const float scale = 1024.0f;
       gpt.backward(scale);
-      optim::round_to_f16_storage(gpt.grads(), (size_t)gpt.num_parameters());
+      optim::round_to_f16_storage(kernels::make_view(gpt.grads(), {(int64_t)gpt.num_parameters()}));
       optim::scale_grads(spans, 1.0f / scale);
     } else {
       gpt.backward();

@@ -334,8 +334,20 @@ OptimizerCheckpoint optimizer_checkpoint(optim::Optimizer& opt, std::span<const 
   for (size_t i = 0; i < opt.params().size(); ++i) {
     const optim::ParamSpan& p = opt.params()[i];
     const auto shape = state_shape(p, model);
-    for (size_t k = 0; k < opt.state_names().size(); ++k)
-      out.tensors.push_back({opt.state_names()[k] + "." + p.name, shape, opt.state_of(k, i).data()});
+    for (size_t k = 0; k < opt.state_names().size(); ++k) {
+      // The state is device memory: the file sees it through the Backend's copies, one tensor at a time.
+      NamedTensor t{opt.state_names()[k] + "." + p.name, shape, nullptr};
+      kernels::Backend* backend = &opt.backend();
+      const kernels::Tensor state = opt.state_of(k, i);
+      const size_t bytes = (size_t)state.numel() * sizeof(float);
+      t.produce = [backend, state, bytes](float* whole) {
+        if (whole != nullptr && bytes > 0) backend->copy_to_host(whole, state.data, bytes);
+      };
+      t.consume = [backend, state, bytes](const float* whole) {
+        if (bytes > 0) backend->copy_to_device(state.data, whole, bytes);
+      };
+      out.tensors.push_back(std::move(t));
+    }
   }
   return out;
 }

@@ -45,8 +45,8 @@ struct OptimizerCheckpoint {
   std::map<std::string, std::string> hyperparameters;
   std::vector<NamedTensor> tensors;
 };
-// The checkpoint tensors of an optimizer holding the whole state, pointing into its state arrays (the shapes of
-// `model`'s tensors of the same names; flat otherwise).
+// The checkpoint tensors of an optimizer holding the whole state, as producers and consumers copying its state
+// arrays (device memory) through its Backend (the shapes of `model`'s tensors of the same names; flat otherwise).
 OptimizerCheckpoint optimizer_checkpoint(optim::Optimizer& optimizer, std::span<const NamedTensor> model);
 
 // A JSON value that is not a scalar (array or object), kept as minified JSON text.

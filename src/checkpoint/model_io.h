@@ -9,6 +9,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "dist/communicator.h"
+#include "kernels/tensor.h"
 #include "optim/optimizer.h"
 #include "param/parameter.h"
 
@@ -16,7 +17,8 @@ namespace lmforge::checkpoint {
 
 // Checkpoints hold whole tensors under their Hugging Face names, so that any layout (T × P × D) loads any other.
 // A rank holds the pieces of `table` (its tensor-parallel share of its pipeline stage's tensors; the whole model
-// with one rank) at `base`; `whole` is the whole model's table (the file's names, shapes and order). These adapters
+// with one rank) in `base`, a flat f32 view of device memory that is only ever read and written through its
+// Backend's copies and the communicators' tensor entry points; `whole` is the whole model's table (the file's names, shapes and order). These adapters
 // hand the checkpoint module one tensor at a time, so no rank ever holds more than one whole tensor beside its
 // pieces. Like Megatron's sharded_state_dict with replica_id, one mechanism serves every layout: without a pipeline
 // the stage map is the identity and every tensor's owner is this stage.
@@ -38,7 +40,8 @@ StageTensors map_stage_tensors(const param::ParamTable& table, const param::Para
 // rank 0 only: whole_numel() floats; may be empty elsewhere) holds tensor i of `table` assembled from every rank's
 // piece `local` (table[i].numel floats). Each non-zero rank sends its piece to rank 0 (point to point), so no rank
 // but rank 0 ever holds more than its own piece, and rank 0 one whole tensor (plus one piece for a column split).
-void gather_to_root(const param::ParamTable& table, size_t i, const float* local, std::span<float> whole,
+// `local` is the piece on the device (table[i].numel floats); `whole` host memory.
+void gather_to_root(const param::ParamTable& table, size_t i, const kernels::Tensor& local, std::span<float> whole,
                     dist::Communicator* tp);
 
 // Save: the checkpoint holds the whole model, listed on every rank of the saving replica in the whole table's
@@ -47,7 +50,7 @@ void gather_to_root(const param::ParamTable& table, size_t i, const float* local
 // writer holds one whole tensor at a time, the other stages none. Every rank of the replica must run the save, the
 // writer with write access, the others with SaveRequest::writer false.
 std::vector<NamedTensor> gathering_tensors(const param::ParamTable& table, const param::ParamTable& whole,
-                                           const StageTensors& map, const float* base, dist::Communicator* tp,
+                                           const StageTensors& map, const kernels::Tensor& base, dist::Communicator* tp,
                                            dist::Communicator* pipeline);
 // The optimizer's state (whole over data parallelism: parallel::DistributedOptimizer::gathered()) the same way.
 OptimizerCheckpoint gathering_optimizer(const optim::Optimizer& local, const param::ParamTable& table,
@@ -56,7 +59,7 @@ OptimizerCheckpoint gathering_optimizer(const optim::Optimizer& local, const par
 // Load: every rank reads the whole model's list (the loader checks the file holds exactly it) and keeps the pieces
 // of its stage's tensors; the other tensors are read and dropped.
 std::vector<NamedTensor> slicing_tensors(const param::ParamTable& table, const param::ParamTable& whole,
-                                         const StageTensors& map, float* base);
+                                         const StageTensors& map, const kernels::Tensor& base);
 OptimizerCheckpoint slicing_optimizer(optim::Optimizer& local, const param::ParamTable& table,
                                       const param::ParamTable& whole, const StageTensors& map);
 

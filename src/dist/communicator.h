@@ -1,16 +1,18 @@
 // defines: lmforge::dist::Communicator (the collectives training needs: all-reduce, reduce-scatter, all-gather,
-//          broadcast, barrier, abort), CommStats, even_split(), make_local_communicator(), make_mpi_communicator(),
+//          broadcast, barrier, abort; on host memory and on device tensors), CommStats, even_split(), make_local_communicator(), make_mpi_communicator(),
 //          make_gloo_communicator()
 #pragma once
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "dist/tcp_store.h"
+#include "kernels/tensor.h"
 
 namespace lmforge::dist {
 
@@ -75,6 +77,25 @@ class Communicator {
   virtual bool send_done(int handle) { return (void)handle, true; }
   virtual void wait_send(int handle) { (void)handle; }
   virtual void barrier() = 0;
+
+  // ---- the same collectives on device tensors (Marian's and Megatron's communicators take the device's buffers) --
+  // Each takes a contiguous view of device memory (f32 for the sums, any dtype for broadcast and point to point) and
+  // means exactly what its host counterpart above means. Memory the host can address (the CPU device,
+  // kernels::host_accessible) goes to the transport as it is, so results and bytes on the wire are those of the
+  // host calls; any other device's memory is staged through host buffers with its Backend's copies (the transports
+  // here, MPI and Gloo over TCP, read host memory only): only the pieces a collective reads are copied out and only
+  // the pieces it writes copied back, so the device holds bitwise what the host call leaves in host memory.
+  void reduce_scatter_sum(const kernels::Tensor& data, std::span<const size_t> counts);
+  // start_/finish_ as above; pass finish_ the tensor given to start_ (a staged start copies its result back there).
+  int start_reduce_scatter_sum(const kernels::Tensor& data, std::span<const size_t> counts);
+  void finish_reduce_scatter_sum(const kernels::Tensor& data, int handle);
+  void all_gather(const kernels::Tensor& data, std::span<const size_t> counts);
+  // An even split of data's numel, as all_reduce_sum(float*, n).
+  void all_reduce_sum(const kernels::Tensor& data);
+  void broadcast(const kernels::Tensor& data, int root);
+  void send(const kernels::Tensor& data, int dest);
+  void recv(const kernels::Tensor& data, int source);
+
   // The ranks with the same color form a new group, ordered by key (then by rank). Collective over this group.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
   // Prints "<prefix>: error: rank r of n (host): reason" to stderr and ends the whole job with `code` (mpirun then
@@ -85,6 +106,14 @@ class Communicator {
 
  protected:
   CommStats stats_;
+
+ private:
+  // Host copies of device tensors whose reduce-scatter is in flight (start_ → finish_), by handle.
+  struct Staged {
+    std::vector<float> host;
+    std::vector<size_t> counts;
+  };
+  std::map<int, Staged> staged_;
 };
 
 // n elements cut into `parts` consecutive pieces whose sizes differ by at most one (the first n % parts get one

@@ -1,4 +1,4 @@
-// defines: Buffer, backend_for(), table_only_backend()
+// defines: Buffer, backend_for(), host_accessible(), table_only_backend()
 #include "kernels/backend.h"
 
 #include <stdexcept>
@@ -71,6 +71,8 @@ Backend& backend_for(Device device) {
   }
   throw Error(std::string("no backend for device ") + device_name(device) + " in this build");
 }
+
+bool host_accessible(Device device) { return device == Device::CPU; }
 
 Buffer::Buffer(Backend& backend, DType dtype, size_t count) { resize(backend, dtype, count); }
 

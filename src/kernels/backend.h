@@ -1,5 +1,6 @@
 // defines: lmforge::kernels::Backend (memory and synchronisation of one compute device), Buffer (owned device
-//          memory of a dtype), cpu_backend(), backend_for() (the CPU, the GUARDED test device, CUDA)
+//          memory of a dtype), cpu_backend(), backend_for() (the CPU, the GUARDED test device, CUDA),
+//          host_accessible(), table_only_backend()
 #pragma once
 #include <cstddef>
 #include <initializer_list>
@@ -26,6 +27,10 @@ class Backend {
   virtual void copy_to_host(void* dst_host, const void* src_device, size_t bytes) = 0;
   virtual void copy_on_device(void* dst_device, const void* src_device, size_t bytes) = 0;
   virtual void fill_zero(void* p, size_t bytes) = 0;
+  // Zeroes [p, p + bytes) and may hand the memory of whole pages inside it back to the system until it is written
+  // again (ZeRO-2 releases the gradient pieces a rank does not own this way). The default only zeroes; the CPU
+  // returns the pages (madvise).
+  virtual void release_zeroed(void* p, size_t bytes) { fill_zero(p, bytes); }
   // Waits for all queued work; the CPU backend runs every op synchronously, so this returns at once there.
   virtual void synchronize() = 0;
   // Threads the ops may use (OpenMP loops and BLAS); <= 0 keeps the current setting.
@@ -53,6 +58,11 @@ Backend& table_only_backend();
 // memory from cudaMalloc. lmforge::Error naming the reason when it cannot be used — a build without the CUDA
 // backend, no NVIDIA driver (or one older than the CUDA runtime), no device — before anything runs on it.
 Backend& backend_for(Device device);
+// Whether the process may read and write `device`'s memory with host loads and stores (the CPU: its device memory
+// is host memory; the guarded device and accelerators: no). Code outside kernels/ that hands memory to a host-only
+// consumer (MPI, Gloo, a file, madvise) passes such memory as it is and stages any other through the Backend's
+// copies (dist::Communicator's tensor entry points do).
+bool host_accessible(Device device);
 
 // Device memory for `count` elements of `dtype`, freed with the buffer (move-only). resize() reallocates only
 // when growing, so per-(B,T) activation buffers are allocated once for the largest shape seen.

@@ -19,10 +19,10 @@ class TensorParallel {
   bool active() const { return size() > 1; }
   dist::Communicator* group() const { return group_; }
 
-  // x ← Σ over the group's ranks of x, in rank order (identical on every rank). In place.
+  // x ← Σ over the group's ranks of x, in rank order (identical on every rank). In place, on x's device.
   void all_reduce(const kernels::Tensor& x) const;
   void all_reduce(double* data, size_t n) const;
-  // data holds size() pieces of `piece` floats; afterwards piece r is rank r's piece r.
+  // data (HOST memory) holds size() pieces of `piece` floats; afterwards piece r is rank r's piece r.
   void all_gather(float* data, size_t piece) const;
 
  private:

@@ -46,16 +46,13 @@ void AdamW::begin_step(double lr, double weight_decay, std::span<double>) {
   ++step_;
   const kernels::AdamWScalars with_decay = make_scalars(lr, weight_decay, config_, step_);
   const kernels::AdamWScalars without_decay = make_scalars(lr, 0.0, config_, step_);
-  float* m = state_data(0);
-  float* v = state_data(1);
   const std::vector<Item>& work = items();
   const int64_t count = static_cast<int64_t>(work.size());
 #pragma omp parallel for schedule(static) if (count > 1)
   for (int64_t k = 0; k < count; ++k) {
     const Item& it = work[static_cast<size_t>(k)];
-    const ParamSpan& p = params_[it.param];
-    kernels::adamw_update(flat(p.param + it.local, it.len), flat(p.grad + it.local, it.len), flat(m + it.state, it.len),
-                          flat(v + it.state, it.len), p.weight_decay ? with_decay : without_decay);
+    kernels::adamw_update(item_param(it), item_grad(it), item_state(0, it), item_state(1, it),
+                          params_[it.param].weight_decay ? with_decay : without_decay);
   }
 }
 

@@ -4,25 +4,21 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/ops.h"
+
 namespace lmforge::optim {
 
-double sum_of_squares(const float* g, size_t count) {
-  const int64_t n = static_cast<int64_t>(count);
-  double sum = 0.0;
-#pragma omp parallel for simd reduction(+ : sum) schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(g[i]) * static_cast<double>(g[i]);
-  return sum;
+double sum_of_squares(const kernels::Tensor& g) {
+  return g.numel() == 0 ? 0.0 : kernels::sum_squares(g, kernels::SumOrder::PARALLEL);
 }
 
-void scale_in_place(float* g, size_t count, float factor) {
-  const int64_t n = static_cast<int64_t>(count);
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) g[i] *= factor;
+void scale_in_place(const kernels::Tensor& g, float factor) {
+  if (g.numel() > 0) kernels::scale(g, factor);
 }
 
 double grad_sum_of_squares(std::span<const ParamSpan> params) {
   double total = 0.0;
-  for (const ParamSpan& p : params) total += sum_of_squares(p.grad, p.size);
+  for (const ParamSpan& p : params) total += sum_of_squares(p.grad);
   return total;
 }
 
@@ -35,7 +31,7 @@ float clip_coefficient(double norm, double max_norm) {
 }
 
 void scale_grads(std::span<const ParamSpan> params, float scale) {
-  for (const ParamSpan& p : params) scale_in_place(p.grad, p.size, scale);
+  for (const ParamSpan& p : params) scale_in_place(p.grad, scale);
 }
 
 double clip_grad_norm(std::span<const ParamSpan> params, double max_norm) {

@@ -4,17 +4,19 @@
 #include <cstddef>
 #include <span>
 
+#include "kernels/tensor.h"
 #include "optim/optimizer.h"
 
 namespace lmforge::optim {
 
 // The two loops every gradient norm and clipping is made of (here for one process; parallel/grad_norm.h runs them
 // over a rank's pieces and sums across data-, tensor- and pipeline-parallel ranks):
-// Σ g² of n gradients, accumulated in double (each g² is exact in double, so only the order of the additions
-// differs from a float64 reference).
-double sum_of_squares(const float* g, size_t n);
-// g ← factor · g.
-void scale_in_place(float* g, size_t n, float factor);
+// Σ g² of a flat f32 device view, accumulated in double (each g² is exact in double, so only the order of the
+// additions differs from a float64 reference): the kernel op kernels::sum_squares in its PARALLEL order, the
+// result back on the host.
+double sum_of_squares(const kernels::Tensor& g);
+// g ← factor · g (the kernel op kernels::scale).
+void scale_in_place(const kernels::Tensor& g, float factor);
 
 // Σ g² over the spans (sum_of_squares of each, added in order).
 double grad_sum_of_squares(std::span<const ParamSpan> params);

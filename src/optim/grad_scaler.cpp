@@ -56,8 +56,8 @@ void LossScaler::load(const std::string& text) {
   hysteresis_tracker_ = hysteresis;
 }
 
-void round_to_f16_storage(float* g, size_t n) {
-  kernels::round_to_f16_storage(kernels::make_view(g, {(int64_t)n}));
+void round_to_f16_storage(const kernels::Tensor& g) {
+  if (g.numel() > 0) kernels::round_to_f16_storage(g);
 }
 
 }  // namespace lmforge::optim

@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <string>
 
+#include "kernels/tensor.h"
+
 namespace lmforge::optim {
 
 // The scaler's settings under Megatron's flag names (megatron/training/arguments.py, _add_mixed_precision_args);
@@ -42,6 +44,7 @@ class LossScaler {
 
 // g ← fp32(fp16(g)) in place: the fp16 storage of the gradients before they are unscaled (overflow → inf, tiny
 // values → subnormals or 0), as Megatron's fp16 model gradients hold them.
-void round_to_f16_storage(float* g, size_t n);
+// The kernel op kernels::round_to_f16_storage over a flat f32 device view.
+void round_to_f16_storage(const kernels::Tensor& g);
 
 }  // namespace lmforge::optim

@@ -48,8 +48,6 @@ void Lamb::begin_step(double, double weight_decay, std::span<double> sums) {
     throw std::logic_error("lamb: begin_step needs 2 sums per parameter tensor");
   ++step_;
   const kernels::LambScalars s = scalars();
-  float* m = state_data(0);
-  float* v = state_data(1);
   const std::vector<Item>& work = items();
   const int64_t count = static_cast<int64_t>(work.size());
   std::vector<double> p_sq(work.size()), u_sq(work.size());
@@ -58,8 +56,8 @@ void Lamb::begin_step(double, double weight_decay, std::span<double> sums) {
     const Item& it = work[static_cast<size_t>(k)];
     const ParamSpan& ps = params_[it.param];
     const float wd = ps.weight_decay ? static_cast<float>(weight_decay) : 0.0f;
-    const kernels::LambSums item = kernels::lamb_moments(flat(ps.param + it.local, it.len), flat(ps.grad + it.local, it.len),
-                                                         flat(m + it.state, it.len), flat(v + it.state, it.len), s, wd);
+    const kernels::LambSums item =
+        kernels::lamb_moments(item_param(it), item_grad(it), item_state(0, it), item_state(1, it), s, wd);
     p_sq[static_cast<size_t>(k)] = item.p_sq;
     u_sq[static_cast<size_t>(k)] = item.u_sq;
   }
@@ -83,8 +81,6 @@ void Lamb::finish_step(double lr, double weight_decay, std::span<const double> s
     if ((config_.use_nvlamb || decayed) && p_norm != 0.0 && u_norm != 0.0)
       rate[i] = static_cast<float>(lr * (p_norm / u_norm));
   }
-  const float* m = state_data(0);
-  const float* v = state_data(1);
   const std::vector<Item>& work = items();
   const int64_t count = static_cast<int64_t>(work.size());
 #pragma omp parallel for schedule(static) if (count > 1)
@@ -92,7 +88,7 @@ void Lamb::finish_step(double lr, double weight_decay, std::span<const double> s
     const Item& it = work[static_cast<size_t>(k)];
     const ParamSpan& ps = params_[it.param];
     const float wd = ps.weight_decay ? static_cast<float>(weight_decay) : 0.0f;
-    kernels::lamb_apply(flat(ps.param + it.local, it.len), flat(m + it.state, it.len), flat(v + it.state, it.len), s,
+    kernels::lamb_apply(item_param(it), item_state(0, it), item_state(1, it), s,
                         wd, rate[it.param]);
   }
 }

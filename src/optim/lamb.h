@@ -45,10 +45,12 @@ class Lamb : public Optimizer {
   void finish_step(double lr, double weight_decay, std::span<const double> sums) override;
   const LambConfig& config() const { return config_; }
 
-  std::span<float> exp_avg() { return state(0); }
-  std::span<float> exp_avg_sq() { return state(1); }
-  std::span<float> exp_avg_of(size_t i) { return state_of(0, i); }
-  std::span<float> exp_avg_sq_of(size_t i) { return state_of(1, i); }
+  // Host copies (checks, tests; the state itself is device memory: state(), state_of()): m and v over the slice,
+  // and of parameter i within the slice (torch's exp_avg / exp_avg_sq).
+  std::vector<float> exp_avg() const { return state_values(0); }
+  std::vector<float> exp_avg_sq() const { return state_values(1); }
+  std::vector<float> exp_avg_of(size_t i) const { return state_values_of(0, i); }
+  std::vector<float> exp_avg_sq_of(size_t i) const { return state_values_of(1, i); }
 
  private:
   kernels::LambScalars scalars() const;  // for the current step_ (the per-element arithmetic: kernels/ops.h)

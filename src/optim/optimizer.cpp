@@ -1,4 +1,5 @@
-// defines: Optimizer's slice bookkeeping, named state and the one-process step()
+// defines: ParamSpan's constructors, Optimizer's slice bookkeeping, named state (device buffers) and the
+//          one-process step()
 #include "optim/optimizer.h"
 
 #include <algorithm>
@@ -9,25 +10,46 @@
 
 namespace lmforge::optim {
 
+ParamSpan::ParamSpan(std::string name_, const kernels::Tensor& param_, const kernels::Tensor& grad_, size_t size_,
+                     bool weight_decay_)
+    : name(std::move(name_)), param(param_), grad(grad_), size(size_), weight_decay(weight_decay_) {}
+
+ParamSpan::ParamSpan(std::string name_, float* param_, float* grad_, size_t size_, bool weight_decay_)
+    : ParamSpan(std::move(name_), kernels::make_view(param_, {(int64_t)size_}),
+                kernels::make_view(grad_, {(int64_t)size_}), size_, weight_decay_) {}
+
 Optimizer::Optimizer(std::string_view what, std::vector<ParamSpan> params, std::vector<std::string> state_names,
                      size_t shard_begin, size_t shard_end)
     : params_(std::move(params)), state_names_(std::move(state_names)) {
   const std::string who(what);
   offsets_.reserve(params_.size() + 1);
   offsets_.push_back(0);
+  // The state lives where the parameters do; every span's parameters and gradients on that one device.
+  const kernels::Device device = params_.empty() ? kernels::Device::CPU : params_.front().param.device;
   for (const ParamSpan& p : params_) {
-    if (p.size > 0 && (p.param == nullptr || p.grad == nullptr))
+    if (p.size > 0 && (!p.param.present() || !p.grad.present()))
       throw Error(who + ": parameter '" + p.name + "' has no parameter or gradient storage");
+    if (p.size > 0 && (p.param.numel() != (int64_t)p.size || p.grad.numel() != (int64_t)p.size ||
+                       p.param.dtype != kernels::DType::F32 || p.grad.dtype != kernels::DType::F32 ||
+                       !p.param.contiguous() || !p.grad.contiguous() || p.param.ndim != 1 || p.grad.ndim != 1))
+      throw Error(who + ": parameter '" + p.name + "' needs flat f32 views of " + std::to_string(p.size) +
+                  " elements, got " + p.param.describe() + " and " + p.grad.describe());
+    if (p.size > 0 && (p.param.device != device || p.grad.device != device))
+      throw Error(who + ": parameter '" + p.name + "' is on another device than '" + params_.front().name + "'");
     numel_ += p.size;
     offsets_.push_back(numel_);
   }
+  backend_ = &kernels::backend_for(device);
   if (shard_end == kAll) shard_end = numel_;
   if (shard_begin > shard_end || shard_end > numel_)
     throw Error(who + ": shard [" + std::to_string(shard_begin) + ", " + std::to_string(shard_end) +
                 ") does not lie within the " + std::to_string(numel_) + " parameters");
   shard_begin_ = shard_begin;
   shard_end_ = shard_end;
-  states_.assign(state_names_.size(), std::vector<float>(shard_end_ - shard_begin_, 0.0f));
+  for (size_t k = 0; k < state_names_.size(); ++k) {
+    states_.emplace_back(*backend_, kernels::DType::F32, shard_end_ - shard_begin_);
+    states_.back().zero();
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     const size_t lo = std::max(offsets_[i], shard_begin_), hi = std::min(offsets_[i + 1], shard_end_);
     for (size_t b = lo; b < hi; b += kBlock)
@@ -59,19 +81,33 @@ size_t Optimizer::state_index(std::string_view state) const {
   throw std::out_of_range(std::string(name()) + " has no state '" + std::string(state) + "'");
 }
 
-std::span<float> Optimizer::state_of(size_t k, size_t i) {
-  const size_t lo = std::max(offsets_.at(i), shard_begin_), hi = std::min(offsets_.at(i + 1), shard_end_);
-  if (lo >= hi) return {};
-  return std::span<float>(states_.at(k).data() + (lo - shard_begin_), hi - lo);
+kernels::Tensor Optimizer::state(size_t k) const {
+  const kernels::Buffer& b = states_.at(k);
+  kernels::Tensor t = kernels::make_view(b.data(), kernels::DType::F32, {(int64_t)b.count()}, backend_->device());
+  return t;
 }
 
-std::span<const float> Optimizer::state_of(size_t k, size_t i) const {
-  return const_cast<Optimizer*>(this)->state_of(k, i);
+kernels::Tensor Optimizer::state_of(size_t k, size_t i) const {
+  const size_t lo = std::max(offsets_.at(i), shard_begin_), hi = std::min(offsets_.at(i + 1), shard_end_);
+  if (lo >= hi) return state(k).slice0(0, 0);
+  return state(k).slice0((int64_t)(lo - shard_begin_), (int64_t)(hi - lo));
 }
+
+namespace {
+std::vector<float> host_copy(kernels::Backend& backend, const kernels::Tensor& t) {
+  std::vector<float> out((size_t)t.numel());
+  if (!out.empty()) backend.copy_to_host(out.data(), t.data, out.size() * sizeof(float));
+  return out;
+}
+}  // namespace
+
+std::vector<float> Optimizer::state_values(size_t k) const { return host_copy(*backend_, state(k)); }
+
+std::vector<float> Optimizer::state_values_of(size_t k, size_t i) const { return host_copy(*backend_, state_of(k, i)); }
 
 size_t Optimizer::state_bytes() const {
   size_t n = 0;
-  for (const auto& s : states_) n += s.size() * sizeof(float);
+  for (const auto& s : states_) n += s.bytes();
   return n;
 }
 

@@ -9,19 +9,27 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "kernels/tensor.h"
 
 namespace lmforge::optim {
 
 // One parameter tensor as the optimizer sees it: a flat fp32 range of the model's parameter buffer, the
-// matching range of its gradient buffer, and whether weight decay applies (Megatron and nanoGPT decay
-// matrices, including wte/wpe, but not biases or LayerNorm parameters). Not a second description of a parameter:
-// the trainer binds each param::Parameter of the model's table (name, this rank's piece, decay) to its buffers;
-// the optimizer module stays free of models and layouts (its tests build spans over plain arrays).
+// matching range of its gradient buffer (both device memory: contiguous f32 views of `size` elements on one
+// device), and whether weight decay applies (Megatron and nanoGPT decay matrices, including wte/wpe, but not
+// biases or LayerNorm parameters). Not a second description of a parameter: the trainer binds each
+// param::Parameter of the model's table (name, this rank's piece, decay) to its buffers; the optimizer module
+// stays free of models and layouts (its tests build spans over plain arrays: CPU device memory is host memory).
 struct ParamSpan {
+  ParamSpan() = default;
+  ParamSpan(std::string name_, const kernels::Tensor& param_, const kernels::Tensor& grad_, size_t size_,
+            bool weight_decay_ = true);
+  // Host arrays as CPU device memory.
+  ParamSpan(std::string name_, float* param_, float* grad_, size_t size_, bool weight_decay_ = true);
+
   std::string name;  // the tensor's name (HF names for GPT-2); optimizer state is saved under it
-  float* param = nullptr;
-  float* grad = nullptr;
+  kernels::Tensor param;
+  kernels::Tensor grad;
   size_t size = 0;
   bool weight_decay = true;
 };
@@ -29,7 +37,9 @@ struct ParamSpan {
 // An optimizer over a list of parameter spans forming one flat index space (the spans in order), of which it owns
 // the slice [shard_begin, shard_end) (a ZeRO-1 shard; by default everything). A slice may begin and end anywhere,
 // also inside a tensor. Per element of the slice it keeps the float arrays named by state_names() (torch's names:
-// "exp_avg"/"exp_avg_sq" for Adam and LAMB, "momentum_buffer" for SGD), and it counts its steps from 1.
+// "exp_avg"/"exp_avg_sq" for Adam and LAMB, "momentum_buffer" for SGD) in the memory of the spans' device, and
+// it counts its steps from 1. Every update is a kernel op (kernels/ops.h) over device views: nothing here reads
+// device memory on the host.
 //
 // The step has two phases, so that an update needing whole-tensor quantities works on any slice:
 //   1. begin_step() updates the state of the owned elements and, when needs_tensor_norms(), writes per tensor i
@@ -43,6 +53,11 @@ class Optimizer {
   static constexpr size_t kAll = static_cast<size_t>(-1);
 
   virtual ~Optimizer() = default;
+  // Movable (the state buffers move with it), not copyable.
+  Optimizer(Optimizer&&) = default;
+  Optimizer& operator=(Optimizer&&) = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
 
   virtual std::string_view name() const = 0;  // "adamw", "lamb", "sgd": recorded in checkpoints
   virtual std::map<std::string, std::string> hyperparameters() const = 0;  // for checkpoint metadata
@@ -69,15 +84,18 @@ class Optimizer {
   int64_t steps() const { return step_; }
   void set_steps(int64_t step) { step_ = step; }
 
-  // Named state over the slice, shard_end − shard_begin floats each; writable so a checkpoint can restore it.
+  // Named state over the slice, shard_end − shard_begin floats each, as flat f32 views of device memory (on the
+  // spans' device); writable so a checkpoint can restore it (through the device's Backend copies).
   const std::vector<std::string>& state_names() const { return state_names_; }
   size_t state_index(std::string_view state) const;  // throws std::out_of_range for an unknown name
-  std::span<float> state(size_t k) { return states_.at(k); }
-  std::span<const float> state(size_t k) const { return states_.at(k); }
-  // State k of parameter i restricted to the slice: empty when the parameter lies outside it.
-  std::span<float> state_of(size_t k, size_t i);
-  std::span<const float> state_of(size_t k, size_t i) const;
+  kernels::Tensor state(size_t k) const;
+  // State k of parameter i restricted to the slice: numel 0 when the parameter lies outside it.
+  kernels::Tensor state_of(size_t k, size_t i) const;
+  // Host copies (checks, tests): state k, or state k of parameter i (empty outside the slice).
+  std::vector<float> state_values(size_t k) const;
+  std::vector<float> state_values_of(size_t k, size_t i) const;
   size_t state_bytes() const;  // of all state arrays
+  kernels::Backend& backend() const { return *backend_; }  // the spans' device
 
  protected:
   // `what` prefixes errors ("adam", "lamb", "sgd"). Throws lmforge::Error for a slice outside the space or a span
@@ -95,10 +113,17 @@ class Optimizer {
     size_t len;
   };
   const std::vector<Item>& items() const { return items_; }
-  float* state_data(size_t k) { return states_[k].data(); }
-  // n floats at p as the flat f32 view the kernel ops (kernels/ops.h) take: the steps are those ops over each item.
-  static kernels::Tensor flat(float* p, size_t n) { return kernels::make_view(p, {static_cast<int64_t>(n)}); }
-  static kernels::Tensor flat(const float* p, size_t n) { return flat(const_cast<float*>(p), n); }
+  // The views the kernel ops take for one item: its parameters, its gradients, its elements of state k (the steps
+  // are those ops over each item).
+  kernels::Tensor item_param(const Item& it) const {
+    return params_[it.param].param.slice0((int64_t)it.local, (int64_t)it.len);
+  }
+  kernels::Tensor item_grad(const Item& it) const {
+    return params_[it.param].grad.slice0((int64_t)it.local, (int64_t)it.len);
+  }
+  kernels::Tensor item_state(size_t k, const Item& it) const {
+    return state(k).slice0((int64_t)it.state, (int64_t)it.len);
+  }
 
   std::vector<ParamSpan> params_;
   int64_t step_ = 0;
@@ -108,7 +133,8 @@ class Optimizer {
   size_t numel_ = 0;
   size_t shard_begin_ = 0, shard_end_ = 0;
   std::vector<std::string> state_names_;
-  std::vector<std::vector<float>> states_;
+  kernels::Backend* backend_ = nullptr;
+  std::vector<kernels::Buffer> states_;
   std::vector<Item> items_;
 };
 

@@ -32,7 +32,6 @@ void Sgd::begin_step(double lr, double weight_decay, std::span<double>) {
   const bool momentum = config_.momentum != 0.0;
   const float mu = static_cast<float>(config_.momentum);
   const float neg_lr = static_cast<float>(-lr);
-  float* buffer = momentum ? state_data(0) : nullptr;
   const std::vector<Item>& work = items();
   const int64_t count = static_cast<int64_t>(work.size());
 #pragma omp parallel for schedule(static) if (count > 1)
@@ -42,8 +41,7 @@ void Sgd::begin_step(double lr, double weight_decay, std::span<double>) {
     // torch skips the decay term entirely when the group's weight decay is 0.
     const bool decay = ps.weight_decay && weight_decay != 0.0;
     const kernels::SgdScalars s{decay, first, static_cast<float>(weight_decay), mu, neg_lr};
-    kernels::sgd_update(flat(ps.param + it.local, it.len), flat(ps.grad + it.local, it.len),
-                        momentum ? flat(buffer + it.state, it.len) : kernels::Tensor{}, s);
+    kernels::sgd_update(item_param(it), item_grad(it), momentum ? item_state(0, it) : kernels::Tensor{}, s);
   }
 }
 

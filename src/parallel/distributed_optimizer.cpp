@@ -5,14 +5,18 @@
 #include <stdexcept>
 #include <utility>
 
+#include "kernels/backend.h"
+
 namespace lmforge::parallel {
 
 DistributedOptimizer::DistributedOptimizer(const GradBuckets& buckets, std::vector<optim::ParamSpan> spans,
-                                           float* params, const optim::OptimizerConfig& config)
+                                           const kernels::Tensor& params, const optim::OptimizerConfig& config)
     : buckets_(buckets), comm_(buckets.data_parallel()), spans_(std::move(spans)), params_(params), config_(config) {
+  if (params_.ndim != 1 || params_.dtype != kernels::DType::F32)
+    throw std::logic_error("DistributedOptimizer: the parameters must be a flat f32 view, not " + params_.describe());
   size_t total = 0;
   for (const optim::ParamSpan& s : spans_) {
-    if (s.param != params_ + total)
+    if (s.size > 0 && (s.param.data != params_.slice0((int64_t)total, 0).data || s.param.device != params_.device))
       throw std::logic_error("DistributedOptimizer: parameter spans must tile the flat buffers in order");
     total += s.size;
   }
@@ -62,7 +66,9 @@ void DistributedOptimizer::step(double lr, double weight_decay) {
   const std::vector<GradBuckets::Bucket>& buckets = buckets_.buckets();
   for (size_t i = 0; i < parts.size(); i++) {
     parts[i]->finish_step(lr, weight_decay, sums);
-    if (sharded()) comm_.all_gather(params_ + buckets[i].begin, buckets[i].counts);
+    if (sharded())
+      comm_.all_gather(params_.slice0((int64_t)buckets[i].begin, (int64_t)(buckets[i].end - buckets[i].begin)),
+                       buckets[i].counts);
   }
 }
 
@@ -71,13 +77,16 @@ const optim::Optimizer& DistributedOptimizer::gathered() {
   full_ = optim::make_optimizer(config_, spans_);
   full_->set_steps(shards_.front()->steps());
   const std::vector<GradBuckets::Bucket>& buckets = buckets_.buckets();
+  kernels::Backend& backend = full_->backend();
   for (size_t s = 0; s < full_->state_names().size(); s++) {
-    std::span<float> whole = full_->state(s);
+    const kernels::Tensor whole = full_->state(s);
     for (size_t i = 0; i < buckets.size(); i++) {
       const GradBuckets::Bucket& k = buckets[i];
-      const std::span<const float> mine = shards_[i]->state(s);
-      std::copy(mine.begin(), mine.end(), whole.begin() + (ptrdiff_t)k.mine_begin);
-      comm_.all_gather(whole.data() + k.begin, k.counts);
+      const kernels::Tensor mine = shards_[i]->state(s);
+      if (mine.numel() > 0)
+        backend.copy_on_device(whole.slice0((int64_t)k.mine_begin, mine.numel()).data, mine.data,
+                               (size_t)mine.numel() * sizeof(float));
+      comm_.all_gather(whole.slice0((int64_t)k.begin, (int64_t)(k.end - k.begin)), k.counts);
     }
   }
   return *full_;
@@ -99,9 +108,10 @@ void DistributedOptimizer::scatter_loaded() {
   for (size_t i = 0; i < buckets.size(); i++) {
     const GradBuckets::Bucket& k = buckets[i];
     for (size_t s = 0; s < full_->state_names().size(); s++) {
-      const std::span<const float> whole = std::as_const(*full_).state(s);
-      std::copy(whole.begin() + (ptrdiff_t)k.mine_begin, whole.begin() + (ptrdiff_t)k.mine_end,
-                shards_[i]->state(s).begin());
+      if (k.mine_end == k.mine_begin) continue;
+      const kernels::Tensor whole = full_->state(s);
+      full_->backend().copy_on_device(shards_[i]->state(s).data, whole.slice0((int64_t)k.mine_begin, 0).data,
+                                      (k.mine_end - k.mine_begin) * sizeof(float));
     }
     shards_[i]->set_steps(full_->steps());
   }

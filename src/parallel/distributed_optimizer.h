@@ -26,7 +26,8 @@ namespace lmforge::parallel {
 class DistributedOptimizer {
  public:
   // `buckets` (the data-parallel group and the pieces) must outlive this.
-  DistributedOptimizer(const GradBuckets& buckets, std::vector<optim::ParamSpan> spans, float* params,
+  // params: the flat f32 device view of the parameters the spans tile.
+  DistributedOptimizer(const GradBuckets& buckets, std::vector<optim::ParamSpan> spans, const kernels::Tensor& params,
                        const optim::OptimizerConfig& config);
   ~DistributedOptimizer();
 
@@ -40,7 +41,8 @@ class DistributedOptimizer {
   void step(double lr, double weight_decay);
 
   // An optimizer holding the whole state, for checkpoints (collective: the distributed optimizer gathers its
-  // shards into a temporary whole copy; plain data parallelism returns its own).
+  // shards into a temporary whole copy on the device, copies between device buffers and all-gathers of device
+  // tensors; plain data parallelism returns its own).
   const optim::Optimizer& gathered();
   void release_gathered();  // frees the distributed optimizer's temporary whole copy
   // Whole-state optimizer to load a checkpoint into; then call scatter_loaded() (every rank).
@@ -54,7 +56,7 @@ class DistributedOptimizer {
   const GradBuckets& buckets_;
   dist::Communicator& comm_;
   std::vector<optim::ParamSpan> spans_;
-  float* params_;
+  kernels::Tensor params_;
   optim::OptimizerConfig config_;
   dist::Communicator* tensor_parallel_ = nullptr;
   std::vector<bool> counted_spans_;                        // per span: counted in LAMB's norms (tensor parallel)

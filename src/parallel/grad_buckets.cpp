@@ -1,24 +1,24 @@
-// defines: GradBuckets (bucketed rank-ordered gradient reduction, overlapped with the backward; ZeRO-2 release)
+// defines: GradBuckets (bucketed rank-ordered gradient reduction on device tensors, overlapped with the backward;
+//          ZeRO-2 release)
 #include "parallel/grad_buckets.h"
 
 #include <algorithm>
-#include <cstring>
 #include <stdexcept>
 #include <utility>
 
-#include <sys/mman.h>
-#include <unistd.h>
-
+#include "kernels/backend.h"
 #include "optim/grad_scaler.h"
 
 namespace lmforge::parallel {
 
-GradBuckets::GradBuckets(dist::Communicator& data_parallel, std::vector<optim::ParamSpan> spans, float* grads, size_t n,
-                         bool distributed_optimizer, size_t bucket_elements)
-    : comm_(data_parallel), grads_(grads), n_(n), distributed_(distributed_optimizer) {
+GradBuckets::GradBuckets(dist::Communicator& data_parallel, std::vector<optim::ParamSpan> spans,
+                         const kernels::Tensor& grads, bool distributed_optimizer, size_t bucket_elements)
+    : comm_(data_parallel), grads_(grads), n_((size_t)grads.numel()), distributed_(distributed_optimizer) {
+  if (grads_.ndim != 1 || grads_.dtype != kernels::DType::F32)
+    throw std::logic_error("GradBuckets: the gradients must be a flat f32 view, not " + grads_.describe());
   size_t total = 0;
   for (const optim::ParamSpan& s : spans) {
-    if (s.grad != grads_ + total)
+    if (s.size > 0 && (s.grad.data != range(total, total).data || s.grad.device != grads_.device))
       throw std::logic_error("GradBuckets: parameter spans must tile the flat buffers in order");
     total += s.size;
   }
@@ -36,9 +36,10 @@ GradBuckets::GradBuckets(dist::Communicator& data_parallel, std::vector<optim::P
     buckets_.push_back(std::move(k));
   }
   if (D == 1 && !distributed_) {
+    size_t at = 0;
     for (const optim::ParamSpan& s : spans) {
-      const size_t at = (size_t)(s.grad - grads_);
       owned_.push_back({at, at + s.size});
+      at += s.size;
     }
   } else {
     for (const Bucket& k : buckets_) owned_.push_back({k.mine_begin, k.mine_end});
@@ -59,7 +60,7 @@ void GradBuckets::gradients_ready(size_t from) {
     if (buckets_[i].begin < from) break;
     if (handles_[i] != -2) continue;
     round_bucket_to_f16(i);
-    handles_[i] = comm_.start_reduce_scatter_sum(grads_ + buckets_[i].begin, buckets_[i].counts);
+    handles_[i] = comm_.start_reduce_scatter_sum(bucket(i), buckets_[i].counts);
     if (from > 0) overlapped_++;  // from == 0 is the end of the backward pass: nothing left to overlap with
   }
 }
@@ -71,10 +72,10 @@ void GradBuckets::reduce() {
   }
   // (Stage 2 reduced every micro-batch already: finish_micro_batch.)
   for (size_t i = 0; i < buckets_.size() && !shard_grads_; i++) {
-    if (armed_ && handles_[i] != -2) comm_.finish_reduce_scatter_sum(handles_[i]);
+    if (armed_ && handles_[i] != -2) comm_.finish_reduce_scatter_sum(bucket(i), handles_[i]);
     else {
       round_bucket_to_f16(i);
-      comm_.reduce_scatter_sum(grads_ + buckets_[i].begin, buckets_[i].counts);
+      comm_.reduce_scatter_sum(bucket(i), buckets_[i].counts);
     }
     reduced_++;
   }
@@ -83,7 +84,7 @@ void GradBuckets::reduce() {
 
 void GradBuckets::gather_gradients() {
   if (distributed_ || comm_.size() == 1) return;
-  for (const Bucket& k : buckets_) comm_.all_gather(grads_ + k.begin, k.counts);
+  for (size_t i = 0; i < buckets_.size(); i++) comm_.all_gather(bucket(i), buckets_[i].counts);
 }
 
 void GradBuckets::shard_gradients() {
@@ -92,28 +93,18 @@ void GradBuckets::shard_gradients() {
   shard_grads_ = true;
 }
 
-// Whole pages inside the range go back to the system (private anonymous memory reads as zeros afterwards); the
-// partial pages at either end are zeroed in place (they also hold a neighbour's elements).
+// The Backend zeroes the range and returns what memory it can (the CPU: the whole pages inside it).
 void GradBuckets::release(size_t begin, size_t end) {
   if (begin >= end) return;
-  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-  const uintptr_t a = (uintptr_t)(grads_ + begin), b = (uintptr_t)(grads_ + end);
-  const uintptr_t pa = (a + page - 1) / page * page, pb = b / page * page;
-  if (pa >= pb) {
-    std::memset((void*)a, 0, b - a);
-    return;
-  }
-  std::memset((void*)a, 0, pa - a);
-  std::memset((void*)pb, 0, b - pb);
-  if (madvise((void*)pa, pb - pa, MADV_DONTNEED) != 0) std::memset((void*)pa, 0, pb - pa);
+  kernels::backend_for(grads_.device).release_zeroed(range(begin, end).data, (end - begin) * sizeof(float));
 }
 
 void GradBuckets::finish_micro_batch() {
   for (size_t i = 0; i < buckets_.size(); i++) {
-    if (armed_ && handles_[i] != -2) comm_.finish_reduce_scatter_sum(handles_[i]);
+    if (armed_ && handles_[i] != -2) comm_.finish_reduce_scatter_sum(bucket(i), handles_[i]);
     else {
       round_bucket_to_f16(i);
-      comm_.reduce_scatter_sum(grads_ + buckets_[i].begin, buckets_[i].counts);
+      comm_.reduce_scatter_sum(bucket(i), buckets_[i].counts);
     }
     reduced_++;
   }
@@ -126,19 +117,21 @@ void GradBuckets::finish_micro_batch() {
 
 void GradBuckets::zero_gradients() {
   for (const Bucket& k : buckets_) {
-    std::memset(grads_ + k.mine_begin, 0, (k.mine_end - k.mine_begin) * sizeof(float));
+    if (k.mine_end > k.mine_begin)
+      kernels::backend_for(grads_.device).fill_zero(range(k.mine_begin, k.mine_end).data,
+                                                    (k.mine_end - k.mine_begin) * sizeof(float));
     release(k.begin, k.mine_begin);
     release(k.mine_end, k.end);
   }
 }
 
 void GradBuckets::round_bucket_to_f16(size_t i) {
-  if (f16_storage_) optim::round_to_f16_storage(grads_ + buckets_[i].begin, buckets_[i].end - buckets_[i].begin);
+  if (f16_storage_) optim::round_to_f16_storage(bucket(i));
 }
 
 void GradBuckets::round_gradients_to_f16() {
   if (!shard_grads_) return;  // rounded bucket by bucket as the reductions started (round_bucket_to_f16)
-  for (const Bucket& k : buckets_) optim::round_to_f16_storage(grads_ + k.mine_begin, k.mine_end - k.mine_begin);
+  for (const Bucket& k : buckets_) optim::round_to_f16_storage(range(k.mine_begin, k.mine_end));
 }
 
 size_t GradBuckets::held_gradient_bytes() const {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dist/communicator.h"
+#include "kernels/tensor.h"
 #include "optim/optimizer.h"
 
 namespace lmforge::parallel {
@@ -16,8 +17,8 @@ struct GradRange {
   size_t begin = 0, end = 0;
 };
 
-// The gradient buffer of one model (n floats; the spans tile it in order, as the models lay their tensors out) over
-// a data-parallel communicator of D ranks (Megatron-core's distributed/ DDP with its param-and-grad buffer).
+// The gradient buffer of one model (a flat f32 device view of n floats; the spans tile it in order, as the models
+// lay their tensors out) over a data-parallel communicator of D ranks (Megatron-core's distributed/ DDP with its param-and-grad buffer).
 //
 // The buffer is cut into buckets; within a bucket, rank r owns piece r (dist::even_split). A bucket is
 // reduce-scattered (rank-ordered sums, see dist::Communicator), so each rank holds the summed gradient of its
@@ -28,7 +29,7 @@ struct GradRange {
 class GradBuckets {
  public:
   // distributed_optimizer: the ranks keep only their pieces of the reduced gradient (no all-gather of gradients).
-  GradBuckets(dist::Communicator& data_parallel, std::vector<optim::ParamSpan> spans, float* grads, size_t n,
+  GradBuckets(dist::Communicator& data_parallel, std::vector<optim::ParamSpan> spans, const kernels::Tensor& grads,
               bool distributed_optimizer, size_t bucket_elements = kDefaultBucketElements);
 
   static constexpr size_t kDefaultBucketElements = size_t(1) << 22;  // 16 MB of fp32 gradients per bucket
@@ -69,7 +70,8 @@ class GradBuckets {
   // ZeRO stage 2 (with the distributed optimizer): every micro-batch's backward reduce-scatters its buckets as they
   // become final (arm_overlap() before each backward, finish_micro_batch() after it), the owned piece accumulating
   // the rank-ordered sums, and the rest of each bucket is released: its pages go back to the system
-  // (madvise(MADV_DONTNEED), which reads as zeros when the next backward writes there). So after every backward a
+  // (kernels::Backend::release_zeroed: on the CPU madvise(MADV_DONTNEED), which reads as zeros when the next backward
+  // writes there). So after every backward a
   // rank holds only its 1/D of the gradients, and during one only the buckets not yet reduced. The sum differs
   // from stage 1 only in its order (per micro-batch across ranks, then over micro-batches).
   void shard_gradients();
@@ -91,9 +93,13 @@ class GradBuckets {
  private:
   void round_bucket_to_f16(size_t i);
   void release(size_t begin, size_t end);  // grads_[begin, end) reads as 0, its whole pages returned
+  kernels::Tensor range(size_t begin, size_t end) const {  // grads_[begin, end)
+    return grads_.slice0((int64_t)begin, (int64_t)(end - begin));
+  }
+  kernels::Tensor bucket(size_t i) const { return range(buckets_[i].begin, buckets_[i].end); }
 
   dist::Communicator& comm_;
-  float* grads_;
+  kernels::Tensor grads_;
   size_t n_;
   bool distributed_;
   std::vector<Bucket> buckets_;

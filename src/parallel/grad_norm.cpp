@@ -48,17 +48,20 @@ void GradNorm::update_counted() {
   }
 }
 
-double GradNorm::scale_and_clip(float* grads, std::span<const GradRange> owned, dist::Communicator& data_parallel,
-                                float scale, bool rescale, double max_norm) const {
+double GradNorm::scale_and_clip(const kernels::Tensor& grads, std::span<const GradRange> owned,
+                                dist::Communicator& data_parallel, float scale, bool rescale, double max_norm) const {
   // Owned ranges: scale, then their Σg² (double; each range's counted runs in index order), summed across ranks in
   // rank order: data parallel (the other pieces), tensor parallel (the other shards), pipeline (the other stages).
+  const auto range = [&grads](size_t begin, size_t end) {
+    return grads.slice0((int64_t)begin, (int64_t)(end - begin));
+  };
   double sq = 0.0;
   for (const GradRange& r : owned) {
-    if (rescale) optim::scale_in_place(grads + r.begin, r.end - r.begin, scale);
+    if (rescale) optim::scale_in_place(range(r.begin, r.end), scale);
     double s = 0.0;
     for (const GradRange& c : counted_) {
       const size_t a = std::max(c.begin, r.begin), b = std::min(c.end, r.end);
-      if (a < b) s += optim::sum_of_squares(grads + a, b - a);
+      if (a < b) s += optim::sum_of_squares(range(a, b));
     }
     sq += s;
   }
@@ -68,7 +71,7 @@ double GradNorm::scale_and_clip(float* grads, std::span<const GradRange> owned, 
   const double norm = std::sqrt(sq);
   const float coef = optim::clip_coefficient(norm, max_norm);
   if (coef < 1.0f)
-    for (const GradRange& r : owned) optim::scale_in_place(grads + r.begin, r.end - r.begin, coef);
+    for (const GradRange& r : owned) optim::scale_in_place(range(r.begin, r.end), coef);
   return norm;
 }
 

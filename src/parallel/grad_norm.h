@@ -34,11 +34,12 @@ class GradNorm {
   void set_tensor_parallel(dist::Communicator* tensor_parallel, std::vector<bool> counted);
   void set_pipeline(dist::Communicator* pipeline, std::vector<bool> copy);
 
-  // Multiplies the `owned` ranges of `grads` by `scale` (when `rescale`), returns the global norm of the result and
+  // Multiplies the `owned` ranges of `grads` (the flat f32 device view of the gradients: kernel ops, only Σg² comes
+  // back to the host) by `scale` (when `rescale`), returns the global norm of the result and
   // clips them to max_norm (<= 0: no clipping). `data_parallel`: the ranks whose owned ranges together cover the
   // buffer (one rank: none to sum over). A gradient that overflowed makes the norm inf or NaN on every rank.
-  double scale_and_clip(float* grads, std::span<const GradRange> owned, dist::Communicator& data_parallel,
-                        float scale, bool rescale, double max_norm) const;
+  double scale_and_clip(const kernels::Tensor& grads, std::span<const GradRange> owned,
+                        dist::Communicator& data_parallel, float scale, bool rescale, double max_norm) const;
 
  private:
   void update_counted();

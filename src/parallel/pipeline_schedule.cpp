@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "kernels/backend.h"
+#include "kernels/ops.h"
 #include "util/error.h"
 
 namespace lmforge::parallel {
@@ -171,22 +172,23 @@ void PipelineSchedule::sum_shared_gradients() {
   if (pipe_.size() == 1) return;
   if (!shared_found_) find_shared();
   const int s = pipe_.rank();
-  std::vector<float> other;
+  const kernels::Tensor grads = stage_.grads();
+  kernels::Buffer other;  // the partial sum from the stage below, on the gradients' device
   for (const Shared& t : shared_) {
-    float* g = stage_.grads() + t.offset;
-    const size_t bytes = t.numel * sizeof(float);
+    const kernels::Tensor g = grads.slice0((int64_t)t.offset, (int64_t)t.numel);
     const auto at = std::find(t.holders.begin(), t.holders.end(), s);
     const bool lowest = at == t.holders.begin(), highest = at + 1 == t.holders.end();
     if (!lowest) {
-      other.resize(t.numel);
-      pipe_.recv(other.data(), bytes, *(at - 1));
-      for (size_t i = 0; i < t.numel; i++) g[i] = other[i] + g[i];
+      other.resize(kernels::backend_for(g.device), kernels::DType::F32, t.numel);
+      const kernels::Tensor o = other.view({(int64_t)t.numel});
+      pipe_.recv(o, *(at - 1));
+      kernels::add_forward(g, o, g);  // g = other + g
     }
     if (!highest) {
-      pipe_.send(g, bytes, *(at + 1));
-      pipe_.recv(g, bytes, t.holders.back());
+      pipe_.send(g, *(at + 1));
+      pipe_.recv(g, t.holders.back());
     } else {
-      for (auto h = t.holders.begin(); h + 1 != t.holders.end(); ++h) pipe_.send(g, bytes, *h);
+      for (auto h = t.holders.begin(); h + 1 != t.holders.end(); ++h) pipe_.send(g, *h);
     }
   }
 }

@@ -37,11 +37,12 @@ class StagePasses : public MicroBatchPasses {
   virtual void backward_stage(size_t slot, const float* output_grad, float loss_scale) = 0;
   virtual kernels::Tensor input_grad() const = 0;  // as stage_output, input_elements floats
   // Tensors this stage holds that another stage holds too (the tied word embedding), by name; the stage's table
-  // and the whole model's (every stage lists the shared tensors in the whole model's order); the gradient buffer.
+  // and the whole model's (every stage lists the shared tensors in the whole model's order); the gradient buffer
+  // (a flat f32 view of device memory).
   virtual std::vector<std::string> shared_tensors() const = 0;
   virtual const param::ParamTable& table() const = 0;
   virtual param::ParamTable whole_table() const = 0;
-  virtual float* grads() = 0;
+  virtual kernels::Tensor grads() = 0;
 };
 
 // What one stage did, summed over the training steps run so far (the bubble of bench/dist/RESULTS.md).

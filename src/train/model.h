@@ -35,8 +35,8 @@ struct Batch {
 };
 
 // A model as the trainer drives it, whatever its architecture and parallel layout. Parameters and gradients are the
-// flat buffers of this rank's pieces, laid out by table(); forward() then backward() on each micro-batch accumulate
-// into grads().
+// flat device buffers of this rank's pieces, laid out by table(); forward() then backward() on each micro-batch
+// accumulate into grads().
 class Model {
  public:
   virtual ~Model() = default;
@@ -46,8 +46,11 @@ class Model {
   // Initialisation from a seed, independent of the parallel layout (each rank keeps its pieces of the whole
   // model's streams); also zeroes the gradients.
   virtual void init_weights(uint64_t seed) = 0;
-  virtual float* params() = 0;
-  virtual float* grads() = 0;
+  // The flat fp32 parameters and gradients laid out by table(): contiguous f32 views [table().local_numel()] of
+  // the model's device memory (the ParameterStore's buffers), read and written only through kernel ops, the
+  // Backend's copies and the communicators' tensor entry points.
+  virtual kernels::Tensor params() = 0;
+  virtual kernels::Tensor grads() = 0;
   virtual void zero_grad() = 0;
   // See model::GPT::set_gradients_ready_hook.
   virtual void set_gradients_ready_hook(std::function<void(size_t from)> hook) = 0;
@@ -91,6 +94,11 @@ class Task {
   // fields under the names Megatron's dataset returns them (GPT: "text", the seq_length + 1 tokens)}.
   virtual std::string sample_json(SplitKind split, int64_t index) = 0;
 };
+
+// n floats of a model's device memory at `data` as the flat view params()/grads() return.
+inline kernels::Tensor flat_device_view(float* data, size_t n, kernels::Device device) {
+  return kernels::make_view(data, {static_cast<int64_t>(n)}, device);
+}
 
 // Pieces of Task::sample_json lines: `"name": [v, v, ...]` (with a leading ", ") and the line's opening
 // {"split": ..., "index": i.

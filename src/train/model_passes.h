@@ -39,7 +39,7 @@ class ModelPasses final : public parallel::StagePasses {
   std::vector<std::string> shared_tensors() const override { return pipeline_stage().shared_tensors(); }
   const param::ParamTable& table() const override { return model_.table(); }
   param::ParamTable whole_table() const override { return model_.whole_table(); }
-  float* grads() override { return model_.grads(); }
+  kernels::Tensor grads() override { return model_.grads(); }
 
  private:
   struct Slot {

@@ -52,10 +52,13 @@ std::string format(const char* fmt, ...) {
   return buf;
 }
 
-std::vector<optim::ParamSpan> param_spans(const param::ParamTable& table, float* params, float* grads) {
+// The optimizer's view of each parameter: its ranges of the model's flat device buffers.
+std::vector<optim::ParamSpan> param_spans(const param::ParamTable& table, const kernels::Tensor& params,
+                                          const kernels::Tensor& grads) {
   std::vector<optim::ParamSpan> out;
   for (const param::Parameter& t : table)
-    out.push_back({t.name, params + t.offset, grads + t.offset, t.numel, t.weight_decay});
+    out.emplace_back(t.name, params.slice0((int64_t)t.offset, (int64_t)t.numel),
+                     grads.slice0((int64_t)t.offset, (int64_t)t.numel), t.numel, t.weight_decay);
   return out;
 }
 
@@ -386,8 +389,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   m.spans = param_spans(m.model->table(), m.model->params(), m.model->grads());
   // The trainer's parallel pieces (parallel/): the gradients' data-parallel buckets, their global norm, the
   // optimizer (whole or sharded over the data-parallel group) and the micro-batch schedule.
-  m.buckets = std::make_unique<parallel::GradBuckets>(*m.comm, m.spans, m.model->grads(),
-                                                      m.model->table().local_numel(), o.use_distributed_optimizer,
+  m.buckets = std::make_unique<parallel::GradBuckets>(*m.comm, m.spans, m.model->grads(), o.use_distributed_optimizer,
                                                       (size_t)o.ddp_bucket_size);
   m.optimizer = std::make_unique<parallel::DistributedOptimizer>(*m.buckets, m.spans, m.model->params(), o.optimizer);
   m.grad_norm = std::make_unique<parallel::GradNorm>(m.spans);

@@ -1,5 +1,5 @@
 // defines: expect_memory_functions() (the checks of a Backend's memory functions every device passes: aligned
-//          allocation, host <-> device and device -> device copies, fill_zero, free)
+//          allocation, host <-> device and device -> device copies, release_zeroed, fill_zero, free)
 #pragma once
 #include <gtest/gtest.h>
 
@@ -24,6 +24,16 @@ inline void expect_memory_functions(Backend& be, size_t n) {
   be.copy_to_host(back.data(), q, n * 4);
   EXPECT_EQ(host, back);
   be.free(q);
+  // release_zeroed of a range that starts and ends inside pages (and, for n over two pages' worth, holds whole
+  // pages the CPU returns to the system): zeros there, the neighbours kept.
+  if (n >= 4) {
+    const size_t lo = 1, hi = n - 1;
+    be.release_zeroed(static_cast<float*>(p) + lo, (hi - lo) * 4);
+    be.copy_to_host(back.data(), p, n * 4);
+    std::vector<float> want = host;
+    for (size_t i = lo; i < hi; i++) want[i] = 0.0f;
+    EXPECT_EQ(back, want);
+  }
   be.fill_zero(p, n * 4);
   be.synchronize();
   be.copy_to_host(back.data(), p, n * 4);

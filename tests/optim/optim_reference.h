@@ -100,7 +100,8 @@ inline void load_grads(Model& m, const Reference& ref, int step) {
   for (size_t i = 0; i < m.grads.size(); ++i)
     m.grads[i] = ref.at("grad" + std::to_string(i) + ".step" + std::to_string(step));
   // assignment may reallocate only if sizes differ; they do not, but keep the spans honest
-  for (size_t i = 0; i < m.grads.size(); ++i) m.spans[i].grad = m.grads[i].data();
+  for (size_t i = 0; i < m.grads.size(); ++i)
+    m.spans[i].grad = kernels::make_view(m.grads[i].data(), {(int64_t)m.grads[i].size()});
 }
 
 }  // namespace lmforge::optim::testing

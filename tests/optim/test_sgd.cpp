@@ -46,7 +46,7 @@ void expect_matches_torch(double momentum, const std::string& prefix) {
   }
   ASSERT_EQ(opt.state_names(), std::vector<std::string>{"momentum_buffer"});
   for (size_t i = 0; i < m.params.size(); ++i)
-    EXPECT_LT(rel_error(opt.state_of(0, i).data(), ref.at(prefix + "momentum_buffer" + std::to_string(i))), 1e-6)
+    EXPECT_LT(rel_error(opt.state_values_of(0, i).data(), ref.at(prefix + "momentum_buffer" + std::to_string(i))), 1e-6)
         << i;
 }
 

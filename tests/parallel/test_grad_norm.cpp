@@ -37,6 +37,9 @@ struct Grads {
   }
 };
 
+// Host arrays as the flat CPU device view the gradient passes take.
+kernels::Tensor flat(std::vector<float>& v) { return kernels::make_view(v.data(), {(int64_t)v.size()}); }
+
 // Sizes with a tensor over the omp threshold (65536), so the parallel reduction is exercised too.
 const std::vector<size_t> kSizes = {1000, 70001, 3, 4096, 129};
 
@@ -47,10 +50,10 @@ TEST(GradNorm, OneRankIsClipGradNormBitwise) {
     optim::scale_grads(a.spans, 1.0f / (float)M);
     const double want = optim::clip_grad_norm(a.spans, max_norm);
     const std::unique_ptr<dist::Communicator> one = dist::make_local_communicator();
-    GradBuckets buckets(*one, b.spans, b.grads.data(), b.grads.size(), false);
+    GradBuckets buckets(*one, b.spans, flat(b.grads), false);
     GradNorm norm(b.spans);
     buckets.reduce();
-    const double got = norm.scale_and_clip(b.grads.data(), buckets.owned(), *one, gradient_scale(M, 1.0), true,
+    const double got = norm.scale_and_clip(flat(b.grads), buckets.owned(), *one, gradient_scale(M, 1.0), true,
                                            max_norm);
     EXPECT_EQ(got, want) << "max_norm " << max_norm;
     EXPECT_EQ(std::memcmp(a.grads.data(), b.grads.data(), a.grads.size() * sizeof(float)), 0) << max_norm;
@@ -64,10 +67,10 @@ TEST(GradNorm, BucketPiecesScaleAndClipEveryElementAlike) {
   double sq = 0.0;
   for (float g : a.grads) sq += (double)(g * 0.5f) * (double)(g * 0.5f);
   const std::unique_ptr<dist::Communicator> one = dist::make_local_communicator();
-  GradBuckets buckets(*one, b.spans, b.grads.data(), b.grads.size(), true, 5000);
+  GradBuckets buckets(*one, b.spans, flat(b.grads), true, 5000);
   ASSERT_EQ(buckets.owned().size(), (b.grads.size() + 4999) / 5000);
   GradNorm norm(b.spans);
-  const double got = norm.scale_and_clip(b.grads.data(), buckets.owned(), *one, gradient_scale(2, 1.0), true, 1.0);
+  const double got = norm.scale_and_clip(flat(b.grads), buckets.owned(), *one, gradient_scale(2, 1.0), true, 1.0);
   EXPECT_NEAR(got, std::sqrt(sq), 1e-12 * std::sqrt(sq));
   const float coef = optim::clip_coefficient(got, 1.0);
   ASSERT_LT(coef, 1.0f);
@@ -78,17 +81,17 @@ TEST(GradNorm, CopiesAndOtherRanksReplicasAreLeftOutOfTheNorm) {
   Grads a(kSizes, 3), b(kSizes, 3);
   // The reference: the norm of tensors 0, 2 and 4 only.
   double sq = 0.0;
-  for (size_t i : {0, 2, 4}) sq += optim::sum_of_squares(a.spans[i].grad, a.spans[i].size);
+  for (size_t i : {0, 2, 4}) sq += optim::sum_of_squares(a.spans[i].grad);
   const std::unique_ptr<dist::Communicator> one = dist::make_local_communicator();
-  GradBuckets buckets(*one, b.spans, b.grads.data(), b.grads.size(), false);
+  GradBuckets buckets(*one, b.spans, flat(b.grads), false);
   GradNorm norm(b.spans);
   norm.set_tensor_parallel(one.get(), {true, false, true, true, true});  // tensor 1: another rank counts it
   norm.set_pipeline(one.get(), {false, false, false, true, false});      // tensor 3: another stage's copy
-  const double got = norm.scale_and_clip(b.grads.data(), buckets.owned(), *one, 1.0f, false, 0.0);
+  const double got = norm.scale_and_clip(flat(b.grads), buckets.owned(), *one, 1.0f, false, 0.0);
   EXPECT_EQ(got, std::sqrt(sq));
   EXPECT_EQ(std::memcmp(a.grads.data(), b.grads.data(), a.grads.size() * sizeof(float)), 0);  // no clipping
   // Clipping reaches the tensors left out of the norm too.
-  const double clipped = norm.scale_and_clip(b.grads.data(), buckets.owned(), *one, 1.0f, false, 1.0);
+  const double clipped = norm.scale_and_clip(flat(b.grads), buckets.owned(), *one, 1.0f, false, 1.0);
   EXPECT_EQ(clipped, got);
   const float coef = optim::clip_coefficient(got, 1.0);
   for (size_t i = 0; i < a.grads.size(); i++) ASSERT_EQ(b.grads[i], a.grads[i] * coef) << i;

@@ -34,6 +34,7 @@ namespace checkpoint = lmforge::checkpoint;
 namespace model = lmforge::model;
 namespace optim = lmforge::optim;
 namespace parallel = lmforge::parallel;
+namespace kernels = lmforge::kernels;
 
 const char* kWorkerEnv = "LMFORGE_TP_WORKER";
 
@@ -120,9 +121,11 @@ TEST(TensorParallelWorker, ShardTrainsLikeTheWholeModel) {
     spans.push_back({t.name, shard.params() + t.offset, shard.grads() + t.offset, t.numel, t.weight_decay});
     counted.push_back(!t.replicated() || tp_rank == 0);
   }
-  parallel::GradBuckets buckets(*dp, spans, shard.grads(), shard.num_parameters(), distributed);
+  parallel::GradBuckets buckets(*dp, spans, kernels::make_view(shard.grads(), {(int64_t)shard.num_parameters()}),
+                                distributed);
   parallel::GradNorm grad_norm(spans);
-  parallel::DistributedOptimizer optimizer(buckets, spans, shard.params(), opt);
+  parallel::DistributedOptimizer optimizer(buckets, spans,
+                                           kernels::make_view(shard.params(), {(int64_t)shard.num_parameters()}), opt);
   grad_norm.set_tensor_parallel(tp.get(), counted);
   optimizer.set_tensor_parallel(tp.get(), counted);
 
@@ -156,7 +159,7 @@ TEST(TensorParallelWorker, ShardTrainsLikeTheWholeModel) {
     dp->all_reduce_sum(&sum, 1);
     buckets.reduce();
     const double norm =
-        grad_norm.scale_and_clip(shard.grads(), buckets.owned(), *dp, parallel::gradient_scale(M, 1.0), true, 1.0);
+        grad_norm.scale_and_clip(kernels::make_view(shard.grads(), {(int64_t)shard.num_parameters()}), buckets.owned(), *dp, parallel::gradient_scale(M, 1.0), true, 1.0);
     buckets.gather_gradients();
     optimizer.step(lr, 0.1);
 
@@ -178,7 +181,8 @@ TEST(TensorParallelWorker, ShardTrainsLikeTheWholeModel) {
   for (size_t i = 0; i < table.size(); i++) {
     const lmforge::param::Parameter& w = whole.tensors()[i];
     std::vector<float> gathered(tp_rank == 0 ? w.numel : 0);
-    checkpoint::gather_to_root(table, i, shard.params() + table[i].offset, gathered, tp.get());
+    checkpoint::gather_to_root(table, i, kernels::make_view(shard.params() + table[i].offset, {(int64_t)table[i].numel}),
+                               gathered, tp.get());
     for (size_t e = 0; e < gathered.size(); e++)
       gather_diff = std::max(gather_diff, (double)std::fabs(gathered[e] - whole.params()[w.offset + e]));
   }

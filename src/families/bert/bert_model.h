@@ -35,8 +35,12 @@ class BertModel final : public Model, public PipelineStage {
   const param::ParamTable& table() const override { return bert_.table(); }
   param::ParamTable whole_table() const override { return model::Bert::parameter_table(bert_.config()); }
   void init_weights(uint64_t seed) override { bert_.init_weights(seed); }
-  float* params() override { return bert_.params(); }
-  float* grads() override { return bert_.grads(); }
+  kernels::Tensor params() override {
+    return flat_device_view(bert_.params(), bert_.num_parameters(), bert_.backend().device());
+  }
+  kernels::Tensor grads() override {
+    return flat_device_view(bert_.grads(), bert_.num_parameters(), bert_.backend().device());
+  }
   void zero_grad() override { bert_.zero_grad(); }
   void set_gradients_ready_hook(std::function<void(size_t from)> hook) override {
     bert_.set_gradients_ready_hook(std::move(hook));

@@ -24,8 +24,12 @@ class GPTModel final : public Model, public PipelineStage {
   const param::ParamTable& table() const override { return gpt_.table(); }
   param::ParamTable whole_table() const override { return model::GPT::parameter_table(gpt_.config()); }
   void init_weights(uint64_t seed) override { gpt_.init_weights(seed); }
-  float* params() override { return gpt_.params(); }
-  float* grads() override { return gpt_.grads(); }
+  kernels::Tensor params() override {
+    return flat_device_view(gpt_.params(), gpt_.num_parameters(), gpt_.backend().device());
+  }
+  kernels::Tensor grads() override {
+    return flat_device_view(gpt_.grads(), gpt_.num_parameters(), gpt_.backend().device());
+  }
   void zero_grad() override { gpt_.zero_grad(); }
   void set_gradients_ready_hook(std::function<void(size_t from)> hook) override {
     gpt_.set_gradients_ready_hook(std::move(hook));

@@ -31,8 +31,12 @@ class T5Model final : public Model, public PipelineStage {
   const param::ParamTable& table() const override { return t5_.table(); }
   param::ParamTable whole_table() const override { return model::T5::parameter_table(t5_.config()); }
   void init_weights(uint64_t seed) override { t5_.init_weights(seed); }
-  float* params() override { return t5_.params(); }
-  float* grads() override { return t5_.grads(); }
+  kernels::Tensor params() override {
+    return flat_device_view(t5_.params(), t5_.num_parameters(), t5_.backend().device());
+  }
+  kernels::Tensor grads() override {
+    return flat_device_view(t5_.grads(), t5_.num_parameters(), t5_.backend().device());
+  }
   void zero_grad() override { t5_.zero_grad(); }
   void set_gradients_ready_hook(std::function<void(size_t from)> hook) override {
     t5_.set_gradients_ready_hook(std::move(hook));

@@ -2,7 +2,10 @@
 //          cpu::register_kernels() (the CPU's entry points in the dispatch table, one registration per op file)
 #include <cblas.h>
 #include <omp.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <algorithm>
 #include <cstring>
@@ -50,6 +53,21 @@ class CpuBackend final : public Backend {
       const size_t begin = (size_t)i * chunk;
       std::memset(c + begin, 0, std::min(chunk, bytes - begin));
     }
+  }
+  // Whole pages inside the range go back to the system (private anonymous memory reads as zeros afterwards); the
+  // partial pages at either end are zeroed in place (they also hold a neighbour's elements).
+  void release_zeroed(void* p, size_t bytes) override {
+    if (bytes == 0) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a = (uintptr_t)p, b = a + bytes;
+    const uintptr_t pa = (a + page - 1) / page * page, pb = b / page * page;
+    if (pa >= pb) {
+      std::memset((void*)a, 0, b - a);
+      return;
+    }
+    std::memset((void*)a, 0, pa - a);
+    std::memset((void*)pb, 0, b - pb);
+    if (madvise((void*)pa, pb - pa, MADV_DONTNEED) != 0) std::memset((void*)pa, 0, pb - pa);
   }
   void synchronize() override {}
   void set_num_threads(int n) override {

@@ -175,6 +175,7 @@ void register_kernels(KernelTable& table) {
   register_bias_add(table);
   register_add(table);
   register_gelu(table);
+  register_tanh(table);
   register_dropout(table);
   register_attention(table);
   register_copy(table);

@@ -71,6 +71,7 @@ void register_linear(KernelTable& t);
 void register_bias_add(KernelTable& t);
 void register_add(KernelTable& t);
 void register_gelu(KernelTable& t);
+void register_tanh(KernelTable& t);
 void register_dropout(KernelTable& t);
 void register_attention(KernelTable& t);
 void register_copy(KernelTable& t);

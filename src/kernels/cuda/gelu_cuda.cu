@@ -1,4 +1,5 @@
-// defines: the CUDA GELU, tanh and erf forms (ops.h), forward beside backward. Every dtype.
+// defines: the CUDA GELU, tanh and erf forms (ops.h), forward beside backward, every dtype; and the CUDA tanh
+//          (BERT's pooler; fp32, as the CPU's)
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/cuda_device.cuh"
 #include "kernels/dispatch.h"
@@ -51,7 +52,38 @@ void gelu_backward_cuda(const Tensor& dinp, const Tensor& inp, const Tensor& dou
   check_launch("gelu_backward");
 }
 
+// y = tanh(x);  dinp += dout·(1 − tanh²x) (from the input, as ops.h's tanh_backward).
+__global__ void tanh_forward_kernel(DView out, DView inp, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    out.st(i, tanhf(inp.ld(i)));
+}
+
+__global__ void tanh_backward_kernel(DView dinp, DView inp, DView dout, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const float t = tanhf(inp.ld(i));
+    dinp.st(i, dinp.ld(i) + dout.ld(i) * (1.0f - t * t));
+  }
+}
+
+void tanh_forward_cuda(const Tensor& out, const Tensor& inp) {
+  const int64_t n = out.numel();
+  tanh_forward_kernel<<<blocks_for(n, 256), 256, 0, cuda_context().stream>>>(view_of(out), view_of(inp), n);
+  check_launch("tanh_forward");
+}
+
+void tanh_backward_cuda(const Tensor& dinp, const Tensor& inp, const Tensor& dout) {
+  const int64_t n = dinp.numel();
+  tanh_backward_kernel<<<blocks_for(n, 256), 256, 0, cuda_context().stream>>>(view_of(dinp), view_of(inp),
+                                                                              view_of(dout), n);
+  check_launch("tanh_backward");
+}
+
 }  // namespace
+
+void register_tanh(KernelTable& t) {
+  t.add<Kernel::TANH_FORWARD>(Device::CUDA, DType::F32, tanh_forward_cuda);
+  t.add<Kernel::TANH_BACKWARD>(Device::CUDA, DType::F32, tanh_backward_cuda);
+}
 
 void register_gelu(KernelTable& t) {
   for (DType d : {DType::F32, DType::BF16, DType::F16}) {
