@@ -13,6 +13,7 @@
 
 #include "data/file_util.h"
 #include "util/error.h"
+#include "util/json_text.h"
 
 namespace lmforge::tokenizer_train {
 namespace {
@@ -46,34 +47,6 @@ void append_vocab(const BpeModel& model, std::string& out) {
 }
 
 }  // namespace
-
-std::string json_quote(const std::string& s) {
-  std::string out;
-  out.reserve(s.size() + 2);
-  out += '"';
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (u < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", u);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
 
 std::string bpe_vocab_json(const BpeModel& model) {
   std::string out = "{";

@@ -10,10 +10,6 @@
 
 namespace lmforge::tokenizer_train {
 
-// A JSON string as serde_json writes it: only '"', '\\' and control characters below U+0020 escaped
-// (\b \f \n \r \t, others as \u00xx); everything else, non-ASCII included, raw UTF-8.
-std::string json_quote(const std::string& s);
-
 // BPE::save's vocab.json: one compact object, tokens in id order, no trailing newline.
 std::string bpe_vocab_json(const BpeModel& model);
 // BPE::save's merges.txt: "#version: 0.2", then "left right" per merge in rank order, each line ending in '\n'.
