@@ -112,7 +112,11 @@ class BertParity : public ::testing::Test {
         const double loss = bert.forward(in).total();
         bert.backward();
         opt->step(lamb ? hyper[1] : hyper[0], hyper[6]);
-        EXPECT_NEAR(loss, want[k], 2e-5 * std::fabs(want[k])) << kind << " step " << k;
+        // fp32 against the float64 reference through up to 10 optimizer steps, which amplify the last bits of small
+        // gradients (Adam divides by their running size): 3e-5. Both heads' cross-entropies are fp32 kernel ops, as
+        // Megatron's; with the sentence-order loss once summed in double on the host, 2e-5 had held (the clang
+        // sanitizer build of the original flavour then reached 2.07e-5 at step 6).
+        EXPECT_NEAR(loss, want[k], 3e-5 * std::fabs(want[k])) << kind << " step " << k;
       }
       std::printf("%s: loss %.7f -> %.7f (ref %.7f -> %.7f)\n", kind, want.front(), want.back(), want.front(),
                   want.back());
