@@ -154,17 +154,21 @@ std::string read_config(const std::string& config_file) {
 
 // Loads every tensor of `table` from `weights` into params, then refuses non-finite values: they would decode to
 // garbage ("!!!!") with exit 0, so the first bad tensor is named instead.
-void load_checked(const std::string& weights, const std::vector<param::Parameter>& table, float* params) {
+// The weights read into host memory, checked, then copied to the model's device through its backend.
+void load_checked(const std::string& weights, model::LanguageModel& model) {
+  std::vector<float> host(model.num_parameters());
   std::vector<checkpoint::NamedTensor> tensors;
-  for (const param::Parameter& t : table) tensors.push_back({t.name, t.shape, params + t.offset});
+  for (const param::Parameter& t : model.table()) tensors.push_back({t.name, t.shape, host.data() + t.offset});
   checkpoint::load_weights(weights, tensors);
-  for (const param::Parameter& t : table) {
-    const float* p = params + t.offset;
+  for (const param::Parameter& t : model.table()) {
+    const float* p = host.data() + t.offset;
     for (size_t i = 0; i < t.numel; i++)
       if (!std::isfinite(p[i]))
         throw Error(weights + ": tensor '" + t.name + "' holds a non-finite value (" + std::to_string(p[i]) +
                     " at element " + std::to_string(i) + "); the checkpoint is corrupt or training diverged");
   }
+  model.backend().copy_to_device(model.params(), host.data(), host.size() * sizeof(float));
+  model.params_updated();
 }
 
 }  // namespace
@@ -174,7 +178,7 @@ std::unique_ptr<model::GPT> load_model(const std::string& path, kernels::Backend
   const CheckpointFiles files = checkpoint_files(path, config_path);
   const model::GPTConfig config = gpt_config_from_json(read_config(files.config), files.config);
   auto model = std::make_unique<model::GPT>(config, backend);
-  load_checked(files.weights, model->tensors(), model->params());
+  load_checked(files.weights, *model);
   return model;
 }
 
@@ -192,7 +196,7 @@ std::unique_ptr<model::T5> load_t5_model(const std::string& path, kernels::Backe
   const CheckpointFiles files = checkpoint_files(path, config_path);
   const model::T5Config config = t5_config_from_json(read_config(files.config), files.config);
   auto model = std::make_unique<model::T5>(config, backend);
-  load_checked(files.weights, model->table().all(), model->params());
+  load_checked(files.weights, *model);
   return model;
 }
 

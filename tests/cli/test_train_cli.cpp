@@ -173,7 +173,7 @@ TEST(TrainCli, MegatronDatasetTrainsResumesAndGenerates) {
   EXPECT_EQ(uninterrupted, resumed) << full.output << "\n----\n" << first.output << second.output;
   EXPECT_NE(full.output.find("the end of training for test data | lm loss value: "), std::string::npos);
 
-  // generate from the save directory: greedy with and without the KV cache print the same text.
+  // generate from the save directory: greedy with and without the KV cache, on cpu and guarded, print the same text.
   const std::string gen = std::string(LMFORGE_EXE) + " generate --load " + ckpt + kVocab +
                           " --prompt 'Hello world' --greedy --ignore-eos";
   // stdout only (run_command merges stderr, where the summary goes).
@@ -184,6 +184,12 @@ TEST(TrainCli, MegatronDatasetTrainsResumesAndGenerates) {
   EXPECT_EQ(a.output.rfind("Hello world", 0), 0u) << a.output;
   EXPECT_GT(a.output.size(), std::string("Hello world\n").size()) << a.output;
   EXPECT_EQ(a.output, b.output);
+  // On the guarded device (memory the host cannot touch outside its calls): loading the weights and reading the
+  // logits go through the backend's copies, and the text is the cpu's.
+  auto guarded = run_command(gen + " --device guarded --max-new-tokens 12 2>/dev/null | cat");
+  auto guarded_full = run_command(gen + " --device guarded --max-new-tokens 12 --no-kv-cache 2>/dev/null | cat");
+  EXPECT_EQ(guarded.output, a.output);
+  EXPECT_EQ(guarded_full.output, a.output);
   auto too_long = run_command(gen + " --max-new-tokens 40");
   EXPECT_EQ(too_long.status, 1) << too_long.output;
   EXPECT_NE(too_long.output.find("exceeds the model's max-position-embeddings 32"), std::string::npos)
