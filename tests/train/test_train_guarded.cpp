@@ -95,6 +95,20 @@ TEST(GuardedTraining, GptTrainsWithTheCpuLossesBitwise) {
   EXPECT_LT(cpu.history.back().loss, cpu.history.front().loss) << "training moved";
 }
 
+// Full recomputation (uniform chunks of one layer: every layer's forward again in the backward, from the saved
+// chunk inputs) and selective recomputation of the attention cores, on the device.
+TEST(GuardedTraining, GptRecomputationWithTheCpuLossesBitwise) {
+  TempDir tmp;
+  TrainOptions full = tiny_gpt(tmp);
+  full.recompute_granularity = "full";
+  full.recompute_method = "uniform";
+  full.recompute_num_layers = 1;
+  expect_same_run(train_on(full, Device::GUARDED), train_on(full, Device::CPU), "gpt full recomputation");
+  TrainOptions selective = tiny_gpt(tmp);
+  selective.recompute_granularity = "selective";
+  expect_same_run(train_on(selective, Device::GUARDED), train_on(selective, Device::CPU), "gpt selective");
+}
+
 TEST(GuardedTraining, GptMixedPrecisionWithTheCpuLossesBitwise) {
   TempDir tmp;
   TrainOptions bf16 = tiny_gpt(tmp);
