@@ -3,14 +3,18 @@
 
 #include <string>
 
+#include "kernels/backend.h"
+
 namespace lmforge::cli {
 
 void add_device_flag(CLI::App* cmd, kernels::Device& device) {
   std::string names;
-  for (size_t d = 0; d < kernels::kDeviceCount; d++) names += std::string(d ? ", " : "") + device_name(kernels::Device(d));
+  for (size_t d = 0; d < kernels::kDeviceCount; d++)
+    if (kernels::built_with(kernels::Device(d)))
+      names += std::string(names.empty() ? "" : ", ") + device_name(kernels::Device(d));
   auto parse = [&device, names](const std::string& value) {
     for (size_t d = 0; d < kernels::kDeviceCount; d++)
-      if (value == kernels::device_name(kernels::Device(d))) {
+      if (value == kernels::device_name(kernels::Device(d)) && kernels::built_with(kernels::Device(d))) {
         device = kernels::Device(d);
         return;
       }
@@ -21,7 +25,9 @@ void add_device_flag(CLI::App* cmd, kernels::Device& device) {
   cmd->add_option_function<std::string>("--device", parse,
                                         "Where the model computes: cpu (OpenMP + OpenBLAS/oneDNN), or guarded (the "
                                         "CPU's kernels over memory the process can touch only inside the backend's "
-                                        "own calls: a test device that faults on host access to device memory)")
+                                        "own calls: a test device that faults on host access to device memory), or "
+                                        "cuda (the first visible NVIDIA GPU; builds with a CUDA compiler). This "
+                                        "build's devices: " + names)
       ->default_str("cpu");
 }
 

@@ -74,6 +74,25 @@ Backend& backend_for(Device device) {
 
 bool host_accessible(Device device) { return device == Device::CPU; }
 
+bool built_with(Device device) {
+  switch (device) {
+    case Device::CPU:
+    case Device::GUARDED:
+#if LMFORGE_KERNELS_CPU
+      return true;
+#else
+      return false;
+#endif
+    case Device::CUDA:
+#if LMFORGE_KERNELS_CUDA
+      return true;
+#else
+      return false;
+#endif
+  }
+  return false;
+}
+
 Buffer::Buffer(Backend& backend, DType dtype, size_t count) { resize(backend, dtype, count); }
 
 Buffer::~Buffer() {

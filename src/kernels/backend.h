@@ -1,6 +1,6 @@
 // defines: lmforge::kernels::Backend (memory and synchronisation of one compute device), Buffer (owned device
 //          memory of a dtype), cpu_backend(), backend_for() (the CPU, the GUARDED test device, CUDA),
-//          host_accessible(), table_only_backend()
+//          host_accessible(), table_only_backend(), built_with()
 #pragma once
 #include <cstddef>
 #include <initializer_list>
@@ -63,6 +63,10 @@ Backend& backend_for(Device device);
 // consumer (MPI, Gloo, a file, madvise) passes such memory as it is and stages any other through the Backend's
 // copies (dist::Communicator's tensor entry points do).
 bool host_accessible(Device device);
+
+// Whether this build has a backend for `device` (CUDA only with LMFORGE_CUDA; cpu and guarded unless it is a
+// kernels-only build): the command line refuses the others before any work.
+bool built_with(Device device);
 
 // Device memory for `count` elements of `dtype`, freed with the buffer (move-only). resize() reallocates only
 // when growing, so per-(B,T) activation buffers are allocated once for the largest shape seen.
