@@ -27,7 +27,7 @@ std::vector<std::string> bert_loss_names(const model::BertConfig& config) {
 
 BertModel::BertModel(const model::BertConfig& config, kernels::Backend& backend, dist::Communicator* tensor_parallel,
                      model::Stage stage)
-    : bert_(config, backend, tensor_parallel, stage) {}
+    : FamilyModel(config, backend, tensor_parallel, stage) {}
 
 model::BertInputs BertModel::inputs(const Batch& batch) const {
   const size_t N = (size_t)batch.B * batch.T;
@@ -39,7 +39,7 @@ model::BertInputs BertModel::inputs(const Batch& batch) const {
   need(batch.loss_mask.size(), N, "loss_mask", false);
   need(batch.token_types.size(), N, "token_types", true);
   need(batch.padding.size(), N, "padding", true);
-  need(batch.labels.size(), (size_t)batch.B, "labels (is_random)", !bert_.config().binary_head);
+  need(batch.labels.size(), (size_t)batch.B, "labels (is_random)", !model_.config().binary_head);
   model::BertInputs in;
   in.B = batch.B;
   in.T = batch.T;
@@ -53,21 +53,21 @@ model::BertInputs BertModel::inputs(const Batch& batch) const {
 }
 
 std::vector<double> BertModel::forward(const Batch& batch, const layers::ForwardStep& step) {
-  const model::BertLosses l = bert_.forward(inputs(batch), &step);
-  if (bert_.config().binary_head) return {l.lm, l.sop};
+  const model::BertLosses l = model_.forward(inputs(batch), &step);
+  if (model_.config().binary_head) return {l.lm, l.sop};
   return {l.lm};
 }
 
 std::vector<double> BertModel::forward_stage(const Batch& batch, const float* input,
                                              const layers::ForwardStep& step, size_t slot) {
-  const model::BertLosses l = bert_.forward_stage(inputs(batch), input, &step, slot);
+  const model::BertLosses l = model_.forward_stage(inputs(batch), input, &step, slot);
   if (!last_stage()) return {};
-  if (bert_.config().binary_head) return {l.lm, l.sop};
+  if (model_.config().binary_head) return {l.lm, l.sop};
   return {l.lm};
 }
 
 std::vector<std::string> BertModel::shared_tensors() const {
-  const model::Stage& s = bert_.stage();
+  const model::Stage& s = model_.stage();
   if (s.pre_process == s.post_process) return {};
   return {"bert.embeddings.word_embeddings.weight"};
 }
@@ -76,7 +76,7 @@ std::vector<std::string> BertModel::shared_tensors() const {
 // another model with the same tensors.
 void BertModel::check_checkpoint_config(const std::string& json, const std::string& source) const {
   const model::BertConfig saved = bert_config_from_json(json, source);
-  const model::BertConfig& c = bert_.config();
+  const model::BertConfig& c = model_.config();
   check_checkpoint_vocab(saved.vocab_size, c.vocab_size, "a different --vocab-file?", source);
   check_checkpoint_settings({{"--num-layers", saved.num_layers, c.num_layers}}, source);
   check_checkpoint_transformer(saved, c, source);
@@ -94,7 +94,7 @@ void BertModel::check_checkpoint_config(const std::string& json, const std::stri
 }
 
 std::string BertModel::describe() const {
-  const model::BertConfig& c = bert_.config();
+  const model::BertConfig& c = model_.config();
   char line[640];
   std::snprintf(line, sizeof line,
                 "BERT (%s): %d layers, hidden %d, %d heads, ffn %d, seq %d, vocab %d (padded %d), binary head %s, "
@@ -102,7 +102,7 @@ std::string BertModel::describe() const {
                 c.post_layernorm ? "original post-LN" : "Megatron pre-LN", c.num_layers, c.hidden, c.heads, c.ffn(),
                 c.seq_length, c.vocab_size, c.padded_vocab_size(), c.binary_head ? "on" : "off",
                 bert_gelu_name(c.mlp_gelu), bert_gelu_name(c.head_gelu), (double)c.layernorm_eps,
-                bert_.table().whole_numel(), c.hidden_dropout, c.attention_dropout);
+                model_.table().whole_numel(), c.hidden_dropout, c.attention_dropout);
   return line;
 }
 

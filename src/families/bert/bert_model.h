@@ -7,8 +7,7 @@
 #include "dist/communicator.h"
 #include "families/bert/bert_hf_config.h"
 #include "model/bert.h"
-#include "train/model.h"
-#include "train/pipeline_stage.h"
+#include "families/family_model.h"
 
 namespace lmforge::train {
 
@@ -25,61 +24,33 @@ std::vector<std::string> bert_loss_names(const model::BertConfig& config);
 //   labels [B]   "is_random": the sentence-order label (binary head only)
 // forward() returns {lm, sop} (bert_loss_names order), each the micro-batch's value as Megatron computes it.
 // With a pipeline `stage` it holds that stage's layers only and runs under a PipelineSchedule.
-class BertModel final : public Model, public PipelineStage {
+class BertModel final : public FamilyModel<model::Bert> {
  public:
   BertModel(const model::BertConfig& config, kernels::Backend& backend, dist::Communicator* tensor_parallel,
             model::Stage stage = {});
-  model::Bert& bert() { return bert_; }
-  std::vector<std::string> loss_names() const { return bert_loss_names(bert_.config()); }
+  model::Bert& bert() { return model_; }
+  std::vector<std::string> loss_names() const { return bert_loss_names(model_.config()); }
 
-  const param::ParamTable& table() const override { return bert_.table(); }
-  param::ParamTable whole_table() const override { return model::Bert::parameter_table(bert_.config()); }
-  void init_weights(uint64_t seed) override { bert_.init_weights(seed); }
-  kernels::Tensor params() override {
-    return flat_device_view(bert_.params(), bert_.num_parameters(), bert_.backend().device());
-  }
-  kernels::Tensor grads() override {
-    return flat_device_view(bert_.grads(), bert_.num_parameters(), bert_.backend().device());
-  }
-  void zero_grad() override { bert_.zero_grad(); }
-  void set_gradients_ready_hook(std::function<void(size_t from)> hook) override {
-    bert_.set_gradients_ready_hook(std::move(hook));
-  }
   std::vector<double> forward(const Batch& batch, const layers::ForwardStep& step) override;
-  void backward(float loss_scale) override { bert_.backward(loss_scale); }
-  std::string config_json() const override { return bert_config_json(bert_.config()); }
+  std::string config_json() const override { return bert_config_json(model_.config()); }
   void check_checkpoint_config(const std::string& json, const std::string& source) const override;
   std::vector<std::string> vocabulary_tensors() const override {
     return {"bert.embeddings.word_embeddings.weight", "cls.predictions.bias"};
   }
-  bool set_compute_dtype(kernels::DType dtype) override {
-    bert_.set_compute_dtype(dtype);
-    return true;
-  }
-  void params_updated() override { bert_.params_updated(); }
   std::string describe() const override;
-  double training_flops(int B, int T) const override { return bert_.training_flops(B, T); }
+  double training_flops(int B, int T) const override { return model_.training_flops(B, T); }
 
   // PipelineStage: the residual stream [B·T, hidden] passes between stages.
-  bool first_stage() const override { return bert_.stage().pre_process; }
-  bool last_stage() const override { return bert_.stage().post_process; }
   size_t activation_elements(const Batch& batch) const override {
-    return (size_t)batch.B * batch.T * bert_.config().hidden;
+    return (size_t)batch.B * batch.T * model_.config().hidden;
   }
   std::vector<double> forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step,
                                     size_t slot) override;
-  kernels::Tensor stage_output() const override { return bert_.stage_output(); }
-  void backward_stage(const float* output_grad, float loss_scale, size_t slot) override {
-    bert_.backward_stage(output_grad, loss_scale, slot);
-  }
-  kernels::Tensor input_grad() const override { return bert_.input_grad(); }
   // The tied word table when the first and the last stage differ.
   std::vector<std::string> shared_tensors() const override;
 
  private:
   model::BertInputs inputs(const Batch& batch) const;
-
-  model::Bert bert_;
 };
 
 }  // namespace lmforge::train

@@ -16,7 +16,7 @@ namespace lmforge::train {
 
 T5Model::T5Model(const model::T5Config& config, kernels::Backend& backend, dist::Communicator* tensor_parallel,
                  model::Stage stage)
-    : t5_(config, backend, tensor_parallel, stage) {}
+    : FamilyModel(config, backend, tensor_parallel, stage) {}
 
 model::T5Inputs T5Model::inputs(const Batch& batch) const {
   const size_t Ne = (size_t)batch.B * batch.T, Nd = (size_t)batch.B * batch.Td;
@@ -44,28 +44,28 @@ model::T5Inputs T5Model::inputs(const Batch& batch) const {
 }
 
 std::vector<double> T5Model::forward(const Batch& batch, const layers::ForwardStep& step) {
-  return {t5_.forward(inputs(batch), &step)};
+  return {model_.forward(inputs(batch), &step)};
 }
 
 std::vector<double> T5Model::forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step,
                                            size_t slot) {
-  const double loss = t5_.forward_stage(inputs(batch), input, &step, slot);
+  const double loss = model_.forward_stage(inputs(batch), input, &step, slot);
   if (!last_stage()) return {};
   return {loss};
 }
 
 std::vector<std::string> T5Model::shared_tensors() const {
-  if (t5_.whole()) return {};
+  if (model_.whole()) return {};
   const std::string word = "language_model.embedding.word_embeddings.weight";
   const std::string position = "language_model.embedding.position_embeddings.weight";
-  if (t5_.holds_embedding()) return {word, position};  // stage 0 or the split stage S (perhaps also the last)
-  if (t5_.stage().post_process) return {word};        // the last
+  if (model_.holds_embedding()) return {word, position};  // stage 0 or the split stage S (perhaps also the last)
+  if (model_.stage().post_process) return {word};        // the last
   return {};
 }
 
 void T5Model::check_checkpoint_config(const std::string& json, const std::string& source) const {
   const model::T5Config saved = t5_config_from_json(json, source);
-  const model::T5Config& c = t5_.config();
+  const model::T5Config& c = model_.config();
   check_checkpoint_vocab(saved.vocab_size, c.vocab_size, "another --vocab-file or --vocab-extra-ids?", source);
   check_checkpoint_settings(
       {
@@ -78,13 +78,13 @@ void T5Model::check_checkpoint_config(const std::string& json, const std::string
 }
 
 std::string T5Model::describe() const {
-  const model::T5Config& c = t5_.config();
+  const model::T5Config& c = model_.config();
   char line[512];
   std::snprintf(line, sizeof line,
                 "T5 (Megatron): %d encoder and %d decoder layers, hidden %d, %d heads, ffn %d, encoder seq %d, "
                 "decoder seq %d, vocab %d (padded %d), %zu parameters, dropout hidden %g attention %g\n",
                 c.encoder_num_layers, c.decoder_layers(), c.hidden, c.heads, c.ffn(), c.encoder_seq_length,
-                c.decoder_seq_length, c.vocab_size, c.padded_vocab_size(), t5_.table().whole_numel(),
+                c.decoder_seq_length, c.vocab_size, c.padded_vocab_size(), model_.table().whole_numel(),
                 c.hidden_dropout, c.attention_dropout);
   return line;
 }

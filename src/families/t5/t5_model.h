@@ -7,8 +7,7 @@
 #include "dist/communicator.h"
 #include "families/t5/t5_hf_config.h"
 #include "model/t5.h"
-#include "train/model.h"
-#include "train/pipeline_stage.h"
+#include "families/family_model.h"
 
 namespace lmforge::train {
 
@@ -21,68 +20,40 @@ namespace lmforge::train {
 //   loss_mask [B,Td]        "loss_mask" (required)
 // One loss, "lm loss".
 // With a pipeline `stage` it holds that stage's layers only and runs under a PipelineSchedule.
-class T5Model final : public Model, public PipelineStage {
+class T5Model final : public FamilyModel<model::T5> {
  public:
   T5Model(const model::T5Config& config, kernels::Backend& backend, dist::Communicator* tensor_parallel,
           model::Stage stage = {});
-  model::T5& t5() { return t5_; }
+  model::T5& t5() { return model_; }
   std::vector<std::string> loss_names() const { return {"lm loss"}; }
 
-  const param::ParamTable& table() const override { return t5_.table(); }
-  param::ParamTable whole_table() const override { return model::T5::parameter_table(t5_.config()); }
-  void init_weights(uint64_t seed) override { t5_.init_weights(seed); }
-  kernels::Tensor params() override {
-    return flat_device_view(t5_.params(), t5_.num_parameters(), t5_.backend().device());
-  }
-  kernels::Tensor grads() override {
-    return flat_device_view(t5_.grads(), t5_.num_parameters(), t5_.backend().device());
-  }
-  void zero_grad() override { t5_.zero_grad(); }
-  void set_gradients_ready_hook(std::function<void(size_t from)> hook) override {
-    t5_.set_gradients_ready_hook(std::move(hook));
-  }
   std::vector<double> forward(const Batch& batch, const layers::ForwardStep& step) override;
-  void backward(float loss_scale) override { t5_.backward(loss_scale); }
-  std::string config_json() const override { return t5_config_json(t5_.config()); }
+  std::string config_json() const override { return t5_config_json(model_.config()); }
   void check_checkpoint_config(const std::string& json, const std::string& source) const override;
   std::vector<std::string> vocabulary_tensors() const override {
     return {"language_model.embedding.word_embeddings.weight", "lm_head.bias"};
   }
-  bool set_compute_dtype(kernels::DType dtype) override {
-    t5_.set_compute_dtype(dtype);
-    return true;
-  }
-  void params_updated() override { t5_.params_updated(); }
   std::string describe() const override;
   // T is the encoder length; the decoder's is the config's decoder_seq_length.
   double training_flops(int B, int T) const override {
-    return t5_.training_flops(B, T, t5_.config().decoder_seq_length);
+    return model_.training_flops(B, T, model_.config().decoder_seq_length);
   }
 
   // PipelineStage (see model::T5 and model::Stage): stage 0 reads the tokens, the last computes the loss.
-  bool first_stage() const override { return t5_.stage().pre_process; }
-  bool last_stage() const override { return t5_.stage().post_process; }
   size_t activation_elements(const Batch& batch) const override { return output_elements(batch); }
   size_t input_elements(const Batch& batch) const override {
-    return t5_.stage_input_elements(batch.B, batch.T, batch.Td);
+    return model_.stage_input_elements(batch.B, batch.T, batch.Td);
   }
   size_t output_elements(const Batch& batch) const override {
-    return t5_.stage_output_elements(batch.B, batch.T, batch.Td);
+    return model_.stage_output_elements(batch.B, batch.T, batch.Td);
   }
   std::vector<double> forward_stage(const Batch& batch, const float* input, const layers::ForwardStep& step,
                                     size_t slot) override;
-  kernels::Tensor stage_output() const override { return t5_.stage_output(); }
-  void backward_stage(const float* output_grad, float loss_scale, size_t slot) override {
-    t5_.backward_stage(output_grad, loss_scale, slot);
-  }
-  kernels::Tensor input_grad() const override { return t5_.input_grad(); }
   // The word table (stage 0, the split stage, the last) and the position table (stage 0, the split stage).
   std::vector<std::string> shared_tensors() const override;
 
  private:
   model::T5Inputs inputs(const Batch& batch) const;
-
-  model::T5 t5_;
 };
 
 }  // namespace lmforge::train
