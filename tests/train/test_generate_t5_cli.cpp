@@ -60,6 +60,13 @@ TEST(GenerateT5, GreedySpanFillingEqualsThePyTorchLoader) {
   const auto n = run_command("timeout 120 " + generate + " --no-kv-cache");
   ASSERT_EQ(n.status, 0) << n.output;
   EXPECT_EQ(ids_after(n.output, "generated ids:"), ours);
+  // On the guarded device (memory the host cannot touch outside the backend's calls): the encoder, the decoder's
+  // key/value cache and the cross-attention run there, and greedy decoding picks the same ids, cached or not.
+  for (const char* cache : {"", " --no-kv-cache"}) {
+    const auto d = run_command("timeout 120 " + generate + " --device guarded" + cache);
+    ASSERT_EQ(d.status, 0) << d.output;
+    EXPECT_EQ(ids_after(d.output, "generated ids:"), ours) << "guarded" << cache;
+  }
 
   std::string ids;
   for (int id : prompt_ids) ids += std::to_string(id) + " ";

@@ -3,7 +3,7 @@
 // against the same runs on `cpu`: every iteration's losses, gradient norm and loss scale, and every evaluation,
 // bitwise equal. Covered: GPT in one process (fp32, bf16, fp16 with dynamic loss scaling and its skipped steps, the
 // distributed optimizer on one rank, resuming from a checkpoint), BERT (LAMB, the sentence-order head) and T5 in
-// one process, and under a 2-rank mpirun job (the test launches itself; the worker test only runs inside that job)
+// one process (also with full recomputation and in bf16), and under a 2-rank mpirun job (the test launches itself; the worker test only runs inside that job)
 // data parallelism with replicated AdamW, ZeRO-1 and ZeRO-2, tensor parallelism, and two pipeline stages (the
 // activations between them and the tied embedding's gradient sum as device tensors).
 #include <gtest/gtest.h>
@@ -200,6 +200,24 @@ TEST(GuardedTraining, BertAndT5TrainWithTheCpuLossesBitwise) {
     if (model == "bert") {
       EXPECT_EQ(cpu.history.front().losses.size(), 2u) << "lm and sop losses";
     }
+  }
+}
+
+// BERT and T5 with full recomputation (one layer a chunk) and in bf16: each stack's forward again in the backward
+// from the chunk inputs kept on the device, and the low-precision compute copies of the weights.
+TEST(GuardedTraining, BertAndT5RecomputationAndBf16WithTheCpuLossesBitwise) {
+  TempDir tmp;
+  for (const std::string model : {"bert", "t5"}) {
+    TrainOptions full = tiny_masked_lm(tmp, model);
+    full.schedule.train_iters = 3;
+    full.recompute_granularity = "full";
+    full.recompute_method = "uniform";
+    full.recompute_num_layers = 1;
+    expect_same_run(train_on(full, Device::GUARDED), train_on(full, Device::CPU), model + " full recomputation");
+    TrainOptions bf16 = tiny_masked_lm(tmp, model);
+    bf16.schedule.train_iters = 3;
+    bf16.precision.bf16 = true;
+    expect_same_run(train_on(bf16, Device::GUARDED), train_on(bf16, Device::CPU), model + " bf16");
   }
 }
 
