@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sanitizer and fuzzing pass of CI (scripts/test.sh runs it after the main suite):
+# The sanitizer and fuzzing pass of CI (.ci/run runs it after scripts/test.sh, the Release suite):
 #   1. the unit tests of $LMFORGE_SANITIZE_LABELS built with clang and AddressSanitizer + UndefinedBehaviorSanitizer
 #      (any UB report is fatal) and run with ctest;
 #   2. the libFuzzer targets of tests/fuzz (same sanitizers), each run for a fixed time from its seed corpus in
@@ -9,11 +9,11 @@
 # made the sanitized training runs several times slower.
 # Usage: scripts/sanitize.sh [seconds per fuzz target, default 10]; a longer hunt: scripts/sanitize.sh 3600.
 # LMFORGE_SANITIZE_LABELS (a ctest -L regex; default every label, ".*") and LMFORGE_SANITIZE_EXCLUDE (a ctest -LE
-# regex; default "^$", nothing) choose the tests: CI runs the whole suite, the train_runs tests that start
-# `lmforge train` processes (parallel layouts, faults, resumes) included; LMFORGE_SANITIZE_EXCLUDE=train_runs
-# leaves those out for a quicker pass. LMFORGE_SKIP_ASAN=1 or LMFORGE_SKIP_FUZZ=1 choose the parts. A failing
+# regex; default "^$", nothing) choose the tests: by default the whole suite; CI gives
+# LMFORGE_SANITIZE_EXCLUDE=train_runs, leaving out the tests that start `lmforge train` processes (parallel layouts,
+# faults, resumes) to stay within its time (see .ci/run). LMFORGE_SKIP_ASAN=1 or LMFORGE_SKIP_FUZZ=1 choose the parts. A failing
 # input is kept as build-asan/<target>-crash-<sha1> (libFuzzer's).
-# What keeps the pass within CI's 30 minutes on 2 cores:
+# What keeps the pass within CI's 35 minutes on 2 cores:
 #   - the libraries are -O2 with line tables only: at -O1 the kernels were not vectorised (the sanitized tests
 #     ran ~3x longer), and full debug info only slows the compile; -Wno-pass-failed silences clang's "loop not
 #     vectorized" notes, which the sanitizers' checks cause;
