@@ -79,12 +79,26 @@ void add_train_subcommand(CLI::App& parent) {
                 "Lower-case the text before training: ByteLevelBPE adds HF's Lowercase normalizer (default off; "
                 "tokenizer.json carries it, vocab.json/merges.txt cannot, so GPT2BPETokenizer users lower-case "
                 "their text themselves); "
-                "WordPiece's BertNormalizer lower-cases and strips accents (default on; --no-lowercase keeps case "
-                "and accents, BertWordPieceCase)");
+                "WordPiece's BertNormalizer lower-cases and, unless --no-strip-accents, strips accents (default on; "
+                "--no-lowercase keeps case and accents, BertWordPieceCase)");
+  auto strip_accents = std::make_shared<bool>(false), chinese = std::make_shared<bool>(true),
+       clean_text = std::make_shared<bool>(true);
+  CLI::Option* strip_accents_flag = cmd->add_flag("--strip-accents,!--no-strip-accents", *strip_accents,
+                "WordPiece: the BertNormalizer's strip_accents (NFD, then nonspacing marks dropped). Default: as "
+                "--lowercase (HF's strip_accents=None), so --lowercase --no-strip-accents keeps é while folding case");
+  CLI::Option* chinese_flag = cmd->add_flag("--handle-chinese-chars,!--no-handle-chinese-chars", *chinese,
+                "WordPiece: the BertNormalizer's handle_chinese_chars, spaces around every CJK ideograph so each is "
+                "a word of its own (default on, HF's and BERT's)");
+  CLI::Option* clean_text_flag = cmd->add_flag("--clean-text,!--no-clean-text", *clean_text,
+                "WordPiece: the BertNormalizer's clean_text, control characters removed and whitespace made spaces "
+                "(default on)");
   cmd->add_flag("!--no-initial-alphabet", options->initial_alphabet,
                 "ByteLevelBPE: do not add the 256 byte characters that the corpus lacks (the alphabet is then only "
                 "the characters seen, as HF's BpeTrainer without initial_alphabet, e.g. the npm binding's default)");
-  cmd->add_option("--threads", options->corpus.threads, "Threads counting words (SentencePiece: training); 0 = every core")
+  cmd->add_option("--threads", options->corpus.threads,
+                  "Threads counting words (SentencePiece BPE: training); 0 = every core. SentencePiece unigram "
+                  "always trains with spm_train's default 16 threads: libsentencepiece's unigram scores depend on "
+                  "its thread count, so a fixed one gives the same model on every machine")
       ->capture_default_str();
   cmd->add_option("--character-coverage", *character_coverage,
                   "SentencePiece: spm_train's --character_coverage (spm's default 0.9995)");
@@ -116,6 +130,9 @@ void add_train_subcommand(CLI::App& parent) {
     }
     if (cmd->count("--limit-alphabet")) options->limit_alphabet = *limit_alphabet;
     if (lowercase_flag->count()) options->lowercase = *lowercase;
+    if (strip_accents_flag->count()) options->strip_accents = *strip_accents;
+    if (chinese_flag->count()) options->handle_chinese_chars = *chinese;
+    if (clean_text_flag->count()) options->clean_text = *clean_text;
     if (byte_fallback_flag->count()) options->byte_fallback = *byte_fallback;
     if (cmd->count("--character-coverage")) options->character_coverage = *character_coverage;
     if (cmd->count("--random-seed")) options->random_seed = *random_seed;

@@ -86,7 +86,14 @@ int lower_full(uint32_t cp, Flavor flavor, uint32_t* out) {
 }
 
 // Canonical decomposition of one code point (recursive, Hangul included) with nonspacing marks (Mn) dropped.
+// Hugging Face's NFD (the unicode-normalization-alignments crate) has tables older than Unicode 13, so the one
+// character with a canonical decomposition that Unicode 13-15 added, U+11938 DIVES AKURU VOWEL SIGN O (= U+11935
+// U+11930), stays whole there (npm tokenizers' BertNormalizer keeps it; U+1134B of Unicode 7 it decomposes).
 int nfd_strip_marks(uint32_t cp, Flavor flavor, uint32_t* out, int room) {
+  if (flavor == Flavor::kHuggingFace && cp == 0x11938 && room > 0) {
+    out[0] = cp;
+    return 1;
+  }
   utf8proc_int32_t buf[16];
   int last_boundclass = 0;
   const utf8proc_ssize_t n = utf8proc_decompose_char(static_cast<utf8proc_int32_t>(cp), buf, 16,
@@ -101,27 +108,29 @@ int nfd_strip_marks(uint32_t cp, Flavor flavor, uint32_t* out, int room) {
 
 }  // namespace
 
-CharNorm normalize_char(uint32_t cp, Flavor flavor, bool lower_case, bool strip_accents) {
+CharNorm normalize_char(uint32_t cp, Flavor flavor, bool lower_case, bool strip_accents, bool clean_text) {
   CharNorm r;
-  // Clean text. Both delete NUL, U+FFFD and controls (Cc, Cf) but keep \t \n \r as whitespace; HF's is_control
-  // also deletes private-use characters (Co), which Google's keeps (and WordPiece then turns into [UNK]).
-  if (cp == 0 || cp == 0xFFFD) return r;
-  if (cp == '\t' || cp == '\n' || cp == '\r') {
-    r.kind = CharKind::kSpace;
-    return r;
-  }
-  const utf8proc_category_t cat = category(cp, flavor);
-  if (cat == UTF8PROC_CATEGORY_CC || cat == UTF8PROC_CATEGORY_CF) return r;
-  if (flavor == Flavor::kHuggingFace && (cat == UTF8PROC_CATEGORY_CO || cat == UTF8PROC_CATEGORY_CS)) return r;
-  // NVIDIA's _is_control is cat.startswith("C"): private-use and unassigned characters (Python's tables) go too.
-  if (flavor == Flavor::kNvidia &&
-      (cat == UTF8PROC_CATEGORY_CO || cat == UTF8PROC_CATEGORY_CS || cat == UTF8PROC_CATEGORY_CN))
-    return r;
-  // Whitespace: Zs become spaces in clean text; U+2028/2029 (Zl, Zp) survive it but then split words, through
-  // Python's str.split() in Google's code and char::is_whitespace in HF's pre-tokenizer.
-  if (cat == UTF8PROC_CATEGORY_ZS || cp == 0x2028 || cp == 0x2029) {
-    r.kind = CharKind::kSpace;
-    return r;
+  if (clean_text) {
+    // Clean text. Both delete NUL, U+FFFD and controls (Cc, Cf) but keep \t \n \r as whitespace; HF's is_control
+    // also deletes private-use characters (Co), which Google's keeps (and WordPiece then turns into [UNK]).
+    if (cp == 0 || cp == 0xFFFD) return r;
+    if (cp == '\t' || cp == '\n' || cp == '\r') {
+      r.kind = CharKind::kSpace;
+      return r;
+    }
+    const utf8proc_category_t cat = category(cp, flavor);
+    if (cat == UTF8PROC_CATEGORY_CC || cat == UTF8PROC_CATEGORY_CF) return r;
+    if (flavor == Flavor::kHuggingFace && (cat == UTF8PROC_CATEGORY_CO || cat == UTF8PROC_CATEGORY_CS)) return r;
+    // NVIDIA's _is_control is cat.startswith("C"): private-use and unassigned characters (Python's tables) go too.
+    if (flavor == Flavor::kNvidia &&
+        (cat == UTF8PROC_CATEGORY_CO || cat == UTF8PROC_CATEGORY_CS || cat == UTF8PROC_CATEGORY_CN))
+      return r;
+    // Whitespace: Zs become spaces in clean text; U+2028/2029 (Zl, Zp) survive it but then split words, through
+    // Python's str.split() in Google's code and char::is_whitespace in HF's pre-tokenizer.
+    if (cat == UTF8PROC_CATEGORY_ZS || cp == 0x2028 || cp == 0x2029) {
+      r.kind = CharKind::kSpace;
+      return r;
+    }
   }
   r.kind = is_cjk(cp, flavor) ? CharKind::kCjk : CharKind::kText;
   if (flavor != Flavor::kHuggingFace) {

@@ -50,7 +50,9 @@ struct CharNorm {
 // The whole per-character pipeline of the flavour: clean text, CJK test, lower-casing and accent stripping in the
 // flavour's order, punctuation test of each resulting code point. cp must be <= U+10FFFF. kGoogle strips accents
 // exactly when it lower-cases (strip_accents is ignored), as does kNvidia; kHuggingFace takes the two separately.
-CharNorm normalize_char(uint32_t cp, Flavor flavor, bool lower_case, bool strip_accents);
+// clean_text false (HF's BertNormalizer only): no character is deleted or made a space; whitespace and control
+// characters stay as they are (kText), as HF's normalizer without do_clean_text leaves them.
+CharNorm normalize_char(uint32_t cp, Flavor flavor, bool lower_case, bool strip_accents, bool clean_text = true);
 // Accents stripped exactly when lower-casing (both flavours' default). Also used by hf_normalizers.cpp and
 // hf_pre_tokenizers.cpp.
 inline CharNorm normalize_char(uint32_t cp, Flavor flavor, bool lower_case) {

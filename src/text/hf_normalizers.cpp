@@ -92,18 +92,25 @@ class StripAccentsNormalizer final : public HfNormalizer {
 
 // BertNormalizer with clean_text and handle_chinese_chars on, accents stripped exactly when lower-casing: the
 // HF flavour of BERT's per-character pipeline (bert_unicode.h), written back as text.
+// HF's BertNormalizer: clean_text (controls deleted, whitespace made ' '), handle_chinese_chars (' ' around each CJK
+// ideograph), strip_accents (NFD, nonspacing marks dropped), lowercase, in that order.
 class BertNormalizer final : public HfNormalizer {
  public:
-  explicit BertNormalizer(bool lower) : lower_(lower) {}
+  BertNormalizer(bool clean, bool chinese, bool strip, bool lower)
+      : clean_(clean), chinese_(chinese), strip_(strip), lower_(lower) {}
   void normalize(std::string& s) const override {
     std::string out;
     out.reserve(s.size() + 8);
     for_each_char(s, [&](uint32_t cp, size_t, int) {
-      const bert::CharNorm n = bert::normalize_char(cp, bert::Flavor::kHuggingFace, lower_);
+      const bert::CharNorm n = bert::normalize_char(cp, bert::Flavor::kHuggingFace, lower_, strip_, clean_);
       switch (n.kind) {
         case bert::CharKind::kDelete: break;
         case bert::CharKind::kSpace: out.push_back(' '); break;
         case bert::CharKind::kCjk:
+          if (!chinese_) {
+            for (int k = 0; k < n.n; ++k) append_utf8(n.out[k], out);
+            break;
+          }
           out.push_back(' ');
           for (int k = 0; k < n.n; ++k) append_utf8(n.out[k], out);
           out.push_back(' ');
@@ -116,7 +123,7 @@ class BertNormalizer final : public HfNormalizer {
   }
 
  private:
-  bool lower_;
+  bool clean_, chinese_, strip_, lower_;
 };
 
 // Nmt: SentencePiece's NMT clean-up: drops C0 controls other than \t \n \f \r, DEL and two C1 controls; turns
@@ -304,13 +311,7 @@ std::unique_ptr<HfNormalizer> make_normalizer(const element& e, const std::strin
     bool strip_accents = lower;
     if (strip && strip->get(strip_accents) != simdjson::SUCCESS)
       cx.fail(path + ".strip_accents", "expected true, false or null");
-    if (!clean || !chinese || strip_accents != lower)
-      cx.fail(path, "BertNormalizer with clean_text=" + std::string(clean ? "true" : "false") +
-                        ", handle_chinese_chars=" + (chinese ? "true" : "false") + ", strip_accents=" +
-                        (strip_accents ? "true" : "false") + ", lowercase=" + (lower ? "true" : "false") +
-                        " is not supported (supported: clean_text and handle_chinese_chars true, strip_accents "
-                        "null or equal to lowercase)");
-    return std::make_unique<BertNormalizer>(lower);
+    return std::make_unique<BertNormalizer>(clean, chinese, strip_accents, lower);
   }
   if (type == "Replace") {
     auto r = std::make_unique<ReplaceNormalizer>();

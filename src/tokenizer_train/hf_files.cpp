@@ -96,14 +96,14 @@ std::string bpe_tokenizer_json(const BpeModel& model, bool lowercase) {
   return out + "  }\n}";
 }
 
-std::string wordpiece_tokenizer_json(const BpeModel& model, bool lowercase) {
-  const std::string flag = lowercase ? "true" : "false";
+std::string wordpiece_tokenizer_json(const BpeModel& model, const WordSplitOptions& split) {
+  auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
   std::string out = "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n";
   append_added_tokens(model, out);
-  out += "  \"normalizer\": {\n    \"type\": \"BertNormalizer\",\n    \"clean_text\": true,\n"
-         "    \"handle_chinese_chars\": true,\n    \"strip_accents\": " + flag + ",\n    \"lowercase\": " + flag +
-         "\n  },\n"
-         "  \"pre_tokenizer\": {\n    \"type\": \"BertPreTokenizer\"\n  },\n"
+  out += "  \"normalizer\": {\n    \"type\": \"BertNormalizer\",\n    \"clean_text\": " + flag(split.clean_text) +
+         ",\n    \"handle_chinese_chars\": " + flag(split.handle_chinese_chars) + ",\n    \"strip_accents\": " +
+         flag(split.strip_accents.value_or(split.lowercase)) + ",\n    \"lowercase\": " + flag(split.lowercase) + "\n  },\n";
+  out += "  \"pre_tokenizer\": {\n    \"type\": \"BertPreTokenizer\"\n  },\n"
          "  \"post_processor\": null,\n"
          "  \"decoder\": {\n    \"type\": \"WordPiece\",\n    \"prefix\": \"##\",\n    \"cleanup\": true\n  },\n"
          "  \"model\": {\n    \"type\": \"WordPiece\",\n    \"unk_token\": \"[UNK]\",\n"

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tokenizer_train/bpe_trainer.h"
+#include "tokenizer_train/word_counts.h"
 
 namespace lmforge::tokenizer_train {
 
@@ -21,10 +22,10 @@ std::string wordpiece_vocab_txt(const BpeModel& model);
 // the special tokens as added tokens, then
 //   byte-level BPE: normalizer null (or Lowercase), ByteLevel pre-tokenizer (add_prefix_space false, trim_offsets,
 //   use_regex), no post-processor, ByteLevel decoder, BPE model (no unk, no prefix/suffix) with vocab and merges;
-//   WordPiece: BertNormalizer (clean_text, handle_chinese_chars, strip_accents = lowercase), BertPreTokenizer, no
-//   post-processor, WordPiece decoder ("##", cleanup), WordPiece model ("[UNK]", "##", 100 chars per word).
+//   WordPiece: BertNormalizer (clean_text, handle_chinese_chars, strip_accents, lowercase: the trainer's), BertPreTokenizer,
+//   no post-processor, WordPiece decoder ("##", cleanup), WordPiece model ("[UNK]", "##", 100 chars per word).
 std::string bpe_tokenizer_json(const BpeModel& model, bool lowercase);
-std::string wordpiece_tokenizer_json(const BpeModel& model, bool lowercase);
+std::string wordpiece_tokenizer_json(const BpeModel& model, const WordSplitOptions& split);
 
 // Files of one output directory, written under hidden temporary names (.<name>.tmp-<pid>) and renamed into place
 // by commit() after all are written and synced; destroyed without commit(), it removes its temporaries. So a

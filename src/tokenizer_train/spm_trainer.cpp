@@ -23,6 +23,9 @@
 namespace lmforge::tokenizer_train {
 namespace {
 
+// spm_train's default --num_threads, which the unigram trainer always uses (see train_sentencepiece).
+constexpr int kUnigramThreads = 16;
+
 // Batches of sentences from the reader thread to spm's iterator. The reader blocks while kMaxBatches wait; a
 // closed queue (spm gave up) makes the reader stop.
 class SentenceQueue {
@@ -151,8 +154,13 @@ TrainSummary train_sentencepiece(const TokenizerTrainOptions& options) {
   }
   kwargs["model_type"] = options.type == ModelType::kSentencePieceBpe ? "bpe" : "unigram";
   kwargs["vocab_size"] = std::to_string(options.vocab_size);
+  // libsentencepiece's unigram EM sums its expectations in one chunk per thread (sentence i to thread i mod n) and
+  // adds the chunks, so its scores move with the thread count (up to 1e-3 between 1 and 2 threads). The unigram
+  // trainer therefore always runs spm_train's default 16 threads: the model is the same on every machine and for
+  // every --threads, and equals spm_train's run with its default. BPE's result does not depend on the threads.
   const int threads = options.corpus.threads > 0 ? options.corpus.threads : int(std::thread::hardware_concurrency());
-  kwargs["num_threads"] = std::to_string(std::max(1, threads));
+  kwargs["num_threads"] = options.type == ModelType::kSentencePieceUnigram ? std::to_string(kUnigramThreads)
+                                                                           : std::to_string(std::max(1, threads));
   if (options.character_coverage) kwargs["character_coverage"] = format_double(*options.character_coverage);
   if (options.byte_fallback) kwargs["byte_fallback"] = *options.byte_fallback ? "true" : "false";
   if (options.special_tokens && !options.special_tokens->empty()) {

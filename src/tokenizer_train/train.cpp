@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <utility>
 
 #include "text/gpt2_bpe.h"
 #include "tokenizer_train/bpe_trainer.h"
@@ -43,6 +44,11 @@ void check_options(const TokenizerTrainOptions& options) {
     refuse(options.type == ModelType::kWordPiece && !options.initial_alphabet, "--no-initial-alphabet",
            "it is a byte-level BPE option");
   }
+  for (const auto& [given, flag] : {std::pair{options.strip_accents.has_value(), "--strip-accents"},
+                                    std::pair{options.handle_chinese_chars.has_value(), "--handle-chinese-chars"},
+                                    std::pair{options.clean_text.has_value(), "--clean-text"}})
+    refuse(given && options.type != ModelType::kWordPiece, flag,
+           "it switches WordPiece's BertNormalizer (ByteLevelBPE has --lowercase; SentencePiece normalizes by rule)");
   if (options.type == ModelType::kWordPiece) {
     const auto& specials = options.special_tokens;
     if (specials && std::find(specials->begin(), specials->end(), "[UNK]") == specials->end())
@@ -56,6 +62,9 @@ TrainSummary train_hf(const TokenizerTrainOptions& options) {
   WordSplitOptions split;
   split.split = byte_level ? WordSplit::kByteLevel : WordSplit::kBert;
   split.lowercase = options.lowercase.value_or(!byte_level);
+  split.strip_accents = options.strip_accents;
+  split.handle_chinese_chars = options.handle_chinese_chars.value_or(true);
+  split.clean_text = options.clean_text.value_or(true);
   BpeTrainerOptions trainer;
   trainer.vocab_size = options.vocab_size;
   trainer.min_frequency = options.min_frequency;
@@ -112,7 +121,7 @@ TrainSummary train_hf(const TokenizerTrainOptions& options) {
     files.write("tokenizer.json", bpe_tokenizer_json(model, split.lowercase));
   } else {
     files.write("vocab.txt", wordpiece_vocab_txt(model));
-    files.write("tokenizer.json", wordpiece_tokenizer_json(model, split.lowercase));
+    files.write("tokenizer.json", wordpiece_tokenizer_json(model, split));
   }
   summary.outputs = files.commit();
   return summary;

@@ -30,6 +30,9 @@ struct TokenizerTrainOptions {
   std::optional<std::vector<std::string>> special_tokens;
   std::optional<size_t> limit_alphabet;  // HF: keep the most frequent characters only
   std::optional<bool> lowercase;         // unset: false (ByteLevelBPE), true (WordPiece)
+  // WordPiece's BertNormalizer switches, as HF's BertWordPieceTokenizer(clean_text, handle_chinese_chars,
+  // strip_accents, lowercase) takes them: strip_accents unset follows lowercase (HF's None).
+  std::optional<bool> strip_accents, handle_chinese_chars, clean_text;
   bool initial_alphabet = true;          // ByteLevelBPE: the 256 byte characters are always in the vocabulary
   // SentencePiece only: spm_train's flags (unset: spm's defaults), and any other spm_train flag as name=value.
   std::optional<double> character_coverage;

@@ -48,13 +48,22 @@ std::unique_ptr<text::hf::HfPreTokenizer> make_stage_pre_tokenizer(const std::st
   return text::hf::make_pre_tokenizer(e, "pre_tokenizer", text::hf::Context{"the trainer's pre-tokenizer"});
 }
 
+}  // namespace
+
+std::string bert_normalizer_json(const WordSplitOptions& o) {
+  auto flag = [](bool b) { return b ? "true" : "false"; };
+  return std::string(R"({"type":"BertNormalizer","clean_text":)") + flag(o.clean_text) +
+         R"(,"handle_chinese_chars":)" + flag(o.handle_chinese_chars) + R"(,"strip_accents":)" +
+         flag(o.strip_accents.value_or(o.lowercase)) + R"(,"lowercase":)" + flag(o.lowercase) + "}";
+}
+
+namespace {
+
 class WordSink final : public LineSink {
  public:
   explicit WordSink(const WordSplitOptions& options) : options_(options) {
     if (options.split == WordSplit::kBert) {
-      normalizer_ = make_stage_normalizer(std::string(R"({"type":"BertNormalizer","clean_text":true,)") +
-                                          R"("handle_chinese_chars":true,"strip_accents":null,"lowercase":)" +
-                                          (options.lowercase ? "true}" : "false}"));
+      normalizer_ = make_stage_normalizer(bert_normalizer_json(options));
       pre_tokenizer_ = make_stage_pre_tokenizer(R"({"type":"BertPreTokenizer"})");
     } else if (options.lowercase) {
       normalizer_ = make_stage_normalizer(R"({"type":"Lowercase"})");

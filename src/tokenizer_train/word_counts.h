@@ -1,9 +1,11 @@
-// defines: WordSplitter (the normalizer + pre-tokenizer a trainer sees words through), WordCountMap, count_words():
+// defines: WordSplitOptions (the normalizer + pre-tokenizer a trainer sees words through), WordCountMap, count_words(),
+//          bert_normalizer_json():
 //          a corpus to its distinct words and their counts (HF's BpeTrainer::feed), memory bounded by the distinct
 //          words, every core counting into its own map
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,12 +18,16 @@ namespace lmforge::tokenizer_train {
 // How a line becomes words, as HF's pipelines do it.
 enum class WordSplit {
   kByteLevel,  // [Lowercase] + ByteLevel(add_prefix_space=false, use_regex=true): GPT-2's regex pieces, byte-mapped
-  kBert,       // BertNormalizer(clean_text, handle_chinese_chars, lowercase = strip_accents) + BertPreTokenizer
+  kBert,       // BertNormalizer(clean_text, handle_chinese_chars, strip_accents, lowercase) + BertPreTokenizer
 };
 
 struct WordSplitOptions {
   WordSplit split = WordSplit::kByteLevel;
   bool lowercase = false;
+  // kBert's BertNormalizer switches, HF's defaults: accents stripped as lowercase says (strip_accents unset, HF's
+  // None), Chinese characters padded, control characters removed.
+  std::optional<bool> strip_accents;
+  bool handle_chinese_chars = true, clean_text = true;
 };
 
 // Distinct byte strings and counts. Keys live in one arena; open addressing with linear probing at load <= 1/2.
@@ -60,5 +66,9 @@ struct WordCountResult {
 
 // Reads the corpus and counts its words.
 WordCountResult count_words(const CorpusOptions& corpus, const WordSplitOptions& split);
+
+// kBert's normalizer as tokenizer.json spells it ({"type":"BertNormalizer", the four switches}): the trainer reads
+// its words through it, and the written tokenizer.json carries the same object.
+std::string bert_normalizer_json(const WordSplitOptions& split);
 
 }  // namespace lmforge::tokenizer_train

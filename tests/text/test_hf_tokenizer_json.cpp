@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 
+#include "text/hf_components.h"
 #include "text/hf_tokenizer_json.h"
 #include "text/tokenizer_factory.h"
 #include "util/error.h"
@@ -269,6 +271,61 @@ TEST(HfTokenizerJson, UnsupportedComponentsAreErrorsNamingTypeAndPath) {
   tok->make_encoder()->encode("a", ids);
   EXPECT_EQ(ids, std::vector<int32_t>{0});
   EXPECT_THROW(tok->decode(ids), Error);
+}
+
+// HF's BertNormalizer with each of its switches (clean_text, handle_chinese_chars, strip_accents, lowercase), on
+// text with accents, a tab, NUL, U+3000, CJK, a soft hyphen (Cf), U+11938 (Unicode 13: HF's NFD keeps it whole),
+// U+1134B (Unicode 7: decomposed), U+2000 (NFD U+2002) and a private-use character. The expected code points are
+// what npm tokenizers 0.23.2's bertNormalizer(options).normalizeString printed for the same text and options.
+TEST(HfTokenizerJson, BertNormalizerSwitchesEqualHfs) {
+  std::string in;
+  auto append = [&](char32_t c) {
+    uint32_t cp = c;
+    if (cp < 0x80) in += char(cp);
+    else if (cp < 0x800) in += char(0xC0 | (cp >> 6)), in += char(0x80 | (cp & 0x3F));
+    else if (cp < 0x10000)
+      in += char(0xE0 | (cp >> 12)), in += char(0x80 | ((cp >> 6) & 0x3F)), in += char(0x80 | (cp & 0x3F));
+    else
+      in += char(0xF0 | (cp >> 18)), in += char(0x80 | ((cp >> 12) & 0x3F)), in += char(0x80 | ((cp >> 6) & 0x3F)),
+          in += char(0x80 | (cp & 0x3F));
+  };
+  for (char32_t c : std::u32string(U"H\u00e9llo\tW\u00d6RLD") + char32_t(0) +
+                        U"x\u3000\u4e2d\u6587\u00ada\U00011938b\U0001134B\u2000z\uE000")
+    append(c);
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({})", "68 65 6c 6c 6f 20 77 6f 72 6c 64 78 20 20 4e2d 20 20 6587 20 61 11938 62 11347 1133e 20 7a"},
+      {R"({"strip_accents": false})",
+       "68 e9 6c 6c 6f 20 77 f6 72 6c 64 78 20 20 4e2d 20 20 6587 20 61 11938 62 1134b 20 7a"},
+      {R"({"handle_chinese_chars": false})",
+       "68 65 6c 6c 6f 20 77 6f 72 6c 64 78 20 4e2d 6587 61 11938 62 11347 1133e 20 7a"},
+      {R"({"clean_text": false})",
+       "68 65 6c 6c 6f 9 77 6f 72 6c 64 0 78 3000 20 4e2d 20 20 6587 20 ad 61 11938 62 11347 1133e 2002 7a e000"},
+      {R"({"lowercase": false})",
+       "48 e9 6c 6c 6f 20 57 d6 52 4c 44 78 20 20 4e2d 20 20 6587 20 61 11938 62 1134b 20 7a"},
+      {R"({"clean_text": false, "lowercase": false, "strip_accents": true, "handle_chinese_chars": false})",
+       "48 65 6c 6c 6f 9 57 4f 52 4c 44 0 78 3000 4e2d 6587 ad 61 11938 62 11347 1133e 2002 7a e000"},
+  };
+  for (const auto& [switches, want] : cases) {
+    std::string json = std::string(R"({"type": "BertNormalizer")") + (std::string(switches) == "{}" ? "" : ", ") +
+                       std::string(switches).substr(1);
+    simdjson::dom::parser parser;
+    const simdjson::dom::element e = parser.parse(json);
+    auto normalizer = hf::make_normalizer(e, "normalizer", hf::Context{"test"});
+    std::string s = in;
+    normalizer->normalize(s);
+    std::string got;
+    for (size_t i = 0; i < s.size();) {
+      const unsigned char b = static_cast<unsigned char>(s[i]);
+      const int len = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+      uint32_t cp = len == 1 ? b : b & (0xFF >> (len + 1));
+      for (int k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+      char hex[16];
+      std::snprintf(hex, sizeof hex, "%s%x", got.empty() ? "" : " ", cp);
+      got += hex;
+      i += size_t(len);
+    }
+    EXPECT_EQ(got, want) << switches;
+  }
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // Trains a tokenizer with Hugging Face's Rust trainer through the npm `tokenizers` binding, or encodes with a
 // tokenizer.json, so tests/tokenizer_train can compare lmforge's files with HF's own.
-//   node hf_train.js train ByteLevelBPE|ByteLevelBPELowercase|WordPiece|WordPieceCased CORPUS.txt[,MORE.txt...] OUT_DIR
+//   node hf_train.js train ByteLevelBPE|ByteLevelBPELowercase|WordPiece|WordPieceCased|WordPiece:SWITCHES CORPUS.txt[,MORE.txt...] OUT_DIR
+//     WordPiece:SWITCHES sets the BertNormalizer's options, e.g. WordPiece:stripAccents=false,handleChineseChars=false
+//     (cleanText, handleChineseChars, stripAccents, lowercase; the others keep HF's defaults).
 //     The binding trains with the model's default trainer only (vocab 30000, min frequency 0, no special tokens,
 //     no initial alphabet; WordPiece: "##" continuation). Writes OUT_DIR/tokenizer.json (HF's own save) and, from
 //     it, vocab.json + merges.txt (BPE, in BPE::save's format) or vocab.txt (WordPiece).
@@ -19,10 +21,16 @@ async function main() {
       tokenizer = new tk.Tokenizer(tk.BPE.empty());
       if (a === 'ByteLevelBPELowercase') tokenizer.setNormalizer(tk.lowercase());
       tokenizer.setPreTokenizer(tk.byteLevelPreTokenizer(false, true));
-    } else if (a === 'WordPiece' || a === 'WordPieceCased') {
+    } else if (a === 'WordPiece' || a === 'WordPieceCased' || a.startsWith('WordPiece:')) {
       tokenizer = new tk.Tokenizer(tk.WordPiece.empty());
       const cased = a === 'WordPieceCased';
-      tokenizer.setNormalizer(cased ? tk.bertNormalizer({lowercase: false, stripAccents: false}) : tk.bertNormalizer());
+      const switches = {};
+      for (const kv of a.startsWith('WordPiece:') ? a.slice(10).split(',') : []) {
+        const [k, v] = kv.split('=');
+        switches[k] = v === 'true';
+      }
+      tokenizer.setNormalizer(cased ? tk.bertNormalizer({lowercase: false, stripAccents: false})
+                                    : tk.bertNormalizer(switches));
       tokenizer.setPreTokenizer(tk.bertPreTokenizer());
     } else {
       throw new Error('unknown model ' + a);

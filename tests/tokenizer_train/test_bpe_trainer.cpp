@@ -143,7 +143,7 @@ TEST(BpeTrainer, SharedBertWordPieceReferenceByteIdentical) {
     ASSERT_EQ(mine, line) << "merge " << i;
   }
   EXPECT_EQ(wordpiece_vocab_txt(model), read_file(dir + "vocab.txt"));
-  EXPECT_EQ(wordpiece_tokenizer_json(model, true), read_file(dir + "tokenizer.json"));
+  EXPECT_EQ(wordpiece_tokenizer_json(model, WordSplitOptions{WordSplit::kBert, true, true}), read_file(dir + "tokenizer.json"));
 
   // BERT's size, 30522: the reference's 8000 entries come first.
   options.vocab_size = 30522;

@@ -252,7 +252,7 @@ TEST_F(HfNpm, WordPieceReplaysHfAndLoadsEverywhere) {
   BpeModel with_unk = ours;
   with_unk.vocab.insert(with_unk.vocab.begin(), "[UNK]");  // the model's unk token (lmforge's default specials)
   with_unk.specials = 1;
-  write_file(json, wordpiece_tokenizer_json(with_unk, true));
+  write_file(json, wordpiece_tokenizer_json(with_unk, WordSplitOptions{WordSplit::kBert, true, true}));
   write_file(vocab, wordpiece_vocab_txt(with_unk));
   // HF with lmforge's tokenizer.json against lmforge's pipeline for the same file (added tokens such as "[UNK]"
   // in the text are matched by both); the vocab.txt loads as Megatron's BertWordPieceLowerCase.

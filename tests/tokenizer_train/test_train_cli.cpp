@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "test_util.h"
@@ -81,6 +82,36 @@ TEST(TokenizerTrainCli, BertSettingsMatchSharedReference) {
   EXPECT_GT(fs::file_size(dir.file("bert_text_document.bin")), 1000000u);
 }
 
+// WordPiece's BertNormalizer switches reach the words trained on and the tokenizer.json written: lower-cased with
+// accents kept and no Chinese-character padding, the alphabet (single characters) is the one HF's trainer found
+// with the same switches (tests/tokenizer_train/data/hf_edge/, see test_hf_references.cpp), and tokenizer.json
+// carries the switches.
+TEST(TokenizerTrainCli, WordPieceNormalizerSwitchesReachTheWordsAndTokenizerJson) {
+  TempDir dir;
+  const std::string out = dir.file("wp");
+  const auto r = run_command(kExe + " tokenizer train --type WordPiece --input " +
+                             shared_path("data/edge/edge_cases.jsonl") +
+                             " --no-strip-accents --no-handle-chinese-chars --output-dir " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto alphabet = [](const std::string& vocab) {
+    std::set<std::string> chars;
+    std::istringstream in(vocab);
+    for (std::string t; std::getline(in, t);)
+      if (!t.empty() && t.rfind("##", 0) != 0 && t[0] != '[' && (t.size() == 1 || (unsigned char)t[0] >= 0xC0) &&
+          t.size() <= 4 && t.size() == (size_t)((unsigned char)t[0] < 0x80 ? 1 : (unsigned char)t[0] < 0xE0 ? 2
+                                               : (unsigned char)t[0] < 0xF0 ? 3 : 4))
+        chars.insert(t);
+    return chars;
+  };
+  const std::string ref = std::string(LMFORGE_SOURCE_DIR) +
+                          "/tests/tokenizer_train/data/hf_edge/wordpiece_keep_accents_no_chinese_vocab.txt";
+  EXPECT_EQ(alphabet(read_file(out + "/vocab.txt")), alphabet(read_file(ref)));
+  const std::string json = read_file(out + "/tokenizer.json");
+  for (const char* field : {"\"clean_text\": true", "\"handle_chinese_chars\": false", "\"strip_accents\": false",
+                            "\"lowercase\": true"})
+    EXPECT_NE(json.find(field), std::string::npos) << field << "\n" << json.substr(0, 600);
+}
+
 TEST(TokenizerTrainCli, BadInputNamesFileAndLineAndWritesNothing) {
   TempDir dir;
   {
@@ -114,6 +145,8 @@ TEST(TokenizerTrainCli, FlagsTheTypeDoesNotUseAreRefused) {
       {" --type WordPiece --character-coverage 1", "--character-coverage does not apply to --type WordPiece"},
       {" --type SentencePieceBPE --min-frequency 2", "--min-frequency does not apply to --type SentencePieceBPE"},
       {" --type SentencePieceUnigram --lowercase", "--lowercase does not apply"},
+      {" --type ByteLevelBPE --no-strip-accents", "--strip-accents does not apply to --type ByteLevelBPE"},
+      {" --type SentencePieceBPE --no-handle-chinese-chars", "--handle-chinese-chars does not apply"},
       {" --type WordPiece --special-tokens '[CLS]'", "must include [UNK]"},
       {" --type Unigram", "--type Unigram: unknown"},
       {" --type ByteLevelBPE --input-format csv", "--input-format csv"},
@@ -126,7 +159,8 @@ TEST(TokenizerTrainCli, FlagsTheTypeDoesNotUseAreRefused) {
   }
   const auto help = run_command(kExe + " tokenizer train --help");
   for (const char* flag : {"--type", "--input", "--input-format", "--json-keys", "--output-dir", "--vocab-size",
-                           "--min-frequency", "--special-tokens", "--limit-alphabet", "--lowercase",
+                           "--min-frequency", "--special-tokens", "--limit-alphabet", "--lowercase", "--strip-accents",
+                           "--no-strip-accents", "--handle-chinese-chars", "--clean-text",
                            "--no-initial-alphabet", "--threads", "--character-coverage", "--random-seed",
                            "--byte-fallback", "--spm-option", "--max-line-bytes", "--progress-seconds"})
     EXPECT_NE(help.output.find(flag), std::string::npos) << flag;
@@ -177,38 +211,23 @@ TEST(TokenizerTrainCli, SentencePieceEqualsSpmTrain) {
     auto r = run_command(kExe + " tokenizer train --type " + lm_type + " --input " + corpus + flags +
                          " --threads 2 --output-dir " + dir.file(type));
     ASSERT_EQ(r.status, 0) << r.output;
+    // Unigram: spm_train with its default threads (lmforge's unigram trainer always runs that many).
     r = run_command("spm_train --input=" + dir.file("sample.txt") + " --model_prefix=" + dir.file(type + "_spm") +
-                    " --model_type=" + type + spm_flags + " --num_threads=2");
+                    " --model_type=" + type + spm_flags + (type == "bpe" ? " --num_threads=2" : ""));
     ASSERT_EQ(r.status, 0) << r.output;
     const auto mine = pieces(dir.file(type) + "/tokenizer.model");
     const auto spm = pieces(dir.file(type + "_spm.model"));
     ASSERT_EQ(mine.size(), 2000u);
     EXPECT_EQ(mine, spm) << type;
   }
-  // Unigram at one thread: spm_train's model again, exactly. Between one and two threads libsentencepiece's own
-  // unigram scores move (its EM sums in per-thread chunks): same pieces; scores within 1e-4 in the shared notes'
-  // measurement and 9.2e-5 here, but 2.1e-4 to 1.1e-3 in runs on the whole sample at vocabulary 4000. Both ends
-  // equal spm_train's models, so the difference is libsentencepiece's, not lmforge's; the bound only catches a
-  // different model.
+  // Unigram at --threads 1: the same pieces and scores as at --threads 2, exactly (libsentencepiece's own scores
+  // move by up to 1e-3 between 1 and 2 of its threads, since its EM sums per-thread chunks; lmforge runs it with a
+  // fixed thread count).
   auto r = run_command(kExe + " tokenizer train --type SentencePieceUnigram --input " + corpus +
                        " --vocab-size 2000 --random-seed 42 --character-coverage 0.995 --threads 1 --output-dir " +
                        dir.file("unigram1"));
   ASSERT_EQ(r.status, 0) << r.output;
-  r = run_command("spm_train --input=" + dir.file("sample.txt") + " --model_prefix=" + dir.file("unigram1_spm") +
-                  " --model_type=unigram" + spm_flags + " --num_threads=1");
-  ASSERT_EQ(r.status, 0) << r.output;
-  const auto one = pieces(dir.file("unigram1") + "/tokenizer.model");
-  EXPECT_EQ(one, pieces(dir.file("unigram1_spm.model")));
-  std::map<std::string, float> two;
-  for (const auto& [piece, score] : pieces(dir.file("unigram") + "/tokenizer.model")) two[piece] = score;
-  ASSERT_EQ(one.size(), two.size());
-  double worst = 0;
-  for (const auto& [piece, score] : one) {
-    ASSERT_TRUE(two.count(piece)) << piece;
-    worst = std::max(worst, double(std::fabs(score - two[piece])));
-  }
-  EXPECT_LT(worst, 2e-3);
-  std::printf("unigram scores, 1 vs 2 threads: largest difference %.3g\n", worst);
+  EXPECT_EQ(pieces(dir.file("unigram1") + "/tokenizer.model"), pieces(dir.file("unigram") + "/tokenizer.model"));
 }
 
 // The loop: train a vocabulary, prep the corpus with it, train GPT a few iterations, generate.
