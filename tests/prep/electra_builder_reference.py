@@ -10,13 +10,14 @@ serialization, TFRecordWriter framing with masked CRC32C). Used by the prep and 
       here every job re-seeds, which is the same state); num_out_files is ExampleWriter's argument (main uses 1000).
   megatron PREFIX VOCAB OUTPUT_FILE MAX_SEQ_LENGTH SEED
       the builder fed a Megatron sentence-level dataset (PREFIX.bin/.idx) as one file: a line per sequence, a blank
-      line after each document; every example, in order, to the one TFRecord file OUTPUT_FILE.
+      line after each document; every example, in order, to OUTPUT_FILE.npy as int64 [examples, 3, M] (input_ids,
+      input_mask, segment_ids).
   compare DIR_A DIR_B
       the same file names in both, and every file's records (CRCs checked) parse to the same feature values.
-  make-corpus SHARED_DATA_DIR OUTPUT_DIR
+  make-corpus SHARED_DATA_DIR OUTPUT_DIR [EVERY]
       a second corpus for the tests: sample.jsonl's documents over three files, and a fourth of edge cases (the
       edge-case texts, '\\r' inside lines, "[SEP]" as text, a 150-character word, control and private-use
-      characters, whitespace-only lines).
+      characters, whitespace-only lines); with EVERY, only every EVERY-th document of sample.jsonl.
 """
 import collections
 import json
@@ -283,7 +284,7 @@ class ExampleBuilder:
         input_ids += [0] * (self._max_length - len(input_ids))
         input_mask += [0] * (self._max_length - len(input_mask))
         segment_ids += [0] * (self._max_length - len(segment_ids))
-        return serialize_example({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids})
+        return {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}  # a tf.train.Example
 
 
 class ExampleWriter:
@@ -298,7 +299,7 @@ class ExampleWriter:
 
     def write(self, example):
         if example:
-            self._writers[self.n_written % len(self._writers)].write(example)
+            self._writers[self.n_written % len(self._writers)].write(serialize_example(example))
             self.n_written += 1
 
     def write_examples(self, input_file):
@@ -342,11 +343,11 @@ def megatron(prefix, vocab, output_file, max_seq_length, seed):
     tokenizer = FullTokenizer(vocab)
     random.seed(seed)
     builder = ExampleBuilder(tokenizer, max_seq_length)
-    out = TFRecordWriter(output_file)
+    rows = []
 
     def emit(example):
         if example:
-            out.write(example)
+            rows.append([example["input_ids"], example["input_mask"], example["segment_ids"]])
 
     for d in range(n_doc - 1):
         for s in range(docs[d], docs[d + 1]):
@@ -354,12 +355,13 @@ def megatron(prefix, vocab, output_file, max_seq_length, seed):
             emit(builder.add_ids(ids))
         emit(builder.end_document())
     emit(builder.end_document())
-    out.close()
+    np.save(output_file, np.array(rows, dtype=np.int64).reshape(len(rows), 3, max_seq_length))
 
 
-def make_corpus(shared, output_dir):
+def make_corpus(shared, output_dir, every=1):
     os.makedirs(output_dir, exist_ok=True)
     docs = [json.loads(line)["text"] for line in open(os.path.join(shared, "sample", "sample.jsonl"), encoding="utf-8")]
+    docs = docs[::every]
     for k, name in enumerate(["b_part.txt", "a_part.txt", "c_part.txt"]):
         with open(os.path.join(output_dir, name), "w", encoding="utf-8", newline="") as f:
             for text in docs[k::3]:
@@ -448,7 +450,7 @@ def main(argv):
     elif argv[1] == "compare":
         compare(argv[2], argv[3])
     elif argv[1] == "make-corpus":
-        make_corpus(argv[2], argv[3])
+        make_corpus(argv[2], argv[3], int(argv[4]) if len(argv) > 4 else 1)
     else:
         sys.exit(__doc__)
 

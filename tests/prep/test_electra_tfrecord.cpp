@@ -94,15 +94,17 @@ TEST(ElectraTfrecord, CommandLineReproducesGooglesRecordsOfTheSampleCorpus) {
             11534u);
 }
 
-// The reference's second corpus (three files of sample.jsonl's documents, one of edge cases) in `dir`/corpus.
-void make_corpus(TempDir& dir) {
-  const auto c = run_command(kReference + " make-corpus " + shared_path("data") + " " + dir.file("corpus"));
+// The reference's second corpus (three files of sample.jsonl's documents, or every `every`-th of them, and one of
+// edge cases) in `dir`/corpus.
+void make_corpus(TempDir& dir, int every) {
+  const auto c = run_command(kReference + " make-corpus " + shared_path("data") + " " + dir.file("corpus") + " " +
+                             std::to_string(every));
   ASSERT_EQ(c.status, 0) << c.output;
 }
 
 TEST(ElectraTfrecord, EqualsTheBuilderAt512OnAnotherCorpus) {
   TempDir dir;
-  make_corpus(dir);
+  make_corpus(dir, 1);
   const auto ref = run_command(kReference + " build " + dir.file("corpus") + " " + bert_vocab() + " " +
                                dir.file("ref") + " 512 4321");
   ASSERT_EQ(ref.status, 0) << ref.output;
@@ -116,7 +118,7 @@ TEST(ElectraTfrecord, EqualsTheBuilderAt512OnAnotherCorpus) {
 
 TEST(ElectraTfrecord, ScriptsProcessSplitInOneRunStaticRanksAndClaimMode) {
   TempDir dir;
-  make_corpus(dir);
+  make_corpus(dir, 4);
   const auto ref = run_command(kReference + " build " + dir.file("corpus") + " " + bert_vocab() + " " +
                                dir.file("ref") + " 128 99 3 7");
   ASSERT_EQ(ref.status, 0) << ref.output;
