@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "datasets/electra_pretraining_data.h"
 #include "prep/electra_tfrecord.h"
 #include "test_util.h"
 #include "util/error.h"
@@ -155,6 +156,32 @@ TEST(ElectraTfrecord, ScriptsProcessSplitInOneRunStaticRanksAndClaimMode) {
   EXPECT_NE(r.output.find("other inputs or flags"), std::string::npos) << r.output;
 }
 
+TEST(ElectraTfrecord, MegatronSentenceDatasetInputGivesTheDataSourcesExamples) {
+  // --input-format megatron: each prefix is one "file" of the script; the records are the examples the training data
+  // source (checked against the reference builder in tests/datasets) makes of the same dataset.
+  TempDir dir;
+  const std::string prefix = shared_path("data/sample/sample_bert_text_sentence");
+  const auto r = run_command(kExe + " prep --input " + prefix + " --input-format megatron --output-format " +
+                             "electra-tfrecord --vocab-file " + bert_vocab() + " --max-seq-length 64 --random-seed 5" +
+                             " --num-output-files 2 --output-prefix " + dir.file("m"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  lmforge::datasets::ElectraDataOptions options;
+  options.max_seq_length = 64;
+  options.random_seed = 5;
+  const auto data = lmforge::datasets::ElectraPretrainingData::from_megatron({prefix}, bert_vocab(), options);
+  const std::vector<Example> files[] = {parse_file(dir.file("m.tfrecord-0-of-2")),
+                                        parse_file(dir.file("m.tfrecord-1-of-2"))};
+  ASSERT_EQ(files[0].size() + files[1].size(), data.size());
+  std::vector<int32_t> ids(64), mask(64), segments(64);
+  for (size_t k = 0; k < data.size(); ++k) {
+    data.get(k, ids, mask, segments);
+    const Example& e = files[k % 2][k / 2];
+    ASSERT_EQ(e.at("input_ids"), std::vector<int64_t>(ids.begin(), ids.end())) << k;
+    ASSERT_EQ(e.at("input_mask"), std::vector<int64_t>(mask.begin(), mask.end())) << k;
+    ASSERT_EQ(e.at("segment_ids"), std::vector<int64_t>(segments.begin(), segments.end())) << k;
+  }
+}
+
 TEST(ElectraTfrecord, BadInputAndFlagsAreNamedAndNothingIsWritten) {
   TempDir dir;
   write_file(dir.file("a.txt"), "fine line\n\nbad \xff byte\n");
@@ -180,6 +207,9 @@ TEST(ElectraTfrecord, BadInputAndFlagsAreNamedAndNothingIsWritten) {
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("--num-output-files applies to --output-format electra-tfrecord"), std::string::npos)
       << r.output;
+  r = run_command(kExe + " prep --help");
+  for (const char* text : {"electra-tfrecord", "--num-output-files", "--num-processes"})
+    EXPECT_NE(r.output.find(text), std::string::npos) << text;
 }
 
 }  // namespace
