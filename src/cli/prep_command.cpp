@@ -8,6 +8,7 @@
 #include "cli/last_value_wins.h"
 #include "cli/tokenizer_flags.h"
 #include "prep/distributed.h"
+#include "prep/electra_prep.h"
 #include "prep/nvidia_hdf5_shards.h"
 #include "prep/output_formats.h"
 #include "prep/prep.h"
@@ -153,7 +154,8 @@ void add_prep_command(CLI::App& app) {
   prep::NvidiaInstanceOptions& nv = options->nvidia;
   cmd->add_option("--max-seq-length,--max_seq_length", nv.max_seq_length,
                   "nvidia-hdf5: tokens per instance, [CLS] A [SEP] B [SEP] padded with 0 (5 to 512: NVIDIA's tokenizer "
-                  "refuses longer rows); bertPrep.py passes 128 for phase 1, 512 for phase 2")
+                  "refuses longer rows); bertPrep.py passes 128 for phase 1, 512 for phase 2. electra-tfrecord: tokens per "
+                  "example, the builder's --max-seq-length (at least 5)")
       ->capture_default_str();
   cmd->add_option("--max-predictions-per-seq,--max_predictions_per_seq", nv.max_predictions_per_seq,
                   "nvidia-hdf5: masked positions per instance (bertPrep.py: 20 with 128, 80 with 512)")
@@ -170,11 +172,14 @@ void add_prep_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--random-seed,--random_seed", nv.random_seed,
                   "nvidia-hdf5: seed of CPython's random.Random, whose draws are reproduced one for one; every output "
-                  "shard restarts from it, as NVIDIA runs one process per shard with the same seed")
+                  "shard restarts from it, as NVIDIA runs one process per shard with the same seed. electra-tfrecord: the seed "
+                  "of Python's global random before the builder starts (the script never seeds it; the reference "
+                  "run seeded 12345), every job starting from it")
       ->capture_default_str();
   cmd->add_flag("--do-lower-case,--do_lower_case", options->do_lower_case,
                 "nvidia-hdf5: lower-case and strip accents (on by default, as in the script, where this store_true "
-                "flag defaults to true); --tokenizer-type BertWordPieceCase turns it off");
+                "flag defaults to true); --tokenizer-type BertWordPieceCase turns it off. electra-tfrecord: the same, as "
+                "the builder's --do-lower-case / --no-lower-case (default on, accents stripped with it)");
   cmd->add_option("--n-training-shards,--n_training_shards", options->n_training_shards,
                   "nvidia-hdf5: training files; with 1 and no test shards the output is <output-prefix>.hdf5, else "
                   "<output-prefix>_training_<i>.hdf5 (bertPrep.py's names). Documents are cut in input order into "
@@ -188,6 +193,17 @@ void add_prep_command(CLI::App& app) {
   cmd->add_option("--fraction-test-set,--fraction_test_set", options->fraction_test_set,
                   "nvidia-hdf5 with --n-test-shards: share of the sentences that go to the test files "
                   "(bertPrep.py's TextSharding default)")
+      ->capture_default_str();
+  cmd->add_option("--num-output-files", options->num_output_files,
+                  "electra-tfrecord: files <output-prefix>.tfrecord-<i>-of-<n>; example k of a job goes to its "
+                  "(k mod files)-th file (the builder's fixed 1000; many stay empty for a small corpus)")
+      ->capture_default_str();
+  cmd->add_option("--num-processes", options->num_processes,
+                  "electra-tfrecord: the builder's --num-processes J, which defines the output: job j reads the input "
+                  "files at positions j, j+J, ... shuffled by random.shuffle from --random-seed (each of the script's "
+                  "processes inherits the seeded state) and writes the files i = j (mod J). prep runs the jobs one "
+                  "after another, each on every core; sharded mode (--rank/--world-size, a launcher, --claim) shares "
+                  "the jobs out")
       ->capture_default_str();
   cmd->add_option("--workers", options->workers, "Tokenizing threads (0: one per core)")->capture_default_str();
   cmd->add_flag("--skip-invalid", options->skip_invalid,
@@ -233,21 +249,24 @@ void add_prep_command(CLI::App& app) {
     // Flags of another format are refused rather than ignored.
     for (const prep::OutputFormat& other : prep::output_formats())
       for (const std::string& flag : other.own_flags)
-        if (other.name != format.name && cmd->count(flag) > 0)
+        if (other.name != format.name && cmd->count(flag) > 0 &&
+            std::find(format.own_flags.begin(), format.own_flags.end(), flag) == format.own_flags.end())
           throw Error(flag + " applies to --output-format " + other.name);
     if (options->input_format != "json" && cmd->count("--json-keys") > 0)
       throw Error("--json-keys applies to --input-format json");
     if (options->tokenizer.type != "WordLevel" && cmd->count("--unk-token") > 0)
       throw Error("--unk-token applies to --tokenizer-type WordLevel");
-    if (format.name == "nvidia-hdf5" && cmd->count("--tokenizer-type") > 0) {
+    if ((format.name == "nvidia-hdf5" || format.name == "electra-tfrecord") && cmd->count("--tokenizer-type") > 0) {
       // NVIDIA's tokenizer is its own BertTokenizer; the two WordPiece names say cased or uncased.
       if (options->tokenizer.type == "BertWordPieceCase") {
         if (cmd->count("--do-lower-case") > 0)
           throw Error("--do-lower-case contradicts --tokenizer-type BertWordPieceCase");
         options->do_lower_case = false;
       } else if (options->tokenizer.type != "BertWordPieceLowerCase") {
-        throw Error("--output-format nvidia-hdf5 tokenizes with NVIDIA's BertTokenizer: --tokenizer-type may be "
-                    "BertWordPieceLowerCase (the default) or BertWordPieceCase, not " + options->tokenizer.type);
+        throw Error("--output-format " + format.name + " tokenizes with " +
+                    (format.name == "nvidia-hdf5" ? "NVIDIA's BertTokenizer" : "ELECTRA's tokenization.py") +
+                    ": --tokenizer-type may be BertWordPieceLowerCase (the default) or BertWordPieceCase, not " +
+                    options->tokenizer.type);
       }
     }
     if (!max_line->empty()) options->max_line_bytes = parse_size("--max-line-bytes", *max_line);
@@ -261,6 +280,18 @@ void add_prep_command(CLI::App& app) {
       distributed->rank.no_mpi = true;
       if (auto rank = prep::sharded_mode(*distributed)) {
         if (auto summary = prep::run_nvidia_hdf5_sharded(*options, *distributed, *rank, std::cout))
+          prep::print_summary(*summary, std::cout);
+        return;
+      }
+    }
+    if (format.name == "electra-tfrecord") {
+      // Jobs (--num-processes) are the units; no byte ranges, no MPI collectives (mpirun's ranks are a static split).
+      if (!shard_size->empty())
+        throw Error("--shard-size cuts JSON inputs into byte ranges; --output-format electra-tfrecord shares out its "
+                    "--num-processes jobs");
+      distributed->rank.no_mpi = true;
+      if (auto rank = prep::sharded_mode(*distributed)) {
+        if (auto summary = prep::run_electra_tfrecord_sharded(*options, *distributed, *rank, std::cout))
           prep::print_summary(*summary, std::cout);
         return;
       }

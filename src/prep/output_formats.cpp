@@ -1,6 +1,7 @@
 // defines: output_formats(), find_output_format()
 #include "prep/output_formats.h"
 
+#include "prep/electra_prep.h"
 #include "prep/nvidia_hdf5_prep.h"
 #include "util/error.h"
 
@@ -22,6 +23,13 @@ std::span<const OutputFormat> output_formats() {
        {"--max-seq-length", "--max-predictions-per-seq", "--masked-lm-prob", "--short-seq-prob", "--dupe-factor",
         "--random-seed", "--do-lower-case", "--n-training-shards", "--n-test-shards", "--fraction-test-set"},
        &run_nvidia_hdf5_prep},
+      {"electra-tfrecord",
+       "ELECTRA's pretraining TFRecords <output-prefix>.tfrecord-<i>-of-<n> (input_ids, input_mask, segment_ids), "
+       "example for example what google-research/electra's build_pretraining_dataset.py writes for the same files, "
+       "vocabulary, flags and seed of Python's random (see src/prep/electra_prep.h)",
+       {"sentences", "megatron"},
+       {"--max-seq-length", "--random-seed", "--do-lower-case", "--num-output-files", "--num-processes"},
+       &run_electra_tfrecord_prep},
   };
   return formats;
 }

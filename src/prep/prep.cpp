@@ -473,7 +473,8 @@ void print_summary(const PrepSummary& s, std::ostream& out) {
   if (s.instances) out << "instances:      " << format_count(s.instances) << "\n";
   for (const auto& prefix : s.outputs) {
     // Megatron datasets are named by their prefix; files of other formats by their whole name.
-    const bool whole_name = prefix.size() > 5 && prefix.compare(prefix.size() - 5, 5, ".hdf5") == 0;
+    const bool whole_name = (prefix.size() > 5 && prefix.compare(prefix.size() - 5, 5, ".hdf5") == 0) ||
+                            prefix.find(".tfrecord-") != std::string::npos;
     out << "output:         " << prefix << (whole_name ? "\n" : ".bin / .idx\n");
   }
 }

@@ -54,6 +54,8 @@ struct PrepOptions {
   int n_training_shards = 1;                       // nvidia-hdf5: bertPrep.py's --n_training_shards
   int n_test_shards = 0;                           // nvidia-hdf5: bertPrep.py's --n_test_shards
   double fraction_test_set = 0.1;                  // nvidia-hdf5 with test shards: share of sentences for test
+  int num_output_files = 1000;                     // electra-tfrecord: <prefix>.tfrecord-<i>-of-<n> (the builder's 1000)
+  int num_processes = 1;                           // electra-tfrecord: the builder's --num-processes (jobs)
 };
 
 // "sentence" with split_sentences, else "document": the <level> of the dataset names.

@@ -248,7 +248,7 @@ class BertWordPieceTokenizer final : public Tokenizer {
         lower_case_(options.lower_case),
         strip_accents_(options.strip_accents.value_or(options.lower_case)),
         megatron_(options.flavor == WordPieceFlavor::kMegatron),
-        never_split_(options.flavor == WordPieceFlavor::kNvidia) {
+        never_split_(options.never_split.value_or(options.flavor == WordPieceFlavor::kNvidia)) {
     if (flavor_ != bert::Flavor::kHuggingFace && strip_accents_ != lower_case_)
       throw Error(origin + ": Megatron's and NVIDIA's BERT tokenizers strip accents exactly when they lower-case");
     max_chars_ = options.max_input_chars_per_word ? options.max_input_chars_per_word : (megatron_ ? 200 : 100);

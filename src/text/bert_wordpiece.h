@@ -64,6 +64,9 @@ struct WordPieceOptions {
   std::optional<bool> strip_accents;     // HF's BertNormalizer strip_accents; unset: same as lower_case.
                                          // kMegatron: must equal lower_case (Google's code ties them)
   size_t max_input_chars_per_word = 0;   // 0: the flavour's default (Megatron 200, HF 100)
+  // Keep a whitespace-delimited [UNK], [SEP], [PAD], [CLS] or [MASK] whole (NVIDIA's never_split list). Unset: on for
+  // kNvidia only. kNvidia with false and 200-character words is ELECTRA's tokenization.py (prep/electra_examples.h).
+  std::optional<bool> never_split;
   std::string unk_token = "[UNK]";
   // kMegatron: Megatron's --vocab-extra-ids N (T5): after [BOS] and [EOS], <extra_id_0> .. <extra_id_{N-1}> are
   // added to the vocabulary the same way (id = the vocabulary's size at the time, unless the token exists). Like
