@@ -134,7 +134,8 @@ std::vector<AgreedSetting> agreed_settings(const TrainOptions& o) {
   add("--bert-no-binary-head", on_off(!o.bert_binary_head));
   add("--bert-post-layernorm", on_off(o.bert_post_layernorm));
   add("--bert-config-file", o.bert_config_file.empty() ? "unset" : o.bert_config_file);
-  if (!o.bert_config_file.empty()) add("size of " + o.bert_config_file + " (bytes)", file_size_text(o.bert_config_file));
+  if (!o.bert_config_file.empty())
+    add("size of " + o.bert_config_file + " (bytes)", file_size_text(o.bert_config_file));
   add("--mask-prob", num_text(o.mask_prob));
   add("--short-seq-prob", num_text(o.short_seq_prob));
   add("--no-bias-gelu-fusion", on_off(o.no_bias_gelu_fusion));
@@ -264,15 +265,17 @@ std::string first_difference(const std::string& a, int rank_a, const std::string
   const auto in_a = parse_settings(a), in_b = parse_settings(b);
   const std::map<std::string, std::string> map_a(in_a.begin(), in_a.end()), map_b(in_b.begin(), in_b.end());
   const std::string ra = "rank " + std::to_string(rank_a), rb = "rank " + std::to_string(rank_b);
+  const std::string version = " (another lmforge version?)";
   for (const auto& [name, value] : in_a) {
     const auto it = map_b.find(name);
     if (it == map_b.end())
-      return name + " is " + shown_value(value) + " on " + ra + " but not sent by " + rb + " (another lmforge version?)";
-    if (it->second != value) return name + " is " + shown_value(value) + " on " + ra + " but " + shown_value(it->second) + " on " + rb;
+      return name + " is " + shown_value(value) + " on " + ra + " but not sent by " + rb + version;
+    if (it->second != value)
+      return name + " is " + shown_value(value) + " on " + ra + " but " + shown_value(it->second) + " on " + rb;
   }
   for (const auto& [name, value] : in_b)
     if (!map_a.count(name))
-      return name + " is " + shown_value(value) + " on " + rb + " but not sent by " + ra + " (another lmforge version?)";
+      return name + " is " + shown_value(value) + " on " + rb + " but not sent by " + ra + version;
   return "";
 }
 
@@ -289,8 +292,11 @@ void check_settings_agree(dist::Communicator& world, const TrainOptions& options
   std::vector<double> table((size_t)n * kHeader, 0.0);
   double* row = table.data() + (size_t)me * kHeader;
   row[0] = kFormat;
-  for (const auto& [at, h] : {std::pair{1, fnv1a64(settings_text(job_part))}, {5, fnv1a64(settings_text(training_part))}})
-    for (int k = 0; k < 4; k++) row[at + k] = (double)((h >> (16 * k)) & 0xffff);
+  const uint64_t job_digest = fnv1a64(settings_text(job_part)), training_digest = fnv1a64(settings_text(training_part));
+  for (int k = 0; k < 4; k++) {
+    row[1 + k] = (double)((job_digest >> (16 * k)) & 0xffff);
+    row[5 + k] = (double)((training_digest >> (16 * k)) & 0xffff);
+  }
   row[9] = (double)text.size();
   world.all_reduce_sum(table.data(), table.size());
 
@@ -301,16 +307,13 @@ void check_settings_agree(dist::Communicator& world, const TrainOptions& options
     return true;
   };
   std::vector<int> differing;
-  bool another_job = false;
-  for (int r = 1; r < n; r++) {
-    if (same(r, 0, kHeader)) continue;
-    differing.push_back(r);
-    another_job = another_job || !same(r, 0, 5);
-  }
+  for (int r = 1; r < n; r++)
+    if (!same(r, 0, kHeader)) differing.push_back(r);
   if (differing.empty()) return;
 
   // 2. Rank 0's text and the first differing rank's, to every rank (lengths from the headers: same on all).
   const int other = differing.front();
+  const bool another_job = !same(other, 0, 5);  // its format or job identity differs, not only its training
   std::string text0((size_t)header(0)[9], '\0'), text_other((size_t)header(other)[9], '\0');
   if (me == 0) text0 = text;
   if (me == other) text_other = text;
@@ -328,11 +331,13 @@ void check_settings_agree(dist::Communicator& world, const TrainOptions& options
   std::string message = "the ranks' settings differ: " + what;
   if (differing.size() > 1)
     message += " (ranks " + differing_list(differing) + " all differ from rank 0)";
-  message += another_job
-                 ? "; is rank " + std::to_string(other) + " from another job at the same rendezvous? Every rank of a job "
-                   "runs the same command with the same --save"
-                 : "; every rank of a job must be given the same training flags (model shape, data, seeds, optimizer, "
-                   "schedule, precision, parallel layout), or the replicas would differ or the collectives mismatch";
+  if (another_job)
+    message += "; is rank " + std::to_string(other) +
+               " from another job at the same rendezvous? Every rank of a job runs the same command with the same "
+               "--save";
+  else
+    message += "; every rank of a job must be given the same training flags (model shape, data, seeds, optimizer, "
+               "schedule, precision, parallel layout), or the replicas would differ or the collectives mismatch";
   throw Error(message);
 }
 
