@@ -402,21 +402,21 @@ class GlooCommunicator final : public Communicator {
 // communicator's own errors do: a message naming host, process and reason, exit 1 (the peers then see the
 // connections close and end with their own reason). Any other exception keeps the default (a message and abort).
 [[noreturn]] void end_on_transport_exception() noexcept {
-  std::string what;
-  bool gloo_error = false;
+  std::string what, meaning;
   if (const std::exception_ptr e = std::current_exception()) {
     try {
       std::rethrow_exception(e);
     } catch (const gloo::EnforceNotMet& g) {  // Gloo's failed checks (not a gloo::Exception)
       what = g.what();
-      gloo_error = true;
+      meaning = "a message did not fit the receive posted for it, so the ranks are running different collectives "
+                "(do their settings or data differ?)";
     } catch (const gloo::Exception& g) {
       what = g.what();
-      gloo_error = true;
+      meaning = "its connection to a peer failed";
     } catch (...) {
     }
   }
-  if (!gloo_error) {
+  if (meaning.empty()) {
 #ifdef __GLIBCXX__
     __gnu_cxx::__verbose_terminate_handler();  // the default: names the exception and aborts
 #endif
@@ -424,11 +424,8 @@ class GlooCommunicator final : public Communicator {
   }
   char host[256] = "?";
   ::gethostname(host, sizeof host - 1);
-  std::fprintf(stderr,
-               "lmforge: error: process %d (%s): the Gloo transport failed on its event-loop thread: a message did "
-               "not fit the receive posted for it, so the ranks are running different collectives (do their "
-               "settings or data differ?) [gloo: %s]\n",
-               (int)::getpid(), host, what.c_str());
+  std::fprintf(stderr, "lmforge: error: process %d (%s): the Gloo transport failed on its event-loop thread: %s "
+               "[gloo: %s]\n", (int)::getpid(), host, meaning.c_str(), what.c_str());
   std::fflush(stderr);
   std::fflush(stdout);
   std::_Exit(1);
