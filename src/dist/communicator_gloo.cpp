@@ -11,6 +11,7 @@
 // method throws an Error naming the operation, the peers and the reason, and the caller ends the process with
 // abort() — the other ranks then see this one's connections close, and end in turn with their own reason.
 #include <gloo/common/error.h>
+#include <gloo/common/logging.h>
 #include <gloo/context.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
@@ -24,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <numeric>
 
 #include "dist/communicator.h"
@@ -293,12 +295,16 @@ class GlooCommunicator final : public Communicator {
     void send_buffer(void* p, size_t) { send_base_ = static_cast<char*>(p); }
     void recv_buffer(void* p, size_t) { recv_base_ = static_cast<char*>(p); }
     void send(int peer, uint64_t slot, size_t offset, size_t bytes) {
-      sends_.push_back({peer, comm_.context_->createUnboundBuffer(send_base_ + offset, bytes)});
-      guard([&] { sends_.back().buffer->send(peer, slot); }, {peer});
+      guard([&] {
+        sends_.push_back({peer, comm_.context_->createUnboundBuffer(send_base_ + offset, bytes)});
+        sends_.back().buffer->send(peer, slot);
+      }, {peer});
     }
     void recv(int peer, uint64_t slot, size_t offset, size_t bytes) {
-      recvs_.push_back({peer, comm_.context_->createUnboundBuffer(recv_base_ + offset, bytes)});
-      guard([&] { recvs_.back().buffer->recv(peer, slot); }, {peer});
+      guard([&] {
+        recvs_.push_back({peer, comm_.context_->createUnboundBuffer(recv_base_ + offset, bytes)});
+        recvs_.back().buffer->recv(peer, slot);
+      }, {peer});
     }
     void wait() {
       const auto deadline = deadline_ = Clock::now() + comm_.job_->timeout;
@@ -388,9 +394,47 @@ class GlooCommunicator final : public Communicator {
   std::vector<std::unique_ptr<Pending>> pending_;  // by handle
 };
 
+// Gloo's event-loop thread (one per transport device) checks every incoming message against the receive posted for
+// it and throws gloo::EnforceNotMet when the message is larger: ranks running collectives of different shapes
+// (their settings or data differ; the trainer compares the settings first, train/settings_agreement.h). No code
+// of lmforge runs on that thread to catch it, and the default terminate handler aborts (exit 134 and a core, no
+// reason a user can act on). A Gloo exception that reaches std::terminate therefore ends the process the way the
+// communicator's own errors do: a message naming host, process and reason, exit 1 (the peers then see the
+// connections close and end with their own reason). Any other exception keeps the default (a message and abort).
+[[noreturn]] void end_on_transport_exception() noexcept {
+  std::string what, meaning;
+  if (const std::exception_ptr e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const gloo::EnforceNotMet& g) {  // Gloo's failed checks (not a gloo::Exception)
+      what = g.what();
+      meaning = "a message did not fit the receive posted for it, so the ranks are running different collectives "
+                "(do their settings or data differ?)";
+    } catch (const gloo::Exception& g) {
+      what = g.what();
+      meaning = "its connection to a peer failed";
+    } catch (...) {
+    }
+  }
+  if (meaning.empty()) {
+#ifdef __GLIBCXX__
+    __gnu_cxx::__verbose_terminate_handler();  // the default: names the exception and aborts
+#endif
+    std::abort();
+  }
+  char host[256] = "?";
+  ::gethostname(host, sizeof host - 1);
+  std::fprintf(stderr, "lmforge: error: process %d (%s): the Gloo transport failed on its event-loop thread: %s "
+               "[gloo: %s]\n", (int)::getpid(), host, meaning.c_str(), what.c_str());
+  std::fflush(stderr);
+  std::fflush(stdout);
+  std::_Exit(1);
+}
+
 }  // namespace
 
 std::unique_ptr<Communicator> make_gloo_communicator(const GlooOptions& options) {
+  std::set_terminate(end_on_transport_exception);
   // Gloo writes to its sockets from its loop thread without MSG_NOSIGNAL: a peer that died while this rank was
   // sending would end this process silently with SIGPIPE. Ignored, the write fails with EPIPE, Gloo fails the
   // pending operation, and this rank ends with its rank and the reason like any other lost connection.

@@ -34,6 +34,7 @@
 #include "train/mixed_precision.h"
 #include "train/model_passes.h"
 #include "train/model_shape.h"
+#include "train/settings_agreement.h"
 #include "train/tensorboard_writer.h"
 #include "util/error.h"
 #include "util/strings.h"
@@ -336,6 +337,8 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   validate_train_options(o);
   const int TP = o.tensor_model_parallel_size, PP = o.pipeline_model_parallel_size;
   parallel::check_parallel_layout(comm.size(), TP, o.global_batch_size, o.micro_batch_size, PP);
+  // Every rank trains with the same settings, checked before the first collective whose shape depends on them.
+  check_settings_agree(comm, o);
   // Megatron's rank order: the T ranks of a tensor-parallel group are adjacent, then data-parallel replicas, then
   // pipeline stages (process_groups.h).
   m.groups = parallel::make_process_groups(comm, TP, PP);

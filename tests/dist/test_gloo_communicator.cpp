@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <future>
 #include <thread>
@@ -165,6 +166,31 @@ TEST(GlooCommunicator, SilentPeerFailsTheOthersAfterTheTimeout) {
                            "(--distributed-timeout-minutes)"),
             std::string::npos)
       << errors[0];
+}
+
+// Ranks whose transfers disagree in size: Gloo's own event-loop thread finds the message larger than the receive
+// and throws there, where no caller can catch it. The process ends with exit 1 and a message saying what the
+// mismatch means (before: std::terminate's abort, exit 134).
+TEST(GlooCommunicator, TransferLargerThanItsReceiveEndsTheProcessWithAnErrorNotAnAbort) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        on_ranks(2, 20000ms, [](Communicator& comm) {
+          if (comm.rank() == 0) {
+            std::vector<char> big(4096, 'x');
+            comm.send(big.data(), big.size(), 1);
+          } else {
+            std::vector<char> small(16);
+            comm.recv(small.data(), small.size(), 0);
+          }
+          comm.barrier();
+        });
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(1),
+      "lmforge: error: process [0-9]+ \\([^)]*\\): the Gloo transport failed on its event-loop thread: a message did "
+      "not fit the receive posted for it, so the ranks are running different collectives \\(do their settings or "
+      "data differ\\?\\) \\[gloo: .*op.preamble.length <= op.nbytes");
 }
 
 TEST(GlooCommunicator, RendezvousErrorsComeFromTheStore) {
