@@ -31,12 +31,12 @@ bool have_torch() { return std::system("/usr/bin/python3 -c 'import torch' >/dev
 
 // A training run whose command line is `before` + `lmforge` + `after` + `train gpt` and the tiny flags.
 TrainRun train_line(const TempDir& dir, const std::string& name, const std::string& before, const std::string& after,
-                    Flags overrides = {}) {
+                    Flags overrides = {}, const std::string& program = LMFORGE_EXE) {
   const std::string tb = dir.file("tb-" + name);
   fs::remove_all(tb);
   overrides["--tensorboard-dir"] = tb;
   std::string cmd = train_args(dir, overrides);
-  cmd.replace(0, std::strlen(LMFORGE_EXE), std::string(LMFORGE_EXE) + after);
+  cmd.replace(0, std::strlen(LMFORGE_EXE), program + after);
   TrainRun run;
   auto r = run_command("timeout 180 env OMP_NUM_THREADS=1 " + before + cmd);
   run.status = r.status;
@@ -52,14 +52,27 @@ TrainRun train_line(const TempDir& dir, const std::string& name, const std::stri
   return run;
 }
 
+std::string legacy_launch() {
+  return "/usr/bin/python3 -m torch.distributed.launch --redirects 1 --tee 1 --nproc_per_node 2 --nnodes 1 --node_rank 0 "
+         "--master_addr 127.0.0.1 --master_port " + std::to_string(free_port());
+}
+
 TEST_F(TrainParallel, TorchDistributedLaunchTwoRanksJoinTheLaunchersStoreAndReproduceOneProcess) {
   if (!have_torch()) GTEST_SKIP() << "no torch for /usr/bin/python3";
-  // Seed 001's launcher line; the legacy launcher also passes --local_rank=N before `train`.
-  const std::string launcher = "/usr/bin/python3 -m torch.distributed.launch --redirects 1 --tee 1 --nproc_per_node 2 "
-                               "--nnodes 1 --node_rank 0 --master_addr 127.0.0.1 --master_port " +
-                               std::to_string(free_port()) + " --no_python ";
-  const TrainRun r = train_line(*dir_, "torch-launch", launcher, "");
-  expect_parity(r, *single_, 1e-6, "2 ranks under python -m torch.distributed.launch");
+  // Seed 001's launcher line. torch 1.13's legacy launcher refuses --no_python without --use_env (its own check),
+  // and with --use_env passes no --local_rank.
+  const TrainRun r = train_line(*dir_, "torch-launch", legacy_launch() + " --use_env --no_python ", "");
+  expect_parity(r, *single_, 1e-6, "2 ranks under python -m torch.distributed.launch --use_env --no_python");
+}
+
+TEST_F(TrainParallel, TorchDistributedLaunchPassesLocalRankWhichIsAccepted) {
+  if (!have_torch()) GTEST_SKIP() << "no torch for /usr/bin/python3";
+  // Without --use_env the legacy launcher runs a Python program with --local_rank=N first: a one-line wrapper that
+  // executes lmforge with its arguments, as a site's wrapper script would (`lmforge --local_rank=0 train gpt ...`).
+  const std::string shim = dir_->file("lmforge_shim.py");
+  std::ofstream(shim) << "import os, sys\nos.execv('" << LMFORGE_EXE << "', ['lmforge'] + sys.argv[1:])\n";
+  const TrainRun r = train_line(*dir_, "torch-launch-local-rank", legacy_launch() + " ", "", {}, shim);
+  expect_parity(r, *single_, 1e-6, "2 ranks under python -m torch.distributed.launch, --local_rank=N passed");
 }
 
 TEST_F(TrainParallel, TorchrunStaticMasterPortTwoRanksReproduceOneProcess) {
