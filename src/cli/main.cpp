@@ -1,5 +1,6 @@
 // lmforge: one executable, one subcommand per job. Errors a user can cause print one line and exit 1.
 #include <cstdio>
+#include <cstdlib>
 #include <algorithm>
 #include <exception>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/last_value_wins.h"
+#include "dist/launcher.h"
 #include "util/error.h"
 
 int main(int argc, char** argv) {
@@ -21,11 +23,15 @@ int main(int argc, char** argv) {
   lmforge::cli::add_train_command(app);
   lmforge::cli::add_generate_command(app);
   lmforge::cli::add_tokenizer_command(app);
+  lmforge::cli::add_launch_command(app);
   // argparse's semantics, which Megatron/DeepSpeed/fairseq scripts rely on: a flag given twice takes the last value.
   lmforge::cli::take_last_values(app);
   try {
-    std::vector<std::string> args =
-        lmforge::cli::keep_last_list_occurrences(app, std::vector<std::string>(argv + 1, argv + argc));
+    std::vector<std::string> given(argv + 1, argv + argc);
+    // torch.distributed.launch's --local_rank=N (before the subcommand under --no_python): recorded as LOCAL_RANK.
+    if (const int local_rank = lmforge::dist::take_local_rank_flag(given); local_rank >= 0)
+      ::setenv("LOCAL_RANK", std::to_string(local_rank).c_str(), 0);
+    std::vector<std::string> args = lmforge::cli::keep_last_list_occurrences(app, given);
     std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
     app.parse(args);
   } catch (const CLI::ParseError& e) {

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/device_flag.h"
 #include "cli/flags/aliases.h"
+#include "cli/flags/distributed_gpus.h"
 #include "cli/flags/fairseq_flags.h"
 #include "cli/flags/older_spellings.h"
 #include "cli/tokenizer_flags.h"
@@ -101,15 +102,24 @@ void train_on(dist::Communicator& comm, train::TrainOptions options, const Finis
 // (MPI_Abort); under Gloo the failing rank exits and the others see its connections close and end too, and every
 // wait is bounded by --distributed-timeout-minutes, so no rank waits forever for one that is gone or stopped.
 void run_training(train::TrainOptions options, const DistributedFlags& flags, const FinishOptions& finish) {
+  if (flags.gpus > 1) {  // fairseq: this command starts G ranks (cli/flags/distributed_gpus.h)
+    const DistributedGpusPlan plan = plan_distributed_gpus(flags.gpus, flags.rank, flags.world_size, flags.init_method);
+    if (const int status = run_distributed_gpus(plan, own_arguments()); status != 0)
+      throw Error("a rank started by --distributed-gpus " + std::to_string(flags.gpus) + " failed (exit status " +
+                  std::to_string(status) + "); the others were ended");
+    return;
+  }
   dist::RankRequest request;
   request.rank = flags.rank;
   request.world_size = flags.world_size;
   request.init_method = flags.init_method;
+  request.rank_flag = "--distributed-rank";
+  request.size_flag = "--distributed-world-size";
   const dist::RankInfo info = dist::discover_rank(request);
-  if (flags.gpus >= 0 || flags.device_id >= 0)
-    std::fprintf(stderr, "lmforge train: note: rank %d of %d trains on the CPU; %s%signored (no GPUs are used)\n",
-                 info.rank, info.world_size, flags.gpus >= 0 ? "--distributed-gpus " : "",
-                 flags.device_id >= 0 ? "--device-id " : "");
+  if (!info.notice.empty()) std::fprintf(stderr, "lmforge train: notice: %s\n", info.notice.c_str());
+  if (flags.device_id >= 0)
+    std::fprintf(stderr, "lmforge train: note: rank %d of %d trains on the CPU; --device-id ignored (no GPUs are used)\n",
+                 info.rank, info.world_size);
   if (!info.use_mpi && info.world_size == 1) {
     finish(options, 1, std::cerr);
     train::Trainer trainer(std::move(options), std::cout);
@@ -120,7 +130,8 @@ void run_training(train::TrainOptions options, const DistributedFlags& flags, co
     const auto timeout = std::chrono::milliseconds((long long)(flags.timeout_minutes * 60000.0));
     std::unique_ptr<dist::Communicator> comm;
     try {
-      comm = dist::make_gloo_communicator({info.rendezvous, info.rank, info.world_size, timeout});
+      comm = dist::make_gloo_communicator(
+          {info.rendezvous, info.rank, info.world_size, timeout, info.store, info.store_prefix});
     } catch (const std::exception& e) {
       throw Error("rank " + std::to_string(info.rank) + " of " + std::to_string(info.world_size) + " (" +
                   info.origin + "): " + e.what());
@@ -151,7 +162,10 @@ void add_distributed_flags(CLI::App* cmd, DistributedFlags& f) {
                   "interface that reaches HOST (or on the interface named by GLOO_SOCKET_IFNAME). Rank and world size "
                   "come from --distributed-rank and --distributed-world-size or the environment (torchrun's RANK and "
                   "WORLD_SIZE, Slurm). Without this flag, torchrun's RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT "
-                  "start the same way (rendezvous at tcp://MASTER_ADDR:MASTER_PORT)");
+                  "start the same way (rendezvous at tcp://MASTER_ADDR:MASTER_PORT; under torch.distributed.launch "
+                  "or a static torchrun, which hold that port themselves, with TORCHELASTIC_USE_AGENT_STORE=True, "
+                  "every rank joins the launcher's own c10d TCPStore there instead). The launcher's --local_rank=N "
+                  "(or --local-rank N) is accepted anywhere on the line and must agree with LOCAL_RANK");
   cmd->add_option("--distributed-world-size", f.world_size,
                   "Ranks of a --distributed-init-method job (default: WORLD_SIZE or the launcher's)")
       ->check(CLI::PositiveNumber);
@@ -167,8 +181,11 @@ void add_distributed_flags(CLI::App* cmd, DistributedFlags& f) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--distributed-gpus", f.gpus,
-                  "fairseq's GPUs per node: accepted so GPU launch scripts run unchanged, and ignored with a notice "
-                  "(lmforge trains on the CPU; the world size comes from --distributed-world-size)")
+                  "fairseq's GPUs per node: this command starts G ranks, --distributed-rank .. +G-1 (default rank 0), "
+                  "as fairseq spawns one process per GPU; lmforge trains on the CPU, so a \"GPU\" is one process. G "
+                  "must divide --distributed-world-size (default G); a world of several commands needs "
+                  "--distributed-init-method, one command alone meets at a free local port. A failing rank ends the "
+                  "others. 1: this process alone")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--device-id", f.device_id,
                   "fairseq's GPU of this process: accepted and ignored with a notice (training runs on the CPU)")
@@ -451,6 +468,12 @@ AdjustOptions fairseq_adjuster(std::shared_ptr<FairseqFlags> fairseq) {
     request.rank = d.rank;
     request.world_size = d.world_size;
     request.init_method = init;
+    if (d.gpus > 1) {  // this command only starts the ranks (run_training), each of which adjusts for itself
+      d.init_method = init;
+      return;
+    }
+    request.rank_flag = "--distributed-rank";
+    request.size_flag = "--distributed-world-size";
     const dist::RankInfo info = dist::discover_rank(request);
     int world = info.world_size;
     if (info.use_mpi) world = std::max(1, std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE")));

@@ -132,6 +132,10 @@ struct GlooOptions {
   Endpoint rendezvous;  // rank 0 listens at its port; every rank connects to it
   int rank = 0, world_size = 1;
   std::chrono::milliseconds timeout{600000};  // bounds the rendezvous and every wait of every collective
+  // Who holds the store at `rendezvous` (join_rendezvous, dist/torch_store.h); with a launcher's store, this job's
+  // keys go under store_prefix.
+  StoreRole store = StoreRole::Own;
+  std::string store_prefix;
 };
 // The world over Gloo's TCP transport, met at a TCP store rendezvous (communicator_gloo.cpp). Errors (rendezvous
 // timeout, duplicate rank, world-size mismatch, Gloo failing to connect) are lmforge::Error.

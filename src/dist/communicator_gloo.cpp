@@ -30,6 +30,7 @@
 
 #include "dist/communicator.h"
 #include "dist/tcp_store.h"
+#include "dist/torch_store.h"
 #include "util/error.h"
 #include "util/strings.h"
 
@@ -47,7 +48,7 @@ constexpr uint64_t kPointToPointSlot = uint64_t(2) << 56;
 // Gloo's rendezvous speaks to any Store: this one forwards to the TCP store, under the communicator's timeout.
 class StoreAdapter final : public gloo::rendezvous::Store {
  public:
-  explicit StoreAdapter(TcpStoreClient& client) : client_(client) {}
+  explicit StoreAdapter(RendezvousClient& client) : client_(client) {}
   void set(const std::string& key, const std::vector<char>& data) override {
     client_.set(key, std::string(data.begin(), data.end()));
   }
@@ -59,13 +60,13 @@ class StoreAdapter final : public gloo::rendezvous::Store {
   void wait(const std::vector<std::string>& keys, const milliseconds& timeout) override { client_.wait(keys, timeout); }
 
  private:
-  TcpStoreClient& client_;
+  RendezvousClient& client_;
 };
 
 // What every communicator of a process (the world and its splits) shares.
 struct Job {
   std::unique_ptr<TcpStoreServer> server;  // rank 0 only
-  std::unique_ptr<TcpStoreClient> client;
+  std::unique_ptr<RendezvousClient> client;
   std::unique_ptr<StoreAdapter> store;
   std::shared_ptr<gloo::transport::Device> device;
   int world_rank = 0, world_size = 1;
@@ -443,9 +444,12 @@ std::unique_ptr<Communicator> make_gloo_communicator(const GlooOptions& options)
   job->world_rank = options.rank;
   job->world_size = options.world_size;
   job->timeout = options.timeout;
-  // Rank 0 serves the store in this process and also talks to it as a client, like every other rank.
-  if (options.rank == 0) job->server = std::make_unique<TcpStoreServer>(options.rendezvous.port, options.world_size);
-  job->client = std::make_unique<TcpStoreClient>(options.rendezvous, options.rank, options.world_size, options.timeout);
+  // Rank 0 serves lmforge's store in this process and also talks to it as a client, like every other rank; or every
+  // rank joins the store of the PyTorch launcher that started it.
+  Rendezvous meeting = join_rendezvous(
+      {options.rendezvous, options.store, options.store_prefix, options.rank, options.world_size, options.timeout});
+  job->server = std::move(meeting.server);
+  job->client = std::move(meeting.client);
   job->client->wait_for_all_ranks();
   job->store = std::make_unique<StoreAdapter>(*job->client);
   gloo::transport::tcp::attr attr;

@@ -1,8 +1,10 @@
-// defines: discover_rank()
+// defines: discover_rank(), take_local_rank_flag()
 #include "dist/launcher.h"
 
 #include <cstdlib>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "util/error.h"
 
@@ -30,12 +32,22 @@ std::string pair_origin(const char* rank_name, long rank, const char* size_name,
 }
 
 // The first launcher environment present, in precedence order (MPI excluded: the caller decides about it).
+// `notice` receives what the user should hear about a default taken.
 std::optional<Found> from_environment(const std::function<const char*(const char*)>& getenv, bool include_ompi,
-                                      long flag_size) {
+                                      long flag_size, std::string& notice) {
   // torchrun sets RANK and WORLD_SIZE also under Slurm, where they are the more specific of the two.
   if (auto rank = env_int(getenv, "RANK")) {
     auto size = env_int(getenv, "WORLD_SIZE");
-    if (!size) throw Error("RANK=" + std::to_string(*rank) + " is set but WORLD_SIZE is not (torchrun sets both)");
+    if (!size && flag_size >= 0)
+      return Found{*rank, flag_size, RankSource::Torchrun, "RANK=" + std::to_string(*rank)};
+    if (!size && *rank == 0) {
+      // Megatron: args.world_size = int(os.getenv("WORLD_SIZE", "1")) (seed recipes set RANK=0 alone).
+      notice = "RANK=0 is set without WORLD_SIZE: training as one process (Megatron's default WORLD_SIZE=1)";
+      return Found{0, 1, RankSource::Single, "RANK=0 without WORLD_SIZE"};
+    }
+    if (!size)
+      throw Error("RANK=" + std::to_string(*rank) + " is set but WORLD_SIZE is not (torchrun sets both; without it "
+                  "the world is one process, where rank " + std::to_string(*rank) + " cannot be)");
     return Found{*rank, *size, RankSource::Torchrun, pair_origin("RANK", *rank, "WORLD_SIZE", *size)};
   }
   if (auto id = env_int(getenv, "SLURM_ARRAY_TASK_ID")) {
@@ -72,6 +84,28 @@ std::optional<Found> from_environment(const std::function<const char*(const char
   return std::nullopt;
 }
 
+// torchrun's store: TORCHELASTIC_USE_AGENT_STORE=True (static rendezvous: the agent serves MASTER_PORT), False (c10d
+// rendezvous: MASTER_PORT is a free port for rank 0), unset (another launcher, or by hand: whoever answers).
+void torch_rendezvous(const std::function<const char*(const char*)>& getenv, RankInfo& info) {
+  const char* addr = getenv("MASTER_ADDR");
+  auto port = env_int(getenv, "MASTER_PORT");
+  if (!addr || !*addr || !port)
+    throw Error(info.origin + " is set (torchrun) but MASTER_ADDR and MASTER_PORT are not: set both to rank 0's "
+                "address and a free port, or give --distributed-init-method tcp://HOST:PORT");
+  if (*port < 1 || *port > 65535) throw Error("MASTER_PORT=" + std::to_string(*port) + " is not a TCP port");
+  info.use_gloo = true;
+  info.rendezvous = {addr, (int)*port};
+  info.origin += ", MASTER_ADDR=" + info.rendezvous.host + ", MASTER_PORT=" + std::to_string(*port);
+  const char* agent = getenv("TORCHELASTIC_USE_AGENT_STORE");
+  const std::string agent_store = agent ? agent : "";
+  info.store = agent_store == "True" ? StoreRole::Launcher : agent_store == "False" ? StoreRole::Own : StoreRole::Detect;
+  // One job's keys in a store that outlives it (the agent's, across restarts); a leading '/' as torch's own clients
+  // add, so `TCPStore(...).get("lmforge/...")` in Python reads them.
+  const char* run = getenv("TORCHELASTIC_RUN_ID");
+  const char* restart = getenv("TORCHELASTIC_RESTART_COUNT");
+  info.store_prefix = std::string("/lmforge/") + (run ? run : "") + "/" + (restart ? restart : "0") + "/";
+}
+
 }  // namespace
 
 RankInfo discover_rank(const RankRequest& request, const std::function<const char*(const char*)>& getenv_in) {
@@ -89,15 +123,37 @@ RankInfo discover_rank(const RankRequest& request, const std::function<const cha
     info.origin = "MPI";
     return info;  // rank and size are filled in once MPI is initialised
   }
-  std::optional<Found> env = from_environment(getenv, request.no_mpi || flags, request.world_size);
+  std::optional<Found> env = from_environment(getenv, request.no_mpi || flags, request.world_size, info.notice);
+  const bool torch_env = env && env->source == RankSource::Torchrun;
+  if (!env && request.rank < 0) {
+    // torchrun sets both; a WORLD_SIZE alone would make every process rank 0 of a world none of them completes.
+    if (auto size = env_int(getenv, "WORLD_SIZE"); size && *size > 1)
+      throw Error("WORLD_SIZE=" + std::to_string(*size) + " is set but RANK is not: set RANK for every process "
+                  "(torchrun sets both), or give " + (request.rank_flag.empty() ? "--rank" : request.rank_flag));
+  }
   if (flags) {
     long rank = request.rank, size = request.world_size;
-    // Training spells the flags as fairseq does.
     const bool fairseq = !request.init_method.empty();
-    const std::string rank_flag = fairseq ? "--distributed-rank" : "--rank";
-    const std::string size_flag = fairseq ? "--distributed-world-size" : "--world-size";
+    const std::string rank_flag =
+        !request.rank_flag.empty() ? request.rank_flag : fairseq ? "--distributed-rank" : "--rank";
+    const std::string size_flag =
+        !request.size_flag.empty() ? request.size_flag : fairseq ? "--distributed-world-size" : "--world-size";
+    // A torchrun environment and a flag that disagree, with nothing else saying where to meet: a conflict, not a
+    // precedence question (with --distributed-init-method fairseq's flags win, as fairseq has it).
+    if (torch_env && !fairseq && request.rank >= 0 && request.rank != env->rank)
+      throw Error("conflict: " + rank_flag + " " + std::to_string(request.rank) + " but the environment says RANK=" +
+                  std::to_string(env->rank) + " (torchrun or another PyTorch launcher): drop the flag or make the two "
+                  "agree");
+    if (torch_env && !fairseq && request.world_size >= 0 && request.world_size != env->size)
+      throw Error("conflict: " + size_flag + " " + std::to_string(request.world_size) +
+                  " but the environment says WORLD_SIZE=" + std::to_string(env->size) +
+                  " (torchrun or another PyTorch launcher): drop the flag or make the two agree");
     std::string origin = rank_flag + "/" + size_flag;
-    if (rank < 0 || size < 0) {
+    if (rank < 0 && size == 1 && !env) {
+      // fairseq: --distributed-world-size 1 alone is one process.
+      rank = 0;
+      origin = size_flag + " 1";
+    } else if (rank < 0 || size < 0) {
       const std::string first = fairseq && rank < 0 && size < 0 ? "--distributed-init-method" : rank < 0 ? size_flag : rank_flag;
       if (!env)
         throw Error(rank < 0 ? first + " given without " + rank_flag + ", and no launcher variable (RANK, SLURM_PROCID, "
@@ -123,21 +179,54 @@ RankInfo discover_rank(const RankRequest& request, const std::function<const cha
     info.use_gloo = true;
     info.rendezvous = parse_tcp_init_method(request.init_method);
     info.origin += ", --distributed-init-method " + request.init_method;
-  } else if (info.source == RankSource::Torchrun) {
-    const char* addr = getenv("MASTER_ADDR");
-    auto port = env_int(getenv, "MASTER_PORT");
-    if (!addr || !*addr || !port)
-      throw Error(info.origin + " is set (torchrun) but MASTER_ADDR and MASTER_PORT are not: set both to rank 0's "
-                  "address and a free port, or give --distributed-init-method tcp://HOST:PORT");
-    if (*port < 1 || *port > 65535) throw Error("MASTER_PORT=" + std::to_string(*port) + " is not a TCP port");
-    info.use_gloo = true;
-    info.rendezvous = {addr, (int)*port};
-    info.origin += ", MASTER_ADDR=" + info.rendezvous.host + ", MASTER_PORT=" + std::to_string(*port);
+  } else if (torch_env && info.world_size > 1 && (info.source == RankSource::Torchrun || env->rank == info.rank)) {
+    // torchrun's variables (flags that agree with them included) meet where torchrun says.
+    torch_rendezvous(getenv, info);
   }
   if (info.rank >= info.world_size)
     throw Error("rank " + std::to_string(info.rank) + " is not below the world size " +
                 std::to_string(info.world_size) + " (" + info.origin + ")");
   return info;
+}
+
+int take_local_rank_flag(std::vector<std::string>& args, const std::function<const char*(const char*)>& getenv_in) {
+  const std::function<const char*(const char*)> getenv =
+      getenv_in ? getenv_in : [](const char* name) -> const char* { return std::getenv(name); };
+  int found = -1;
+  std::string found_as;
+  std::vector<std::string> kept;
+  for (size_t i = 0; i < args.size(); i++) {
+    const std::string& a = args[i];
+    std::string name, value;
+    for (const char* spelling : {"--local_rank", "--local-rank"}) {
+      if (a == spelling) {
+        if (i + 1 >= args.size()) throw Error(std::string(spelling) + " needs a value (this process's local rank)");
+        name = spelling;
+        value = args[++i];
+      } else if (a.rfind(std::string(spelling) + "=", 0) == 0) {
+        name = spelling;
+        value = a.substr(name.size() + 1);
+      }
+    }
+    if (name.empty()) {
+      kept.push_back(a);
+      continue;
+    }
+    if (value.empty() || value.size() > 9 || value.find_first_not_of("0123456789") != std::string::npos)
+      throw Error(name + " " + value + " is not a local rank (a non-negative integer)");
+    const int n = std::stoi(value);
+    if (found >= 0 && n != found)
+      throw Error("conflict: " + found_as + " and " + name + " " + value + " give two local ranks");
+    found = n;
+    found_as = name + " " + value;
+  }
+  if (found >= 0) {
+    if (auto env = env_int(getenv, "LOCAL_RANK"); env && *env != found)
+      throw Error("conflict: " + found_as + " but the environment says LOCAL_RANK=" + std::to_string(*env) +
+                  " (the launcher's flag and its variable must agree)");
+  }
+  args = std::move(kept);
+  return found;
 }
 
 }  // namespace lmforge::dist

@@ -1,6 +1,7 @@
 // defines: TcpStoreServer, TcpStoreClient, parse_tcp_init_method()
 //
-// Wire format: frames of [u32 length][payload]; a payload is one op byte then fields, each [u32 length][bytes].
+// Wire format: on accepting a connection the server sends kStoreBanner (4 raw bytes); then frames of
+// [u32 length][payload]; a payload is one op byte then fields, each [u32 length][bytes].
 // Requests: H rank world (hello), S key value, G timeout_ms key, W timeout_ms key... Replies: K [value], T (timed
 // out) missing-key..., E reason. The server answers a timed-out wait itself, so the client's own deadline (a
 // margin later) only fires when the server is gone or stopped.
@@ -178,8 +179,12 @@ TcpStoreServer::TcpStoreServer(int port, int world_size) : world_size_(world_siz
     rc = ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
   }
   if (rc != 0 || ::listen(listen_fd_, 128) != 0) {
-    const std::string reason = std::strerror(errno);
+    const int err = errno;
+    const std::string reason = std::strerror(err);
     ::close(listen_fd_);
+    if (err == EADDRINUSE)
+      throw PortInUse("rank 0 cannot listen on port " + std::to_string(port) + " for the rendezvous: " + reason +
+                      " (another job or process holds the port: choose another)");
     throw Error("rank 0 cannot listen on port " + std::to_string(port) + " for the rendezvous: " + reason +
                 (errno == EADDRINUSE ? " (another job or process holds the port: choose another)" : ""));
   }
@@ -268,6 +273,7 @@ std::string TcpStoreServer::hello(int fd, int& rank) {
 void TcpStoreServer::serve(int fd) {
   int rank = -1;
   try {
+    if (::send(fd, kStoreBanner, 4, MSG_NOSIGNAL) != 4) return;
     const std::string refused = hello(fd, rank);
     if (refused == "-") return;
     if (!refused.empty()) return;  // hello() has answered
@@ -371,6 +377,16 @@ TcpStoreClient::TcpStoreClient(const Endpoint& server, int rank, int world_size,
   ::getsockname(fd_, reinterpret_cast<sockaddr*>(&self), &len);
   local_address_ = address_of(self);
   local_address_ = local_address_.substr(0, local_address_.rfind(':'));
+  // Anything but lmforge's banner: the address is some other service (a PyTorch launcher's TCPStore never speaks
+  // first, so it shows as a timeout).
+  char banner[4] = {};
+  bool timed_out = false;
+  const bool got = read_exact(fd_, banner, 4, std::min(deadline, Clock::now() + std::chrono::seconds(30)), timed_out);
+  if (!got || std::memcmp(banner, kStoreBanner, 4) != 0)
+    throw Error("rendezvous at " + where + ": the address answers but is not an lmforge rank 0 (" +
+                (got ? "it sent something else" : timed_out ? "it said nothing" : "it closed the connection") +
+                "; a PyTorch launcher's store? start with torchrun's environment instead of " + where +
+                ", or choose another port)");
   std::string msg = "H";
   put_u32(msg, (uint32_t)rank);
   put_u32(msg, (uint32_t)world_size);

@@ -129,7 +129,7 @@ TEST(Launcher, TorchrunEnvironmentMeetsAtMasterOverGloo) {
   EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}}).find("RANK=0, WORLD_SIZE=2 is set (torchrun) but MASTER_ADDR "
                                                                "and MASTER_PORT are not"),
             std::string::npos);
-  EXPECT_NE(error_of({{"RANK", "0"}}).find("RANK=0 is set but WORLD_SIZE is not"), std::string::npos);
+  EXPECT_NE(error_of({{"RANK", "2"}}).find("RANK=2 is set but WORLD_SIZE is not"), std::string::npos);
   EXPECT_NE(error_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}})
                 .find("rank 2 is not below the world size 2"),
             std::string::npos);
@@ -164,6 +164,113 @@ TEST(Launcher, InitMethodTakesRankAndSizeFromFairseqFlagsOrTheEnvironment) {
   plain.rank = 0;
   plain.world_size = 2;
   EXPECT_FALSE(with_env({}, plain).use_gloo);
+}
+
+TEST(Launcher, RankZeroWithoutWorldSizeIsOneProcessWithANotice) {
+  // Megatron: WORLD_SIZE defaults to 1 (seed 003: MASTER_ADDR=localhost MASTER_PORT=9994 RANK=0 LOCAL_RANK=0).
+  auto r = with_env({{"RANK", "0"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "localhost"}, {"MASTER_PORT", "9994"}});
+  EXPECT_EQ(r.rank, 0);
+  EXPECT_EQ(r.world_size, 1);
+  EXPECT_FALSE(r.use_gloo);
+  EXPECT_FALSE(r.use_mpi);
+  EXPECT_NE(r.notice.find("RANK=0 is set without WORLD_SIZE: training as one process"), std::string::npos) << r.notice;
+  // A rank above 0 cannot be in a world of one.
+  EXPECT_NE(error_of({{"RANK", "1"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}})
+                .find("RANK=1 is set but WORLD_SIZE is not"),
+            std::string::npos);
+  EXPECT_TRUE(with_env({}).notice.empty());
+}
+
+TEST(Launcher, WorldSizeAboveOneWithoutRankIsAnErrorNamingRank) {
+  const std::string e = error_of({{"WORLD_SIZE", "4"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}});
+  EXPECT_NE(e.find("WORLD_SIZE=4 is set but RANK is not"), std::string::npos) << e;
+  // One process of one, or another launcher's rank, is fine.
+  EXPECT_EQ(with_env({{"WORLD_SIZE", "1"}}).world_size, 1);
+  EXPECT_EQ(with_env({{"WORLD_SIZE", "4"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}}).rank, 1);
+}
+
+TEST(Launcher, FlagsDisagreeingWithTorchrunsEnvironmentAreAConflictNamingBoth) {
+  const std::map<std::string, std::string> env = {
+      {"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}};
+  RankRequest req;
+  req.rank_flag = "--distributed-rank";
+  req.size_flag = "--distributed-world-size";
+  req.rank = 0;
+  std::string e = error_of(env, req);
+  EXPECT_NE(e.find("conflict: --distributed-rank 0 but the environment says RANK=1"), std::string::npos) << e;
+  req.rank = -1;
+  req.world_size = 4;
+  e = error_of(env, req);
+  EXPECT_NE(e.find("conflict: --distributed-world-size 4 but the environment says WORLD_SIZE=2"), std::string::npos)
+      << e;
+  // Flags that agree start as torchrun's environment does: at MASTER_ADDR:MASTER_PORT over Gloo.
+  req.rank = 1;
+  req.world_size = 2;
+  auto r = with_env(env, req);
+  EXPECT_TRUE(r.use_gloo);
+  EXPECT_EQ(r.rendezvous.port, 29500);
+  EXPECT_EQ(r.rank, 1);
+}
+
+TEST(Launcher, DistributedWorldSizeOneAloneIsOneProcess) {
+  RankRequest req;
+  req.rank_flag = "--distributed-rank";
+  req.size_flag = "--distributed-world-size";
+  req.world_size = 1;
+  auto r = with_env({}, req);
+  EXPECT_EQ(r.rank, 0);
+  EXPECT_EQ(r.world_size, 1);
+  EXPECT_FALSE(r.use_gloo);
+  req.world_size = 2;
+  EXPECT_NE(error_of({}, req).find("--distributed-world-size given without --distributed-rank"), std::string::npos);
+}
+
+TEST(Launcher, TorchelasticAgentStoreDecidesWhoHoldsTheStore) {
+  std::map<std::string, std::string> env = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
+                                            {"MASTER_PORT", "29500"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                                            {"TORCHELASTIC_RUN_ID", "job7"}, {"TORCHELASTIC_RESTART_COUNT", "2"}};
+  auto r = with_env(env);
+  EXPECT_EQ(r.store, lmforge::dist::StoreRole::Launcher);
+  EXPECT_EQ(r.store_prefix, "/lmforge/job7/2/");
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "False";  // c10d rendezvous: MASTER_PORT is free for rank 0
+  EXPECT_EQ(with_env(env).store, lmforge::dist::StoreRole::Own);
+  env.erase("TORCHELASTIC_USE_AGENT_STORE");
+  EXPECT_EQ(with_env(env).store, lmforge::dist::StoreRole::Detect);
+  RankRequest tcp;
+  tcp.init_method = "tcp://127.0.0.1:1234";
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  EXPECT_EQ(with_env(env, tcp).store, lmforge::dist::StoreRole::Own);  // tcp:// keeps lmforge's own store
+}
+
+TEST(Launcher, LocalRankFlagIsTakenOutAndCheckedAgainstLocalRank) {
+  using lmforge::dist::take_local_rank_flag;
+  auto env_of = [](std::map<std::string, std::string> env) {
+    return [env](const char* name) -> const char* {
+      auto it = env.find(name);
+      return it == env.end() ? nullptr : it->second.c_str();
+    };
+  };
+  std::vector<std::string> args = {"--local_rank=1", "train", "gpt", "--lr", "0.1"};
+  EXPECT_EQ(take_local_rank_flag(args, env_of({{"LOCAL_RANK", "1"}})), 1);
+  EXPECT_EQ(args, (std::vector<std::string>{"train", "gpt", "--lr", "0.1"}));
+  args = {"train", "gpt", "--local-rank", "0"};
+  EXPECT_EQ(take_local_rank_flag(args, env_of({})), 0);
+  EXPECT_EQ(args, (std::vector<std::string>{"train", "gpt"}));
+  args = {"train", "gpt"};
+  EXPECT_EQ(take_local_rank_flag(args, env_of({})), -1);
+  auto error = [&](std::vector<std::string> a, std::map<std::string, std::string> env) -> std::string {
+    try {
+      take_local_rank_flag(a, env_of(env));
+    } catch (const lmforge::Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(error({"--local_rank=1", "train"}, {{"LOCAL_RANK", "0"}})
+                .find("conflict: --local_rank 1 but the environment says LOCAL_RANK=0"),
+            std::string::npos);
+  EXPECT_NE(error({"--local_rank=x"}, {}).find("--local_rank x is not a local rank"), std::string::npos);
+  EXPECT_NE(error({"--local_rank=1", "--local-rank", "2"}, {}).find("give two local ranks"), std::string::npos);
 }
 
 }  // namespace
