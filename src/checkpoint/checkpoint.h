@@ -125,6 +125,19 @@ std::vector<std::string> keep_newest_iterations(const std::string& save_dir, int
 // then starts from scratch). A malformed pointer, or one naming a missing directory, is an Error.
 std::optional<std::string> find_latest_checkpoint(const std::string& load_dir);
 
+// What --load names (fairseq's --restore-file too), read as Megatron's and fairseq's users mean it: a save directory
+// (the checkpoint its pointer file names), one of its iteration directories (that checkpoint), or the
+// model.safetensors inside one (its directory). `dir` is empty when there is nothing to resume: `load` does not
+// exist, or is a directory holding no checkpoint (Megatron then starts from scratch; `note` says so). Anything else
+// that exists is an Error saying what it is and what reads it, never a silent fresh start: a weights file or a
+// model directory without trainer state (--finetune), a save directory whose pointer file is missing (the newest
+// iteration directory named), a PyTorch .pt file, any other file.
+struct ResumeTarget {
+  std::optional<std::string> dir;
+  std::string note;  // how `load` was read, for the log ("" for a save directory with its pointer file)
+};
+ResumeTarget find_resume_checkpoint(const std::string& load);
+
 struct LoadedCheckpoint {
   std::string dir;
   TrainerState state;
