@@ -13,6 +13,7 @@
 #include <string>
 
 #include "test_util.h"
+#include "train/generate.h"
 #include "train/mixed_precision.h"
 #include "train/trainer.h"
 #include "trainer_test_util.h"
@@ -95,6 +96,10 @@ TEST(TrainerLoad, CheckpointOfAnotherFamilyIsNamedWithTheCommandThatReadsIt) {
   gpt.finetune = true;
   const std::string finetune = error_of([&] { Trainer(gpt, log); });
   EXPECT_TRUE(has(finetune, "a bert checkpoint") && has(finetune, "--finetune")) << finetune;
+  // lmforge generate --load of the same checkpoint.
+  const std::string generate = error_of([&] { lmforge::train::generating_family(bert.save); });
+  EXPECT_TRUE(has(generate, "a bert checkpoint (config.json model_type \"megatron-bert\")")) << generate;
+  EXPECT_TRUE(has(generate, "lmforge train bert --load " + bert.save)) << generate;
 }
 
 // ---- loss scaling that makes no progress (item 8) and --bf16 --loss-scale (item 15) ------------------------------
@@ -253,6 +258,21 @@ TEST(TrainerBertChecks, ConfigVocabSizeGivesTheWordRowsPaddedAsNvidia) {
   o.bert_config_file = bert_config(tmp, R"("type_vocab_size": 2, "vocab_size": 1000)");
   const std::string e = error_of([&] { Trainer(o, log); });
   EXPECT_TRUE(has(e, "\"vocab_size\": 1000 gives the model 1000 word rows")) << e;
+}
+
+}  // namespace
+
+namespace {
+
+TEST(TrainerBertChecks, ConfigFileThatIsADirectoryIsSaidToBeOne) {
+  TempDir tmp;
+  TrainOptions o = tiny_bert(tmp);
+  o.num_layers = o.hidden_size = o.num_attention_heads = o.max_position_embeddings = 0;
+  o.bert_config_file = tmp.file("bert_config.json");
+  fs::create_directories(o.bert_config_file);
+  std::ostringstream log;
+  const std::string e = error_of([&] { Trainer(o, log); });
+  EXPECT_TRUE(has(e, o.bert_config_file + ": is a directory, not a file")) << e;
 }
 
 }  // namespace
