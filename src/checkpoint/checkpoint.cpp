@@ -562,7 +562,7 @@ bool is_iteration_dir_name(const std::string& name) {
 ResumeTarget find_resume_checkpoint(const std::string& load) {
   std::error_code ec;
   const fs::file_status status = fs::status(load, ec);
-  if (!fs::exists(status)) return {std::nullopt, "no checkpoint found: " + load + " does not exist"};
+  if (!fs::exists(status)) return {std::nullopt, "no checkpoint found: " + load + " does not exist: starting from scratch"};
   const std::string finetune = "; to start a new run from its weights give --finetune (iteration, optimizer and "
                                "schedule start afresh)";
   if (fs::is_regular_file(status)) {

@@ -46,8 +46,8 @@ void add_mixed_precision_flags(CLI::App* cmd, train::MixedPrecisionOptions& p) {
   cmd->add_option("--initial-loss-scale", p.initial_loss_scale, "Initial dynamic loss scale (--fp16)")
       ->capture_default_str();
   cmd->add_option("--min-loss-scale", p.min_loss_scale,
-                  "Smallest dynamic loss scale (--fp16); an overflow that would lower the scale below it stops the "
-                  "run with an error (as DeepSpeed), since training has diverged")
+                  "Smallest dynamic loss scale (--fp16); an overflow that would lower the scale when it is at this "
+                  "minimum already stops the run with an error (as DeepSpeed), since training has diverged")
       ->capture_default_str();
   cmd->add_option("--loss-scale-window", p.loss_scale_window,
                   "Iterations without overflow before the dynamic loss scale doubles (--fp16)")
