@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -308,6 +309,12 @@ void read_tensor(const SafetensorsFile& file, const TensorInfo& info, const Name
     dst = buffer.data();
   }
   file.read_f32(info, info.shape, dst);
+  // A NaN or infinity in a checkpoint would only resurface iterations later as a diverged loss; it is named here.
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(dst[i]))
+      throw Error(file.path() + ": tensor '" + info.name + "' holds a non-finite value (" + std::to_string(dst[i]) +
+                  " at element " + std::to_string(i) + "); the checkpoint is corrupt or training diverged before it "
+                  "was saved");
   std::fill(dst + n, dst + t.numel(), 0.0f);
   if (t.consume) {
     t.consume(dst);
@@ -464,37 +471,56 @@ std::string save_checkpoint(const std::string& save_dir, const SaveRequest& req)
   fs::remove_all(tmp_dir, ec);
   if (!fs::create_directory(tmp_dir, ec) || ec)
     throw Error(tmp_dir + ": cannot create: " + (ec ? ec.message() : "exists"));
-
-  write_tensor_file(tmp_dir + "/" + kModelFile, req.model, {{"format", "pt"}}, true);
-  write_text_synced(tmp_dir + "/" + kConfigFile, req.config_json);
-  if (opt != nullptr) write_tensor_file(tmp_dir + "/" + kOptimizerFile, opt->tensors, opt_meta, true);
-  write_text_synced(tmp_dir + "/" + kStateFile, trainer_state_json(req.state));
-  fsync_path(tmp_dir, true);
-  if (req.lock) {
-    try {
-      req.lock->check_held();
-    } catch (const Error&) {
-      fs::remove_all(tmp_dir, ec);  // the directory is someone else's now: leave it as they have it
-      throw;
-    }
+  const std::string pointer = (fs::path(save_dir) / kPointerFile).string();
+  const std::string pointer_tmp = pointer + ".tmp-" + run_suffix();
+  // A save that fails (a full disk, an I/O error, a lost lock) removes its own temporaries before the error is
+  // reported: a disk filled by the attempt is not left full until the next run.
+  const auto remove_own_temporaries = [&] {
+    std::error_code ignored;
+    fs::remove_all(tmp_dir, ignored);
+    fs::remove(pointer_tmp, ignored);
+  };
+  try {
+    write_tensor_file(tmp_dir + "/" + kModelFile, req.model, {{"format", "pt"}}, true);
+    write_text_synced(tmp_dir + "/" + kConfigFile, req.config_json);
+    if (opt != nullptr) write_tensor_file(tmp_dir + "/" + kOptimizerFile, opt->tensors, opt_meta, true);
+    write_text_synced(tmp_dir + "/" + kStateFile, trainer_state_json(req.state));
+    fsync_path(tmp_dir, true);
+    if (req.lock) req.lock->check_held();  // lost: the directory is someone else's now, leave it as they have it
+  } catch (...) {
+    remove_own_temporaries();
+    throw;
   }
 
   // Move an older save of the same iteration aside rather than deleting it first: rename cannot replace a
   // non-empty directory, and the old one must survive until the new one is in place.
   const std::string old_dir = final_dir + ".old-" + run_suffix();
   const bool replacing = fs::exists(final_dir);
-  if (replacing) {
-    fs::remove_all(old_dir, ec);
-    rename_or_throw(final_dir, old_dir);
+  try {
+    if (replacing) {
+      fs::remove_all(old_dir, ec);
+      rename_or_throw(final_dir, old_dir);
+    }
+    try {
+      rename_or_throw(tmp_dir, final_dir);
+    } catch (...) {
+      if (replacing) std::rename(old_dir.c_str(), final_dir.c_str());  // the old save back under its name
+      throw;
+    }
+  } catch (...) {
+    remove_own_temporaries();
+    throw;
   }
-  rename_or_throw(tmp_dir, final_dir);
   fsync_path(save_dir, true);
   if (replacing) fs::remove_all(old_dir, ec);
 
-  const std::string pointer = (fs::path(save_dir) / kPointerFile).string();
-  const std::string pointer_tmp = pointer + ".tmp-" + run_suffix();
-  write_text_synced(pointer_tmp, std::to_string(req.state.iteration));
-  rename_or_throw(pointer_tmp, pointer);
+  try {
+    write_text_synced(pointer_tmp, std::to_string(req.state.iteration));
+    rename_or_throw(pointer_tmp, pointer);
+  } catch (...) {
+    remove_own_temporaries();
+    throw;
+  }
   fsync_path(save_dir, true);
   return final_dir;
 }
@@ -520,6 +546,64 @@ std::optional<std::string> find_latest_checkpoint(const std::string& load_dir) {
   if (!fs::is_directory(full))
     throw Error(pointer.string() + " names " + dir + ", but " + full.string() + " does not exist");
   return full.string();
+}
+
+namespace {
+
+// "iter_0000100" (Megatron's iter_{:07d}, also wider) or "release": the iteration directories of a save directory.
+bool is_iteration_dir_name(const std::string& name) {
+  if (name == "release") return true;
+  if (name.size() < 12 || name.rfind("iter_", 0) != 0) return false;
+  return std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+ResumeTarget find_resume_checkpoint(const std::string& load) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(load, ec);
+  if (!fs::exists(status)) return {std::nullopt, "no checkpoint found: " + load + " does not exist: starting from scratch"};
+  const std::string finetune = "; to start a new run from its weights give --finetune (iteration, optimizer and "
+                               "schedule start afresh)";
+  if (fs::is_regular_file(status)) {
+    const fs::path file(load);
+    const fs::path dir = file.parent_path().empty() ? fs::path(".") : file.parent_path();
+    if (file.filename() == kModelFile && fs::exists(dir / kStateFile))
+      return {dir.string(), "--load " + load + ": resuming from the checkpoint directory holding it, " + dir.string()};
+    if (ends_with(load, ".safetensors"))
+      throw Error(load + ": a weights file without trainer state (no " + std::string(kStateFile) +
+                  " beside it), so there is nothing to resume" + finetune);
+    if (ends_with(load, ".pt"))
+      throw Error(load + ": a PyTorch checkpoint (fairseq's or Megatron's .pt); lmforge resumes its own checkpoints "
+                  "(a --save directory or one of its iter_NNNNNNN directories) and takes safetensors weights with "
+                  "--finetune");
+    throw Error(load + ": not a checkpoint: --load takes a --save directory or one of its iter_NNNNNNN "
+                "directories");
+  }
+  if (!fs::is_directory(status)) throw Error(load + ": not a checkpoint directory");
+  if (fs::exists(fs::path(load) / kPointerFile)) return {find_latest_checkpoint(load), ""};
+  if (fs::exists(fs::path(load) / kStateFile))
+    return {load, "--load " + load + ": an iteration directory, resumed as given"};
+  if (fs::exists(fs::path(load) / kModelFile))
+    throw Error(load + ": a model directory (" + std::string(kModelFile) + " without " + kStateFile +
+                "), so there is nothing to resume" + finetune);
+  std::vector<std::string> iterations, others;
+  for (const fs::directory_entry& e : fs::directory_iterator(load, ec)) {
+    const std::string name = e.path().filename().string();
+    if (is_iteration_dir_name(name) && e.is_directory()) iterations.push_back(name);
+    else if (ends_with(name, ".pt") || ends_with(name, ".safetensors")) others.push_back(name);
+  }
+  if (ec) throw Error(load + ": cannot list the directory (" + ec.message() + ")");
+  if (!iterations.empty()) {
+    std::sort(iterations.begin(), iterations.end());
+    throw Error(load + ": holds checkpoints (" + iterations.back() + (iterations.size() > 1 ? " and others" : "") +
+                ") but no " + kPointerFile + " naming the one to resume; give the iteration directory itself (--load " +
+                (fs::path(load) / iterations.back()).string() + ") or restore the pointer file");
+  }
+  if (!others.empty())
+    throw Error(load + ": holds " + others.front() + " but no lmforge checkpoint (" + kPointerFile + " or " +
+                kStateFile + "); a .safetensors file is loaded with --finetune, a PyTorch .pt file is not read");
+  return {std::nullopt, "no checkpoint found in " + load + " (no " + kPointerFile + "): starting from scratch"};
 }
 
 LoadedCheckpoint load_checkpoint(const std::string& dir, std::span<const NamedTensor> model,

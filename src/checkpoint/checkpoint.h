@@ -1,4 +1,5 @@
-// defines: lmforge::checkpoint::NamedTensor, TrainerState, save_checkpoint(), find_latest_checkpoint(), load_checkpoint(), load_weights(), JSON object helpers
+// defines: lmforge::checkpoint::NamedTensor, TrainerState, save_checkpoint(), find_latest_checkpoint(),
+//          find_resume_checkpoint(), load_checkpoint(), load_weights(), JSON object helpers
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -84,7 +85,8 @@ struct TrainerState {
 //   <save>/iter_0000100/trainer_state.json     TrainerState
 // A save writes <save>/iter_0000100.tmp-<host>-<pid>/, fsyncs every file and the directory, renames it into place
 // (replacing an older save of the same iteration) and then replaces the pointer file the same way, so a crash
-// leaves either the previous checkpoint or the new one, never a half-written directory under the final name.
+// leaves either the previous checkpoint or the new one, never a half-written directory under the final name; a save
+// that fails (a full disk, an I/O error, a lost lock) removes its own temporaries before the error is reported.
 // A save killed between moving an older save of the same iteration aside (iter_N.old-<host>-<pid>) and renaming the
 // new one in is put right by the next save or load on that host: the old directory is renamed back; temporaries of
 // dead processes are removed then too.
@@ -125,6 +127,19 @@ std::vector<std::string> keep_newest_iterations(const std::string& save_dir, int
 // then starts from scratch). A malformed pointer, or one naming a missing directory, is an Error.
 std::optional<std::string> find_latest_checkpoint(const std::string& load_dir);
 
+// What --load names (fairseq's --restore-file too), read as Megatron's and fairseq's users mean it: a save directory
+// (the checkpoint its pointer file names), one of its iteration directories (that checkpoint), or the
+// model.safetensors inside one (its directory). `dir` is empty when there is nothing to resume: `load` does not
+// exist, or is a directory holding no checkpoint (Megatron then starts from scratch; `note` says so). Anything else
+// that exists is an Error saying what it is and what reads it, never a silent fresh start: a weights file or a
+// model directory without trainer state (--finetune), a save directory whose pointer file is missing (the newest
+// iteration directory named), a PyTorch .pt file, any other file.
+struct ResumeTarget {
+  std::optional<std::string> dir;
+  std::string note;  // how `load` was read, for the log ("" for a save directory with its pointer file)
+};
+ResumeTarget find_resume_checkpoint(const std::string& load);
+
 struct LoadedCheckpoint {
   std::string dir;
   TrainerState state;
@@ -138,7 +153,9 @@ struct LoadedCheckpoint {
 // Validates everything before writing into any caller buffer: missing files, truncated or corrupt
 // safetensors, missing/extra tensors and shape mismatches against the table are Errors naming the file and
 // tensor. A checkpoint without optimizer state loads when optimizer is null; with a non-null optimizer its
-// absence is an Error (use --no-load-optim). The optimizer must hold the whole index space (no shard).
+// absence is an Error (use --no-load-optim). The optimizer must hold the whole index space (no shard). A NaN or
+// infinity in any tensor (weights or optimizer state) is an Error naming the file, the tensor and the element, found
+// as the tensor is read (the caller's buffers may then hold part of the checkpoint; the load has failed).
 LoadedCheckpoint load_checkpoint(const std::string& dir, std::span<const NamedTensor> model,
                                  optim::Optimizer* optimizer = nullptr);
 // The same with the optimizer's tensors as the caller lays them out (e.g. consume callbacks keeping a
@@ -153,7 +170,7 @@ LoadedCheckpoint load_checkpoint_tensors(const std::string& dir, std::span<const
 // buffers and a tied duplicate "lm_head.weight" in the file are ignored unless the table has them. Missing or
 // unexpected tensors and shape mismatches are Errors. Tensors named in row_padded may have fewer rows in the
 // file than in the table (a vocabulary padded to a multiple of 128): the extra rows are zero-filled.
-// F16/BF16/F64 files are converted to fp32. Returns the file read.
+// F16/BF16/F64 files are converted to fp32; a non-finite value is an Error naming the tensor. Returns the file read.
 struct WeightsOptions {
   std::set<std::string> row_padded;
 };

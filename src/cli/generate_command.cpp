@@ -152,12 +152,7 @@ void add_generate_command(CLI::App& app) {
     kernels::Backend& backend = kernels::backend_for(o->device);
     if (o->threads > 0) backend.set_num_threads(o->threads);
     // The checkpoint's family (its config.json model_type) says how it generates.
-    const families::ModelFamily& family =
-        families::checkpoint_family(train::checkpoint_model_type(o->load, o->config),
-                                    o->config.empty() ? o->load + " (its config.json)" : o->config);
-    if (family.generation() == families::Generation::NONE)
-      throw Error(o->load + ": a " + family.name() + " checkpoint does not generate text (lmforge generate runs the "
-                  "checkpoints of a decoder or an encoder-decoder)");
+    const families::ModelFamily& family = train::generating_family(o->load, o->config);
     if (family.generation() == families::Generation::SPAN_FILLING) return run_t5(*o, *tokenizer, backend);
     std::unique_ptr<model::GPT> model = train::load_model(o->load, backend, o->config);
     if ((size_t)model->config().vocab_size < tokenizer->vocab_size())

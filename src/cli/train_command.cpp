@@ -36,11 +36,20 @@ void add_mixed_precision_flags(CLI::App* cmd, train::MixedPrecisionOptions& p) {
                 "the working weights, activations and gradients before unscaling are STORED in fp16 (so overflow "
                 "and underflow are real), while the arithmetic runs in fp32 on the fp16-stored operands (matrix "
                 "products accumulate in fp32, as fp16 GEMMs on GPUs); an iteration whose gradients overflow is skipped");
-  cmd->add_option("--loss-scale", p.loss_scale, "Static loss scale for --fp16 (a power of 2 helps; 0: dynamic)")
+  cmd->add_option("--loss-scale", p.loss_scale,
+                  "Static loss scale (a power of 2 helps; 0: dynamic with --fp16, none with --bf16): --fp16, and "
+                  "--bf16 as Megatron's ConstantGradScaler (loss multiplied, gradients divided, overflowing "
+                  "iterations skipped). A run stops with an error after " +
+                      std::to_string(optim::LossScaler::kMaxConsecutiveSkips) +
+                      " consecutive skipped iterations at a static scale, and one whose every iteration was skipped "
+                      "ends with an error")
       ->capture_default_str();
   cmd->add_option("--initial-loss-scale", p.initial_loss_scale, "Initial dynamic loss scale (--fp16)")
       ->capture_default_str();
-  cmd->add_option("--min-loss-scale", p.min_loss_scale, "Smallest dynamic loss scale (--fp16)")->capture_default_str();
+  cmd->add_option("--min-loss-scale", p.min_loss_scale,
+                  "Smallest dynamic loss scale (--fp16); an overflow that would lower the scale when it is at this "
+                  "minimum already stops the run with an error (as DeepSpeed), since training has diverged")
+      ->capture_default_str();
   cmd->add_option("--loss-scale-window", p.loss_scale_window,
                   "Iterations without overflow before the dynamic loss scale doubles (--fp16)")
       ->capture_default_str();
@@ -499,7 +508,9 @@ void add_bert_flags(CLI::App* cmd, train::TrainOptions& o) {
   cmd->add_option(flag_names("--bert-config-file", {Source::kArgparse}), o.bert_config_file,
                   "A Google/NVIDIA bert_config.json describing an original (post-LN) BERT: its sizes, hidden_act, "
                   "dropouts, max_position_embeddings, type_vocab_size and initializer_range replace the "
-                  "corresponding flags (which may then be omitted)");
+                  "corresponding flags (which may then be omitted); vocab_size gives the word rows, padded to a "
+                  "multiple of 8 as NVIDIA's run_pretraining.py (--make-vocab-size-divisible-by does not apply), and "
+                  "must hold the tokenizer's ids");
 }
 
 }  // namespace

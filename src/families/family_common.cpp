@@ -1,13 +1,13 @@
 // defines: recompute_of, fill_transformer_config, layer_stage, layer_stage_text, validate_single_stack,
-//          validate_masked_lm, single_prefix, masked_lm_vocab, read_text
+//          validate_masked_lm, validate_mask_budget, single_prefix, masked_lm_vocab, read_text
 #include "families/family_common.h"
 
-#include <fstream>
-#include <sstream>
+#include <cstdio>
 #include <vector>
 
 #include "parallel/process_groups.h"
 #include "util/error.h"
+#include "util/file_text.h"
 #include "util/strings.h"
 
 namespace lmforge::families {
@@ -71,6 +71,19 @@ void validate_masked_lm(const train::TrainOptions& o) {
     throw Error("--seed " + std::to_string(o.seed) + ": Megatron's BERT/T5 samples map needs 0 < seed < 2^31");
 }
 
+void validate_mask_budget(const train::TrainOptions& o, int64_t longest_target) {
+  if (longest_target < 1 || o.mask_prob * (double)longest_target >= 1.0) return;
+  char text[512];
+  std::snprintf(text, sizeof text,
+                "--mask-prob %g masks no token: the masking budget, min(mask-prob x target length, max(1, "
+                "round(mask-prob x tokens))) as Megatron computes it, is %.3g tokens even for the longest sample "
+                "(%lld tokens at --seq-length %d), so no sample would have a label and the lm loss would have no "
+                "value; give at least %.3g (BERT's usual 0.15)",
+                o.mask_prob, o.mask_prob * (double)longest_target, (long long)longest_target, o.seq_length,
+                1.0 / (double)longest_target);
+  throw Error(text);
+}
+
 std::string single_prefix(const train::TrainOptions& o) {
   if (o.data_path.size() != 1)
     throw Error("--data-path: " + o.model_type + " trains on one sentence-level dataset prefix; Megatron does not "
@@ -86,12 +99,6 @@ datasets::MaskedLmVocab masked_lm_vocab(const train::TrainOptions& o) {
   return datasets::load_bert_vocab(o.tokenizer.vocab_file, o.tokenizer.vocab_extra_ids);
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot read the model config file");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+std::string read_text(const std::string& path) { return read_text_file(path, "the model config file"); }
 
 }  // namespace lmforge::families

@@ -1,7 +1,7 @@
 // defines: what the family entries share: recompute_of() (--recompute-* into layers::Recompute),
 //          fill_transformer_config() (the shared TransformerConfig fields from the options), layer_stage() and
 //          layer_stage_text() (one stack cut into consecutive pipeline stages), validate_single_stack(),
-//          validate_masked_lm(), single_prefix(), masked_lm_vocab(), masked_lm_dataset_config() (Megatron's masked-LM
+//          validate_masked_lm(), validate_mask_budget(), single_prefix(), masked_lm_vocab(), masked_lm_dataset_config() (Megatron's masked-LM
 //          data flags), read_text(), gelu_kind(), shape_of()
 #pragma once
 #include <cstdint>
@@ -36,6 +36,10 @@ void validate_single_stack(const train::TrainOptions& options);
 // The flag rules of Megatron's masked-LM data (BERT, T5): --ffn-hidden-size, --mask-prob, --short-seq-prob, and the
 // seed range its samples map needs.
 void validate_masked_lm(const train::TrainOptions& options);
+// --mask-prob against the longest sample (Megatron's target length: BERT --seq-length - 3, T5's encoder - 2): a
+// probability whose budget min(mask-prob x target, ...) is below one token masks nothing, so no sample has a label
+// and the lm loss is 0/0. Error naming the flag, the budget and the smallest probability that masks a token.
+void validate_mask_budget(const train::TrainOptions& options, int64_t longest_target);
 // The one sentence-level dataset prefix of --data-path: Megatron's BertDataset/T5Dataset raise NotImplementedError
 // for a blend, so several are an Error.
 std::string single_prefix(const train::TrainOptions& options);

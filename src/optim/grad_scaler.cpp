@@ -22,11 +22,17 @@ LossScaler::LossScaler(const LossScaleOptions& o) {
 }
 
 void LossScaler::update(bool found_inf) {
-  if (!active_ || !dynamic_) return;
+  if (!active_) return;
+  consecutive_skips_ = found_inf ? consecutive_skips_ + 1 : 0;
+  overflow_at_minimum_ = false;
+  if (!dynamic_) return;
   if (found_inf) {
     growth_tracker_ = 0;
     hysteresis_tracker_--;
-    if (hysteresis_tracker_ <= 0) scale_ = std::max(scale_ * 0.5, min_scale_);
+    if (hysteresis_tracker_ <= 0) {
+      overflow_at_minimum_ = scale_ <= min_scale_;
+      scale_ = std::max(scale_ * 0.5, min_scale_);
+    }
     return;
   }
   growth_tracker_++;
@@ -35,6 +41,27 @@ void LossScaler::update(bool found_inf) {
     hysteresis_tracker_ = hysteresis_;
     scale_ *= 2.0;
   }
+}
+
+std::string LossScaler::stalled() const {
+  char text[512];
+  if (!dynamic_ && consecutive_skips_ >= kMaxConsecutiveSkips) {
+    std::snprintf(text, sizeof text,
+                  "%d iterations in a row were skipped: the gradients overflow at the static loss scale %g every "
+                  "time (--loss-scale), so the weights no longer change; lower --loss-scale, or drop it for dynamic "
+                  "loss scaling (a run stops after %d consecutive skipped iterations with a static scale)",
+                  consecutive_skips_, scale_, kMaxConsecutiveSkips);
+    return text;
+  }
+  if (dynamic_ && overflow_at_minimum_) {
+    std::snprintf(text, sizeof text,
+                  "the gradients overflowed with the dynamic loss scale at its minimum %g (--min-loss-scale), which "
+                  "cannot be lowered further (%d iterations in a row skipped; DeepSpeed stops here too): training "
+                  "has diverged; lower --lr, or lower --min-loss-scale",
+                  scale_, consecutive_skips_);
+    return text;
+  }
+  return "";
 }
 
 std::string LossScaler::save() const {

@@ -11,7 +11,8 @@ namespace lmforge::optim {
 // The scaler's settings under Megatron's flag names (megatron/training/arguments.py, _add_mixed_precision_args);
 // train/mixed_precision.h fills them from --fp16 and the loss-scaling flags.
 struct LossScaleOptions {
-  bool enabled = false;                      // --fp16 (bf16 and fp32 run with scale 1 and never skip)
+  bool enabled = false;                      // --fp16, or --bf16 with a static --loss-scale (fp32 and bf16
+                                             // without it run with scale 1 and never skip)
   double loss_scale = 0.0;                   // --loss-scale: a static scale (0: dynamic)
   double initial_loss_scale = 4294967296.0;  // --initial-loss-scale (2^32)
   double min_loss_scale = 1.0;               // --min-loss-scale
@@ -25,12 +26,24 @@ struct LossScaleOptions {
 //   dynamic: on an overflow the growth tracker resets and the hysteresis tracker counts down; when it reaches 0
 //            the scale halves (not below --min-loss-scale). After --loss-scale-window clean iterations in a row
 //            the scale doubles and the hysteresis tracker is refilled.
+//
+// A run that cannot make progress is stopped rather than left to skip every remaining iteration (stalled()):
+//   static: after kMaxConsecutiveSkips overflowing iterations in a row (the scale never changes, so neither will
+//           the outcome);
+//   dynamic: at an overflow that would halve the scale when it is at --min-loss-scale already (DeepSpeed's
+//            DynamicLossScaler raises there too: "Current loss scale already at minimum").
 class LossScaler {
  public:
+  static constexpr int kMaxConsecutiveSkips = 100;
+
   explicit LossScaler(const LossScaleOptions& o);
-  bool active() const { return active_; }  // fp16 only; bf16 and fp32 run with scale 1 and never skip
+  // --fp16, or a static --loss-scale with --bf16 (Megatron's ConstantGradScaler); otherwise scale 1, never skipping.
+  bool active() const { return active_; }
+  bool dynamic() const { return dynamic_; }
   double scale() const { return scale_; }
   void update(bool found_inf);
+  // After update(): why training cannot go on at this scale ("" while it can), naming the flags to change.
+  std::string stalled() const;
   // "scale growth_tracker hysteresis_tracker" (%.17g), restored exactly by load(); Error for a malformed text.
   std::string save() const;
   void load(const std::string& text);
@@ -40,6 +53,8 @@ class LossScaler {
   double scale_ = 1.0, min_scale_ = 1.0;
   int window_ = 1000, hysteresis_ = 2;
   int growth_tracker_ = 0, hysteresis_tracker_ = 2;
+  int consecutive_skips_ = 0;       // overflowing iterations in a row
+  bool overflow_at_minimum_ = false;  // the last update() wanted to halve a scale already at its minimum
 };
 
 // g ← fp32(fp16(g)) in place: the fp16 storage of the gradients before they are unscaled (overflow → inf, tiny

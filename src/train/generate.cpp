@@ -4,16 +4,16 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <numeric>
-#include <sstream>
 #include <string>
 #include <variant>
 
 #include "checkpoint/checkpoint.h"
+#include "families/registry.h"
 #include "families/gpt/gpt_hf_config.h"
 #include "families/t5/t5_hf_config.h"
 #include "util/error.h"
+#include "util/file_text.h"
 
 namespace lmforge::train {
 
@@ -145,28 +145,20 @@ CheckpointFiles checkpoint_files(const std::string& path, const std::string& con
 }
 
 std::string read_config(const std::string& config_file) {
-  std::ifstream in(config_file, std::ios::binary);
-  if (!in) throw Error(config_file + ": cannot read the model's config.json (give --config)");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  std::error_code ec;
+  if (!std::filesystem::exists(config_file, ec))
+    throw Error(config_file + ": cannot read the model's config.json (give --config)");
+  return read_text_file(config_file, "the model's config.json (--config)");
 }
 
-// Loads every tensor of `table` from `weights` into params, then refuses non-finite values: they would decode to
-// garbage ("!!!!") with exit 0, so the first bad tensor is named instead.
-// The weights read into host memory, checked, then copied to the model's device through its backend.
+// Loads every tensor of `table` from `weights` (checkpoint::load_weights refuses a non-finite value, naming the tensor:
+// it would decode to garbage with exit 0): read into host memory, then copied to the model's device through its
+// backend.
 void load_checked(const std::string& weights, model::LanguageModel& model) {
   std::vector<float> host(model.num_parameters());
   std::vector<checkpoint::NamedTensor> tensors;
   for (const param::Parameter& t : model.table()) tensors.push_back({t.name, t.shape, host.data() + t.offset});
   checkpoint::load_weights(weights, tensors);
-  for (const param::Parameter& t : model.table()) {
-    const float* p = host.data() + t.offset;
-    for (size_t i = 0; i < t.numel; i++)
-      if (!std::isfinite(p[i]))
-        throw Error(weights + ": tensor '" + t.name + "' holds a non-finite value (" + std::to_string(p[i]) +
-                    " at element " + std::to_string(i) + "); the checkpoint is corrupt or training diverged");
-  }
   model.backend().copy_to_device(model.params(), host.data(), host.size() * sizeof(float));
   model.params_updated();
 }
@@ -189,6 +181,18 @@ std::string checkpoint_model_type(const std::string& path, const std::string& co
   if (it == o.end()) return "";
   const std::string* type = std::get_if<std::string>(&it->second);
   return type ? *type : "";
+}
+
+const families::ModelFamily& generating_family(const std::string& path, const std::string& config_path) {
+  const std::string type = checkpoint_model_type(path, config_path);
+  const families::ModelFamily& family = families::checkpoint_family(
+      type, config_path.empty() ? path + " (its config.json)" : config_path);
+  if (family.generation() == families::Generation::NONE)
+    throw Error(path + ": a " + family.name() + " checkpoint (config.json model_type \"" + type +
+                "\"): it does not generate text (lmforge generate runs the checkpoints of a decoder or an "
+                "encoder-decoder: train gpt, train t5); it is read by lmforge train " + family.name() + " --load " +
+                path + " (to resume, or with --finetune to start from its weights)");
+  return family;
 }
 
 std::unique_ptr<model::T5> load_t5_model(const std::string& path, kernels::Backend& backend,

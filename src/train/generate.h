@@ -1,7 +1,7 @@
 // defines: lmforge::train::SamplingOptions, sample_token(), GenerateOptions, generate() (prompt → streamed new
 //   tokens over the model's key/value cache), load_model(); for T5: encode_t5_prompt(), generate_t5() (span
 //   filling over the decoder's key/value cache and the encoder's cached keys/values), load_t5_model(),
-//   checkpoint_model_type()
+//   checkpoint_model_type(), generating_family()
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -16,6 +16,10 @@
 #include "model/gpt.h"
 #include "model/t5.h"
 #include "text/tokenizer.h"
+
+namespace lmforge::families {
+class ModelFamily;
+}
 
 namespace lmforge::train {
 
@@ -57,6 +61,10 @@ std::unique_ptr<model::GPT> load_model(const std::string& path, kernels::Backend
 // The "model_type" of the config.json that load_model / load_t5_model would read for these arguments ("" when the
 // file has none, as a Hugging Face GPT-2 config may). Errors as load_model's.
 std::string checkpoint_model_type(const std::string& path, const std::string& config_path = "");
+
+// The family of the checkpoint load_model / load_t5_model would read (its config.json model_type): Error naming the
+// model_type and the command that reads it when the family does not generate text (a BERT checkpoint), or is unknown.
+const families::ModelFamily& generating_family(const std::string& path, const std::string& config_path = "");
 
 // load_model for a T5 checkpoint (config.json with model_type "lmforge-megatron-t5").
 std::unique_ptr<model::T5> load_t5_model(const std::string& path, kernels::Backend& backend,

@@ -7,6 +7,15 @@
 #include "util/error.h"
 
 namespace lmforge::train {
+namespace {
+
+std::string scale_text(double scale) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%g", scale);
+  return text;
+}
+
+}  // namespace
 
 void validate_mixed_precision(const MixedPrecisionOptions& o) {
   if (o.fp16 && o.bf16) throw Error("--fp16 and --bf16 exclude each other (Megatron: cannot use both)");
@@ -32,7 +41,13 @@ std::string precision_summary(const MixedPrecisionOptions& o, bool bf16_gemm_nat
                                                          "in fp32") +
            "); logits: bf16 (as Megatron's), their softmax and cross-entropy computed in fp32; LayerNorm "
            "statistics: fp32; parameter gradients, data-parallel "
-           "reductions and optimizer state: fp32\n";
+           "reductions and optimizer state: fp32" +
+           (o.loss_scale > 0
+                ? "; static loss scale " + scale_text(o.loss_scale) +
+                      " (--loss-scale with --bf16: Megatron's ConstantGradScaler, the loss multiplied by it before the "
+                      "backward and the gradients divided by it; an iteration whose gradients overflow is skipped)"
+                : std::string()) +
+           "\n";
   if (o.fp16) {
     char scale[160];
     if (o.loss_scale > 0) std::snprintf(scale, sizeof scale, "static loss scale %g", o.loss_scale);
@@ -52,7 +67,9 @@ std::string precision_summary(const MixedPrecisionOptions& o, bool bf16_gemm_nat
 
 optim::LossScaleOptions loss_scale_options(const MixedPrecisionOptions& o) {
   optim::LossScaleOptions s;
-  s.enabled = o.fp16;
+  // Megatron (get_megatron_optimizer): a --loss-scale makes a ConstantGradScaler for bf16 too; a dynamic scaler
+  // only for fp16.
+  s.enabled = o.fp16 || (o.bf16 && o.loss_scale > 0.0);
   s.loss_scale = o.loss_scale;
   s.initial_loss_scale = o.initial_loss_scale;
   s.min_loss_scale = o.min_loss_scale;

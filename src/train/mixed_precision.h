@@ -13,7 +13,7 @@ namespace lmforge::train {
 // Megatron's names and defaults (megatron/training/arguments.py, _add_mixed_precision_args).
 struct MixedPrecisionOptions {
   bool fp16 = false;                 // --fp16: fp16 working weights, activations and gradients, loss scaling
-  bool bf16 = false;                 // --bf16: bf16 working weights and activations (no loss scaling needed)
+  bool bf16 = false;                 // --bf16: bf16 working weights and activations (scaled only by a --loss-scale)
   double loss_scale = 0.0;           // --loss-scale: a static scale (0: dynamic)
   double initial_loss_scale = 4294967296.0;  // --initial-loss-scale (2^32)
   double min_loss_scale = 1.0;       // --min-loss-scale
@@ -28,7 +28,8 @@ kernels::DType compute_dtype(const MixedPrecisionOptions& o);
 // One log line naming the compute and storage dtypes of weights, activations, gradients and optimizer state.
 std::string precision_summary(const MixedPrecisionOptions& o, bool bf16_gemm_native);
 
-// The grad scaler's settings (optim/grad_scaler.h): enabled by --fp16 only.
+// The grad scaler's settings (optim/grad_scaler.h): enabled by --fp16, and by --bf16 with a static --loss-scale (as
+// Megatron builds a ConstantGradScaler for it).
 optim::LossScaleOptions loss_scale_options(const MixedPrecisionOptions& o);
 
 }  // namespace lmforge::train

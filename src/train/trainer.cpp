@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <ostream>
 #include <sstream>
@@ -203,6 +204,43 @@ struct Trainer::Impl {
     last_saved = iteration;
   }
 
+  // A checkpoint's config.json whose model_type belongs to another family (a BERT checkpoint given to train gpt) is
+  // named with the command that reads it, before its fields are read as this family's ("missing n_layer"). A config
+  // without model_type (a Hugging Face GPT-2's may lack it) is left to the family's own checks.
+  void check_checkpoint_family(const std::string& config_path) const {
+    std::error_code ec;
+    if (config_path.empty() || !std::filesystem::is_regular_file(config_path, ec)) return;
+    std::ifstream in(config_path, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    const checkpoint::JsonObject config = checkpoint::parse_json_object(text.str(), config_path);
+    const auto it = config.find("model_type");
+    const std::string* type = it == config.end() ? nullptr : std::get_if<std::string>(&it->second);
+    if (type == nullptr || type->empty()) return;
+    const families::ModelFamily& family = families::checkpoint_family(*type, config_path);
+    if (family.name() == o.model_type) return;
+    throw Error(config_path + ": a " + family.name() + " checkpoint (model_type \"" + *type + "\"); lmforge train " +
+                o.model_type + " cannot " + (o.finetune ? "take its weights" : "resume it") + ": it is read by " +
+                "lmforge train " + family.name() + " --load " + o.load + (o.finetune ? " --finetune" : "") +
+                (family.generation() != families::Generation::NONE ? " (and lmforge generate --load " + o.load + ")"
+                                                                     : ""));
+  }
+
+  // The config.json beside the weights --finetune reads (checkpoint::load_weights' rules): in the directory given,
+  // in its latest checkpoint, or beside a .safetensors file; "" when there is none to read.
+  static std::string weights_config_path(const std::string& path) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) {
+      if (fs::exists(fs::path(path) / "model.safetensors", ec)) return (fs::path(path) / "config.json").string();
+      if (fs::exists(fs::path(path) / "latest_checkpointed_iteration.txt", ec))
+        return (fs::path(checkpoint::find_latest_checkpoint(path).value_or(path)) / "config.json").string();
+      return "";
+    }
+    const fs::path parent = fs::path(path).parent_path();
+    return ((parent.empty() ? fs::path(".") : parent) / "config.json").string();
+  }
+
   // Every rank reads the (shared) files tensor by tensor and keeps its pieces: whole tensors and whole optimizer
   // state, so any tensor- and data-parallel layout loads any other.
   void load() {
@@ -211,24 +249,26 @@ struct Trainer::Impl {
     const std::vector<checkpoint::NamedTensor> tensors =
         checkpoint::slicing_tensors(table, whole, stage_map, model->params());
     if (o.finetune) {
+      check_checkpoint_family(weights_config_path(o.load));
       checkpoint::WeightsOptions wo;
       for (const std::string& name : model->vocabulary_tensors()) wo.row_padded.insert(name);  // HF: 50257 rows
       const std::string file = checkpoint::load_weights(o.load, tensors, wo);
       log << "loaded weights for finetuning from " << file << " (iteration, optimizer and schedule start afresh)\n";
       return;
     }
-    const std::optional<std::string> dir = checkpoint::find_latest_checkpoint(o.load);
-    if (!dir) {
-      log << "no checkpoint found in " << o.load << " (no latest_checkpointed_iteration.txt): starting from scratch\n";
-      return;
-    }
-    // The model's settings first: a shape-defining flag that differs is named before any tensor is compared.
+    const checkpoint::ResumeTarget resume = checkpoint::find_resume_checkpoint(o.load);
+    if (!resume.note.empty()) log << resume.note << "\n";
+    if (!resume.dir) return;
+    const std::optional<std::string>& dir = resume.dir;
+    // The model's settings first: another family's checkpoint, then a shape-defining flag that differs, are named
+    // before any tensor is compared.
     {
       const std::string config_path = *dir + "/config.json";
       std::ifstream config_file(config_path, std::ios::binary);
       if (config_file) {
         std::stringstream text;
         text << config_file.rdbuf();
+        check_checkpoint_family(config_path);
         model->check_checkpoint_config(text.str(), config_path);
       }
     }
@@ -399,7 +439,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   if (o.zero_stage == 2) m.buckets->shard_gradients();
   // --fp16: gradients are held in fp16 storage before the reduction (rounded bucket by bucket as each reduction
   // starts, never while one is in flight).
-  m.buckets->set_f16_gradient_storage(m.scaler.active());
+  m.buckets->set_f16_gradient_storage(o.precision.fp16);
   if (TP > 1) {
     std::vector<bool> counted;  // replicated tensors count once in the global norm
     for (const param::Parameter& t : m.model->table()) counted.push_back(!t.replicated() || m.tp_group()->rank() == 0);
@@ -552,6 +592,24 @@ void Trainer::run() {
   int interval_count = 0, interval_skipped = 0, interval_nan = 0;
   const bool mixed = o.precision.fp16 || o.precision.bf16;
   const auto start = std::chrono::steady_clock::now();
+  const int64_t first_iteration = m.iteration;
+  int64_t run_skipped = 0;  // iterations of this run skipped for overflowing gradients
+  // A run whose every iteration was skipped trained nothing: an error, before a checkpoint of the unchanged weights
+  // could look like a result.
+  auto check_not_all_skipped = [&] {
+    const int64_t ran = m.iteration - first_iteration;
+    if (ran == 0 || run_skipped < ran) return;
+    throw Error("every one of the " + int_text(ran) + " iterations of this run was skipped: the gradients overflowed " +
+                (o.precision.fp16 ? "in fp16" : "in bf16") + " at every loss scale tried (the last " +
+                format("%g", m.history.back().loss_scale) + "), so the weights are where they started; the run ends without " +
+                "its final checkpoint; " +
+                (m.scaler.dynamic()
+                     ? format("the dynamic scale starts at %g (--initial-loss-scale; DeepSpeed: fp16.initial_scale_power) "
+                              "and halves once per overflow after --hysteresis %d overflows: start it lower or train "
+                              "longer",
+                              o.precision.initial_loss_scale, o.precision.hysteresis)
+                     : std::string("lower --loss-scale, or drop it for dynamic loss scaling")));
+  };
   while (!o.skip_train && m.iteration < m.train_iters) {
     const auto t0 = std::chrono::steady_clock::now();
     if (m.buckets->gradients_sharded()) m.buckets->zero_gradients();  // ZeRO-2: only the owned pieces are held
@@ -565,7 +623,7 @@ void Trainer::run() {
     for (double& v : loss_sums) v = m.data_parallel_sum(v);
     // --fp16: the (scaled) parameter gradients are held in fp16 before they are unscaled, as Megatron's fp16 model
     // gradients: a value beyond 65504 is inf and the step is skipped.
-    if (m.scaler.active()) m.buckets->round_gradients_to_f16();
+    if (o.precision.fp16) m.buckets->round_gradients_to_f16();
     // The global-batch gradient is the mean over micro-batches (Megatron divides each loss by their number),
     // summed across data-parallel ranks first; the norm is global (and unscaled). Plain data parallelism then
     // gathers the whole clipped gradient on every rank.
@@ -583,8 +641,8 @@ void Trainer::run() {
       total += v / (double)M;
     }
     const float loss = (float)total;
-    // An fp16 overflow (inf or NaN anywhere in the gradients makes the global norm so, on every rank) skips the
-    // update and lowers the scale, as Megatron's optimizer.step() returning update_successful = False.
+    // An overflow under loss scaling (inf or NaN anywhere in the gradients makes the global norm so, on every rank)
+    // skips the update and lowers a dynamic scale, as Megatron's optimizer.step() returning update_successful = False.
     const bool overflow = m.scaler.active() && (!std::isfinite(norm) || !std::isfinite(loss));
     if (m.scaler.active()) m.scaler.update(overflow);
     if (!overflow && (!std::isfinite(loss) || !std::isfinite(norm)))
@@ -601,6 +659,7 @@ void Trainer::run() {
     }
     m.iteration++;
     m.consumed_train += o.global_batch_size;
+    run_skipped += overflow;
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     m.history.push_back({m.iteration, m.consumed_train, loss, lr, norm, ms, loss_scale, overflow, losses});
 
@@ -649,6 +708,9 @@ void Trainer::run() {
       interval_ms = 0.0;
       interval_count = interval_skipped = interval_nan = 0;
     }
+    // Every rank saw the same overflow, so every rank stops here alike.
+    if (const std::string why = m.scaler.stalled(); !why.empty())
+      throw Error("iteration " + int_text(m.iteration) + ": " + why);
     if (do_valid && m.iteration % o.eval_interval == 0) {
       run_eval(SplitKind::VALID, m.consumed_valid, "iteration " + int_text(m.iteration), "validation");
       m.consumed_valid += (int64_t)o.eval_iters * o.global_batch_size;
@@ -664,6 +726,7 @@ void Trainer::run() {
       by_time = any > 0.0;
     }
     if ((by_interval || by_time) && m.iteration < m.train_iters) {
+      check_not_all_skipped();
       if (!o.save.empty() && m.last_saved != m.iteration) m.save();
       m.log << "exiting at iteration " << m.iteration
             << (by_interval ? " (--exit-interval " + int_text(o.exit_interval) + ")\n"
@@ -673,6 +736,7 @@ void Trainer::run() {
       return;
     }
   }
+  check_not_all_skipped();
   if (!o.skip_train && !o.save.empty() && m.last_saved != m.iteration) m.save();
   if (do_valid) {
     run_eval(SplitKind::VALID, m.consumed_valid, "the end of training for val data", "validation");

@@ -1,7 +1,9 @@
 // DeepSpeed JSON configs on lmforge's options (cli/flags/deepspeed_config.h): DeepSpeed's batch arithmetic and its
 // consistency check, the fp16, zero_optimization, optimizer and scheduler blocks, and one test per error case
 // (malformed JSON, wrong types, stage 3, DeepSpeed's Lamb, Adam without adam_w_mode, batch inconsistencies, a key
-// conflicting with a flag, a scheduler with Megatron's schedule flags) plus the one-line warning listing unknown keys.
+// conflicting with a flag, a scheduler with Megatron's schedule flags, fp16 and bf16 blocks together, a number beyond
+// 64 bits, a directory given as the file) plus the one-line warning listing unknown keys and the JSON's ZeRO stage
+// winning over --zero-stage.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -177,6 +179,64 @@ TEST(DeepSpeedConfig, RefusedConfigsSayWhy) {
     ADD_FAILURE();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/ds.json"), std::string::npos);
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// Issue 28: DeepSpeed's engine takes the ZeRO stage from the JSON whatever Megatron-DeepSpeed's --zero-stage says.
+TEST(DeepSpeedConfig, JsonZeroStageWinsOverTheFlagWithANoticeNamingBoth) {
+  TrainOptions o;
+  o.zero_stage = 0;
+  const Applied a = apply(R"({"zero_optimization": {"stage": 2}})", 1, {"--zero-stage"}, o);
+  EXPECT_EQ(a.o.zero_stage, 2);
+  EXPECT_TRUE(a.o.use_distributed_optimizer);
+  EXPECT_NE(a.notices.find("zero_optimization.stage 2 wins over --zero-stage 0 on the command line"),
+            std::string::npos) << a.notices;
+  o.zero_stage = 2;  // agreeing: no notice
+  EXPECT_EQ(apply(R"({"zero_optimization": {"stage": 2}})", 1, {"--zero-stage"}, o).notices.find("wins"),
+            std::string::npos);
+}
+
+TEST(DeepSpeedConfig, Fp16AndBf16BlocksBothEnabledAreNamedAsTheFilesBlocks) {
+  std::string e = error_of(R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}})");
+  EXPECT_NE(e.find("\"fp16\": {\"enabled\": true} and \"bf16\": {\"enabled\": true} are both enabled"),
+            std::string::npos) << e;
+  EXPECT_EQ(e.find("--fp16"), std::string::npos) << e;
+  e = error_of(R"({"fp16": {"enabled": true}, "bfloat16": {"enabled": true}})");
+  EXPECT_NE(e.find("\"bfloat16\": {\"enabled\": true}"), std::string::npos) << e;
+  // One block and the other precision's flag on the command line.
+  TrainOptions o;
+  o.precision.bf16 = true;
+  e = error_of(R"({"fp16": {"enabled": true}})", 1, {"--bf16"}, o);
+  EXPECT_NE(e.find("\"fp16\": {\"enabled\": true} and --bf16 on the command line"), std::string::npos) << e;
+}
+
+TEST(DeepSpeedConfig, NumberBeyond64BitsNamesTheKeyAndTheRange) {
+  std::string e = error_of(R"({"train_batch_size": 8, "zero_optimization": {"stage": 1,
+                              "reduce_bucket_size": 18446744073709551620}})");
+  EXPECT_NE(e.find("zero_optimization.reduce_bucket_size: 18446744073709551620 is out of range (integers are read "
+                   "from -9223372036854775808 to 18446744073709551615"), std::string::npos) << e;
+  e = error_of(R"({"optimizer": {"type": "Adam", "params": {"betas": [0.9, 1e400]}}})");
+  EXPECT_NE(e.find("optimizer.params.betas[1]: 1e400 is out of range (beyond the largest double"), std::string::npos)
+      << e;
+  e = error_of(R"({"train_batch_size": 18446744073709551615})");  // read, but past what a count may be
+  EXPECT_NE(e.find("train_batch_size: expected a whole number from -9e15 to 9e15"), std::string::npos) << e;
+  // Plain malformed JSON stays "not valid JSON".
+  EXPECT_NE(error_of(R"({"train_batch_size": 8,})").find("not valid JSON"), std::string::npos);
+}
+
+TEST(DeepSpeedConfig, ConfigThatIsADirectoryIsSaidToBeOne) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("ds.json"));
+  try {
+    read_deepspeed_config(dir.file("ds.json"));
+    ADD_FAILURE() << "a directory was read as a config";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(dir.file("ds.json") + ": is a directory, not a file"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -52,3 +52,35 @@ TEST(LossScaler, FollowsMegatronsDynamicRules) {
 }
 
 }  // namespace
+
+namespace {
+
+// A scaler that cannot make progress says so: a static scale after kMaxConsecutiveSkips overflows in a row (a clean
+// step resets the count), a dynamic one when an overflow would halve a scale already at its minimum (DeepSpeed).
+TEST(LossScaler, SaysWhenTrainingCannotProgress) {
+  LossScaleOptions o;
+  o.enabled = true;
+  o.loss_scale = 8;
+  LossScaler fixed(o);
+  for (int i = 1; i < LossScaler::kMaxConsecutiveSkips; i++) fixed.update(true);
+  fixed.update(false);
+  for (int i = 1; i < LossScaler::kMaxConsecutiveSkips; i++) fixed.update(true);
+  EXPECT_EQ(fixed.stalled(), "");
+  fixed.update(true);
+  EXPECT_NE(fixed.stalled().find("100 iterations in a row were skipped"), std::string::npos) << fixed.stalled();
+
+  o.loss_scale = 0;
+  o.initial_loss_scale = 4;
+  o.min_loss_scale = 2;
+  o.hysteresis = 1;
+  LossScaler dynamic(o);
+  dynamic.update(true);  // 4 -> 2, the minimum
+  EXPECT_EQ(dynamic.scale(), 2);
+  EXPECT_EQ(dynamic.stalled(), "");
+  dynamic.update(true);  // would halve 2
+  EXPECT_NE(dynamic.stalled().find("at its minimum 2 (--min-loss-scale)"), std::string::npos) << dynamic.stalled();
+  dynamic.update(false);
+  EXPECT_EQ(dynamic.stalled(), "");
+}
+
+}  // namespace

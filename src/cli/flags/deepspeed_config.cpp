@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "util/error.h"
+#include "util/file_text.h"
+#include "util/json_scan.h"
 
 namespace lmforge::cli {
 namespace {
@@ -32,7 +34,8 @@ struct Reader {
   }
   int64_t integer(element e, const std::string& key) const {
     const double v = number(e, key);
-    if (v != std::floor(v) || std::fabs(v) > 9e15) fail(key, "expected a whole number, got " + show_number(v));
+    if (v != std::floor(v) || std::fabs(v) > 9e15)
+      fail(key, "expected a whole number from -9e15 to 9e15, got " + show_number(v));
     return (int64_t)v;
   }
   bool boolean(element e, const std::string& key) const {
@@ -55,6 +58,7 @@ struct Reader {
       const std::string name(k), path = key + "." + name;
       if (name == "enabled") {
         (fp16 ? c.fp16_enabled : c.bf16_enabled) = boolean(v, path);
+        if (!fp16) c.bf16_key = key;
       } else if (fp16 && name == "loss_scale") {
         c.loss_scale = number(v, path);
       } else if (fp16 && name == "initial_scale_power") {
@@ -194,10 +198,19 @@ DeepSpeedConfig read_deepspeed_config(const std::string& path) {
   c.path = path;
   simdjson::dom::parser parser;
   simdjson::dom::element root;
-  auto loaded = simdjson::padded_string::load(path);
-  if (loaded.error()) throw Error(path + ": cannot read the DeepSpeed config (" + simdjson::error_message(loaded.error()) + ")");
-  if (auto err = parser.parse(loaded.value()).get(root))
+  const simdjson::padded_string text(read_text_file(path, "the DeepSpeed config (--deepspeed_config)"));
+  if (auto err = parser.parse(text).get(root)) {
+    // JSON (and Python's json, so DeepSpeed) allows any number; the reader takes 64-bit integers and doubles: the
+    // key holding one beyond them is named rather than the file called invalid.
+    if (const std::optional<JsonNumberAt> at = json_number_out_of_range(std::string_view(text.data(), text.size())))
+      throw Error(path + ": " + (at->key.empty() ? std::string("the top level") : at->key) + ": " + at->literal +
+                  " is out of range (" +
+                  (at->integer ? "integers are read from -9223372036854775808 to 18446744073709551615, and counts "
+                                 "and sizes must be whole numbers up to 9e15"
+                               : "beyond the largest double, 1.8e308") +
+                  ")");
     throw Error(path + ": not valid JSON (" + simdjson::error_message(err) + ")");
+  }
   Reader r{c};
   for (auto [k, v] : r.object(root, "the top level")) {
     const std::string key(k);
@@ -284,6 +297,18 @@ void apply_batch(const DeepSpeedConfig& c, const Applier& a, TrainOptions& o, in
 
 void apply_precision(const DeepSpeedConfig& c, const Applier& a, TrainOptions& o) {
   train::MixedPrecisionOptions& p = o.precision;
+  // DeepSpeed refuses the two together ("bfloat16 and fp16 modes cannot be simultaneously enabled"); the error names
+  // the file's blocks (or the block and the flag on the command line), not flags the user never gave.
+  const std::string fp16_block = "\"fp16\": {\"enabled\": true}";
+  const std::string bf16_block = "\"" + c.bf16_key + "\": {\"enabled\": true}";
+  const bool json_fp16 = c.fp16_enabled.value_or(false), json_bf16 = c.bf16_enabled.value_or(false);
+  if (json_fp16 && json_bf16)
+    throw Error(c.path + ": " + fp16_block + " and " + bf16_block + " are both enabled; one precision at a time "
+                "(DeepSpeed refuses both too): set \"enabled\": false in one of the two blocks");
+  if (json_fp16 && a.flag_given("--bf16") && p.bf16)
+    throw Error(c.path + ": " + fp16_block + " and --bf16 on the command line exclude each other: drop one");
+  if (json_bf16 && a.flag_given("--fp16") && p.fp16)
+    throw Error(c.path + ": " + bf16_block + " and --fp16 on the command line exclude each other: drop one");
   if (c.fp16_enabled) a.set("fp16.enabled", *c.fp16_enabled, p.fp16);
   if (c.bf16_enabled) a.set("bf16.enabled", *c.bf16_enabled, p.bf16);
   if (!c.fp16_enabled.value_or(false)) return;
@@ -351,7 +376,14 @@ void apply_deepspeed_config(const DeepSpeedConfig& c, TrainOptions& o, int world
   if (c.zero_stage) {
     if (*c.zero_stage == 0 && given.given("--use-distributed-optimizer"))
       throw Error(c.path + ": zero_optimization.stage 0 conflicts with --use-distributed-optimizer (ZeRO-1)");
-    a.set("zero_optimization.stage", (int)*c.zero_stage, o.zero_stage);
+    // DeepSpeed's engine takes the stage from the JSON whatever Megatron-DeepSpeed's --zero-stage says (its
+    // ds_pretrain_gpt2.sh passes --zero-stage 0 beside a stage-2 config): the JSON wins, with a notice.
+    if (given.given("--zero-stage") && o.zero_stage != (int)*c.zero_stage)
+      notices << "lmforge train: notice: " << c.path << ": zero_optimization.stage " << *c.zero_stage
+              << " wins over --zero-stage " << o.zero_stage << " on the command line (DeepSpeed uses the JSON's "
+              << "stage)\n";
+    else given.note("--zero-stage", "zero_optimization.stage", std::to_string(*c.zero_stage));
+    o.zero_stage = (int)*c.zero_stage;
     o.use_distributed_optimizer = o.use_distributed_optimizer || *c.zero_stage >= 1;
   }
   if (c.reduce_bucket_size)

@@ -21,6 +21,7 @@ struct DeepSpeedConfig {
   std::optional<int64_t> steps_per_print;
   // fp16 / bf16 blocks
   std::optional<bool> fp16_enabled, bf16_enabled;
+  std::string bf16_key = "bf16";  // the block's name as written: "bf16" or DeepSpeed's older "bfloat16"
   std::optional<double> loss_scale, initial_scale_power, loss_scale_window, hysteresis, min_loss_scale;
   // zero_optimization
   std::optional<int64_t> zero_stage, reduce_bucket_size, allgather_bucket_size;
@@ -33,7 +34,8 @@ struct DeepSpeedConfig {
   std::vector<std::string> notices;       // keys accepted whose effect differs on this machine (one line each)
 };
 
-// Parses FILE; Error naming the file and the key for malformed JSON, wrong value types, zero_optimization stage 3,
+// Parses FILE; Error naming the file and the key for malformed JSON, a number beyond 64-bit integers or doubles (with
+// the range), wrong value types, zero_optimization stage 3,
 // an optimizer other than Adam/AdamW (DeepSpeed's Lamb is refused: see the message), Adam with adam_w_mode false,
 // an unknown scheduler type.
 DeepSpeedConfig read_deepspeed_config(const std::string& path);
@@ -42,7 +44,9 @@ DeepSpeedConfig read_deepspeed_config(const std::string& path);
 // pipeline)). Batch keys follow DeepSpeed's _set_batch_related_parameters: given all three, train_batch_size must
 // equal micro x accumulation x D; given two, the third follows; micro alone means accumulation 1. `given` holds
 // the settings the command line gave (under any spelling): a key setting one of them differently is an error
-// naming both (GivenFlags::check). Writes the unknown-keys warning and the notices to `notices`.
+// naming both (GivenFlags::check), except zero_optimization.stage, which wins over --zero-stage with a notice (as
+// DeepSpeed's engine reads the JSON); fp16 and bf16 both enabled is an Error naming the two blocks. Writes the
+// unknown-keys warning and the notices to `notices`.
 void apply_deepspeed_config(const DeepSpeedConfig& c, train::TrainOptions& o, int world_size, GivenFlags& given,
                             std::ostream& notices);
 

@@ -70,7 +70,8 @@ void add_older_spellings(CLI::App* cmd, OlderSpellings& s, train::TrainOptions& 
       "zero_optimization (stage 0, 1 or 2, reduce_bucket_size = --ddp-bucket-size), optimizer (Adam or AdamW: "
       "lmforge's AdamW; params lr, betas, eps, weight_decay; DeepSpeed's Lamb is refused), scheduler (WarmupLR, "
       "WarmupDecayLR, WarmupCosineLR with DeepSpeed's formulas), steps_per_print. A key and a flag setting one "
-      "value differently are an error; unknown keys are listed in one warning");
+      "value differently are an error (except zero_optimization.stage, which wins over --zero-stage with a notice, "
+      "as in DeepSpeed); unknown keys are listed in one warning");
 }
 
 void apply_older_spellings(const OlderSpellings& s, const GivenFlags& given, train::TrainOptions& o,

@@ -19,12 +19,31 @@
 namespace lmforge::families {
 namespace {
 
+// --bert-config-file's vocab_size, as NVIDIA's run_pretraining.py uses it: the word table (and the tied MLM head) has
+// vocab_size rows rounded up to a multiple of 8 (an lmforge config.json: its own unpadded size and divisor), whatever
+// --make-vocab-size-divisible-by says. The tokenizer's ids must fit in them.
+void use_config_vocabulary(const train::TrainOptions& o, int64_t tokenizer_vocab, int file_vocab, int divisible_by,
+                           model::BertConfig& c) {
+  c.vocab_size = std::max<int>(file_vocab, (int)tokenizer_vocab);
+  c.make_vocab_size_divisible_by = divisible_by;
+  const int64_t rows = ((int64_t)file_vocab + divisible_by - 1) / divisible_by * divisible_by;
+  if (c.padded_vocab_size() != rows)
+    throw Error(o.bert_config_file + ": \"vocab_size\": " + std::to_string(file_vocab) + " gives the model " +
+                std::to_string(rows) + " word rows (padded to a multiple of " + std::to_string(divisible_by) +
+                "), fewer than the tokenizer's " + std::to_string(tokenizer_vocab) + " ids (" + o.tokenizer.type +
+                " from " + o.tokenizer.vocab_file + "); give the vocab_size of the vocabulary the data was made with");
+}
+
 model::BertConfig bert_config(const train::TrainOptions& o, int64_t vocab_size) {
   model::BertConfig c;
   if (!o.bert_config_file.empty())
     c = train::bert_config_from_json(read_text(o.bert_config_file), o.bert_config_file);
+  const int file_vocab = c.vocab_size;
+  // A plain Google/NVIDIA config reads back with divisor 1 (no lmforge_* fields): NVIDIA pads it to 8.
+  const int file_divisible_by = c.make_vocab_size_divisible_by == 1 ? 8 : c.make_vocab_size_divisible_by;
   // The tokenizer's vocabulary (with Megatron's [BOS]/[EOS]: random replacements may draw them), padded.
   fill_transformer_config(o, vocab_size, c);
+  if (!o.bert_config_file.empty()) use_config_vocabulary(o, vocab_size, file_vocab, file_divisible_by, c);
   c.num_layers = o.num_layers;
   c.ffn_hidden = o.ffn_hidden_size;
   c.seq_length = o.seq_length;
@@ -70,6 +89,9 @@ std::unique_ptr<train::Task> make_hdf5_bert_task(const train::TrainOptions& o, c
   c.binary_head = o.bert_binary_head;
   c.vocab_size = (int64_t)tokenizer.vocab_size();
   c.tokenizer_note = tokenizer.type_name() + " from " + o.tokenizer.vocab_file;
+  c.type_vocab_size = bert_config(o, c.vocab_size).type_vocab_size;
+  c.type_vocab_source = o.bert_config_file.empty() ? std::string("Megatron's BERT")
+                                                   : o.bert_config_file + "'s \"type_vocab_size\"";
   c.samples_per_split = samples_per_split;
   return std::make_unique<train::Hdf5BertTask>(c);
 }
@@ -106,6 +128,9 @@ class BertFamily final : public ModelFamily {
   std::string masking_help() const override { return "3 words, 80/10/10 [MASK]/keep/random"; }
   void validate(train::TrainOptions& o) const override {
     validate_masked_lm(o);
+    // Megatron's BertDataset ([CLS] A [SEP] B [SEP]); NVIDIA's shards were masked when they were made.
+    if (!(o.data_path.size() == 1 && datasets::is_hdf5_bert_data_path(o.data_path[0])))
+      validate_mask_budget(o, (int64_t)o.seq_length - 3);
     validate_single_stack(o);
   }
   // --bert-config-file: the model sizes of a Google/NVIDIA bert_config.json (or an lmforge/HF BERT config.json) into
@@ -134,13 +159,18 @@ class BertFamily final : public ModelFamily {
     o.hidden_dropout = c.hidden_dropout;
     o.attention_dropout = c.attention_dropout;
     o.init_method_std = c.init_std;
-    char note[600];
+    char note[1000];
+    const int divisible_by = c.make_vocab_size_divisible_by == 1 ? 8 : c.make_vocab_size_divisible_by;
     std::snprintf(note, sizeof note,
                   "--bert-config-file %s: original (post-LN) BERT, %d layers, hidden %d, %d heads, ffn %d, max positions "
-                  "%d, type vocabulary %d, GELU %s, LayerNorm eps %g, dropout hidden %g attention %g, init std %g\n",
+                  "%d, type vocabulary %d, GELU %s, LayerNorm eps %g, dropout hidden %g attention %g, init std %g; "
+                  "vocab_size %d: %d word rows (padded to a multiple of %d%s; --make-vocab-size-divisible-by does not "
+                  "apply)\n",
                   o.bert_config_file.c_str(), c.num_layers, c.hidden, c.heads, c.ffn(), c.max_positions,
                   c.type_vocab_size, c.mlp_gelu == kernels::GeluKind::ERF ? "erf" : "tanh", c.layernorm_eps,
-                  c.hidden_dropout, c.attention_dropout, c.init_std);
+                  c.hidden_dropout, c.attention_dropout, c.init_std, c.vocab_size,
+                  (c.vocab_size + divisible_by - 1) / divisible_by * divisible_by, divisible_by,
+                  c.make_vocab_size_divisible_by == 1 ? " as NVIDIA's run_pretraining.py pads it" : ", as the file says");
     return note;
   }
   bool checks_token_ids(const std::string& prefix) const override {
@@ -164,6 +194,12 @@ class BertFamily final : public ModelFamily {
       throw Error("--data-path: " + std::to_string(o.data_path.size()) + " HDF5 paths (" + o.data_path[0] +
                   " ...): give one directory, file or glob pattern; quote a pattern so that the shell does not "
                   "expand it ('dir/*training*.hdf5')");
+    // With the binary head every sample is two segments, token types 0 and 1: a model with one type cannot read
+    // them (named now, not as an out-of-range row in the forward pass).
+    if (const int types = bert_config(o, (int64_t)tokenizer.vocab_size()).type_vocab_size; o.bert_binary_head && types < 2)
+      throw Error(o.bert_config_file + ": \"type_vocab_size\": " + std::to_string(types) + ", but the samples of " +
+                  o.data_path[0] + " are sentence pairs with token types 0 and 1 (the binary head's segments); set "
+                  "\"type_vocab_size\": 2, or train on single segments with --bert-no-binary-head");
     auto dc = masked_lm_dataset_config<datasets::BertDatasetConfig>(o);
     dc.seq_length = o.seq_length;
     dc.binary_head = o.bert_binary_head;

@@ -43,6 +43,7 @@ Hdf5BertTask::Hdf5BertTask(const Hdf5BertTaskConfig& config) : config_(config) {
     streams_[(int)SplitKind::VALID] = std::make_unique<datasets::Hdf5BertShards>(valid, config.seed);
     check_seq_length(*streams_[1], config.seq_length, "validation");
   }
+  read(SplitKind::TRAIN, 0);
 }
 
 std::vector<std::string> Hdf5BertTask::loss_names() const {
@@ -65,8 +66,17 @@ void Hdf5BertTask::read(SplitKind split, int64_t index) {
   // is named here instead of failing inside the model.
   const int64_t vocab = config_.vocab_size;
   const int64_t in_text = first_outside(sample_.text, vocab), in_labels = first_outside(sample_.labels, vocab);
-  if (in_text < 0 && in_labels < 0) return;
+  // NVIDIA's samples are sentence pairs: segment_ids 1 marks the second, a row of the token-type table.
+  const int64_t in_types = config_.binary_head ? first_outside(sample_.types, config_.type_vocab_size) : -1;
+  if (in_text < 0 && in_labels < 0 && in_types < 0) return;
   const datasets::Hdf5BertShards::Location at = s.locate(index);
+  if (in_types >= 0)
+    throw Error(s.shards()[(size_t)at.file].path + ": row " + int_text(at.row) + " has segment_ids " +
+                int_text(sample_.types[(size_t)in_types]) + " (position " + int_text(in_types) +
+                ": the shards hold sentence pairs), but the model has " + int_text(config_.type_vocab_size) +
+                " token type" + (config_.type_vocab_size == 1 ? "" : "s") + " (" + config_.type_vocab_source +
+                "); set \"type_vocab_size\": 2 as NVIDIA's bert_config.json has it, or train without segments and "
+                "the next-sentence head (--bert-no-binary-head)");
   const bool text = in_text >= 0;
   const int64_t p = text ? in_text : in_labels;
   const int32_t id = text ? sample_.text[(size_t)p] : sample_.labels[(size_t)p];

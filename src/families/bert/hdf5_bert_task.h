@@ -21,6 +21,8 @@ struct Hdf5BertTaskConfig {
   bool binary_head = true;     // off (--bert-no-binary-head): next_sentence_labels and segment_ids are not used
   int64_t vocab_size = 0;      // the tokenizer's ids: every input id and label must be below it
   std::string tokenizer_note;  // "BertWordPieceLowerCase from vocab.txt", for the error naming a shard's bad id
+  int64_t type_vocab_size = 2;    // the model's token types (with the binary head every segment_ids value is below it)
+  std::string type_vocab_source;  // where that number comes from ("bert_config.json's \"type_vocab_size\"")
   std::array<int64_t, 3> samples_per_split{};  // Megatron's counts (train, validation, test), for split_size()
 };
 
@@ -51,7 +53,9 @@ class Hdf5BertTask final : public Task {
   std::string sample_json(SplitKind split, int64_t index) override;
 
  private:
-  // Sample `index` of `split` into sample_, its ids checked against the vocabulary (Error naming shard and row).
+  // Sample `index` of `split` into sample_, its ids checked against the vocabulary and (with the binary head) its
+  // segment_ids against the model's token types (Error naming shard and row). The constructor reads the first training
+  // sample so, so that shards and a model that do not fit are named before any work.
   void read(SplitKind split, int64_t index);
 
   Hdf5BertTaskConfig config_;

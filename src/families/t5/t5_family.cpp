@@ -72,6 +72,7 @@ class T5Family final : public ModelFamily {
   std::string masking_help() const override { return "10 words with geometric(0.2) lengths (spans)"; }
   void validate(train::TrainOptions& o) const override {
     validate_masked_lm(o);
+    validate_mask_budget(o, (int64_t)o.seq_length - 2);  // Megatron's T5Dataset: the encoder's target length
     need_positive_decoder_length(o);
     if (o.decoder_num_layers < 0) throw Error("--decoder-num-layers must be positive");
     if (o.decoder_seq_length > o.max_position_embeddings)
