@@ -40,8 +40,9 @@ namespace {
 
 // Why no CUDA device can be used, as a sentence for `--device cuda` and the skipped GPU tests.
 std::string no_device_reason(cudaError_t err, int count) {
+  // CUDA 11's cudaRuntimeGetVersion fails without a driver (13's answers): the version compiled in, then.
   int runtime = 0;
-  cudaRuntimeGetVersion(&runtime);
+  if (cudaRuntimeGetVersion(&runtime) != cudaSuccess || runtime == 0) runtime = CUDART_VERSION;
   const std::string built = std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10);
   if (err == cudaErrorInsufficientDriver)
     return "no CUDA device or driver found: no NVIDIA driver is loaded, or it is older than the CUDA " + built +
