@@ -106,10 +106,12 @@ void run_training(train::TrainOptions options, const DistributedFlags& flags, co
   request.world_size = flags.world_size;
   request.init_method = flags.init_method;
   const dist::RankInfo info = dist::discover_rank(request);
+  const bool gpu = options.device == kernels::Device::CUDA;  // each rank takes its local rank's GPU (kernels/cuda)
   if (flags.gpus >= 0 || flags.device_id >= 0)
-    std::fprintf(stderr, "lmforge train: note: rank %d of %d trains on the CPU; %s%signored (no GPUs are used)\n",
-                 info.rank, info.world_size, flags.gpus >= 0 ? "--distributed-gpus " : "",
-                 flags.device_id >= 0 ? "--device-id " : "");
+    std::fprintf(stderr, "lmforge train: note: rank %d of %d trains on the %s; %s%signored (%s)\n", info.rank,
+                 info.world_size, gpu ? "GPU of its rank on the node" : "CPU",
+                 flags.gpus >= 0 ? "--distributed-gpus " : "", flags.device_id >= 0 ? "--device-id " : "",
+                 gpu ? "the ranks' GPUs follow LOCAL_RANK / the launcher's local rank" : "no GPUs are used");
   if (!info.use_mpi && info.world_size == 1) {
     finish(options, 1, std::cerr);
     train::Trainer trainer(std::move(options), std::cout);
@@ -168,10 +170,12 @@ void add_distributed_flags(CLI::App* cmd, DistributedFlags& f) {
       ->capture_default_str();
   cmd->add_option("--distributed-gpus", f.gpus,
                   "fairseq's GPUs per node: accepted so GPU launch scripts run unchanged, and ignored with a notice "
-                  "(lmforge trains on the CPU; the world size comes from --distributed-world-size)")
+                  "(the world size comes from --distributed-world-size; with --device cuda each rank takes the GPU of "
+                  "its rank on the node)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--device-id", f.device_id,
-                  "fairseq's GPU of this process: accepted and ignored with a notice (training runs on the CPU)")
+                  "fairseq's GPU of this process: accepted and ignored with a notice (with --device cuda the GPU "
+                  "is the process's rank on its node modulo the visible GPUs)")
       ->check(CLI::NonNegativeNumber);
 }
 
