@@ -1,195 +1,408 @@
 #!/usr/bin/env bash
-# The GPU check of issue 26, for a lent GPU machine (an H100 with nvcc 13, cuBLAS, PyTorch with CUDA and
-# compute-sanitizer, but none of the Debian libraries lmforge links on the CPU). Self-contained: it builds what it
-# needs there — the kernels-only configuration (LMFORGE_KERNELS_ONLY: util + the CUDA kernels + the CUDA op-case
-# tests; a C++ compiler, the CUDA toolkit and GoogleTest only) — runs the CUDA op cases, compute-sanitizer's
-# memcheck and racecheck over them, and prints a table (also written to OUTDIR/device-check.txt).
+# The GPU check of issue 26: one short script that a lent GPU machine (an H100 with nvcc 13, cuBLAS, PyTorch with
+# CUDA and compute-sanitizer, but none of the Debian libraries lmforge links on the CPU) runs in well under 8 minutes,
+# and that MEASURES: the CUDA op cases; GPT, BERT and T5 small training on cuda against the CPU build's losses (fp32
+# and bf16, max relative difference per step); a checkpoint written on the GPU resumed on the CPU; greedy generation
+# on cuda against the cpu; GPT-2 124M training throughput (bf16, seq 1024) against PyTorch on the same GPU (eager
+# with SDPA and fused AdamW, and torch.compile). Everything it writes goes under OUTDIR; the table is printed last
+# and written to OUTDIR/device-check.txt (the throughput table also to OUTDIR/throughput.txt).
 #
-#   bash scripts/device-check.sh --prepare   # here, before a device run: GoogleTest's sources into
-#                                            # build-device-deps/ (git-ignored; carry it with the run)
-#   bash scripts/device-check.sh [OUTDIR]    # there (OUTDIR defaults to $OUT, else ./device-check-out)
+#   bash scripts/device-check.sh --prepare      # here (no GPU): build, pack and check everything the run needs into
+#                                               # build-device-deps/ (git-ignored, < 64 MiB: carry it), then dry-run
+#   bash scripts/device-check.sh --dry-run [D]  # here: the whole flow with --device cpu and tiny shapes (parsing,
+#                                               # comparisons, the PyTorch peer's code), no GPU needed
+#   bash scripts/device-check.sh [OUTDIR]       # there (OUTDIR defaults to $OUT, else ./device-check-out)
 #
-# Budget (a lent machine gives 15 minutes in all, the start included): build ~1-2 min on 16 cores (2 min 8 s on 2
-# busy cores here; ≤ 4 min), op cases ≤ 2.5 min, memcheck ≤ 2 min, racecheck ≤ 1.5 min (the timeouts below;
-# typical runs are far shorter): worst case 10 minutes, expected ~3-5. Call it with a 600 s limit.
-# Training parity and throughput (issue 26 items 4-5) run only when an lmforge executable with
-# `train --device cuda` is given (LMFORGE_EXE) — see the marked section at the end; nothing is printed for them
-# otherwise beyond saying why they did not run.
+# What --prepare puts in build-device-deps/: bin/ (lmforge and kernels_test_ops_cuda from the CUDA build here,
+# stripped), devlibs.tar.xz (their Debian runtime libraries, minus glibc and the CUDA libraries the GPU machine has),
+# data/ (the shared GPT-2 and BERT sample datasets and vocabularies), ref/ (the CPU's per-step losses of every parity
+# run, made here with the same binary), googletest/ (sources for the kernels-only fallback build, used only when the
+# carried binaries cannot run there).
+#
+# Budget on an H100 (device time; the machine's start is extra): unpack 10 s, op cases ≤ 150 s (+ ≤ 60 s for the
+# fallback GEMM), six small parity runs + resume + generate ≈ 1 min, throughput: lmforge ≤ 150 s, PyTorch eager ≤ 90 s,
+# torch.compile ≤ 150 s. Each part runs only while the elapsed time leaves room (the rows say when one was skipped),
+# so the whole script stays under ~7.5 minutes: call it with a 540 s limit.
+#
+# Environment: DEVICE_CHECK_SANITIZE=1 adds compute-sanitizer memcheck + racecheck over the op cases (≈ 3 minutes more:
+# a second call); DEVICE_CHECK_BUILD (default build) is the CUDA build --prepare copies from; DEVICE_CHECK_STEPS (20)
+# the parity steps; DEVICE_CHECK_TP="B T steps" the lmforge throughput run (16 1024 15).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
+deps=$root/build-device-deps
+steps=${DEVICE_CHECK_STEPS:-20}
+mode=run
+case "${1:-}" in
+  --prepare) mode=prepare; shift ;;
+  --dry-run) mode=dry; shift ;;
+  -h | --help) sed -n '2,30p' "$0"; exit 0 ;;
+  -*) echo "device-check: unknown option $1 (--prepare, --dry-run, or an output folder)" >&2; exit 2 ;;
+esac
 
-if [ "${1:-}" = "--prepare" ]; then
-  src=${LMFORGE_GTEST_SOURCE_DIR:-/usr/src/googletest}
-  [ -f "$src/CMakeLists.txt" ] || { echo "device-check --prepare: no GoogleTest sources at $src (Debian libgtest-dev)" >&2; exit 1; }
-  rm -rf build-device-deps && mkdir -p build-device-deps && cp -r "$src" build-device-deps/googletest
-  echo "build-device-deps/googletest ready ($(du -sh build-device-deps | cut -f1)); carry build-device-deps with the run"
+# ---- the runs' shapes (shared by --prepare's CPU references and the device run) -----------------------------------
+# Small models (every op of each family, dropout on, two micro-batches per step so accumulation is exercised): the
+# CPU references cost seconds here, and the GPU side checks the same kernels as the large shapes do.
+common_flags() {  # $1 model, $2 data folder, $3 cache folder
+  local d=$2
+  echo --num-layers 2 --hidden-size 128 --num-attention-heads 4 --micro-batch-size 4 --global-batch-size 8 \
+    --lr 0.0006 --lr-warmup-iters 2 --clip-grad 1.0 --weight-decay 0.01 --seed 1234 --log-interval 1 \
+    --train-iters "$steps" --split 100,0,0 --eval-iters 0 --hidden-dropout 0.1 --attention-dropout 0.1 \
+    --data-cache-path "$3/cache-$1"
+  case $1 in
+    gpt) echo --seq-length 128 --max-position-embeddings 128 --data-path "$d/sample_gpt2_text_document" \
+           --tokenizer-type GPT2BPETokenizer --vocab-file "$d/gpt2-vocab.json" --merge-file "$d/gpt2-merges.txt" ;;
+    bert) echo --seq-length 128 --max-position-embeddings 128 --data-path "$d/sample_bert_text_sentence" \
+            --tokenizer-type BertWordPieceLowerCase --vocab-file "$d/bert-base-uncased-vocab.txt" ;;
+    t5) echo --encoder-seq-length 128 --decoder-seq-length 32 --max-position-embeddings 128 --vocab-extra-ids 100 \
+          --data-path "$d/sample_bert_text_sentence" --tokenizer-type BertWordPieceLowerCase \
+          --vocab-file "$d/bert-base-uncased-vocab.txt" ;;
+  esac
+}
+precision_flag() { [ "$1" = bf16 ] && echo --bf16; }
+
+# "iteration name value" for every per-iteration loss of a training log (lm, and BERT's sop).
+losses() {
+  awk '/^ iteration / { it = $2; sub(/\/.*/, "", it); n = split($0, f, "|");
+         for (i = 1; i <= n; i++) if (f[i] ~ / loss: /) { name = f[i]; sub(/ loss: .*/, "", name); gsub(/ /, "", name);
+           v = f[i]; sub(/.* loss: /, "", v); gsub(/ /, "", v); print it, name, v } }' "$1"
+}
+# compare REF GOT TOL FIRST LAST → "ok|FAIL <details>": every loss of iterations FIRST..LAST present in both, each
+# within TOL relative of the reference; a non-number (nan, inf) never passes.
+compare() {
+  awk -v tol="$3" -v first="$4" -v last="$5" '
+    NR == FNR { if ($1 >= first && $1 <= last) ref[$1 " " $2] = $3; next }
+    $1 >= first && $1 <= last { key = $1 " " $2; if (!(key in ref)) { extra++; next }
+      n++; seen[key] = 1; r = ref[key] + 0; g = $3 + 0
+      if ($3 !~ /^-?[0-9.]+([eE][-+]?[0-9]+)?$/) { nonnum++; next }
+      d = (g - r) / (r == 0 ? 1 : r); d = d < 0 ? -d : d; if (d > w) { w = d; at = key }
+      if (!(d <= tol)) bad++ }
+    END { for (k in ref) if (!(k in seen)) missing++
+          expect = last - first + 1
+          if (n == 0) print "FAIL no losses compared"
+          else if (missing || extra) printf "FAIL %d losses compared, %d missing, %d unexpected\n", n, missing, extra
+          else if (nonnum) printf "FAIL %d of %d losses not finite (nan/inf)\n", nonnum, n
+          else if (bad) printf "FAIL max rel %.2e (iteration/loss %s) > %s; %d of %d over\n", w, at, tol, bad, n
+          else printf "ok max rel %.2e over %d losses of iterations %d-%d (tol %s)\n", w, n, first, last, tol }' "$1" "$2"
+}
+# Median of the per-iteration times (ms) of iterations after the first $2 in a training log.
+median_ms() {
+  awk -v skip="$2" '/^ iteration / { it = $2; sub(/\/.*/, "", it); if (it + 0 <= skip) next
+        s = $0; sub(/.*elapsed time per iteration \(ms\): /, "", s); sub(/ .*/, "", s); print s + 0 }' "$1" |
+    sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2];
+                                        else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# ==== --prepare (here) ================================================================================================
+if [ $mode = prepare ]; then
+  set -e
+  build=${DEVICE_CHECK_BUILD:-build}
+  shared=${LMFORGE_SHARED:-$root/../shared}
+  [ -d "$shared/data/sample" ] || shared=/work/shared
+  grep -q '^LMFORGE_CUDA:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null ||
+    { echo "device-check --prepare: $build is not a CUDA build (configure with -DLMFORGE_CUDA=ON -DLMFORGE_TESTS=ON)" >&2; exit 1; }
+  echo "== build (lmforge, kernels_test_ops_cuda in $build)"
+  cmake --build "$build" --target lmforge kernels_test_ops_cuda
+  rm -rf "$deps" && mkdir -p "$deps/bin" "$deps/data" "$deps/ref"
+  cp "$build/lmforge" "$build/tests/kernels_test_ops_cuda" "$deps/bin/"
+  strip --strip-unneeded "$deps/bin/"*
+  # -march=native here (an AMD EPYC): instructions only AMD has would stop the binaries on an Intel host.
+  if objdump -d --no-show-raw-insn "$deps/bin/lmforge" "$deps/bin/kernels_test_ops_cuda" |
+     grep -qwE 'extrq|insertq|movntss|movntsd|clzero|mwaitx|monitorx'; then
+    echo "device-check --prepare: the binaries use AMD-only instructions; rebuild with -DLMFORGE_NATIVE=OFF" >&2
+    exit 1
+  fi
+  echo "== runtime libraries"
+  # The Debian closure of both binaries, without glibc (the GPU machine's is newer) and the CUDA libraries (cuBLASLt
+  # alone is ~500 MB; the machine has CUDA 13's). libcudart is small and carried, so only cuBLASLt is searched there.
+  ldd "$deps/bin/lmforge" "$deps/bin/kernels_test_ops_cuda" | awk '/=> \//{print $3}' | sort -u |
+    grep -vE '/(libc|libm|libpthread|libdl|librt|libresolv|ld-linux-x86-64|libcuda|libcublas|libcublasLt)\.so' \
+    >"$deps/libs.txt"
+  grep -q libcudart "$deps/libs.txt" || { echo "device-check --prepare: the binaries do not link libcudart" >&2; exit 1; }
+  tar -cf - --dereference --transform 's,.*/,lib/,' -T "$deps/libs.txt" | xz -6 -T2 >"$deps/devlibs.tar.xz"
+  echo "$(wc -l <"$deps/libs.txt") libraries, $(du -h "$deps/devlibs.tar.xz" | cut -f1) packed"
+  echo "== data, GoogleTest sources"
+  for f in sample/sample_gpt2_text_document.bin sample/sample_gpt2_text_document.idx \
+           sample/sample_bert_text_sentence.bin sample/sample_bert_text_sentence.idx \
+           vocab/gpt2-vocab.json vocab/gpt2-merges.txt vocab/bert-base-uncased-vocab.txt; do
+    cp "$shared/data/$f" "$deps/data/"
+  done
+  chmod u+w "$deps/data/"*
+  gtest=${LMFORGE_GTEST_SOURCE_DIR:-/usr/src/googletest}
+  [ -f "$gtest/CMakeLists.txt" ] && cp -r "$gtest" "$deps/googletest"
+  echo "== CPU references (the parity runs on --device cpu, this build)"
+  tmp=$(mktemp -d)
+  for model in gpt bert t5; do
+    for p in fp32 bf16; do
+      t0=$SECONDS
+      # shellcheck disable=SC2046
+      "$deps/bin/lmforge" train $model $(common_flags $model "$deps/data" "$tmp") $(precision_flag $p) --device cpu \
+        >"$deps/ref/$model-$p.txt" 2>&1 || { tail -20 "$deps/ref/$model-$p.txt"; exit 1; }
+      echo "$model $p: $(losses "$deps/ref/$model-$p.txt" | wc -l) losses, $((SECONDS - t0)) s"
+    done
+  done
+  rm -rf "$tmp"
+  echo "== checks of the run's non-GPU parts"
+  bash -n "$0"
+  /usr/bin/python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read())' bench/train/train_bench_torch_cuda.py
+  echo "build-device-deps: $(du -sh "$deps" | cut -f1) (the device tool carries 64 MiB)"
+  set +e
+  DEVICE_CHECK_STEPS=3 bash "$0" --dry-run "$root/device-check-out/dry-run" || exit 1
+  echo "prepared: carry build-device-deps with the run (bash scripts/device-check.sh \"\$OUT\")"
   exit 0
 fi
 
-out=${1:-${OUT:-$PWD/device-check-out}}
+# ==== the run (there), or its dry run (here) ==========================================================================
+out=${1:-${OUT:-$root/device-check-out}}
 mkdir -p "$out"
 exec > >(tee "$out/log.txt") 2>&1
 t0=$SECONDS
 declare -a rows=()
-row() { rows+=("$(printf '%-34s %-8s %s' "$1" "$2" "$3")"); }
+row() { rows+=("$(printf '%-44s %-8s %s' "$1" "$2" "$3")"); echo ">> $1: $2 $3"; }
 table() {
   {
-    echo "== device check ($((SECONDS - t0)) s)"
-    printf '%-34s %-8s %s\n' "part" "result" "details"
+    echo "== device check ($mode, $((SECONDS - t0)) s)"
+    printf '%-44s %-8s %s\n' "part" "result" "details"
     for r in "${rows[@]}"; do echo "$r"; done
   } | tee "$out/device-check.txt"
 }
 trap table EXIT
-
+dev=cuda slow=1 budget=${DEVICE_CHECK_BUDGET:-450} py=python3 cpu=()
+# The dry run: the CPU for the GPU, a loaded 2-core machine's time limits (one thread: OpenMP's spinning threads
+# crawl on a machine that is shared), Debian's Python with its torch.
+[ $mode = dry ] && dev=cpu slow=10 budget=100000 py=/usr/bin/python3 cpu=(--threads 1)
+# A part's time limit (seconds on the GPU machine), and whether the elapsed time leaves room for it.
+lim() { echo $(($1 * slow)); }
+room() { [ $((SECONDS - t0 + $(lim "$1"))) -le "$budget" ]; }
+[ -x "$deps/bin/lmforge" ] || { row "prepared files" "FAIL" "no $deps/bin/lmforge: run --prepare here and carry build-device-deps"; exit 1; }
 echo "== machine"
-nvidia-smi --query-gpu=name,driver_version,compute_cap,clocks.max.sm,memory.total --format=csv 2>&1 || true
+if [ $mode = run ]; then
+  nvidia-smi --query-gpu=name,driver_version,compute_cap,clocks.max.sm,memory.total --format=csv 2>&1 || true
+fi
 head -2 /etc/os-release 2>/dev/null; ldd --version 2>&1 | head -1; nproc
 
-# ---- toolchain ----------------------------------------------------------------------------------------------------
-nvcc=${CUDACXX:-}
-for c in /usr/local/cuda/bin/nvcc "$(command -v nvcc 2>/dev/null)"; do
-  [ -z "$nvcc" ] && [ -n "$c" ] && [ -x "$c" ] && nvcc=$c
-done
-if [ -z "$nvcc" ]; then
-  row "toolchain" "FAIL" "no nvcc (looked at \$CUDACXX, /usr/local/cuda/bin, PATH)"
-  exit 1
-fi
-"$nvcc" --version | tail -2
-cmake --version | head -1
-nvcc_major=$("$nvcc" --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p')
-# One architecture, the GPU's own: the build runs on lent time. 9.0 → sm_90a with nvcc >= 12.
-cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
-arch=${cap:-90}
-[ "$arch" = 90 ] && [ "${nvcc_major:-0}" -ge 12 ] && arch=90a
-
-# cuBLASLt may live outside the toolkit (PyTorch's pip wheels: site-packages/nvidia/cublas): point CMake at it.
-cmake_extra=()
-toolkit=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
-if ! ls "$toolkit"/lib*/libcublasLt.so* >/dev/null 2>&1 && ! ls "$toolkit"/targets/*/lib/libcublasLt.so* >/dev/null 2>&1; then
-  lt=$(find / -name 'libcublasLt.so*' -not -path '/proc/*' 2>/dev/null | sort | head -1)
-  hdr=$(find / -name cublasLt.h -not -path '/proc/*' 2>/dev/null | head -1)
-  if [ -z "$lt" ] || [ -z "$hdr" ]; then
-    row "toolchain" "FAIL" "no libcublasLt.so / cublasLt.h found on this machine"
-    exit 1
+# ---- libraries: the carried Debian ones, cuBLASLt from this machine -------------------------------------------------
+libs=$deps/bin
+if [ $mode = run ]; then
+  libs=${TMPDIR:-/tmp}/lmforge-devlibs
+  rm -rf "$libs" && mkdir -p "$libs" && tar -xJf "$deps/devlibs.tar.xz" -C "$libs" && libs=$libs/lib
+  # A newer C++ runtime on this machine serves Debian's binaries too (and Python's modules need it): use it.
+  sys_cxx=$(ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64/{print $NF; exit}')
+  if [ -n "$sys_cxx" ] && grep -q GLIBCXX_3.4.30 "$sys_cxx" 2>/dev/null; then rm -f "$libs"/libstdc++.so.6 "$libs"/libgcc_s.so.1; fi
+  lt=""
+  for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
+             $(python3 -c 'import site; print(" ".join(p + "/nvidia/cublas/lib" for p in site.getsitepackages()))' 2>/dev/null); do
+    ls "$dir"/libcublasLt.so.13* >/dev/null 2>&1 && { lt=$dir; break; }
+  done
+  if [ -z "$lt" ]; then
+    f=$(timeout 60 find / -name 'libcublasLt.so.13*' -not -path '/proc/*' 2>/dev/null | head -1)
+    [ -n "$f" ] && lt=$(dirname "$f")
   fi
-  echo "cuBLASLt outside the toolkit: $lt, $(dirname "$hdr")"
-  cmake_extra+=(-DCUDA_cublasLt_LIBRARY="$lt" -DCMAKE_CXX_FLAGS="-I$(dirname "$hdr")" -DCMAKE_CUDA_FLAGS="-I$(dirname "$hdr")")
-  export LD_LIBRARY_PATH="$(dirname "$lt")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "cuBLASLt: ${lt:-not found}"
+  libs=$libs${lt:+:$lt}
 fi
-gtest_src=${LMFORGE_GTEST_SOURCE_DIR:-}
-[ -z "$gtest_src" ] && [ -f build-device-deps/googletest/CMakeLists.txt ] && gtest_src=$PWD/build-device-deps/googletest
-[ -z "$gtest_src" ] && [ -f /usr/src/googletest/CMakeLists.txt ] && gtest_src=/usr/src/googletest
-row "toolchain" "ok" "nvcc $("$nvcc" --version | sed -n 's/.*release \([0-9.]*\),.*/\1/p'), sm_$arch, gtest ${gtest_src:-system}"
-
-# ---- build: kernels-only, CUDA -----------------------------------------------------------------------------------
-echo "== build (kernels-only, CUDA, sm_$arch)"
-b0=$SECONDS
-generator=(); command -v ninja >/dev/null && generator=(-G Ninja)
-if cmake -S . -B build-device "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DLMFORGE_KERNELS_ONLY=ON \
-     -DLMFORGE_CUDA=ON -DLMFORGE_CUDA_WERROR=OFF -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-     -DCMAKE_POLICY_VERSION_MINIMUM=3.5 ${gtest_src:+-DLMFORGE_GTEST_SOURCE_DIR="$gtest_src"} "${cmake_extra[@]}" \
-     >"$out/configure.txt" 2>&1 &&
-   timeout 240 cmake --build build-device -j"$(nproc)" --target kernels_test_ops_cuda >"$out/build.txt" 2>&1; then
-  row "build kernels_test_ops_cuda" "ok" "$((SECONDS - b0)) s"
+lmf() { LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$deps/bin/lmforge" "$@"; }
+missing=$(LD_LIBRARY_PATH=$libs ldd "$deps/bin/lmforge" "$deps/bin/kernels_test_ops_cuda" 2>&1 | grep 'not found' | sort -u)
+if [ -n "$missing" ]; then
+  row "carried binaries" "FAIL" "missing libraries: $(echo "$missing" | awk '{print $1}' | tr '\n' ' ')"
 else
-  tail -30 "$out/configure.txt" "$out/build.txt" 2>/dev/null
-  row "build kernels_test_ops_cuda" "FAIL" "$((SECONDS - b0)) s; see configure.txt, build.txt"
-  exit 1
+  row "carried binaries" "ok" "$(lmf --version 2>&1 | head -1), libraries: ${libs//:/ }"
 fi
-exe=build-device/tests/kernels_test_ops_cuda
-ldd "$exe" | grep -E 'cublas|cudart|not found'
 
-# ---- the op cases ---------------------------------------------------------------------------------------------------
-# gtest's summary lines: "[  PASSED  ] N tests." / "[  FAILED  ] N tests, listed below:" / "[  SKIPPED ] N tests".
-summary() {
-  local log=$1 passed failed skipped
-  passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
-  failed=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
-  skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
-  echo "passed ${passed:-0}, failed ${failed:-0}, skipped ${skipped:-0}"
+# ---- the op cases -----------------------------------------------------------------------------------------------------
+summary() {  # gtest's summary lines
+  local p f s
+  p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$1" | tail -1)
+  f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$1" | tail -1)
+  s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$1" | tail -1)
+  echo "passed ${p:-0}, failed ${f:-0}, skipped ${s:-0}"
 }
+ops=$deps/bin/kernels_test_ops_cuda
+ops_env=(env "LD_LIBRARY_PATH=$libs")
+if [ -n "$missing" ] && [ $mode = run ]; then
+  # The carried test cannot run here: build the kernels-only configuration with this machine's toolkit.
+  echo "== fallback: kernels-only build"
+  b0=$SECONDS
+  nvcc=${CUDACXX:-/usr/local/cuda/bin/nvcc}
+  [ -x "$nvcc" ] || nvcc=$(command -v nvcc)
+  cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+  arch=${cap:-90}; [ "$arch" = 90 ] && arch=90a
+  gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+  if cmake -S . -B build-device "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DLMFORGE_KERNELS_ONLY=ON -DLMFORGE_CUDA=ON \
+       -DLMFORGE_CUDA_WERROR=OFF -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+       -DLMFORGE_GTEST_SOURCE_DIR="$deps/googletest" >"$out/configure.txt" 2>&1 &&
+     timeout 240 cmake --build build-device -j"$(nproc)" --target kernels_test_ops_cuda >"$out/build.txt" 2>&1; then
+    ops="$root/build-device/tests/kernels_test_ops_cuda" ops_env=(env)
+    row "kernels-only build" "ok" "$((SECONDS - b0)) s"
+  else
+    row "kernels-only build" "FAIL" "$((SECONDS - b0)) s; see configure.txt, build.txt"
+  fi
+fi
 echo "== CUDA op cases"
 s0=$SECONDS
-timeout 150 "$exe" --gtest_output=xml:"$out/ops.xml" >"$out/ops.txt" 2>&1
+timeout "$(lim 150)" "${ops_env[@]}" "$ops" --gtest_output=xml:"$out/ops.xml" >"$out/ops.txt" 2>&1
 rc=$?
-grep -E '^\[  (FAILED|SKIPPED) \]|Failure|error' "$out/ops.txt" | head -40
-[ $rc -eq 0 ] && res=ok || res=FAIL
-[ $rc -eq 124 ] && res=TIMEOUT
-# A skipped device test on a GPU machine means the backend could not open the GPU: a failure of this check.
-grep -q 'no usable CUDA device' "$out/ops.txt" && res=FAIL
-row "op cases (all dtypes)" "$res" "$(summary "$out/ops.txt"), $((SECONDS - s0)) s"
-
-# The fallback GEMM kernel (taken where cuBLASLt has no algorithm) on every linear case: forward against the
-# reference in every dtype, fp32 backward against finite differences.
-s0=$SECONDS
-LMFORGE_CUDA_GEMM=fallback timeout 60 "$exe" \
-  --gtest_filter='OpCasesCuda.ForwardMatchesTheReference:OpCasesCuda.BackwardMatchesFiniteDifferences' \
-  >"$out/ops-gemm-fallback.txt" 2>&1
-rc=$?
-[ $rc -eq 0 ] && res=ok || res=FAIL
-[ $rc -eq 124 ] && res=TIMEOUT
-grep -q 'no usable CUDA device' "$out/ops-gemm-fallback.txt" && res=FAIL
-row "op cases, fallback GEMM" "$res" "$(summary "$out/ops-gemm-fallback.txt"), $((SECONDS - s0)) s"
-
-# ---- compute-sanitizer ----------------------------------------------------------------------------------------------
-# Plain cudaMalloc per buffer (LMFORGE_CUDA_MALLOC=plain) so memcheck knows each buffer's exact bounds. Forward of
-# every case (small and large) and forward + backward of the large ones; racecheck (shared-memory hazards) on the
-# latter. --error-exitcode makes any report a failure.
-if command -v compute-sanitizer >/dev/null; then
+grep -E '^\[  (FAILED|SKIPPED) \]|Failure' "$out/ops.txt" | head -20
+case $rc in 0) res=ok ;; 124) res=TIMEOUT ;; *) res=FAIL ;; esac
+# On a GPU machine a skipped device test means the backend could not open the GPU: a failure of this check.
+[ $mode = run ] && grep -q 'no usable CUDA device' "$out/ops.txt" && res=FAIL
+row "op cases (f32, bf16, f16)" "$res" "$(summary "$out/ops.txt"), $((SECONDS - s0)) s"
+if [ $mode = run ] && room 60; then
+  s0=$SECONDS
+  # The GEMM kernel taken where cuBLASLt has no algorithm, on every linear case.
+  LMFORGE_CUDA_GEMM=fallback timeout 60 "${ops_env[@]}" "$ops" \
+    --gtest_filter='OpCasesCuda.ForwardMatchesTheReference:OpCasesCuda.BackwardMatchesFiniteDifferences' \
+    >"$out/ops-gemm-fallback.txt" 2>&1
+  rc=$?
+  case $rc in 0) res=ok ;; 124) res=TIMEOUT ;; *) res=FAIL ;; esac
+  row "op cases, fallback GEMM" "$res" "$(summary "$out/ops-gemm-fallback.txt"), $((SECONDS - s0)) s"
+fi
+if [ $mode = run ] && [ "${DEVICE_CHECK_SANITIZE:-0}" = 1 ]; then
   for tool in memcheck racecheck; do
-    echo "== compute-sanitizer $tool"
     filter='OpCasesCuda.RunTwiceBitIdentical:CudaBackend.*'
     [ $tool = memcheck ] && filter="OpCasesCuda.ForwardMatchesTheReference:$filter"
     s0=$SECONDS
-    limit=120; [ $tool = racecheck ] && limit=90
-    LMFORGE_CUDA_MALLOC=plain timeout $limit compute-sanitizer --tool $tool --error-exitcode 3 \
-      "$exe" --gtest_filter="$filter" >"$out/$tool.txt" 2>&1
+    # cudaMalloc per buffer so memcheck knows each buffer's bounds; any report fails (exit code 3).
+    LMFORGE_CUDA_MALLOC=plain timeout 120 "${ops_env[@]}" compute-sanitizer --tool $tool --error-exitcode 3 \
+      "$ops" --gtest_filter="$filter" >"$out/$tool.txt" 2>&1
     rc=$?
-    tail -5 "$out/$tool.txt"
-    case $rc in
-      0) res=ok ;; 3) res=FAIL ;; 124) res=TIMEOUT ;; *) res="rc $rc" ;;
-    esac
+    case $rc in 0) res=ok ;; 3) res=FAIL ;; 124) res=TIMEOUT ;; *) res="rc $rc" ;; esac
     row "compute-sanitizer $tool" "$res" "$(grep -o 'ERROR SUMMARY: [0-9]* error[s]*' "$out/$tool.txt" | tail -1), $((SECONDS - s0)) s"
   done
-else
-  row "compute-sanitizer" "n/a" "not on this machine"
 fi
 
-# ---- training parity and throughput (issue 26 items 4-5) ---------------------------------------------------------
-# These need `lmforge train gpt --device cuda`, which the kernels-only build does not contain: an lmforge built
-# with LMFORGE_CUDA elsewhere (with its Debian libraries) is given as LMFORGE_EXE, with LMFORGE_LIBS the folder of
-# those libraries and DEVICE_CHECK_DATA a prepped GPT-2 dataset prefix with its vocab.json / merges.txt beside it.
-# Until `--device` exists in `lmforge train`, this part only says why it did not run.
-exe_full=${LMFORGE_EXE:-}
-[ -n "${LMFORGE_LIBS:-}" ] && export LD_LIBRARY_PATH="$LMFORGE_LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-if [ -z "$exe_full" ] || [ ! -x "$exe_full" ]; then
-  row "GPT-2 parity fp32/bf16 (20 steps)" "not run" "no LMFORGE_EXE (an lmforge with train --device cuda)"
-  row "throughput vs PyTorch" "not run" "no LMFORGE_EXE"
-elif ! "$exe_full" train gpt --help 2>/dev/null | grep -q -- '--device'; then
-  row "GPT-2 parity fp32/bf16 (20 steps)" "not run" "$exe_full has no train --device yet (issue 26 item 4)"
-  row "throughput vs PyTorch" "not run" "needs train --device cuda"
-elif [ -z "${DEVICE_CHECK_DATA:-}" ]; then
-  row "GPT-2 parity fp32/bf16 (20 steps)" "not run" "no DEVICE_CHECK_DATA (a prepped GPT-2 dataset prefix)"
-else
-  # The same 20 steps on the CPU and the GPU (GPT-2 small shape, short sequences to keep the CPU side short); the
-  # per-step lm loss must agree within 1e-4 relative in fp32 and 1e-2 in bf16 (issue 26).
-  data_dir=$(dirname "$DEVICE_CHECK_DATA")
-  gpt=(train gpt --num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 128
-       --max-position-embeddings 1024 --micro-batch-size 4 --global-batch-size 4 --lr 0.0006 --train-iters 20
-       --log-interval 1 --seed 1234 --split 100,0,0 --data-path "$DEVICE_CHECK_DATA"
-       --tokenizer-type GPT2BPETokenizer --vocab-file "$data_dir/vocab.json" --merge-file "$data_dir/merges.txt")
-  losses() { grep -o 'lm loss: [0-9.E+-]*' "$1" | awk '{print $3}'; }
-  for precision in fp32 bf16; do
-    flags=(); [ $precision = bf16 ] && flags=(--bf16)
-    timeout 150 "$exe_full" "${gpt[@]}" "${flags[@]}" --device cpu >"$out/parity-$precision-cpu.txt" 2>&1
-    timeout 90 "$exe_full" "${gpt[@]}" "${flags[@]}" --device cuda >"$out/parity-$precision-cuda.txt" 2>&1
-    tol=1e-4; [ $precision = bf16 ] && tol=1e-2
-    verdict=$(paste <(losses "$out/parity-$precision-cpu.txt") <(losses "$out/parity-$precision-cuda.txt") |
-      awk -v tol=$tol '{ n++; d = ($1 - $2) / ($1 == 0 ? 1 : $1); d = d < 0 ? -d : d; if (d > w) w = d;
-                         if (!(d <= tol) || $2 != $2 + 0) bad++ }
-                       END { if (n != 20) print "FAIL", n " steps compared"; else if (bad) print "FAIL", "max rel " w;
-                             else print "ok", "max rel " w }')
-    row "GPT-2 parity $precision (20 steps)" "${verdict%% *}" "${verdict#* }"
+# ---- parity: GPT, BERT, T5 on cuda against the CPU's losses ---------------------------------------------------------
+tmp=$out/tmp
+mkdir -p "$tmp"
+for model in gpt bert t5; do
+  for p in fp32 bf16; do
+    name="parity $model $p ($steps steps)"
+    if ! room 60; then row "$name" "skipped" "time budget"; continue; fi
+    ref=$deps/ref/$model-$p.txt
+    extra=()
+    [ $model = gpt ] && [ $p = fp32 ] && extra=(--save "$tmp/ckpt" --save-interval $(((steps + 1) / 2)))
+    s0=$SECONDS
+    # shellcheck disable=SC2046
+    timeout "$(lim 60)" env LD_LIBRARY_PATH="$libs" "$deps/bin/lmforge" train $model \
+      $(common_flags $model "$deps/data" "$tmp") $(precision_flag $p) --device $dev "${extra[@]}" "${cpu[@]}" \
+      >"$out/$model-$p-$dev.txt" 2>&1
+    rc=$?
+    tol=1e-4; [ $p = bf16 ] && tol=1e-2
+    losses "$ref" >"$tmp/ref.txt"
+    losses "$out/$model-$p-$dev.txt" >"$tmp/got.txt"
+    verdict=$(compare "$tmp/ref.txt" "$tmp/got.txt" $tol 1 "$steps")
+    [ $rc -ne 0 ] && verdict="FAIL rc $rc: $(grep -m1 -i 'error' "$out/$model-$p-$dev.txt" | cut -c1-150)"
+    row "$name" "${verdict%% *}" "${verdict#* }, $((SECONDS - s0)) s"
   done
-  row "throughput vs PyTorch" "not run" "bench/train_bench --device cuda does not exist yet"
+done
+
+# A checkpoint written on the GPU at the middle iteration resumes on the CPU with the GPU's next losses (fp32).
+half=$(((steps + 1) / 2))
+if [ -f "$tmp/ckpt/latest_checkpointed_iteration.txt" ] && room 40; then
+  s0=$SECONDS
+  echo "$half" >"$tmp/ckpt/latest_checkpointed_iteration.txt"
+  # shellcheck disable=SC2046
+  timeout "$(lim 40)" env LD_LIBRARY_PATH="$libs" "$deps/bin/lmforge" train gpt $(common_flags gpt "$deps/data" "$tmp") \
+    --load "$tmp/ckpt" --device cpu "${cpu[@]}" >"$out/gpt-resume-cpu.txt" 2>&1
+  losses "$out/gpt-fp32-$dev.txt" >"$tmp/ref.txt"
+  losses "$out/gpt-resume-cpu.txt" >"$tmp/got.txt"
+  verdict=$(compare "$tmp/ref.txt" "$tmp/got.txt" 1e-4 $((half + 1)) "$steps")
+  row "GPT $dev checkpoint resumed on cpu" "${verdict%% *}" "${verdict#* }, $((SECONDS - s0)) s"
+  # Greedy generation from that checkpoint, cuda against cpu (token ids; near-ties may legitimately differ).
+  gen=(generate --load "$tmp/ckpt" --vocab-file "$deps/data/gpt2-vocab.json" --merge-file "$deps/data/gpt2-merges.txt"
+       --prompt "The quick brown fox" --greedy --ignore-eos --max-new-tokens 24 --print-ids)
+  timeout "$(lim 30)" env LD_LIBRARY_PATH="$libs" "$deps/bin/lmforge" "${gen[@]}" --device cpu >"$tmp/gen-cpu.txt" 2>"$out/gen-cpu.err"
+  timeout "$(lim 30)" env LD_LIBRARY_PATH="$libs" "$deps/bin/lmforge" "${gen[@]}" --device $dev >"$tmp/gen-dev.txt" 2>"$out/gen-$dev.err"
+  rc=$?
+  if [ $rc -ne 0 ]; then row "generate --device $dev" "FAIL" "rc $rc: $(grep -m1 -i error "$out/gen-$dev.err" | cut -c1-150)"
+  elif cmp -s "$tmp/gen-cpu.txt" "$tmp/gen-dev.txt"; then row "generate --device $dev (greedy, 24 tokens)" "ok" "same ids as cpu"
+  else row "generate --device $dev (greedy, 24 tokens)" "differs" "ids differ from cpu's (see gen-*.txt)"; fi
+  cp "$tmp/gen-cpu.txt" "$tmp/gen-dev.txt" "$out/" 2>/dev/null
 fi
+
+# ---- throughput: GPT-2 124M, bf16, seq 1024, lmforge against PyTorch on the same GPU -------------------------------
+read -r tb tt ts <<<"${DEVICE_CHECK_TP:-16 1024 15}"
+L=12 C=768 H=12
+if [ $mode = dry ]; then tb=2 tt=64 ts=3 L=2 C=64 H=2; fi
+V=50304 warm=3
+# llm.c's count: 6·N + 6·L·C·T FLOPs per token, N with the tied embedding and the 1024 positions.
+flops=$(awk -v L=$L -v C=$C -v V=$V -v T="$tt" 'BEGIN { N = V*C + 1024*C + L*(12*C*C + 13*C) + 2*C;
+                                                     printf "%.0f", 6*N + 6*L*C*T }')
+peak_tflops=989  # H100 SXM dense bf16, datasheet
+mem_watch() {  # samples the GPU's used memory (MiB) into $1 until killed
+  [ $mode = run ] || return 0
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 250 >"$1" 2>/dev/null &
+  echo $! >"$1.pid"
+}
+mem_peak() {
+  [ -f "$1.pid" ] && { kill "$(cat "$1.pid")" 2>/dev/null; wait "$(cat "$1.pid")" 2>/dev/null; rm -f "$1.pid"; }
+  sort -n "$1" 2>/dev/null | tail -1
+}
+declare -a tp=()
+tp_row() { tp+=("$(printf '%-30s %10s %9s %7s %10s  %s' "$@")"); }
+tp_row "run" "tokens/s" "ms/step" "MFU" "peak MiB" "notes"
+ours=0
+if room 150; then
+  echo "== throughput: lmforge, GPT-2 ${L}x$C, B=$tb T=$tt, bf16"
+  s0=$SECONDS
+  mem_watch "$tmp/mem-lmforge.txt"
+  timeout "$(lim 150)" env LD_LIBRARY_PATH="$libs" "$deps/bin/lmforge" train gpt --num-layers $L --hidden-size $C \
+    --num-attention-heads $H --seq-length "$tt" --max-position-embeddings 1024 --micro-batch-size "$tb" \
+    --global-batch-size "$tb" --train-iters $((warm + ts)) --log-interval 1 --lr 0.0006 --clip-grad 1.0 \
+    --weight-decay 0.1 --adam-beta2 0.95 --hidden-dropout 0 --attention-dropout 0 --split 100,0,0 --eval-iters 0 \
+    --data-path "$deps/data/sample_gpt2_text_document" --tokenizer-type GPT2BPETokenizer \
+    --vocab-file "$deps/data/gpt2-vocab.json" --merge-file "$deps/data/gpt2-merges.txt" \
+    --data-cache-path "$tmp/cache-tp" --bf16 --device $dev "${cpu[@]}" >"$out/throughput-lmforge.txt" 2>&1
+  rc=$?
+  mem=$(mem_peak "$tmp/mem-lmforge.txt")
+  ms=$(median_ms "$out/throughput-lmforge.txt" $warm)
+  done_steps=$(grep -c '^ iteration ' "$out/throughput-lmforge.txt")
+  if [ "$(awk -v m="$ms" 'BEGIN{print (m > 0)}')" = 1 ]; then
+    ours=$(awk -v b="$tb" -v t="$tt" -v m="$ms" 'BEGIN { printf "%.0f", b*t/(m/1000) }')
+    mfu=$(awk -v f="$flops" -v r="$ours" -v p=$peak_tflops 'BEGIN { printf "%.1f%%", 100*f*r/(p*1e12) }')
+    tp_row "lmforge $dev bf16" "$ours" "$ms" "$mfu" "${mem:-n/a}" "median of $((done_steps - warm)) steps after $warm (rc $rc)"
+    row "throughput lmforge" "ok" "$ours tokens/s, $ms ms/step, MFU $mfu, peak ${mem:-n/a} MiB"
+  else
+    row "throughput lmforge" "FAIL" "rc $rc, $done_steps iterations: $(grep -m1 -i error "$out/throughput-lmforge.txt" | cut -c1-150)"
+  fi
+else
+  row "throughput lmforge" "skipped" "time budget"
+fi
+peer() {  # label, seconds, extra flags
+  local label=$1 limit=$2 line tok ms mfu
+  shift 2
+  if ! room "$limit"; then row "throughput $label" "skipped" "time budget"; return; fi
+  echo "== throughput: $label"
+  local pydev=cuda
+  [ $mode = dry ] && pydev=cpu
+  mem_watch "$tmp/mem-$label.txt"
+  timeout "$(lim "$limit")" "$py" bench/train/train_bench_torch_cuda.py --device $pydev --layers $L --hidden $C --heads $H \
+    --seq "$tt" --batch "$tb" --steps 20 --warmup 5 --bf16 --label "$label" "$@" >"$out/throughput-$label.txt" 2>&1
+  local rc=$? mem
+  mem=$(mem_peak "$tmp/mem-$label.txt")
+  line=$(grep "^RESULT $label " "$out/throughput-$label.txt" | tail -1)
+  if [ -z "$line" ]; then
+    row "throughput $label" "FAIL" "rc $rc: $(tail -1 "$out/throughput-$label.txt" | cut -c1-150)"
+    return
+  fi
+  tok=$(sed -n 's/.*tokens_per_s=\([0-9]*\).*/\1/p' <<<"$line")
+  ms=$(sed -n 's/.*step_ms=\([0-9.]*\).*/\1/p' <<<"$line")
+  mfu=$(awk -v f="$flops" -v r="$tok" -v p=$peak_tflops 'BEGIN { printf "%.1f%%", 100*f*r/(p*1e12) }')
+  tp_row "$label bf16" "$tok" "$ms" "$mfu" "${mem:-n/a}" "$(head -1 "$out/throughput-$label.txt" | cut -d, -f2-4)"
+  local ratio
+  ratio=$(awk -v a="$ours" -v b="$tok" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
+  row "throughput vs $label" "ok" "lmforge/$label = ${ratio}x ($ours vs $tok tokens/s)"
+}
+if "$py" -c 'import torch' 2>/dev/null; then
+  peer torch-eager 90
+  peer torch-compile 150 --compile
+else
+  row "throughput PyTorch" "FAIL" "no $py with torch"
+fi
+{
+  echo "GPT-2 ${L} layers x $C, vocab $V, B=$tb T=$tt, bf16; MFU on $peak_tflops TFLOP/s (H100 SXM bf16 dense) of"
+  echo "6N + 6LCT = $flops FLOP/token; peak memory: nvidia-smi's used memory of the GPU (whole process)"
+  for r in "${tp[@]}"; do echo "$r"; done
+} | tee "$out/throughput.txt"
+if [ $mode = run ]; then nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv 2>&1 | tail -1; fi
+rm -rf "$tmp/ckpt" "$tmp"/cache-*

@@ -26,8 +26,12 @@ void add_device_flag(CLI::App* cmd, kernels::Device& device) {
                                         "Where the model computes: cpu (OpenMP + OpenBLAS/oneDNN), or guarded (the "
                                         "CPU's kernels over memory the process can touch only inside the backend's "
                                         "own calls: a test device that faults on host access to device memory), or "
-                                        "cuda (the first visible NVIDIA GPU; builds with a CUDA compiler). This "
-                                        "build's devices: " + names)
+                                        "cuda (an NVIDIA GPU; with several processes on a node each takes the GPU of "
+                                        "its local rank (LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID or "
+                                        "SLURM_LOCALID) modulo the visible GPUs, and data-, tensor- and "
+                                        "pipeline-parallel traffic goes through the MPI/Gloo communicators staged "
+                                        "through host memory; builds with a CUDA compiler). This build's devices: " +
+                                            names)
       ->default_str("cpu");
 }
 

@@ -126,9 +126,11 @@ void run_training(train::TrainOptions options, const DistributedFlags& flags, co
   request.size_flag = "--distributed-world-size";
   const dist::RankInfo info = dist::discover_rank(request);
   if (!info.notice.empty()) std::fprintf(stderr, "lmforge train: notice: %s\n", info.notice.c_str());
+  const bool gpu = options.device == kernels::Device::CUDA;  // each rank takes its local rank's GPU (kernels/cuda)
   if (flags.device_id >= 0)
-    std::fprintf(stderr, "lmforge train: note: rank %d of %d trains on the CPU; --device-id ignored (no GPUs are used)\n",
-                 info.rank, info.world_size);
+    std::fprintf(stderr, "lmforge train: note: rank %d of %d trains on the %s; --device-id ignored (%s)\n", info.rank,
+                 info.world_size, gpu ? "GPU of its rank on the node" : "CPU",
+                 gpu ? "the ranks' GPUs follow LOCAL_RANK / the launcher's local rank" : "no GPUs are used");
   if (!info.use_mpi && info.world_size == 1) {
     finish(options, 1, std::cerr);
     train::Trainer trainer(std::move(options), std::cout);
@@ -191,13 +193,14 @@ void add_distributed_flags(CLI::App* cmd, DistributedFlags& f) {
       ->capture_default_str();
   cmd->add_option("--distributed-gpus", f.gpus,
                   "fairseq's GPUs per node: this command starts G ranks, --distributed-rank .. +G-1 (default rank 0), "
-                  "as fairseq spawns one process per GPU; lmforge trains on the CPU, so a \"GPU\" is one process. G "
-                  "must divide --distributed-world-size (default G); a world of several commands needs "
-                  "--distributed-init-method, one command alone meets at a free local port. A failing rank ends the "
-                  "others. 1: this process alone")
+                  "as fairseq spawns one process per GPU (on the CPU a \"GPU\" is one process; with --device cuda each "
+                  "rank takes the GPU of its rank on the node). G must divide --distributed-world-size (default G); a "
+                  "world of several commands needs --distributed-init-method, one command alone meets at a free local "
+                  "port. A failing rank ends the others. 1: this process alone")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--device-id", f.device_id,
-                  "fairseq's GPU of this process: accepted and ignored with a notice (training runs on the CPU)")
+                  "fairseq's GPU of this process: accepted and ignored with a notice (with --device cuda the GPU "
+                  "is the process's rank on its node modulo the visible GPUs)")
       ->check(CLI::NonNegativeNumber);
 }
 

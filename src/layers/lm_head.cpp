@@ -42,7 +42,9 @@ LmHead::~LmHead() = default;
 int64_t LmHead::rows_per_chunk(int64_t rows) const {
   if (rows < 1) return 1;
   if (spec_.chunk_rows > 0) return std::min(spec_.chunk_rows, rows);
-  return std::clamp<int64_t>(LmHeadSpec::kChunkLogits / local_vocab(), 1, rows);
+  const int64_t budget = store_.backend().device() == kernels::Device::CUDA ? LmHeadSpec::kDeviceChunkLogits
+                                                                             : LmHeadSpec::kChunkLogits;
+  return std::clamp<int64_t>(budget / local_vocab(), 1, rows);
 }
 
 Tensor LmHead::logits(const Saved& sv) const {

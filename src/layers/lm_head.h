@@ -38,6 +38,9 @@ struct LmHeadSpec {
   // logits are made, reduced to its loss and dropped, and made again in the backward (one more GEMM per chunk).
   int64_t chunk_rows = 0;
   static constexpr int64_t kChunkLogits = int64_t(1) << 26;  // 256 MB of fp32 logits
+  // On a GPU (Device::CUDA) the recomputed head GEMM of every further chunk costs more than the memory it saves
+  // (GPT-2 small at 16 x 1024 tokens: 13 chunks, ~10 % more FLOPs, a host round trip each): up to 4 GiB of fp32.
+  static constexpr int64_t kDeviceChunkLogits = int64_t(1) << 30;
   // Logits in the activation dtype (bf16 under --bf16, as Megatron's output layer writes them: the cross-entropy
   // reads them into fp32 statistics and writes dlogits in place in the same dtype); false: always fp32.
   bool logits_in_activation_dtype = true;

@@ -660,6 +660,9 @@ void Trainer::run() {
     m.iteration++;
     m.consumed_train += o.global_batch_size;
     run_skipped += overflow;
+    // An accelerator runs the step's last kernels (the optimizer's) after their launch returns: the step's time
+    // includes them (and the next step's does not). Returns at once on the CPU.
+    m.backend->synchronize();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     m.history.push_back({m.iteration, m.consumed_train, loss, lr, norm, ms, loss_scale, overflow, losses});
 

@@ -7,12 +7,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend.h"
 #include "kernels/backend_checks.h"
+#include "kernels/cuda/device_choice.h"
 #include "kernels/ops.h"
 #include "op_cases.h"
 #include "op_harness.h"
@@ -44,11 +47,11 @@ void gradients_for(const OpCase& c, uint32_t seed, std::vector<std::vector<float
   for (size_t i = 0; i < c.in.size(); i++) prefill.push_back(noise(c.in[i].values.size(), seed + 50 + (uint32_t)i));
 }
 
-// The CUDA backend registers every op of ops.h for every dtype the CPU does (forward and backward): the optimizer
-// passes for f32, everything else for f32, bf16 and f16. Independent of a device being present.
+// The CUDA backend registers every op of ops.h (forward and backward): the optimizer passes for f32, everything else
+// — tanh included, which the CPU has in f32 only — for f32, bf16 and f16. Independent of a device being present.
 TEST(CudaDispatch, EveryOpIsRegistered) {
-  const Op all[] = {Op::EMBEDDING, Op::LAYERNORM, Op::LINEAR, Op::BIAS_ADD, Op::ADD, Op::GELU, Op::DROPOUT,
-                    Op::ATTENTION, Op::ATTENTION_DECODE, Op::COPY, Op::CROSSENTROPY};
+  const Op all[] = {Op::EMBEDDING, Op::LAYERNORM, Op::LINEAR, Op::BIAS_ADD, Op::ADD, Op::GELU, Op::TANH,
+                    Op::DROPOUT, Op::ATTENTION, Op::ATTENTION_DECODE, Op::COPY, Op::CROSSENTROPY};
   const Op f32_only[] = {Op::ADAMW, Op::LAMB, Op::SGD, Op::SCALE, Op::SUM_SQUARES, Op::COUNT_NONFINITE, Op::ROUND_F16};
   if (!op_supported(Op::ADD, Device::CUDA, DType::F32)) {
     // A build without the CUDA backend: backend_for names that, and nothing is registered.
@@ -71,6 +74,8 @@ TEST(CudaBackend, NoDeviceErrorNamesTheReasonOrTheDeviceWorks) {
     return;
   }
   EXPECT_NE(why.find("CUDA"), std::string::npos) << why;
+  // The runtime's version is the one built in, also where the runtime cannot report it without a driver (CUDA 11).
+  EXPECT_EQ(why.find(" 0.0 runtime"), std::string::npos) << why;
   EXPECT_TRUE(why.find("driver") != std::string::npos || why.find("device") != std::string::npos ||
               why.find("backend") != std::string::npos)
       << why;
@@ -85,6 +90,31 @@ TEST(CudaBackend, NoDeviceErrorNamesTheReasonOrTheDeviceWorks) {
       EXPECT_NE(std::string(e.what()).find("CUDA"), std::string::npos) << e.what();
     }
   }
+}
+
+// Each process of a multi-process job takes the GPU of its rank on the node (modulo the visible GPUs), from the
+// first launcher variable set; without one, GPU 0. Host logic: runs in every build, with or without a GPU.
+TEST(CudaDeviceChoice, LocalRankPicksTheGpu) {
+  const char* names[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"};
+  std::vector<std::pair<std::string, std::string>> saved;
+  for (const char* n : names)
+    if (const char* v = std::getenv(n)) saved.emplace_back(n, v);
+  for (const char* n : names) unsetenv(n);
+  std::string source;
+  EXPECT_EQ(cuda::local_rank_device(4, &source), 0);
+  EXPECT_EQ(source, "no local rank set");
+  setenv("SLURM_LOCALID", "2", 1);
+  EXPECT_EQ(cuda::local_rank_device(4, &source), 2);
+  EXPECT_EQ(source, "SLURM_LOCALID=2");
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "5", 1);  // comes before Slurm's: mpirun under Slurm
+  EXPECT_EQ(cuda::local_rank_device(4, &source), 1) << "rank 5 of a node with 4 GPUs";
+  setenv("LOCAL_RANK", "3", 1);
+  EXPECT_EQ(cuda::local_rank_device(8, nullptr), 3);
+  EXPECT_EQ(cuda::local_rank_device(1, nullptr), 0) << "CUDA_VISIBLE_DEVICES narrowed to one GPU";
+  setenv("LOCAL_RANK", "x1", 1);
+  EXPECT_THROW(cuda::local_rank_device(8, nullptr), Error);
+  for (const char* n : names) unsetenv(n);
+  for (const auto& [n, v] : saved) setenv(n.c_str(), v.c_str(), 1);
 }
 
 TEST(CudaBackend, MemoryFunctions) {
@@ -110,8 +140,8 @@ TEST(OpCasesCuda, ForwardMatchesTheReference) {
                        target.name() + " " + c.name + (large ? " (large)" : "") + " output " + std::to_string(j));
         runs++;
       }
-  // 32 cases (9 of them optimizer passes, f32 only), small and large: 2·(32 + 2·23).
-  EXPECT_GE(runs, 156) << "every case on f32, and the non-optimizer cases on bf16 and f16";
+  // 33 cases (9 of them optimizer passes, f32 only), small and large: 2·(33 + 2·24).
+  EXPECT_GE(runs, 162) << "every case on f32, and the non-optimizer cases (tanh included) on bf16 and f16";
 }
 
 // Forward and backward of every case on every CUDA dtype against CPU fp32 (a build with the CPU kernels).

@@ -1,6 +1,6 @@
-// defines: the CUDA Backend (the first visible GPU: one stream, a stream-ordered memory pool, cuBLASLt),
-//          cuda::cuda_backend(), cuda_context(), the error checks of cuda_common.h, and cuda::register_kernels()
-//          (the CUDA entry points in the dispatch table, one registration per op file)
+// defines: the CUDA Backend (one visible GPU — the local rank's — one stream, a stream-ordered memory pool,
+//          cuBLASLt), cuda::cuda_backend(), cuda_context(), local_rank_device(), the error checks of cuda_common.h,
+//          and cuda::register_kernels() (the CUDA entry points in the dispatch table, one registration per op file)
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -11,6 +11,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_common.h"
+#include "kernels/cuda/device_choice.h"
 #include "kernels/dispatch.h"
 #include "util/error.h"
 
@@ -39,8 +40,9 @@ namespace {
 
 // Why no CUDA device can be used, as a sentence for `--device cuda` and the skipped GPU tests.
 std::string no_device_reason(cudaError_t err, int count) {
+  // CUDA 11's cudaRuntimeGetVersion fails without a driver (13's answers): the version compiled in, then.
   int runtime = 0;
-  cudaRuntimeGetVersion(&runtime);
+  if (cudaRuntimeGetVersion(&runtime) != cudaSuccess || runtime == 0) runtime = CUDART_VERSION;
   const std::string built = std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10);
   if (err == cudaErrorInsufficientDriver)
     return "no CUDA device or driver found: no NVIDIA driver is loaded, or it is older than the CUDA " + built +
@@ -60,7 +62,9 @@ class CudaBackend final : public Backend {
       cudaGetLastError();  // clear the sticky-free error so a later call reports afresh
       throw Error(no_device_reason(err, count));
     }
-    check_cuda(cudaGetDevice(&device_), "cudaGetDevice");
+    count_ = count;
+    device_ = local_rank_device(count, &device_source_);
+    check_cuda(cudaSetDevice(device_), "cudaSetDevice");
     check_cuda(cudaGetDeviceProperties(&props_, device_), "cudaGetDeviceProperties");
     if (props_.major < 8)
       throw Error(std::string("CUDA device ") + props_.name + " has compute capability " + std::to_string(props_.major) +
@@ -96,14 +100,16 @@ class CudaBackend final : public Backend {
     cudaDriverGetVersion(&driver);
     cudaRuntimeGetVersion(&runtime);
     auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
-    return std::string("cuda ") + props_.name + " (sm_" + std::to_string(props_.major) + std::to_string(props_.minor) +
-           ", " + std::to_string(props_.multiProcessorCount) + " SMs, " +
+    return std::string("cuda ") + props_.name + " (device " + std::to_string(device_) + " of " +
+           std::to_string(count_) + ", " + device_source_ + "; sm_" + std::to_string(props_.major) +
+           std::to_string(props_.minor) + ", " + std::to_string(props_.multiProcessorCount) + " SMs, " +
            std::to_string(props_.totalGlobalMem >> 20) + " MiB), driver " + version(driver) + ", runtime " +
            version(runtime) + ", cuBLASLt " + std::to_string(cublasLtGetVersion()) +
            (plain_malloc_ ? ", cudaMalloc per buffer" : ", stream-ordered pool") +
            (ctx_.gemm_fallback ? ", fallback GEMM kernel (LMFORGE_CUDA_GEMM)" : "");
   }
   void* alloc(size_t bytes) override {
+    bind_thread();
     void* p = nullptr;
     if (bytes == 0) bytes = 1;
     // Both allocators return at least 256-byte-aligned memory (the Backend contract asks for 64).
@@ -115,6 +121,7 @@ class CudaBackend final : public Backend {
   }
   void free(void* p) override {
     if (p == nullptr) return;
+    bind_thread();
     // Stream-ordered: the memory is reused only by work queued after the ops that read it.
     // A buffer freed by a static destructor after the CUDA runtime has shut down at exit: nothing left to free.
     auto freed = [](cudaError_t err, const char* what) {
@@ -130,27 +137,45 @@ class CudaBackend final : public Backend {
   // From pageable host memory the copy has read the source when cudaMemcpyAsync returns (staged by the driver), so
   // the caller may reuse it at once; queued behind earlier ops on the stream.
   void copy_to_device(void* dst, const void* src, size_t bytes) override {
+    bind_thread();
     check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx_.stream), "copy to device");
   }
   void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    bind_thread();
     check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx_.stream), "copy to host");
     check_cuda(cudaStreamSynchronize(ctx_.stream), "copy to host (synchronize)");
   }
   void copy_on_device(void* dst, const void* src, size_t bytes) override {
+    bind_thread();
     check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx_.stream), "copy on device");
   }
   void fill_zero(void* p, size_t bytes) override {
+    bind_thread();
     check_cuda(cudaMemsetAsync(p, 0, bytes, ctx_.stream), "cudaMemsetAsync");
   }
-  void synchronize() override { check_cuda(cudaStreamSynchronize(ctx_.stream), "synchronize"); }
+  void synchronize() override {
+    bind_thread();
+    check_cuda(cudaStreamSynchronize(ctx_.stream), "synchronize");
+  }
   // The GPU's parallelism is not a thread count: kept for the interface.
   void set_num_threads(int) override {}
   int num_threads() const override { return 1; }
 
   CudaContext& context() { return ctx_; }
 
+  // The CUDA runtime's current device is per host thread, and a new thread starts on device 0: a thread that is
+  // not the one that built the backend (the optimizers' OpenMP workers call ops) is switched to our device before
+  // it queues work on our stream (a stream of another device is an invalid handle there). On device 0 this is one
+  // cheap query.
+  void bind_thread() const {
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess || current != device_)
+      check_cuda(cudaSetDevice(device_), "cudaSetDevice");
+  }
+
  private:
-  int device_ = 0;
+  int device_ = 0, count_ = 0;
+  std::string device_source_;  // how device_ was chosen (local_rank_device)
   cudaDeviceProp props_{};
   CudaContext ctx_;
   bool plain_malloc_ = false;
@@ -166,7 +191,11 @@ CudaBackend& backend() {
 }  // namespace
 
 Backend& cuda_backend() { return backend(); }
-CudaContext& cuda_context() { return backend().context(); }
+CudaContext& cuda_context() {
+  CudaBackend& b = backend();
+  b.bind_thread();
+  return b.context();
+}
 
 void register_kernels(KernelTable& table) {
   register_embedding(table);

@@ -1,5 +1,6 @@
 // defines: the CUDA GELU, tanh and erf forms (ops.h), forward beside backward, every dtype; and the CUDA tanh
-//          (BERT's pooler; fp32, as the CPU's)
+//          (BERT's pooler), every dtype (the model calls it in fp32, as the CPU has it; bf16/f16 compute in fp32
+//          and round once on store, like every other element-wise CUDA op)
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/cuda_device.cuh"
 #include "kernels/dispatch.h"
@@ -81,8 +82,10 @@ void tanh_backward_cuda(const Tensor& dinp, const Tensor& inp, const Tensor& dou
 }  // namespace
 
 void register_tanh(KernelTable& t) {
-  t.add<Kernel::TANH_FORWARD>(Device::CUDA, DType::F32, tanh_forward_cuda);
-  t.add<Kernel::TANH_BACKWARD>(Device::CUDA, DType::F32, tanh_backward_cuda);
+  for (DType d : {DType::F32, DType::BF16, DType::F16}) {
+    t.add<Kernel::TANH_FORWARD>(Device::CUDA, d, tanh_forward_cuda);
+    t.add<Kernel::TANH_BACKWARD>(Device::CUDA, d, tanh_backward_cuda);
+  }
 }
 
 void register_gelu(KernelTable& t) {
