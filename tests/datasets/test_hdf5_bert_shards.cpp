@@ -167,6 +167,45 @@ void expect_error_words(const std::function<void()>& call, const std::vector<std
   }
 }
 
+// A shard whose input_ids span two of the reader's 16 MiB row blocks (2100 rows of length 2048, int32) reads back
+// every row exactly (the blocks' boundaries and the short last block).
+TEST(Hdf5BertShards, ShardsLargerThanOneReadBlockReadBackExactly) {
+  lmforge::testing::TempDir dir;
+  const std::string path = dir.file("big_training_0.hdf5");
+  const std::string script =
+      "import h5py, numpy as np\n"
+      "n, L, P = 2100, 2048, 4\n"
+      "r = np.arange(n)\n"
+      "ids = np.zeros((n, L), np.int32); ids[:, 0] = 101; ids[:, 1] = 1000 + r; ids[:, 2] = 102\n"
+      "mask = np.zeros((n, L), np.int8); mask[:, :3] = 1\n"
+      "seg = np.zeros((n, L), np.int8); seg[r % 2 == 1, 2] = 1\n"
+      "pos = np.zeros((n, P), np.int32); pos[:, 0] = 1\n"
+      "mids = np.zeros((n, P), np.int32); mids[:, 0] = 5000 + r\n"
+      "nsp = (r % 3 == 0).astype(np.int8)\n"
+      "with h5py.File('" + path + "', 'w') as f:\n"
+      "  for k, v in [('input_ids', ids), ('input_mask', mask), ('segment_ids', seg),\n"
+      "               ('masked_lm_positions', pos), ('masked_lm_ids', mids), ('next_sentence_labels', nsp)]:\n"
+      "    f.create_dataset(k, data=v, compression='gzip')\n";
+  lmforge::testing::write_file(dir.file("make.py"), script);
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + dir.file("make.py")).c_str()), 0);
+  const Hdf5BertShard shard = read_hdf5_bert_shard(path);
+  ASSERT_EQ(shard.rows, 2100);
+  ASSERT_EQ(shard.seq_length, 2048);
+  BertExample ex;
+  for (int64_t r = 0; r < shard.rows; ++r) {
+    hdf5_bert_example(shard, r, ex);
+    ASSERT_EQ(ex.text[0], 101) << r;
+    ASSERT_EQ(ex.text[1], 1000 + r) << r;
+    ASSERT_EQ(ex.text[2], 102) << r;
+    ASSERT_EQ(ex.text[3], 0) << r;
+    ASSERT_EQ(ex.padding_mask[2], 1) << r;
+    ASSERT_EQ(ex.padding_mask[3], 0) << r;
+    ASSERT_EQ(ex.types[2], r % 2) << r;
+    ASSERT_EQ(ex.labels[1], 5000 + r) << r;
+    ASSERT_EQ(ex.is_random, r % 3 == 0 ? 1 : 0) << r;
+  }
+}
+
 // A shard link whose target is gone is named with its target, in a directory (alone, or beside good shards: it is
 // never left out silently), through a glob and as the one file given (before: "holds no .hdf5 files", or the
 // shard silently left out).
