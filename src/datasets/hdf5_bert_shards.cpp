@@ -467,16 +467,18 @@ void check_megatron_prefix(const std::string& command, const std::string& prefix
   const std::string reads = "`lmforge train " + command + "` reads a Megatron dataset prefix: PREFIX names the "
                             "files PREFIX.bin and PREFIX.idx (made by `lmforge prep`)";
   bool shards = !fs::is_directory(prefix, ec);
-  std::string prefixes;
+  std::vector<std::string> found;  // the dataset prefixes in a directory given as one, sorted
   if (!shards) {
-    int found = 0;
     std::error_code list_error;
     for (const fs::directory_entry& e : fs::directory_iterator(prefix, list_error)) {
       shards = shards || is_shard_name(e.path());
-      if (e.path().extension() == ".idx" && found++ < 3)
-        prefixes += std::string(prefixes.empty() ? "" : ", ") + (e.path().parent_path() / e.path().stem()).string();
+      if (e.path().extension() == ".idx") found.push_back((e.path().parent_path() / e.path().stem()).string());
     }
   }
+  std::sort(found.begin(), found.end());
+  std::string prefixes;
+  for (size_t i = 0; i < found.size() && i < 3; ++i) prefixes += (i ? ", " : "") + found[i];
+  if (found.size() > 3) prefixes += " and " + std::to_string(found.size() - 3) + " more";
   if (shards)
     throw Error("--data-path " + prefix + ": HDF5 shards (NVIDIA's pre-masked BERT data) are `lmforge train bert` "
                 "data; " + reads);
