@@ -166,6 +166,36 @@ TEST(BertDataset, TrapsGiveClearErrors) {
   EXPECT_THROW(build_bert_datasets(s128_config(cache.path()), kS128Counts), lmforge::Error);
 }
 
+// Megatron's cache name records neither --split nor the binary head: a map cached by a run with another --split
+// (Megatron's default 969,30,1: train documents [0, 9580), 10,112 rows without the head) is found under the name of
+// the 949,50,1 map (9,907 rows). It is refused naming the file, both ways round (before: used silently, so every
+// train and validation sample differed from Megatron's fresh run); a fresh cache gives Megatron's 9,907.
+TEST(BertDataset, MapCachedForAnotherSplitIsRefused) {
+  for (const auto& [cached, wanted] : {std::pair{"969,30,1", "949,50,1"}, std::pair{"949,50,1", "969,30,1"}}) {
+    lmforge::testing::TempDir cache;
+    BertDatasetConfig first = s128_config(cache.path());
+    first.binary_head = false;
+    first.split = cached;
+    const BertDatasets built = build_bert_datasets(first, kS128Counts);
+    EXPECT_EQ(built.split[0]->size(), std::string(cached) == "969,30,1" ? 10112 : 9907);
+    BertDatasetConfig second = first;
+    second.split = wanted;
+    try {
+      build_bert_datasets(second, kS128Counts);
+      ADD_FAILURE() << "a map cached with --split " << cached << " was used for --split " << wanted;
+    } catch (const lmforge::Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(built.split[0]->cache_file() + ": "), std::string::npos) << m;
+      EXPECT_NE(m.find("another --split"), std::string::npos) << m;
+    }
+  }
+  lmforge::testing::TempDir fresh;
+  BertDatasetConfig c = s128_config(fresh.path());
+  c.binary_head = false;
+  EXPECT_EQ(build_bert_datasets(c, kS128Counts).split[0]->size(), 9907);
+  EXPECT_TRUE(build_bert_datasets(c, kS128Counts).split[0]->loaded_from_cache());
+}
+
 TEST(BertDataset, JsonLineHasMegatronsFieldNames) {
   lmforge::testing::TempDir cache;
   const BertDatasets ds = build_bert_datasets(s128_config(cache.path()), kS128Counts);
