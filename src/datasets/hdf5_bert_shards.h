@@ -47,9 +47,13 @@ struct Hdf5ShardInfo {
 // Opens `path` and checks the six datasets exist with NVIDIA's shapes ([N,L], [N,P], [N]; one N, one L, one P) and
 // integer types no wider than NVIDIA's (int32 ids and positions, int8 masks and labels; narrower integers are
 // widened; wider ones, and unsigned ones of the same width, are refused since not all their values would fit).
+// What each dataset declares is bounded by what the file stores (declared bytes ≤ stored bytes, or ≤ 1032× them
+// when compressed: deflate's limit), so a damaged or hostile header cannot make the reader allocate what is not
+// there; a shard whose arrays would need more than half the machine's memory is refused too.
 // Error naming the file and dataset.
 Hdf5ShardInfo probe_hdf5_bert_shard(const std::string& path);
-// probe_hdf5_bert_shard(), then reads all six datasets (gzip is undone by HDF5) and validates the values:
+// probe_hdf5_bert_shard(), then reads all six datasets (gzip is undone by HDF5) in blocks of rows of at most
+// 16 MiB, so memory grows with what is decoded and a damaged block is named by its rows, and validates the values:
 // input_mask, segment_ids and next_sentence_labels in {0,1}, input_ids ≥ 0, and the used masked_lm_positions
 // (before the first 0) in [1, L), their masked_lm_ids ≥ 0. Error naming the file, dataset and row.
 Hdf5BertShard read_hdf5_bert_shard(const std::string& path);
