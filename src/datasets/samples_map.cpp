@@ -137,8 +137,9 @@ void check_map_fits_split(const SamplesMap& map, const std::string& path, std::s
               (map.size() > 0 ? std::to_string(first) + ", " + std::to_string(end) : std::string("none")) +
               ") but this split's samples span [" + std::to_string(lo) + ", " + std::to_string(hi) +
               ") (its documents hold sentences [" + std::to_string(doc_idx.front()) + ", " +
-              std::to_string(doc_idx.back()) + ")): the map was built for another --split or dataset, which "
-              "Megatron's cache name does not record; delete the file (or give --data-cache-path another directory)");
+              std::to_string(doc_idx.back()) + ")): the map was built for another --split, dataset or binary-head "
+              "setting, none of which Megatron's cache name records; delete the file (or give --data-cache-path "
+              "another directory)");
 }
 
 }  // namespace
