@@ -42,7 +42,11 @@ bool truncate_segments(Segment& a, Segment& b, uint64_t target, NumpyRandomState
 BertDataset::BertDataset(std::shared_ptr<const SentenceSplits> data, Split split, int64_t num_samples,
                          const BertDatasetConfig& config)
     : SentenceDataset(std::move(data), split), config_(config) {
-  if (config_.seq_length < 4) throw Error("BertDataset: --seq-length must be ≥ 4 ([CLS] A [SEP] B [SEP])");
+  // [CLS], [SEP] and [SEP] take 3 positions and Megatron's build_mapping asserts a target length > 1.
+  if (config_.seq_length < 5)
+    throw Error("--seq-length " + std::to_string(config_.seq_length) + " is too short for train bert: the minimum is 5 "
+                "([CLS] A [SEP] B [SEP] takes 3 positions, and Megatron's samples map needs a target length of at "
+                "least 2)");
   if (!(config_.mask_prob >= 0 && config_.mask_prob <= 1))
     throw Error("BertDataset: --mask-prob must be in [0, 1], got " + std::to_string(config_.mask_prob));
   if (config_.vocab.continuation.empty() || config_.vocab.random_ids.empty())

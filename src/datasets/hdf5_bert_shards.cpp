@@ -4,11 +4,14 @@
 
 #include <glob.h>
 #include <hdf5.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <filesystem>
 #include <mutex>
+#include <new>
 
 #include "util/error.h"
 
@@ -143,6 +146,45 @@ std::string shape_text(const std::vector<int64_t>& d) {
   return s + "]";
 }
 
+// Deflate (gzip, what create_pretraining_data.py asks h5py for) cannot expand data more than 1032-fold: its longest
+// match, 258 bytes, costs at least two bits. Any filter pipeline is held to that bound.
+constexpr double kMaxFilterExpansion = 1032;
+
+// What a dataset declares against what the file stores: a hostile or damaged header can declare 2e8 rows in a 3 KB
+// file (chunks never written read back as fill values), and reading that whole would exhaust memory. Declared
+// bytes D = Π dims × element size; stored bytes S = the dataset's allocated storage. Unfiltered data is stored as
+// is, so D ≤ S; filtered data D ≤ 1032 S. Caller holds the lock.
+void check_declared_size(hid_t dataset, const std::string& path, const DatasetSpec& spec,
+                         const std::vector<int64_t>& dims) {
+  Handle type(H5Dget_type(dataset), H5Tclose);
+  double declared = type.ok() ? double(H5Tget_size(type.get())) : double(spec.bytes);
+  for (const int64_t d : dims) declared *= double(d);
+  if (declared == 0) return;
+  const double stored = double(H5Dget_storage_size(dataset));
+  Handle plist(H5Dget_create_plist(dataset), H5Pclose);
+  const int filters = plist.ok() ? H5Pget_nfilters(plist.get()) : 0;
+  const double bound = filters > 0 ? stored * kMaxFilterExpansion : stored;
+  if (declared <= bound) return;
+  char sizes[160];
+  std::snprintf(sizes, sizeof sizes, " (%.0f bytes) but the file stores %.0f bytes of it", declared, stored);
+  throw Error(where(path, spec.name) + " declares shape " + shape_text(dims) + sizes +
+              (filters > 0 ? " (compressed data expands at most 1032-fold)" : " (uncompressed)") +
+              ": the shard is damaged or not what it claims (rows never written would read as fill values); "
+              "recreate it");
+}
+
+// The bytes one shard takes in memory once read (Hdf5BertShard's arrays: int32 ids and positions, int8 flags).
+double shard_memory_bytes(const Hdf5ShardInfo& info) {
+  return double(info.rows) * (double(info.seq_length) * (4 + 1 + 1) + double(info.max_predictions) * (4 + 4) + 1);
+}
+
+// Half the machine's physical memory: a shard is read whole (its rows are visited in a random order), so one that
+// needs more than this cannot be trained from here; the rest is left to the model and the other processes.
+double shard_memory_budget() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? double(pages) * double(page) / 2 : 0;
+}
+
 // Shapes of all six datasets, checked against one N (from input_ids), L (input_ids) and P (masked_lm_positions).
 // Caller holds the lock.
 Hdf5ShardInfo probe_locked(hid_t file, const std::string& path) {
@@ -150,6 +192,7 @@ Hdf5ShardInfo probe_locked(hid_t file, const std::string& path) {
   for (const DatasetSpec& spec : kDatasets) {
     Handle d = open_dataset(file, path, spec.name);
     const std::vector<int64_t> dims = dataset_dims(d.get(), path, spec);
+    check_declared_size(d.get(), path, spec, dims);
     if (info.rows < 0) info.rows = dims[0];
     if (dims[0] != info.rows)
       throw Error(where(path, spec.name) + " has shape " + shape_text(dims) + ": " + std::to_string(dims[0]) +
@@ -168,16 +211,52 @@ Hdf5ShardInfo probe_locked(hid_t file, const std::string& path) {
     throw Error(where(path, "input_ids") + ": sequence length " + std::to_string(info.seq_length) +
                 " is too short for [CLS] ... [SEP]");
   if (info.max_predictions < 1) throw Error(where(path, "masked_lm_positions") + " has no prediction slots (P = 0)");
+  const double needed = shard_memory_bytes(info), budget = shard_memory_budget();
+  if (budget > 0 && needed > budget) {
+    char text[300];
+    std::snprintf(text, sizeof text,
+                  ": %lld rows of length %lld need %.0f MiB in memory once read, more than half this machine's "
+                  "memory (%.0f MiB); a shard is read whole, so split it into smaller shards",
+                  static_cast<long long>(info.rows), static_cast<long long>(info.seq_length), needed / 1048576,
+                  budget / 1048576);
+    throw Error(where(path, "input_ids") + text);
+  }
   return info;
 }
 
-// Reads a whole dataset converted to T (a widening conversion: probe_locked() refused wider types).
+// Reads a whole dataset converted to T (a widening conversion: probe_locked() refused wider types), in blocks of
+// rows of at most kReadBlockBytes: memory grows with the rows actually decoded, and a damaged block is reported
+// (naming its rows) before the rest is allocated. `count` values, `width` per row.
+constexpr size_t kReadBlockBytes = size_t(16) << 20;
+
 template <class T>
-std::vector<T> read_all(hid_t file, const std::string& path, const char* name, hid_t memory_type, size_t count) {
+std::vector<T> read_all(hid_t file, const std::string& path, const char* name, hid_t memory_type, size_t count,
+                        int64_t width) {
   Handle d = open_dataset(file, path, name);
-  std::vector<T> values(count);
-  if (count > 0 && H5Dread(d.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0)
-    throw Error(where(path, name) + ": cannot read (" + hdf5_reason() + "); the file may be truncated or corrupt");
+  std::vector<T> values;
+  if (count == 0) return values;
+  Handle file_space(H5Dget_space(d.get()), H5Sclose);
+  const int rank = file_space.ok() ? H5Sget_simple_extent_ndims(file_space.get()) : -1;
+  if (rank < 1) throw Error(where(path, name) + ": cannot read its shape (" + hdf5_reason() + ")");
+  const size_t row_values = size_t(std::max<int64_t>(width, 1)), rows = count / row_values;
+  const size_t block_rows = std::max<size_t>(1, kReadBlockBytes / (row_values * sizeof(T)));
+  try {
+    for (size_t first = 0; first < rows; first += block_rows) {
+      const size_t n = std::min(block_rows, rows - first);
+      const std::array<hsize_t, 2> start{hsize_t(first), 0}, extent{hsize_t(n), hsize_t(row_values)};
+      Handle memory_space(H5Screate_simple(rank, extent.data(), nullptr), H5Sclose);
+      values.resize((first + n) * row_values);
+      if (!memory_space.ok() ||
+          H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, extent.data(), nullptr) < 0 ||
+          H5Dread(d.get(), memory_type, memory_space.get(), file_space.get(), H5P_DEFAULT,
+                  values.data() + first * row_values) < 0)
+        throw Error(where(path, name) + ": cannot read rows " + std::to_string(first) + " to " +
+                    std::to_string(first + n - 1) + " (" + hdf5_reason() + "); the file may be truncated or corrupt");
+    }
+  } catch (const std::bad_alloc&) {
+    throw Error(where(path, name) + ": out of memory after reading " + std::to_string(values.size() / row_values) +
+                " of its " + std::to_string(rows) + " rows");
+  }
   return values;
 }
 
@@ -187,8 +266,8 @@ std::vector<int8_t> read_flags(hid_t file, const std::string& path, const char* 
   Handle d = open_dataset(file, path, name);
   Handle type(H5Dget_type(d.get()), H5Tclose);
   if (type.ok() && H5Tget_size(type.get()) == 1 && H5Tget_sign(type.get()) != H5T_SGN_NONE)
-    return read_all<int8_t>(file, path, name, H5T_NATIVE_INT8, count);
-  std::vector<int64_t> wide = read_all<int64_t>(file, path, name, H5T_NATIVE_INT64, count);
+    return read_all<int8_t>(file, path, name, H5T_NATIVE_INT8, count, width);
+  std::vector<int64_t> wide = read_all<int64_t>(file, path, name, H5T_NATIVE_INT64, count, width);
   std::vector<int8_t> values(count);
   for (size_t i = 0; i < count; ++i) {
     if (wide[i] != 0 && wide[i] != 1)
@@ -241,8 +320,36 @@ bool contains(const std::string& s, const char* what) { return s.find(what) != s
 
 bool is_pattern(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
 
+bool is_shard_name(const fs::path& p) {
+  const std::string ext = p.extension().string();
+  return ext == ".hdf5" || ext == ".h5";
+}
+
+// A symbolic link whose target does not exist (a shard copied without its target, a moved volume).
+bool is_dangling(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_symlink(fs::symlink_status(p, ec)) && !fs::exists(p, ec);
+}
+
+std::string link_text(const fs::path& p) {
+  std::error_code ec;
+  const fs::path target = fs::read_symlink(p, ec);
+  return p.string() + (ec ? "" : " -> " + target.string());
+}
+
+void refuse_dangling(const std::string& spec, const std::vector<fs::path>& broken) {
+  if (broken.empty()) return;
+  std::string names;
+  for (size_t i = 0; i < broken.size() && i < 5; ++i) names += (i ? ", " : "") + link_text(broken[i]);
+  if (broken.size() > 5) names += " and " + std::to_string(broken.size() - 5) + " more";
+  throw Error(spec + ": " + std::to_string(broken.size()) + " shard link" + (broken.size() == 1 ? "" : "s") +
+              " whose target does not exist: " + names + " (restore the targets or remove the links; no shard is "
+              "left out silently)");
+}
+
 std::vector<std::string> expand(const std::string& spec) {
   std::vector<std::string> files;
+  std::vector<fs::path> broken;
   std::error_code ec;
   if (is_pattern(spec)) {
     glob_t g{};
@@ -251,19 +358,26 @@ std::vector<std::string> expand(const std::string& spec) {
       globfree(&g);
       throw Error(spec + ": cannot expand the pattern");
     }
-    for (size_t i = 0; i < g.gl_pathc; ++i)
+    for (size_t i = 0; i < g.gl_pathc; ++i) {
       if (fs::is_regular_file(g.gl_pathv[i], ec)) files.emplace_back(g.gl_pathv[i]);
+      else if (is_dangling(g.gl_pathv[i])) broken.emplace_back(g.gl_pathv[i]);
+    }
     globfree(&g);
+    refuse_dangling(spec, broken);
     if (files.empty()) throw Error(spec + ": the pattern matches no files");
   } else if (fs::is_directory(spec, ec)) {
     std::error_code list_error;
     for (const fs::directory_entry& e : fs::directory_iterator(spec, list_error)) {
-      const std::string ext = e.path().extension().string();
-      if (e.is_regular_file(ec) && (ext == ".hdf5" || ext == ".h5")) files.push_back(e.path().string());
+      if (!is_shard_name(e.path())) continue;
+      if (e.is_regular_file(ec)) files.push_back(e.path().string());
+      else if (is_dangling(e.path())) broken.push_back(e.path());
     }
     if (list_error) throw Error(spec + ": cannot list the directory (" + list_error.message() + ")");
+    std::sort(broken.begin(), broken.end());
+    refuse_dangling(spec, broken);
     if (files.empty()) throw Error(spec + ": the directory holds no .hdf5 or .h5 files");
   } else {
+    if (is_dangling(spec)) throw Error(link_text(spec) + ": a symbolic link whose target does not exist");
     if (!fs::is_regular_file(spec, ec)) throw Error(spec + ": no such file, directory or matching pattern");
     files.push_back(spec);
   }
@@ -314,11 +428,12 @@ Hdf5BertShard read_hdf5_bert_shard(const std::string& path) {
     s.max_predictions = info.max_predictions;
     const size_t nl = size_t(s.rows * s.seq_length), np = size_t(s.rows * s.max_predictions), n = size_t(s.rows);
     const hid_t file_id = file.get();
-    s.input_ids = read_all<int32_t>(file_id, path, "input_ids", H5T_NATIVE_INT32, nl);
+    s.input_ids = read_all<int32_t>(file_id, path, "input_ids", H5T_NATIVE_INT32, nl, s.seq_length);
     s.input_mask = read_flags(file_id, path, "input_mask", nl, s.seq_length);
     s.segment_ids = read_flags(file_id, path, "segment_ids", nl, s.seq_length);
-    s.masked_lm_positions = read_all<int32_t>(file_id, path, "masked_lm_positions", H5T_NATIVE_INT32, np);
-    s.masked_lm_ids = read_all<int32_t>(file_id, path, "masked_lm_ids", H5T_NATIVE_INT32, np);
+    s.masked_lm_positions =
+        read_all<int32_t>(file_id, path, "masked_lm_positions", H5T_NATIVE_INT32, np, s.max_predictions);
+    s.masked_lm_ids = read_all<int32_t>(file_id, path, "masked_lm_ids", H5T_NATIVE_INT32, np, s.max_predictions);
     s.next_sentence_labels = read_flags(file_id, path, "next_sentence_labels", n, 1);
   }
   validate_values(s);
@@ -344,6 +459,42 @@ void hdf5_bert_example(const Hdf5BertShard& s, int64_t row, BertExample& out) {
   }
   out.is_random = s.next_sentence_labels[size_t(row)];
   out.truncated = 0;
+}
+
+void check_megatron_prefix(const std::string& command, const std::string& prefix) {
+  std::error_code ec;
+  if (fs::exists(prefix + ".idx", ec) || !is_hdf5_bert_data_path(prefix)) return;
+  const std::string reads = "`lmforge train " + command + "` reads a Megatron dataset prefix: PREFIX names the "
+                            "files PREFIX.bin and PREFIX.idx (made by `lmforge prep`)";
+  bool shards = !fs::is_directory(prefix, ec);
+  std::vector<std::string> found;  // the dataset prefixes in a directory given as one, sorted
+  if (!shards) {
+    std::error_code list_error;
+    for (const fs::directory_entry& e : fs::directory_iterator(prefix, list_error)) {
+      shards = shards || is_shard_name(e.path());
+      if (e.path().extension() == ".idx") found.push_back((e.path().parent_path() / e.path().stem()).string());
+    }
+  }
+  std::sort(found.begin(), found.end());
+  std::string prefixes;
+  for (size_t i = 0; i < found.size() && i < 3; ++i) prefixes += (i ? ", " : "") + found[i];
+  if (found.size() > 3) prefixes += " and " + std::to_string(found.size() - 3) + " more";
+  if (shards)
+    throw Error("--data-path " + prefix + ": HDF5 shards (NVIDIA's pre-masked BERT data) are `lmforge train bert` "
+                "data; " + reads);
+  throw Error("--data-path " + prefix + ": a directory, not a dataset prefix; " + reads +
+              (prefixes.empty() ? std::string(" (this directory holds no .idx file)")
+                                : " (in this directory: " + prefixes + ")"));
+}
+
+void check_fairseq_data(const std::string& spec) {
+  std::error_code ec;
+  if (is_pattern(spec) || fs::exists(spec, ec) || is_dangling(spec)) return;
+  if (fs::exists(spec + ".idx", ec) || fs::exists(spec + ".bin", ec))
+    throw Error("--data " + spec + ": a Megatron dataset prefix (" + spec + ".bin/.idx), not HDF5 shards: fairseq's "
+                "--data takes NVIDIA's pre-masked HDF5 shards (a directory, glob or .hdf5 file); give a dataset "
+                "prefix with --data-path instead");
+  throw Error("--data " + spec + ": no such file or directory");
 }
 
 bool is_hdf5_bert_data_path(const std::string& spec) {

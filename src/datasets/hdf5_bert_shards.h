@@ -47,9 +47,13 @@ struct Hdf5ShardInfo {
 // Opens `path` and checks the six datasets exist with NVIDIA's shapes ([N,L], [N,P], [N]; one N, one L, one P) and
 // integer types no wider than NVIDIA's (int32 ids and positions, int8 masks and labels; narrower integers are
 // widened; wider ones, and unsigned ones of the same width, are refused since not all their values would fit).
+// What each dataset declares is bounded by what the file stores (declared bytes ≤ stored bytes, or ≤ 1032× them
+// when compressed: deflate's limit), so a damaged or hostile header cannot make the reader allocate what is not
+// there; a shard whose arrays would need more than half the machine's memory is refused too.
 // Error naming the file and dataset.
 Hdf5ShardInfo probe_hdf5_bert_shard(const std::string& path);
-// probe_hdf5_bert_shard(), then reads all six datasets (gzip is undone by HDF5) and validates the values:
+// probe_hdf5_bert_shard(), then reads all six datasets (gzip is undone by HDF5) in blocks of rows of at most
+// 16 MiB, so memory grows with what is decoded and a damaged block is named by its rows, and validates the values:
 // input_mask, segment_ids and next_sentence_labels in {0,1}, input_ids ≥ 0, and the used masked_lm_positions
 // (before the first 0) in [1, L), their masked_lm_ids ≥ 0. Error naming the file, dataset and row.
 Hdf5BertShard read_hdf5_bert_shard(const std::string& path);
@@ -60,11 +64,21 @@ void hdf5_bert_example(const Hdf5BertShard& shard, int64_t row, BertExample& out
 // ending in .hdf5 or .h5, or a glob pattern (containing * ? or [).
 bool is_hdf5_bert_data_path(const std::string& spec);
 
+// For `lmforge train <command>` (gpt, t5), whose --data-path entries are Megatron dataset prefixes: an Error when
+// `prefix` has no PREFIX.idx and is HDF5 shards (train bert data: a directory holding .hdf5/.h5 files, a path ending
+// in .hdf5/.h5, a glob pattern) or a directory, saying what it is and what the command reads.
+void check_megatron_prefix(const std::string& command, const std::string& prefix);
+// fairseq's --data (train bert) names HDF5 shards: an Error when `spec` is not a pattern and does not exist, saying
+// that a Megatron dataset prefix (SPEC.idx exists) belongs in --data-path.
+void check_fairseq_data(const std::string& spec);
+
 enum class Hdf5Split { kTrain, kValid };
 // The shard files `spec` names, sorted by path (byte order, as NVIDIA's sorted(os.listdir())):
 //   a directory → its regular files whose names end in .hdf5 or .h5 (NVIDIA takes any file with "training" in its
 //                 name; other extensions are left out here so that logs or notes beside the shards do no harm);
 //   a pattern with * ? or [ → the regular files glob(3) matches; anything else → that one file.
+// A symbolic link among them whose target does not exist is an Error naming each such link and its target (a shard
+// that cannot be read is never dropped silently).
 // Each file is classified by its name (not its directory): containing "training" → train (NVIDIA's rule); else
 // containing "test", "valid" or "eval" → validation; else Error naming the file (nothing is dropped silently).
 // Returns the files of `split`; an empty training list is an Error, an empty validation list is not.

@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -100,6 +101,47 @@ void check_options(const SamplesMapOptions& o, const std::string& what) {
   if (o.min_sentences < 1) throw Error(what + ": min_sentences must be ≥ 1");
 }
 
+// Whether build_samples_map emits rows for document d of the view: ≥ min_sentences sentences, and no sentence over
+// 512 tokens unless it is the only one.
+bool qualifies(std::span<const int64_t> doc_idx, std::span<const int32_t> sizes, size_t d, int32_t min_sentences) {
+  const int64_t first = doc_idx[d], last = doc_idx[d + 1];
+  if (last - first < min_sentences) return false;
+  if (last - first > 1)
+    for (int64_t s = first; s < last; ++s)
+      if (sizes[size_t(s)] > kLongSentence) return false;
+  return true;
+}
+
+// A cached map belongs to this split only if its rows span exactly the sentences the split's qualifying documents
+// span: whole epochs start a row at the first qualifying document's first sentence and end one at the last
+// qualifying document's end, and no row leaves the split. Megatron's cache name records neither --split nor the
+// dataset, so a map built for another split of the same prefix is found under the same name (Megatron uses it
+// silently: its samples then all differ from a fresh run's).
+void check_map_fits_split(const SamplesMap& map, const std::string& path, std::span<const int64_t> doc_idx,
+                          std::span<const int32_t> sizes, int32_t min_sentences) {
+  if (doc_idx.size() < 2) throw Error(path + ": the split has no document");
+  const size_t docs = doc_idx.size() - 1;
+  int64_t lo = -1, hi = -1;
+  for (size_t d = 0; d < docs && lo < 0; ++d)
+    if (qualifies(doc_idx, sizes, d, min_sentences)) lo = doc_idx[d];
+  for (size_t d = docs; d > 0 && hi < 0; --d)
+    if (qualifies(doc_idx, sizes, d - 1, min_sentences)) hi = doc_idx[d];
+  uint64_t first = std::numeric_limits<uint64_t>::max(), end = 0;
+  for (int64_t i = 0; i < map.size(); ++i) {
+    const SamplesMapRow r = map.row(i);
+    first = std::min(first, r.first);
+    end = std::max(end, r.end);
+  }
+  if (map.size() > 0 && lo >= 0 && first == uint64_t(lo) && end == uint64_t(hi)) return;
+  throw Error(path + ": this cached samples map's rows span sentences [" +
+              (map.size() > 0 ? std::to_string(first) + ", " + std::to_string(end) : std::string("none")) +
+              ") but this split's samples span [" + std::to_string(lo) + ", " + std::to_string(hi) +
+              ") (its documents hold sentences [" + std::to_string(doc_idx.front()) + ", " +
+              std::to_string(doc_idx.back()) + ")): the map was built for another --split, dataset or binary-head "
+              "setting, none of which Megatron's cache name records; delete the file (or give --data-cache-path "
+              "another directory)");
+}
+
 }  // namespace
 
 SamplesMap build_samples_map(std::span<const int64_t> doc_idx, std::span<const int32_t> sizes,
@@ -177,6 +219,7 @@ CachedSamplesMap cached_samples_map(const std::string& prefix, const std::string
   check_options(options, out.path);
   if (fs::exists(out.path)) {
     out.map = load_samples_map(out.path, sizes.size(), options.max_len);
+    check_map_fits_split(out.map, out.path, doc_idx, sizes, options.min_sentences);
     out.loaded = true;
     return out;
   }

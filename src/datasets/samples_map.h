@@ -76,6 +76,8 @@ void save_samples_map(const std::string& path, const SamplesMap& map);
 SamplesMap load_samples_map(const std::string& path, uint64_t sentences, int32_t max_len);
 
 // The cached map of one split: loaded when the file exists, else built and saved (temporary name, then rename).
+// A loaded map whose rows do not span exactly the sentences of the split's qualifying documents (one built for
+// another --split or dataset: the name records neither) is an Error naming the file.
 // cache_dir empty: beside the data ("<prefix>_<split>_indexmap…", as Megatron); else
 // "<cache_dir>/<basename(prefix)>_<split>_indexmap…" (--data-cache-path).
 struct CachedSamplesMap {

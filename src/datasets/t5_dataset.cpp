@@ -33,8 +33,15 @@ void T5Sample::enc_dec_mask(std::vector<int32_t>& out) const { pair_mask(text_de
 T5Dataset::T5Dataset(std::shared_ptr<const SentenceSplits> data, Split split, int64_t num_samples,
                      const T5DatasetConfig& config)
     : SentenceDataset(std::move(data), split), config_(config) {
-  if (config_.encoder_seq_length < 3 || config_.decoder_seq_length < 2)
-    throw Error("T5Dataset: encoder length must be ≥ 3 and decoder length ≥ 2");
+  // The encoder's text gets 2 positions fewer than --encoder-seq-length as its target, and Megatron's build_mapping
+  // asserts a target length > 1; the decoder holds [BOS] and at least one token.
+  if (config_.encoder_seq_length < 4)
+    throw Error("--encoder-seq-length (--seq-length) " + std::to_string(config_.encoder_seq_length) +
+                " is too short for train t5: the minimum is 4 (the samples map's target length, 2 less, must be at "
+                "least 2, as Megatron asserts)");
+  if (config_.decoder_seq_length < 2)
+    throw Error("--decoder-seq-length " + std::to_string(config_.decoder_seq_length) +
+                " is too short for train t5: the minimum is 2 ([BOS] and one token)");
   if (!(config_.mask_prob >= 0 && config_.mask_prob <= 1))
     throw Error("T5Dataset: --mask-prob must be in [0, 1], got " + std::to_string(config_.mask_prob));
   if (config_.vocab.continuation.empty()) throw Error("T5Dataset: no vocabulary given (load_bert_vocab)");

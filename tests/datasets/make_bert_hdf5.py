@@ -142,6 +142,16 @@ with h5py.File(corrupt, 'r') as f:
 with open(corrupt, 'r+b') as f:
     f.seek(chunk.byte_offset)
     f.write(bytes(range(256))[:chunk.size])
+# A few-KB file declaring 2e8 rows: chunked gzip datasets whose chunks were never written (they would read as fill
+# values). Refused by comparing the declared bytes with the stored ones, before anything is allocated.
+huge = os.path.join(out, 'bad', 'huge_declared', 'x_training_0.hdf5')
+os.makedirs(os.path.dirname(huge), exist_ok=True)
+with h5py.File(huge, 'w') as f:
+    for name, dtype in NVIDIA_DTYPES.items():
+        shape = (200_000_000,) if name == 'next_sentence_labels' else (200_000_000, P if 'masked' in name else L)
+        f.create_dataset(name, shape=shape, dtype=dtype, chunks=(1024,) + shape[1:], compression='gzip')
+assert os.path.getsize(huge) < 16384
+bad.append(f'huge_declared probe {huge} ' + '|'.join([huge, 'input_ids', '[200000000, 24]', 'stores 0 bytes']))
 with open(os.path.join(out, 'bad.txt'), 'w') as b:
     b.write('\n'.join(bad) + '\n')
 

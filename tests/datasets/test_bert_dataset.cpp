@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "datasets/bert_dataset.h"
+#include "datasets/npy.h"
 #include "alloc_counter.h"
 #include "masked_lm_reference.h"
 #include "test_util.h"
@@ -140,11 +141,59 @@ TEST(BertDataset, TrapsGiveClearErrors) {
   zero.seed = 0;
   EXPECT_THROW(build_bert_datasets(zero, kS128Counts), lmforge::Error);
 
+  // --seq-length below the minimum names the flag and the minimum (before: the .npy cache file's name).
+  for (const int32_t length : {1, 4}) {
+    BertDatasetConfig tiny = s128_config(cache.path());
+    tiny.seq_length = length;
+    try {
+      build_bert_datasets(tiny, kS128Counts);
+      ADD_FAILURE() << "--seq-length " << length << " was accepted";
+    } catch (const lmforge::Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("--seq-length " + std::to_string(length)), std::string::npos) << m;
+      EXPECT_NE(m.find("the minimum is 5"), std::string::npos) << m;
+      EXPECT_EQ(m.find(".npy"), std::string::npos) << m;
+    }
+  }
+  BertDatasetConfig five = s128_config(cache.path());
+  five.seq_length = 5;
+  EXPECT_GT(build_bert_datasets(five, {100, 10, 1}).split[0]->size(), 0);
+
   // A map cached without the head (same file name) opened with the head: a clear error, not a bad sample.
   BertDatasetConfig headless = s128_config(cache.path());
   headless.binary_head = false;
   build_bert_datasets(headless, kS128Counts);
   EXPECT_THROW(build_bert_datasets(s128_config(cache.path()), kS128Counts), lmforge::Error);
+}
+
+// Megatron's cache name records neither --split nor the binary head: a map cached by a run with another --split
+// (Megatron's default 969,30,1: train documents [0, 9580), 10,112 rows without the head) is found under the name of
+// the 949,50,1 map (9,907 rows). It is refused naming the file, both ways round (before: used silently, so every
+// train and validation sample differed from Megatron's fresh run); a fresh cache gives Megatron's 9,907.
+TEST(BertDataset, MapCachedForAnotherSplitIsRefused) {
+  for (const auto& [cached, wanted] : {std::pair{"969,30,1", "949,50,1"}, std::pair{"949,50,1", "969,30,1"}}) {
+    lmforge::testing::TempDir cache;
+    BertDatasetConfig first = s128_config(cache.path());
+    first.binary_head = false;
+    first.split = cached;
+    const BertDatasets built = build_bert_datasets(first, kS128Counts);
+    EXPECT_EQ(built.split[0]->size(), std::string(cached) == "969,30,1" ? 10112 : 9907);
+    BertDatasetConfig second = first;
+    second.split = wanted;
+    try {
+      build_bert_datasets(second, kS128Counts);
+      ADD_FAILURE() << "a map cached with --split " << cached << " was used for --split " << wanted;
+    } catch (const lmforge::Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(built.split[0]->cache_file() + ": "), std::string::npos) << m;
+      EXPECT_NE(m.find("another --split"), std::string::npos) << m;
+    }
+  }
+  lmforge::testing::TempDir fresh;
+  BertDatasetConfig c = s128_config(fresh.path());
+  c.binary_head = false;
+  EXPECT_EQ(build_bert_datasets(c, kS128Counts).split[0]->size(), 9907);
+  EXPECT_TRUE(build_bert_datasets(c, kS128Counts).split[0]->loaded_from_cache());
 }
 
 TEST(BertDataset, JsonLineHasMegatronsFieldNames) {
@@ -223,6 +272,42 @@ TEST(SamplesMap, Uint64RowsRoundTripAndBadFilesAreNamed) {
   EXPECT_EQ(samples_map_file_name("/d/p", "valid", o), "/d/p_valid_indexmap_10mns_125msl_0.12ssp_1234s.npy");
 }
 
+// Megatron's own build_mapping (megatron/core/datasets/helpers.cpp at the notes' M23 commit, run on this dataset
+// outside this repository) where one-sentence samples are allowed (min_num_sent 1): the row count and the md5 of the
+// uint32 rows of every split, for --bert-no-binary-head at seq 128 (max_len 125, 2000/300/100 asked) and T5 at
+// encoder 512 (max_len 510, 1000/100/50 asked); split 949,50,1, seed 1234, short-seq 0.1.
+TEST(SamplesMap, OneSentenceSamplesEqualMegatronsBuildMapping) {
+  struct Expected {
+    int32_t max_len;
+    int64_t asked;
+    int64_t rows;
+    const char* md5;
+  };
+  const Expected bert[] = {{125, 2000, 9907, "8a057b4f6aa9a3fbf41a5c41f02acd15"},
+                           {125, 300, 786, "419bcec445a1d7a96956f8466fb9a099"},
+                           {125, 100, 127, "79ff1223eaa30665bcd702b81adb9690"}};
+  const Expected t5[] = {{510, 1000, 9420, "ccb1418e9b3cda5bf889ad7acdb3936f"},
+                         {510, 100, 570, "affafc98ad91aa667ce13840f7fc2087"},
+                         {510, 50, 73, "a90e12b68ebc536723d040fed5fdaf46"}};
+  const SentenceSplits data = open_sentence_splits(sentence_prefix(), "949,50,1");
+  for (const Expected* setting : {bert, t5})
+    for (int k = 0; k < kNumSplits; ++k) {
+      const Expected& e = setting[k];
+      SamplesMapOptions o;
+      o.max_num_samples = e.asked;
+      o.max_len = e.max_len;
+      o.short_seq_prob = 0.1;
+      o.seed = 1234;
+      o.min_sentences = 1;
+      const SamplesMap map = build_samples_map(data.view(k), *data.sizes, o);
+      ASSERT_FALSE(map.wide());
+      const std::vector<uint32_t>& rows = map.rows32();
+      EXPECT_EQ(map.size(), e.rows) << e.max_len << " " << split_name(Split(k));
+      EXPECT_EQ(md5_hex(std::string(reinterpret_cast<const char*>(rows.data()), rows.size() * 4)), e.md5)
+          << e.max_len << " " << split_name(Split(k));
+    }
+}
+
 // ---- the numpy re-statement, other settings ----
 
 struct RefCase {
@@ -240,6 +325,8 @@ const std::vector<RefCase> kCases = {
     {"s256_nohead", "949,50,1", {40000, 300, 100}, 256, 7, 0.15, 0.1, false},
     // no short sequences (no target draws), no test split.
     {"s128_ssp0", "98,2,0", {2000, 300, 100}, 128, 99, 0.15, 0.0, true},
+    // --bert-no-binary-head at seq 128 with bert_s128's seed and split (issue 31 item 0): one-sentence samples.
+    {"s128_nohead", "949,50,1", {2000, 300, 100}, 128, 1234, 0.15, 0.1, false},
 };
 
 struct BertCases {

@@ -155,6 +155,112 @@ TEST(Hdf5BertShards, ListsTrainingAndValidationShardsByName) {
   EXPECT_THROW(list_hdf5_bert_shards(fx.path("absent"), Hdf5Split::kTrain), Error);
 }
 
+// Expects `call` to throw an Error whose message holds every one of `words`.
+void expect_error_words(const std::function<void()>& call, const std::vector<std::string>& words,
+                        const std::string& what) {
+  try {
+    call();
+    ADD_FAILURE() << what << ": accepted";
+  } catch (const Error& e) {
+    for (const std::string& w : words)
+      EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << what << ": '" << w << "' missing from: " << e.what();
+  }
+}
+
+// A shard whose input_ids span two of the reader's 16 MiB row blocks (2100 rows of length 2048, int32) reads back
+// every row exactly (the blocks' boundaries and the short last block).
+TEST(Hdf5BertShards, ShardsLargerThanOneReadBlockReadBackExactly) {
+  lmforge::testing::TempDir dir;
+  const std::string path = dir.file("big_training_0.hdf5");
+  const std::string script =
+      "import h5py, numpy as np\n"
+      "n, L, P = 2100, 2048, 4\n"
+      "r = np.arange(n)\n"
+      "ids = np.zeros((n, L), np.int32); ids[:, 0] = 101; ids[:, 1] = 1000 + r; ids[:, 2] = 102\n"
+      "mask = np.zeros((n, L), np.int8); mask[:, :3] = 1\n"
+      "seg = np.zeros((n, L), np.int8); seg[r % 2 == 1, 2] = 1\n"
+      "pos = np.zeros((n, P), np.int32); pos[:, 0] = 1\n"
+      "mids = np.zeros((n, P), np.int32); mids[:, 0] = 5000 + r\n"
+      "nsp = (r % 3 == 0).astype(np.int8)\n"
+      "with h5py.File('" + path + "', 'w') as f:\n"
+      "  for k, v in [('input_ids', ids), ('input_mask', mask), ('segment_ids', seg),\n"
+      "               ('masked_lm_positions', pos), ('masked_lm_ids', mids), ('next_sentence_labels', nsp)]:\n"
+      "    f.create_dataset(k, data=v, compression='gzip')\n";
+  lmforge::testing::write_file(dir.file("make.py"), script);
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + dir.file("make.py")).c_str()), 0);
+  const Hdf5BertShard shard = read_hdf5_bert_shard(path);
+  ASSERT_EQ(shard.rows, 2100);
+  ASSERT_EQ(shard.seq_length, 2048);
+  BertExample ex;
+  for (int64_t r = 0; r < shard.rows; ++r) {
+    hdf5_bert_example(shard, r, ex);
+    ASSERT_EQ(ex.text[0], 101) << r;
+    ASSERT_EQ(ex.text[1], 1000 + r) << r;
+    ASSERT_EQ(ex.text[2], 102) << r;
+    ASSERT_EQ(ex.text[3], 0) << r;
+    ASSERT_EQ(ex.padding_mask[2], 1) << r;
+    ASSERT_EQ(ex.padding_mask[3], 0) << r;
+    ASSERT_EQ(ex.types[2], r % 2) << r;
+    ASSERT_EQ(ex.labels[1], 5000 + r) << r;
+    ASSERT_EQ(ex.is_random, r % 3 == 0 ? 1 : 0) << r;
+  }
+}
+
+// A shard link whose target is gone is named with its target, in a directory (alone, or beside good shards: it is
+// never left out silently), through a glob and as the one file given (before: "holds no .hdf5 files", or the
+// shard silently left out).
+TEST(Hdf5BertShards, DanglingShardLinksAreNamed) {
+  Fixtures fx;
+  lmforge::testing::TempDir dir;
+  const std::string only = dir.file("only"), mixed = dir.file("mixed");
+  fs::create_directories(only);
+  fs::create_directories(mixed);
+  const std::string gone = dir.file("moved-away/wiki_training_9.hdf5");
+  fs::create_symlink(gone, only + "/wiki_training_9.hdf5");
+  fs::create_symlink(gone, mixed + "/wiki_training_9.hdf5");
+  fs::copy_file(fx.path("good/wiki_training_1.hdf5"), mixed + "/wiki_training_1.hdf5");
+  const std::vector<std::string> words = {"wiki_training_9.hdf5 -> " + gone, "does not exist"};
+  expect_error_words([&] { list_hdf5_bert_shards(only, Hdf5Split::kTrain); }, words, "directory of one broken link");
+  expect_error_words([&] { list_hdf5_bert_shards(mixed, Hdf5Split::kTrain); }, words, "directory with a good shard");
+  expect_error_words([&] { list_hdf5_bert_shards(mixed + "/*_training_*.hdf5", Hdf5Split::kTrain); }, words, "glob");
+  expect_error_words([&] { list_hdf5_bert_shards(only + "/wiki_training_9.hdf5", Hdf5Split::kTrain); }, words,
+                     "the link itself");
+  fs::remove(mixed + "/wiki_training_9.hdf5");
+  EXPECT_EQ(list_hdf5_bert_shards(mixed, Hdf5Split::kTrain).size(), 1u);
+}
+
+// `train gpt`/`train t5` given shards (a directory of them, one .hdf5 file, a glob) say that HDF5 shards are
+// `train bert` data (before: "<dir>.idx: cannot open"); a directory of Megatron datasets names the prefixes in it;
+// a real prefix passes.
+TEST(Hdf5BertShards, MegatronCommandsGivenShardsSayTheyAreTrainBertData) {
+  Fixtures fx;
+  for (const std::string& spec : {fx.path("good"), fx.path("good/wiki_training_1.hdf5"), fx.path("good/*.hdf5")})
+    expect_error_words([&] { check_megatron_prefix("t5", spec); },
+                       {"--data-path " + spec, "HDF5 shards", "`lmforge train bert` data", "`lmforge train t5`",
+                        "PREFIX.bin and PREFIX.idx"},
+                       spec);
+  const std::string sample_dir = std::string(LMFORGE_SHARED_DIR) + "/data/sample";
+  expect_error_words([&] { check_megatron_prefix("gpt", sample_dir); },
+                     {"--data-path " + sample_dir, "a directory, not a dataset prefix", "`lmforge train gpt`",
+                      sample_dir + "/sample_"},
+                     "a directory of Megatron datasets");
+  EXPECT_NO_THROW(check_megatron_prefix("gpt", sample_dir + "/sample_gpt2_text_document"));
+  EXPECT_NO_THROW(check_megatron_prefix("gpt", "/nonexistent/prefix"));  // named later, when it is opened
+}
+
+// fairseq's --data given a Megatron prefix says that --data takes HDF5 shards and the prefix belongs in --data-path
+// (before: "no such file or directory"); a path that is nothing at all is still "no such file or directory".
+TEST(Hdf5BertShards, FairseqDataGivenAMegatronPrefixPointsToDataPath) {
+  const std::string prefix = std::string(LMFORGE_SHARED_DIR) + "/data/sample/sample_bert_text_sentence";
+  expect_error_words([&] { check_fairseq_data(prefix); },
+                     {"--data " + prefix, "a Megatron dataset prefix", "HDF5 shards", "--data-path"}, "prefix");
+  expect_error_words([&] { check_fairseq_data("/nonexistent-lmforge-shards"); },
+                     {"--data /nonexistent-lmforge-shards: no such file or directory"}, "missing");
+  Fixtures fx;
+  EXPECT_NO_THROW(check_fairseq_data(fx.path("good")));
+  EXPECT_NO_THROW(check_fairseq_data(fx.path("good/*_training_*.hdf5")));
+}
+
 // The stream order equals the documented algorithm as make_bert_hdf5.py re-states it, for three seeds over three
 // epochs; each row appears exactly once per epoch; every sample equals NVIDIA's fields for its (file, row).
 TEST(Hdf5BertShards, StreamOrderIsTheDocumentedPermutationAndCoversEachRowOncePerEpoch) {
@@ -217,7 +323,7 @@ TEST(Hdf5BertShards, ResumesAtAnyIndexAndLoadsEachShardOncePerEpochInOrder) {
 TEST(Hdf5BertShards, BrokenShardsAreErrorsNamingFileAndDataset) {
   Fixtures fx;
   const std::vector<std::string> cases = fx.lines("bad.txt");
-  ASSERT_EQ(cases.size(), 14u);
+  ASSERT_EQ(cases.size(), 15u);
   for (const std::string& line : cases) {
     const std::vector<std::string> w = split_words(line);
     const std::string& name = w[0];

@@ -96,6 +96,18 @@ TEST(T5Dataset, ErrorsWhereMegatronFails) {
   T5DatasetConfig none = e128_config(cache.path());
   none.vocab = load_bert_vocab(bert_vocab_path(), 0);
   EXPECT_THROW(build_t5_datasets(none, kCounts), lmforge::Error);
+  // An encoder length below the minimum names the flag and the minimum (before: the .npy cache file's name).
+  T5DatasetConfig tiny = e128_config(cache.path());
+  tiny.encoder_seq_length = 3;
+  try {
+    build_t5_datasets(tiny, kCounts);
+    ADD_FAILURE() << "--encoder-seq-length 3 was accepted";
+  } catch (const lmforge::Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("--encoder-seq-length (--seq-length) 3"), std::string::npos) << m;
+    EXPECT_NE(m.find("the minimum is 4"), std::string::npos) << m;
+    EXPECT_EQ(m.find(".npy"), std::string::npos) << m;
+  }
   // A decoder too short for 1 + spans + masked tokens.
   T5DatasetConfig shortdec = e128_config(cache.path());
   shortdec.decoder_seq_length = 8;
@@ -145,6 +157,8 @@ const std::vector<RefCase> kCases = {
     {"e256_d128", "949,50,1", {2000, 300, 100}, 256, 128, 77, 0.15, 0.1},
     // short encoder, more masking and short targets, train over ~5 epochs, other split.
     {"e64_d48", "90,8,2", {40000, 800, 300}, 64, 48, 5, 0.3, 0.3},
+    // encoder 512 / decoder 128 with the dump's seed and split (issue 31 item 0): targets up to 510, long documents.
+    {"e512_d128", "949,50,1", {1000, 100, 50}, 512, 128, 1234, 0.15, 0.1},
 };
 
 struct T5Cases {

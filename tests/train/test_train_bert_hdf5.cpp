@@ -170,4 +170,26 @@ TEST(TrainBertHdf5, ErrorsNameTheProblem) {
   EXPECT_EQ(glob.output.find("validation loss"), std::string::npos) << glob.output;
 }
 
+// `train gpt` and `train t5` given the shard directory (or one shard) say that HDF5 shards are `train bert` data
+// (before: "<dir>.idx: cannot open").
+TEST(TrainBertHdf5, GptAndT5GivenShardsSayTheyAreTrainBertData) {
+  const std::string common = " --num-layers 1 --hidden-size 16 --num-attention-heads 2 --seq-length 32"
+                             " --max-position-embeddings 32 --micro-batch-size 2 --train-iters 1 --lr 0.0001";
+  const std::string gpt = " --tokenizer-type GPT2BPETokenizer --vocab-file " +
+                          shared_path("data/vocab/gpt2-vocab.json") + " --merge-file " +
+                          shared_path("data/vocab/gpt2-merges.txt");
+  const std::string t5 = " --tokenizer-type BertWordPieceLowerCase --vocab-file " + kVocab +
+                         " --vocab-extra-ids 100 --decoder-seq-length 16 --decoder-num-layers 1";
+  for (const std::string& data : {shards().path("shards"), shards().path("shards/wiki_training_0.hdf5")})
+    for (const auto& [model, flags] : {std::pair{std::string("gpt"), gpt}, std::pair{std::string("t5"), t5}}) {
+      const auto r = run_command("timeout 120 " + std::string(LMFORGE_EXE) + " train " + model + " --data-path '" +
+                                 data + "'" + common + flags);
+      EXPECT_NE(r.status, 0) << model << " " << data << "\n" << r.output;
+      const std::vector<std::string> words = {"--data-path " + data, "HDF5 shards", "`lmforge train bert` data",
+                                              "`lmforge train " + model + "`"};
+      for (const std::string& w : words)
+        EXPECT_NE(r.output.find(w), std::string::npos) << model << " " << data << ": " << w << "\n" << r.output;
+    }
+}
+
 }  // namespace

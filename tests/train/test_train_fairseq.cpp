@@ -151,6 +151,18 @@ TEST(TrainFairseq, MissingDataDirectoryIsNamed) {
       << r.output;
 }
 
+// A Megatron dataset prefix given to --data says that --data takes HDF5 shards and the prefix belongs in --data-path
+// (before: "no such file or directory").
+TEST(TrainFairseq, MegatronPrefixInDataPointsToDataPath) {
+  Flags f = fairseq_flags();
+  f["--data"] = shared_path("data/sample/sample_bert_text_sentence");
+  const auto r = run("bert", f);
+  EXPECT_NE(r.status, 0);
+  for (const std::string& w :
+       std::vector<std::string>{"--data " + f["--data"] + ": a Megatron dataset prefix", "HDF5 shards", "--data-path"})
+    EXPECT_NE(r.output.find(w), std::string::npos) << w << "\n" << r.output;
+}
+
 TEST(TrainFairseq, HelpListsTheFairseqSpellings) {
   const auto r = run_command(std::string(LMFORGE_EXE) + " train bert --help");
   ASSERT_EQ(r.status, 0) << r.output;

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 
 #include "datasets/hdf5_bert_shards.h"
@@ -268,10 +267,7 @@ void apply_fairseq_flags(const FairseqFlags& f, GivenFlags& given, train::TrainO
   if (given.gave("--data-path", "--data")) {
     // fairseq's --data is a directory (of HDF5 shards here): a missing one is named now, before any other check
     // (otherwise the first complaint would be the sequence length the shards were to give).
-    const std::string& data = o.data_path[0];
-    std::error_code ec;
-    if (!std::filesystem::exists(data, ec) && data.find_first_of("*?[") == std::string::npos)
-      throw Error("--data " + data + ": no such file or directory");
+    datasets::check_fairseq_data(o.data_path[0]);
   }
   if (given.gave("--vocab-file", "--dict") && !given.given("--tokenizer-type"))
     o.tokenizer.type = "BertWordPieceLowerCase";

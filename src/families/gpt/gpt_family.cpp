@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "datasets/gpt_dataset.h"
+#include "datasets/hdf5_bert_shards.h"
 #include "families/family_common.h"
 #include "families/gpt/gpt_model.h"
 #include "families/gpt/gpt_task.h"
@@ -46,7 +47,10 @@ class GptFamily final : public ModelFamily {
       "optimizer and schedule afresh.\n"
       "Every flag and the dataset's token ids (against the vocabulary) are checked before any index is built.";
   }
-  void validate(train::TrainOptions& o) const override { validate_single_stack(o); }
+  void validate(train::TrainOptions& o) const override {
+    validate_single_stack(o);
+    for (const std::string& prefix : train::data_prefixes(o.data_path)) datasets::check_megatron_prefix("gpt", prefix);
+  }
   train::ModelShape shape(const train::TrainOptions& o, int64_t vocab_size) const override {
     const model::GPTConfig c = gpt_config(o, vocab_size);
     return shape_of<model::GPT>(c, c.num_layers, c.seq_length);

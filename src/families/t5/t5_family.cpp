@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "datasets/hdf5_bert_shards.h"
 #include "datasets/t5_dataset.h"
 #include "families/family_common.h"
 #include "families/model_family.h"
@@ -73,6 +74,7 @@ class T5Family final : public ModelFamily {
   void validate(train::TrainOptions& o) const override {
     validate_masked_lm(o);
     validate_mask_budget(o, (int64_t)o.seq_length - 2);  // Megatron's T5Dataset: the encoder's target length
+    for (const std::string& prefix : o.data_path) datasets::check_megatron_prefix("t5", prefix);
     need_positive_decoder_length(o);
     if (o.decoder_num_layers < 0) throw Error("--decoder-num-layers must be positive");
     if (o.decoder_seq_length > o.max_position_embeddings)
