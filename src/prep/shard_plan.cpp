@@ -142,7 +142,8 @@ void InputGuard::check(uint32_t file, const std::string& what) {
   const std::string* planned = nullptr;
   for (const auto& line : plan_.description)
     if (line.rfind(head, 0) == 0) planned = &line;
-  if (planned == nullptr) throw Error(shard_dir_ + "/plan.json: no line for " + path + "; the file is damaged: remove it");
+  if (planned == nullptr)
+    throw Error(shard_dir_ + "/plan.json: no line for " + path + "; the file is damaged: remove it");
   // Unchanged since its content last matched the plan: the same file (device, inode), size, modification and
   // change times. Writing into a file changes its ctime, which no tool can set back, so this catches a rewrite in
   // place (cp -p, a re-upload) as well as a replacement (rsync's rename, a new inode).

@@ -87,7 +87,8 @@ long syscall_at_entry(pid_t pid) {
 #elif defined(__aarch64__)
   user_pt_regs regs{};
   iovec io{&regs, sizeof regs};
-  if (::ptrace(PTRACE_GETREGSET, pid, reinterpret_cast<void*>(static_cast<uintptr_t>(NT_PRSTATUS)), &io) != 0) return -1;
+  if (::ptrace(PTRACE_GETREGSET, pid, reinterpret_cast<void*>(static_cast<uintptr_t>(NT_PRSTATUS)), &io) != 0)
+    return -1;
   return static_cast<long>(regs.regs[8]);
 #else
   (void)pid;
@@ -128,7 +129,8 @@ PublishEnd publish_killed_at(const TempDir& dir, int k) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   if (!WIFSTOPPED(status)) return PublishEnd::Untraceable;  // ptrace refused (a sandbox): the child exited 3
-  ::ptrace(PTRACE_SETOPTIONS, pid, nullptr, reinterpret_cast<void*>(static_cast<uintptr_t>(PTRACE_O_TRACESYSGOOD | PTRACE_O_EXITKILL)));
+  const uintptr_t trace_options = PTRACE_O_TRACESYSGOOD | PTRACE_O_EXITKILL;
+  ::ptrace(PTRACE_SETOPTIONS, pid, nullptr, reinterpret_cast<void*>(trace_options));
   int seen = 0;
   bool entry = true;
   for (;;) {
@@ -165,7 +167,8 @@ TEST(DatasetPublish, KilledBeforeEachRenameLeavesTheOldOrTheNewDatasetWhole) {
     write_dataset(dir.file("n"), 2);  // the new one, standing in for a writer's temporaries
     const PublishEnd run = publish_killed_at(dir, k);
     if (run == PublishEnd::Untraceable) GTEST_SKIP() << "ptrace is not available here";
-    if (run == PublishEnd::Killed && std::filesystem::exists(dir.file("d.bin")) && !std::filesystem::exists(dir.file("d.idx")))
+    if (run == PublishEnd::Killed && std::filesystem::exists(dir.file("d.bin")) &&
+        !std::filesystem::exists(dir.file("d.idx")))
       killed_after_new_bin = true;
     // The next reader (training, inspect) opens the dataset: it must find one of the two whole.
     std::vector<int32_t> out;
