@@ -145,9 +145,12 @@ void add_inspect_command(CLI::App& app) {
       "that is wrong, and the exit status is 1. With --document, prints that document's sequences, decoded to text "
       "when a tokenizer is given, else as token ids.\n"
       "Given a shard directory (<output-prefix>.shards of `lmforge prep` in sharded or --claim mode), prints the "
-      "run's progress instead, from any machine that mounts it: shards done/claimed/free, each claimer with its "
-      "heartbeat age (by the file server's clock), the shard in hand and its throughput, the total throughput of "
-      "the live claimers with an ETA, and whether the datasets are assembled.");
+      "run's progress instead, from any machine that mounts it, read-only mounts included: shards done/claimed/free "
+      "(each manifest and shard .bin/.idx validated as `merge --shards` validates them; damaged ones listed with the "
+      "reason), each claimer with its heartbeat age, the shard in hand and its throughput, the total throughput of "
+      "the live claimers with an ETA, and whether the datasets are assembled (checked against the sizes the "
+      "assembly recorded). Heartbeat ages are judged by the file server's clock through a probe file when the "
+      "directory is writable, else by this machine's clock; the output says which.");
   cmd->add_option("prefix", options->prefix,
                   "Dataset path prefix, without .bin/.idx (e.g. out/corpus_text_document), or a shard directory "
                   "(out/corpus.shards)")

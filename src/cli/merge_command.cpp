@@ -1,4 +1,5 @@
-// defines: add_merge_command(): `lmforge merge`, Megatron's tools/merge_datasets.py on lmforge's writer
+// defines: add_merge_command(): `lmforge merge`, Megatron's tools/merge_datasets.py (and Megatron-DeepSpeed's
+//          tools/merge_preprocessed_data.py spelling, --datasets A B C) on lmforge's writer
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -19,13 +20,15 @@ namespace {
 struct MergeOptions {
   std::string output_prefix;
   std::vector<std::string> input_prefixes;
+  std::vector<std::string> datasets;  // --datasets A B C (merge_preprocessed_data.py, nargs='+')
   std::string input_dir;
   std::string shards_prefix;  // --shards: assemble a sharded prep run (prep/shard_assembly.h)
 };
 
 void run_merge(const MergeOptions& o) {
-  std::vector<std::string> inputs =
-      o.input_dir.empty() ? o.input_prefixes : data::dataset_prefixes_in_directory(o.input_dir);
+  std::vector<std::string> inputs = !o.input_dir.empty() ? data::dataset_prefixes_in_directory(o.input_dir)
+                                    : !o.datasets.empty() ? o.datasets
+                                                          : o.input_prefixes;
   const auto start = std::chrono::steady_clock::now();
   const data::MergeSummary s = data::merge_datasets(inputs, o.output_prefix);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -63,22 +66,28 @@ void add_merge_command(CLI::App& app) {
   auto* dir = cmd->add_option("--input-dir", options->input_dir,
                               "Merge every X.bin/X.idx pair in this directory, in sorted order of file name (as "
                               "merge_datasets.py); other files are ignored");
+  auto* datasets = cmd->add_option("--datasets", options->datasets,
+                                   "Megatron-DeepSpeed's merge_preprocessed_data.py spelling: the input prefixes as "
+                                   "one list (--datasets A B C), merged in that order; the same merge as "
+                                   "--input-prefix A --input-prefix B --input-prefix C. Given twice, the last list "
+                                   "counts (argparse's nargs='+')");
   prefixes->excludes(dir);
   dir->excludes(prefixes);
+  datasets->excludes(prefixes)->excludes(dir);
   auto* shards = cmd->add_option("--shards", options->shards_prefix,
                                  "Assemble a sharded `lmforge prep` run (static ranks or an array job) given its "
                                  "--output-prefix: checks that every shard in <prefix>.shards/ is complete and for "
                                  "this plan, then writes <prefix>_<key>_document.bin/.idx (_sentence after "
                                  "--split-sentences), byte-identical to a single-process prep, streaming (memory independent of corpus size)");
-  shards->excludes(prefixes)->excludes(dir)->excludes(output);
+  shards->excludes(prefixes)->excludes(dir)->excludes(datasets)->excludes(output);
   cmd->callback([options] {
     if (!options->shards_prefix.empty()) {
       prep::print_summary(prep::merge_shards(options->shards_prefix), std::cout);
       return;
     }
     if (options->output_prefix.empty()) throw Error("--output-prefix is required");
-    if (options->input_prefixes.empty() && options->input_dir.empty())
-      throw Error("give the inputs with --input-prefix (repeatable) or --input-dir");
+    if (options->input_prefixes.empty() && options->input_dir.empty() && options->datasets.empty())
+      throw Error("give the inputs with --input-prefix (repeatable), --datasets A B C or --input-dir");
     run_merge(*options);
   });
 }

@@ -263,32 +263,6 @@ void IndexedDatasetWriter::finish() {
   std::vector<uint8_t>().swap(m.buffer);
 }
 
-void publish_dataset(const std::string& bin_tmp, const std::string& idx_tmp, const std::string& bin_final,
-                     const std::string& idx_final) {
-  // An older dataset's .idx goes first (and durably), so the names never pair the new .bin with the old .idx.
-  if (::unlink(idx_final.c_str()) == 0) {
-    fsync_parent_dir(idx_final);
-  } else if (errno != ENOENT) {
-    const std::string msg = os_error(idx_final, "cannot remove the older dataset's index");
-    ::unlink(bin_tmp.c_str());
-    ::unlink(idx_tmp.c_str());
-    throw Error(msg);
-  }
-  // .bin next: a reader finds a complete dataset only once the .idx (written last) appears under its name.
-  if (::rename(bin_tmp.c_str(), bin_final.c_str()) != 0) {
-    const std::string msg = os_error(bin_final, "cannot rename " + bin_tmp + " to it");
-    ::unlink(bin_tmp.c_str());
-    ::unlink(idx_tmp.c_str());
-    throw Error(msg);
-  }
-  if (::rename(idx_tmp.c_str(), idx_final.c_str()) != 0) {
-    const std::string msg = os_error(idx_final, "cannot rename " + idx_tmp + " to it");
-    ::unlink(idx_tmp.c_str());
-    throw Error(msg);
-  }
-  fsync_parent_dir(idx_final);
-}
-
 uint64_t IndexedDatasetWriter::sequences() const { return impl_->lengths.size(); }
 uint64_t IndexedDatasetWriter::documents() const { return impl_->doc_idx.size() - 1; }
 uint64_t IndexedDatasetWriter::tokens() const { return impl_->tokens; }
@@ -546,6 +520,9 @@ class LegacyIndexedDataset final : public MappedIndexedDataset {
 }  // namespace
 
 std::unique_ptr<IndexedDataset> IndexedDataset::open(const std::string& prefix) {
+  // A writer killed while replacing this dataset may have left it moved aside: put it back first.
+  if (::access((prefix + ".idx").c_str(), F_OK) != 0 || ::access((prefix + ".bin").c_str(), F_OK) != 0)
+    recover_interrupted_publish(prefix);
   // The magic picks the layout; everything else is validated by the layout's reader.
   {
     MappedFile idx(prefix + ".idx");

@@ -56,11 +56,20 @@ class IndexedDatasetWriter {
 // An .idx starting with the legacy fairseq magic "TNTIDX\0\0" (old Megatron / Megatron-DeepSpeed lazy/cached) is
 // read too, validated the same way (format doc §2); append_dataset() of it converts it to MMIDIDX.
 // Moves a finished dataset's temporaries to their final names so that, after a kill at any moment, the names hold
-// the older dataset whole, the new one whole, or no dataset (a .bin without its .idx is none; a rerun makes it):
-// an older .idx is removed first, then .bin and .idx are renamed in that order, each step durable before the
-// next. The temporaries are removed on failure. Errors name the path.
+// the older dataset whole or the new one whole once the next writer or reader has run recover_interrupted_publish()
+// (only "none" when there was no older dataset): as checkpoint saves do with their directories, the older .idx and
+// .bin are first renamed aside to "<final>.old-<host>-<pid>", then the new .bin and .idx are renamed in, then the
+// older pair is removed; each step is durable before the next. The temporaries are removed (and the older pair put
+// back) on failure. Errors name the path.
 void publish_dataset(const std::string& bin_tmp, const std::string& idx_tmp, const std::string& bin_final,
                      const std::string& idx_final);
+// Puts right what a publish_dataset() over <prefix>.bin/.idx killed midway left ("<prefix>.{bin,idx}.old-<host>-
+// <pid>" of a process of this host that is gone): when both final names hold a dataset the new one was complete and
+// the older pair is removed; otherwise the older pair is renamed back (replacing a new .bin left alone). Returns
+// true when it changed anything. Failures (a read-only mount, another process doing the same) are ignored: the
+// names are then left as they are. publish_dataset() calls it first; IndexedDataset::open() calls it only when
+// <prefix>.bin or .idx is missing (one directory listing per open would cost readers of many small datasets).
+bool recover_interrupted_publish(const std::string& prefix);
 
 class IndexedDataset {
  public:

@@ -114,6 +114,10 @@ double ServerClock::now() {
 }
 
 std::optional<LeaseState> read_lease(const std::string& base, ServerClock& clock) {
+  return read_lease(base, [&clock] { return clock.now(); });
+}
+
+std::optional<LeaseState> read_lease(const std::string& base, const std::function<double()>& now) {
   // Generations are few (one per takeover): find the newest by probing upwards.
   uint32_t g = 0;
   if (!exists(lease_file(base, 0))) return std::nullopt;
@@ -138,7 +142,7 @@ std::optional<LeaseState> read_lease(const std::string& base, ServerClock& clock
     LeaseState s;
     s.generation = g;
     s.owner = parse_owner(std::string(buf, n));
-    s.age_seconds = clock.now() - mtime_of(st);
+    s.age_seconds = now() - mtime_of(st);
     return s;
   }
 }

@@ -16,6 +16,7 @@
 // both take it over, and the old holder learns it lost by seeing g+1 (never by a name being reused).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -66,6 +67,9 @@ struct LeaseState {
 
 // std::nullopt when no generation file of `base` exists.
 std::optional<LeaseState> read_lease(const std::string& base, ServerClock& clock);
+// The same with ages judged by `now` (seconds since the epoch): a reader without write access, which cannot keep a
+// probe, judges by its own clock.
+std::optional<LeaseState> read_lease(const std::string& base, const std::function<double()>& now);
 
 class Lease {
  public:

@@ -147,6 +147,7 @@ struct Claimer {
   ServerClock& clock;
   Heartbeat& heartbeat;
   PieceEncoders& encoders;
+  InputGuard* inputs = nullptr;  // set once the plan is taken
 };
 
 std::string who(const LeaseOwner& o) { return o.host + " pid " + std::to_string(o.pid); }
@@ -285,6 +286,11 @@ ShardOutcome prepare_claimed(const Claimer& c, const ShardPlan& plan, uint32_t i
   m.whole_file = shard.piece.whole_file;
   m.host = c.owner.host;
   m.rank = -1;  // claim mode has no ranks
+  // The input must still be the plan's, before this shard is cut from it and again before it is committed (the
+  // file may be rewritten while it is read): shards from two contents would assemble into a dataset of neither.
+  const std::string what = shard_name(index) + " (bytes " + std::to_string(shard.piece.begin) + "-" +
+                           std::to_string(shard.piece.end) + " of it)";
+  c.inputs->check(shard.file, what);
   const auto start = Clock::now();
   prepare_pieces(c.options, c.tokenizer, {shard.piece}, ptrs, m.counts,
                  [&](uint64_t done) {
@@ -294,6 +300,7 @@ ShardOutcome prepare_claimed(const Claimer& c, const ShardPlan& plan, uint32_t i
                  nullptr, &c.encoders);
   for (auto& w : writers) w->finish();
   if (!lease.held()) throw ClaimLost{};
+  c.inputs->check(shard.file, what);
   for (const auto& key : plan.json_keys)
     for (const char* ext : {".bin", ".idx"})
       publish_part(lease, tmp_prefix(key) + ext, shard_dataset_prefix(prefix, index, key) + ext);
@@ -373,6 +380,8 @@ std::optional<PrepSummary> run_claim_prep(const PrepOptions& options, uint64_t s
             tmp_dir, owner, clock, heartbeat, encoders};
 
   const ShardPlan plan = take_plan(c, shard_bytes);
+  InputGuard inputs(plan, dir);
+  c.inputs = &inputs;
   remove_stale_tmp_dirs(options.output_prefix, false);
   const size_t n = plan.shards.size();
   std::fprintf(stderr, "prep: claim: %s (token %s) joins plan %s: %zu shards, %.1f MB; lease %.0f s\n",
@@ -480,15 +489,33 @@ std::optional<PrepSummary> run_claim_prep(const PrepOptions& options, uint64_t s
   const auto forget_dead_claimers = [&] {
     remove_stale_claimers(c, scan_pass(c, n, clock.now(), lease_seconds).stale_claimers);
   };
+  // The marker alone is not trusted: the datasets it stands for may have been deleted or moved since (or a kill
+  // fell inside an assembly's publish). Datasets that are not as assembled are assembled again from the shards,
+  // under a lease named after that marker file (its inode and mtime): the first assembly's lease may still be
+  // within its term, and a marker replaced by a newer assembly gives a new name, so each stale marker is
+  // reassembled by one process.
+  std::string said_stale;
   for (;;) {
-    if (exists(marker)) {
-      forget_dead_claimers();
-      out << "prep: nothing left to claim: all " << n << " shards are done and " << level_name
-          << " is assembled; this process can stop\n";
-      return std::nullopt;
+    std::string base = claims + "/assemble";
+    struct stat marker_st {};
+    if (::stat(marker.c_str(), &marker_st) == 0) {
+      const std::string problem = assembled_problem(options.output_prefix, plan);
+      if (problem.empty()) {
+        forget_dead_claimers();
+        out << "prep: nothing left to claim: all " << n << " shards are done and " << level_name
+            << " is assembled; this process can stop\n";
+        return std::nullopt;
+      }
+      if (said_stale != problem)
+        std::fprintf(stderr, "prep: claim: %s says the datasets were assembled, but %s; assembling them again from "
+                     "the shards\n", marker.c_str(), problem.c_str());
+      said_stale = problem;
+      base = claims + "/reassemble-" + std::to_string(marker_st.st_ino) + "-" +
+             std::to_string(marker_st.st_mtim.tv_sec) + "." + std::to_string(marker_st.st_mtim.tv_nsec);
     }
     std::optional<LeaseState> seen;
-    if (auto lease = Lease::try_acquire(claims + "/assemble", lease_seconds, clock, owner, &seen)) {
+    if (auto lease = Lease::try_acquire(base, lease_seconds, clock, owner, &seen)) {
+      if (exists(marker) && assembled_problem(options.output_prefix, plan).empty()) continue;  // done meanwhile
       heartbeat.hold(&*lease, -1);
       std::vector<ShardManifest> manifests;
       for (const Shard& s : plan.shards) {
@@ -497,7 +524,7 @@ std::optional<PrepSummary> run_claim_prep(const PrepOptions& options, uint64_t s
         manifests.push_back(std::move(*m));
       }
       PrepSummary summary = assemble_shards(options.output_prefix, plan, manifests);
-      write_file_atomically(marker, marker + ".tmp-" + tag, "{\"assembled_by\": " + json_quote(owner.text()) + "}\n");
+      write_assembled_marker(options.output_prefix, plan, owner.text(), marker + ".tmp-" + tag);
       forget_dead_claimers();
       heartbeat.hold(nullptr, -1);
       summary.seconds = seconds_since(start);

@@ -40,12 +40,19 @@ std::string claimer_status_name(const ClaimerStatus& s);  // "claimer-<host>-<pi
 // already committed. When no shard is left to claim it waits for the shards others hold (taking over any whose
 // heartbeat stops), then exactly one process assembles the final datasets; every process returns once they
 // exist, printing a "nothing left to claim" line. A FUSE file system under the shard directory is refused.
+// Before a shard is cut and again before it is committed, its input is checked against the plan (InputGuard): an
+// input rewritten or replaced during the run is an Error naming the file, and the shard is not committed. A run
+// finding assembled.json checks the datasets themselves and assembles them again from the shards when they were
+// deleted, moved or changed since.
 // Returns the summary on the process that assembled; std::nullopt on the others.
 std::optional<PrepSummary> run_claim_prep(const PrepOptions& options, uint64_t shard_bytes, double lease_seconds,
                                           std::ostream& out);
 
-// Prints the state of a claim-mode (or any sharded) run from its shard directory: shards done/claimed/free, the
-// claimers with their heartbeat age, throughput and an ETA. Needs write access there for its clock probe.
+// Prints the state of a claim-mode (or any sharded) run from its shard directory: shards done/claimed/free (each
+// manifest and shard .bin/.idx validated as `merge --shards` does; damaged ones listed with the reason), the
+// claimers with their heartbeat age, throughput and an ETA, and whether the datasets are assembled (checked against
+// the sizes assembled.json records, not the marker alone). Works read-only: with write access it judges ages by the
+// file server's clock through a probe file, without it by this machine's clock, and it says which.
 void print_claim_status(const std::string& shards_dir, std::ostream& out);
 
 }  // namespace lmforge::prep

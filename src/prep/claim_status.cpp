@@ -1,20 +1,29 @@
 // defines: print_claim_status() (`lmforge inspect <prefix>.shards`)
 //
-// Reads only what claimers publish anyway (manifests, lease files, status files) and judges every age by the file
-// server's clock through its own probe, as the claimers do, so what it calls live or expired is what they would.
+// Reads only what claimers publish anyway (manifests, shard datasets, lease files, status files). Ages are judged by
+// the file server's clock through a probe file, as the claimers do, so that what it calls live or expired is what
+// they would; where it cannot write (a read-only mount, no permission) it writes nothing and judges by this
+// machine's clock instead, and says so. Shards are validated as `lmforge merge --shards` validates them.
 #include <simdjson.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <optional>
 #include <ostream>
 
 #include "data/file_util.h"
 #include "prep/claim_prep.h"
 #include "data/lease.h"
+#include "prep/shard_assembly.h"
 #include "prep/shard_plan.h"
 #include "util/error.h"
 #include "util/progress.h"
@@ -37,7 +46,7 @@ struct SeenClaimer {
   double age = 0;  // seconds since its last heartbeat (server clock)
 };
 
-std::vector<SeenClaimer> read_claimers(const std::string& claims, ServerClock& clock) {
+std::vector<SeenClaimer> read_claimers(const std::string& claims, const std::function<double()>& now) {
   std::vector<SeenClaimer> out;
   std::error_code ec;
   simdjson::dom::parser parser;
@@ -70,7 +79,7 @@ std::vector<SeenClaimer> read_claimers(const std::string& claims, ServerClock& c
     if (!j["busy_seconds"].get(d)) c.status.busy_seconds = d;
     if (!j["shard"].get(i)) c.status.shard = i;
     if (!j["shard_bytes_done"].get(u)) c.status.shard_bytes_done = u;
-    c.age = clock.now() - (double(st.st_mtim.tv_sec) + double(st.st_mtim.tv_nsec) * 1e-9);
+    c.age = now() - (double(st.st_mtim.tv_sec) + double(st.st_mtim.tv_nsec) * 1e-9);
     out.push_back(std::move(c));
   }
   std::sort(out.begin(), out.end(), [](const SeenClaimer& a, const SeenClaimer& b) { return a.age < b.age; });
@@ -94,20 +103,47 @@ void print_claim_status(const std::string& shards_dir_in, std::ostream& out) {
   const std::string prefix = dir.substr(0, dir.size() - suffix.size());
   const ShardPlan plan = read_plan(prefix);
   const std::string claims = dir + "/claims";
-  std::filesystem::create_directories(claims);
-  ServerClock clock(claims + "/probe-inspect-" + host_name() + "-" + std::to_string(::getpid()));
+  // The file server's clock when a probe can be written there; else this machine's (nothing is written).
+  std::optional<ServerClock> server;
+  std::string why_local;
+  if (::access(claims.c_str(), W_OK) == 0) {
+    try {
+      server.emplace(claims + "/probe-inspect-" + host_name() + "-" + std::to_string(::getpid()));
+    } catch (const Error& e) {
+      why_local = e.what();
+    }
+  } else {
+    why_local = errno == ENOENT ? "there is no " + claims + " (not a --claim run)"
+                                : claims + " is not writable here (" + std::strerror(errno) + ")";
+  }
+  const std::string clock_line =
+      server ? "the file server's clock (through a probe file in " + claims + ")"
+             : "this machine's clock, since " + why_local + ": no probe of the file server's clock is written, so "
+               "the ages are off by any skew between this machine's clock and the file server's";
+  const std::function<double()> now = [&server] {
+    if (server) return server->now();
+    struct timespec ts {};
+    ::clock_gettime(CLOCK_REALTIME, &ts);
+    return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+  };
 
-  const std::vector<SeenClaimer> claimers = read_claimers(claims, clock);
+  const std::vector<SeenClaimer> claimers = read_claimers(claims, now);
   std::map<std::string, double> lease_of;  // token → that claimer's lease
   for (const auto& c : claimers) lease_of[c.status.token] = c.status.lease_seconds;
   uint64_t done = 0, done_bytes = 0, claimed = 0, expired = 0, free = 0;
+  std::vector<std::string> damaged;  // "shard-NNNNNN: why" of shards with a manifest that merge would not take
   for (const Shard& s : plan.shards) {
-    if (::access(shard_manifest_path(prefix, s.index).c_str(), F_OK) == 0) {
+    std::string problem;
+    if (check_shard(prefix, plan, s.index, problem)) {
       ++done;
       done_bytes += s.piece.size;
       continue;
     }
-    const auto lease = read_lease(claims + "/" + shard_name(s.index), clock);
+    if (!problem.empty()) {
+      damaged.push_back(shard_name(s.index) + ": " + problem);
+      continue;
+    }
+    const auto lease = read_lease(claims + "/" + shard_name(s.index), now);
     if (!lease) {
       ++free;
       continue;
@@ -121,7 +157,13 @@ void print_claim_status(const std::string& shards_dir_in, std::ostream& out) {
   out << "shards:          done " << format_count(done) << " (" << fmt("%.1f MB", done_bytes / 1e6) << "), claimed "
       << format_count(claimed);
   if (expired) out << " (" << expired << " with an expired lease: free to take over)";
-  out << ", free " << format_count(free) << "\n";
+  out << ", free " << format_count(free);
+  if (!damaged.empty())
+    out << ", damaged " << format_count(damaged.size()) << " (a manifest that `lmforge merge --shards` would not "
+        << "take: not counted as done)";
+  out << "\n";
+  for (const auto& d : damaged) out << "  " << d << "\n";
+  out << "clock:           heartbeat ages judged by " << clock_line << "\n";
 
   double rate = 0;
   size_t live = 0;
@@ -155,10 +197,14 @@ void print_claim_status(const std::string& shards_dir_in, std::ostream& out) {
   else
     out << "; no ETA: no live claimer has committed a shard yet\n";
   const std::string marker = dir + "/assembled.json";
-  out << "assembled:       "
-      << (::access(marker.c_str(), F_OK) == 0 ? "yes, " + prefix + "_<key>_" + plan.level + ".bin/.idx"
-                                              : std::string("no"))
-      << "\n";
+  if (::access(marker.c_str(), F_OK) != 0) {
+    out << "assembled:       no\n";
+  } else if (const std::string problem = assembled_problem(prefix, plan); !problem.empty()) {
+    out << "assembled:       no: " << marker << " says so, but " << problem << " (rerun the --claim command, or "
+        << "`lmforge merge --shards " << prefix << "`, to assemble it again)\n";
+  } else {
+    out << "assembled:       yes, " << prefix << "_<key>_" << plan.level << ".bin/.idx\n";
+  }
 }
 
 }  // namespace lmforge::prep

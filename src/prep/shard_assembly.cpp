@@ -7,18 +7,22 @@
 
 #include <glob.h>
 #include <signal.h>
+#include <simdjson.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include "data/file_util.h"
 #include "data/indexed_dataset.h"
 #include "data/writer_lock.h"
 #include "util/error.h"
+#include "util/json_text.h"
 #include "util/progress.h"
 
 namespace lmforge::prep {
@@ -204,6 +208,79 @@ PrepSummary assemble_shards(const std::string& output_prefix, const ShardPlan& p
     total.outputs.push_back(output_prefix + "_" + key + "_" + plan.level);
   }
   return total;
+}
+
+void write_assembled_marker(const std::string& output_prefix, const ShardPlan& plan, const std::string& assembled_by,
+                            const std::string& tmp) {
+  std::string text = "{\"assembled_by\": " + json_quote(assembled_by) + ", \"outputs\": [";
+  for (size_t i = 0; i < plan.json_keys.size(); ++i) {
+    const std::string prefix = output_prefix + "_" + plan.json_keys[i] + "_" + plan.level;
+    struct stat bin {}, idx {};
+    if (::stat((prefix + ".bin").c_str(), &bin) != 0 || ::stat((prefix + ".idx").c_str(), &idx) != 0)
+      throw Error(data::os_error(prefix, "cannot stat the assembled dataset"));
+    text += std::string(i ? ", " : "") + "{\"prefix\": " + json_quote(prefix) + ", \"bin_bytes\": " +
+            std::to_string(bin.st_size) + ", \"idx_bytes\": " + std::to_string(idx.st_size) + "}";
+  }
+  text += "]}\n";
+  const std::string path = shard_dir(output_prefix) + "/assembled.json";
+  {
+    data::UniqueFd fd = data::open_write_truncate(tmp);
+    data::write_all(fd.get(), text.data(), text.size(), tmp);
+    if (::fsync(fd.get()) != 0) throw Error(data::os_error(tmp, "fsync failed"));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string msg = data::os_error(path, "cannot rename " + tmp + " to it");
+    ::unlink(tmp.c_str());
+    throw Error(msg);
+  }
+  data::fsync_parent_dir(path);
+}
+
+std::string assembled_problem(const std::string& output_prefix, const ShardPlan& plan) {
+  const std::string path = shard_dir(output_prefix) + "/assembled.json";
+  std::string text;
+  try {
+    data::MappedFile f(path);
+    text.assign(reinterpret_cast<const char*>(f.data()), f.size());
+  } catch (const Error&) {
+    return "no " + path;
+  }
+  // Recorded sizes per output prefix (none in a marker written before they were recorded).
+  std::map<std::string, std::pair<uint64_t, uint64_t>> recorded;
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (parser.parse(text).get(root)) return path + " is not valid JSON";
+  simdjson::dom::array outputs;
+  if (!root["outputs"].get(outputs)) {
+    for (auto o : outputs) {
+      std::string_view prefix;
+      uint64_t bin = 0, idx = 0;
+      if (o["prefix"].get(prefix) || o["bin_bytes"].get(bin) || o["idx_bytes"].get(idx))
+        return path + ": an output entry is malformed";
+      recorded[std::string(prefix)] = {bin, idx};
+    }
+  }
+  for (const auto& key : plan.json_keys) {
+    const std::string prefix = output_prefix + "_" + key + "_" + plan.level;
+    const auto it = recorded.find(prefix);
+    if (it == recorded.end()) {
+      try {
+        data::IndexedDataset::open(prefix);
+      } catch (const Error& e) {
+        return e.what();
+      }
+      continue;
+    }
+    const std::pair<const char*, uint64_t> files[] = {{".bin", it->second.first}, {".idx", it->second.second}};
+    for (const auto& [ext, bytes] : files) {
+      struct stat st {};
+      if (::stat((prefix + ext).c_str(), &st) != 0) return prefix + ext + " is missing (deleted or moved)";
+      if (static_cast<uint64_t>(st.st_size) != bytes)
+        return prefix + ext + " holds " + std::to_string(st.st_size) + " bytes, the assembly wrote " +
+               std::to_string(bytes);
+    }
+  }
+  return "";
 }
 
 PrepSummary merge_shards(const std::string& output_prefix) {

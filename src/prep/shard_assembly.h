@@ -1,5 +1,6 @@
 // defines: assemble_shards() (complete shards to the final <prefix>_<key>_<level>.bin/.idx, streaming),
-//          merge_shards() (`lmforge merge --shards <prefix>`: check every shard, then assemble)
+//          merge_shards() (`lmforge merge --shards <prefix>`: check every shard, then assemble), the claim-mode
+//          assembled.json marker (write_assembled_marker(), assembled_problem())
 #pragma once
 #include <string>
 #include <vector>
@@ -17,6 +18,15 @@ namespace lmforge::prep {
 // manifests, with outputs set.
 PrepSummary assemble_shards(const std::string& output_prefix, const ShardPlan& plan,
                             const std::vector<ShardManifest>& manifests);
+
+// Writes <prefix>.shards/assembled.json (temp name `tmp`, then rename): who assembled and the size of every output
+// .bin/.idx, so that a later run or `inspect` can tell whether the datasets are still what was assembled.
+void write_assembled_marker(const std::string& output_prefix, const ShardPlan& plan, const std::string& assembled_by,
+                            const std::string& tmp);
+// Empty when assembled.json is there and every output it names is there with its recorded sizes (a marker written
+// before the sizes were recorded: every output opens as a valid dataset); otherwise why the datasets are not
+// assembled ("<prefix>_text_document.bin is missing", ...). Reads only.
+std::string assembled_problem(const std::string& output_prefix, const ShardPlan& plan);
 
 // Reads <prefix>.shards/plan.json, checks that every shard is complete (Error listing the missing ones and how
 // to finish them) and assembles. Progress and the result go to stderr/`summary`.

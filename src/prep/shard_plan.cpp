@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <array>
 #include <cinttypes>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -113,6 +115,60 @@ std::string str_field(simdjson::dom::element e, const char* name, const std::str
 
 }  // namespace
 
+std::string describe_input(uint32_t index, const std::string& path, uint64_t shard_bytes, uint64_t* size_out,
+                           bool* compressed_out) {
+  const struct stat st = stat_or_throw(path);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  char mtime[48];
+  std::snprintf(mtime, sizeof mtime, "%lld.%09ld", static_cast<long long>(st.st_mtim.tv_sec), st.st_mtim.tv_nsec);
+  const bool compressed = is_compressed_file(path);
+  if (size_out) *size_out = size;
+  if (compressed_out) *compressed_out = compressed;
+  return "input " + std::to_string(index) + ": " + path + " size " + std::to_string(size) + " mtime " + mtime +
+         (compressed ? " compressed" : "") + " samples " + content_samples(path, size, shard_bytes);
+}
+
+InputGuard::InputGuard(const ShardPlan& plan, std::string shard_dir)
+    : plan_(plan), shard_dir_(std::move(shard_dir)), verified_(plan.files.size()) {
+  const std::string key = "shard-size: ";
+  for (const auto& line : plan.description)
+    if (line.rfind(key, 0) == 0) shard_bytes_ = std::strtoull(line.c_str() + key.size(), nullptr, 10);
+  if (shard_bytes_ == 0) throw Error(shard_dir_ + "/plan.json: no shard-size line; the file is damaged: remove it");
+}
+
+void InputGuard::check(uint32_t file, const std::string& what) {
+  const std::string& path = plan_.files.at(file);
+  const std::string head = "input " + std::to_string(file) + ": ";
+  const std::string* planned = nullptr;
+  for (const auto& line : plan_.description)
+    if (line.rfind(head, 0) == 0) planned = &line;
+  if (planned == nullptr)
+    throw Error(shard_dir_ + "/plan.json: no line for " + path + "; the file is damaged: remove it");
+  // Unchanged since its content last matched the plan: the same file (device, inode), size, modification and
+  // change times. Writing into a file changes its ctime, which no tool can set back, so this catches a rewrite in
+  // place (cp -p, a re-upload) as well as a replacement (rsync's rename, a new inode).
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    throw Error(data::os_error(path, "cannot stat input") + "; " + what + " is not committed: every shard must be "
+                "cut from the input the plan " + plan_.id + " was made from");
+  }
+  auto& seen = verified_[file];
+  const std::array<int64_t, 7> key{static_cast<int64_t>(st.st_dev), static_cast<int64_t>(st.st_ino), st.st_size,
+                                   st.st_mtim.tv_sec, st.st_mtim.tv_nsec, st.st_ctim.tv_sec, st.st_ctim.tv_nsec};
+  if (seen && *seen == key) return;
+  // Changed (or not yet looked at): its size, modification time and content samples must be the plan's.
+  const std::string now = describe_input(file, path, shard_bytes_);
+  if (now != *planned) {
+    const auto facts = [&](const std::string& line) { return line.substr(head.size() + path.size() + 1); };
+    throw Error(path + ": changed since plan " + plan_.id + " was made from it (the plan has \"" + facts(*planned) +
+                "\", the file now \"" + facts(now) + "\"): " + what +
+                " is not committed, since its bytes may come from either content and the shards already committed "
+                "from the other. Put the original file back and rerun the same command to go on, or remove " +
+                shard_dir_ + " to start over from the new content.");
+  }
+  seen = key;
+}
+
 uint64_t fnv1a64(const void* data, size_t size, uint64_t h) {
   const auto* p = static_cast<const unsigned char*>(data);
   for (size_t i = 0; i < size; ++i) {
@@ -177,13 +233,9 @@ ShardPlan make_shard_plan(const PrepOptions& options, uint64_t shard_bytes, bool
 
   for (uint32_t f = 0; f < plan.files.size(); ++f) {
     const std::string& path = plan.files[f];
-    const struct stat st = stat_or_throw(path);
-    const uint64_t size = static_cast<uint64_t>(st.st_size);
-    char mtime[48];
-    std::snprintf(mtime, sizeof mtime, "%lld.%09ld", static_cast<long long>(st.st_mtim.tv_sec), st.st_mtim.tv_nsec);
-    const bool compressed = is_compressed_file(path);
-    d.push_back("input " + std::to_string(f) + ": " + path + " size " + std::to_string(size) + " mtime " + mtime +
-                (compressed ? " compressed" : "") + " samples " + content_samples(path, size, shard_bytes));
+    uint64_t size = 0;
+    bool compressed = false;
+    d.push_back(describe_input(f, path, shard_bytes, &size, &compressed));
     plan.total_bytes += size;
     if (!split) continue;
     auto add = [&](bool whole, uint64_t begin, uint64_t end) {
@@ -388,45 +440,75 @@ ShardManifest manifest_from_json(const std::string& text, const std::string& pat
   return m;
 }
 
-std::optional<ShardManifest> complete_shard(const std::string& output_prefix, const ShardPlan& plan, uint32_t index) {
-  const std::string path = shard_manifest_path(output_prefix, index);
-  if (::access(path.c_str(), F_OK) != 0) return std::nullopt;
-  std::string text;
-  {
-    data::MappedFile f(path);
-    text.assign(reinterpret_cast<const char*>(f.data()), f.size());
-  }
-  const ShardManifest m = manifest_from_json(text, path);
-  const Shard& s = plan.shards.at(index);
-  if (m.plan_id != plan.id || m.index != index || m.path != s.piece.path || m.begin != s.piece.begin ||
-      m.end != s.piece.end || m.whole_file != s.piece.whole_file)
-    throw Error(path + ": manifest of plan " + m.plan_id + " (" + m.path + " bytes " + std::to_string(m.begin) + "-" +
-                std::to_string(m.end) + ") does not match this run's plan " + plan.id + " for " +
-                shard_name(index) + " (" + s.piece.path + " bytes " + std::to_string(s.piece.begin) + "-" +
-                std::to_string(s.piece.end) + "); remove " + shard_dir(output_prefix) + " to start over");
-  // The datasets must be there and agree with the manifest; otherwise the shard is made again.
-  std::string problem;
+namespace {
+
+// Why the datasets of a shard with manifest `m` are not what the manifest says ("" when they are).
+std::string shard_datasets_problem(const std::string& output_prefix, const ShardPlan& plan, uint32_t index,
+                                   const ShardManifest& m) {
   uint64_t sequences = 0, tokens = 0;
   try {
     for (const auto& key : plan.json_keys) {
       auto ds = data::IndexedDataset::open(shard_dataset_prefix(output_prefix, index, key));
-      if (ds->document_count() != m.counts.documents) {
-        problem = ds->prefix() + " has " + std::to_string(ds->document_count()) + " documents, the manifest " +
-                  std::to_string(m.counts.documents);
-        break;
-      }
+      if (ds->document_count() != m.counts.documents)
+        return ds->prefix() + " has " + std::to_string(ds->document_count()) + " documents, the manifest " +
+               std::to_string(m.counts.documents);
       sequences += ds->sequence_count();
       tokens += ds->token_count();
     }
-    if (problem.empty() && (sequences != m.counts.sequences || tokens != m.counts.tokens))
-      problem = "sequence or token counts differ from the manifest";
   } catch (const Error& e) {
-    problem = e.what();
+    return e.what();
   }
+  if (sequences != m.counts.sequences || tokens != m.counts.tokens)
+    return "sequence or token counts differ from the manifest";
+  return "";
+}
+
+std::string manifest_mismatch(const std::string& output_prefix, const ShardPlan& plan, uint32_t index,
+                              const ShardManifest& m) {
+  const Shard& s = plan.shards.at(index);
+  if (m.plan_id == plan.id && m.index == index && m.path == s.piece.path && m.begin == s.piece.begin &&
+      m.end == s.piece.end && m.whole_file == s.piece.whole_file)
+    return "";
+  return shard_manifest_path(output_prefix, index) + ": manifest of plan " + m.plan_id + " (" + m.path + " bytes " +
+         std::to_string(m.begin) + "-" + std::to_string(m.end) + ") does not match this run's plan " + plan.id +
+         " for " + shard_name(index) + " (" + s.piece.path + " bytes " + std::to_string(s.piece.begin) + "-" +
+         std::to_string(s.piece.end) + "); remove " + shard_dir(output_prefix) + " to start over";
+}
+
+std::string read_text(const std::string& path) {
+  data::MappedFile f(path);
+  return std::string(reinterpret_cast<const char*>(f.data()), f.size());
+}
+
+}  // namespace
+
+std::optional<ShardManifest> complete_shard(const std::string& output_prefix, const ShardPlan& plan, uint32_t index) {
+  const std::string path = shard_manifest_path(output_prefix, index);
+  if (::access(path.c_str(), F_OK) != 0) return std::nullopt;
+  const ShardManifest m = manifest_from_json(read_text(path), path);
+  if (std::string wrong = manifest_mismatch(output_prefix, plan, index, m); !wrong.empty()) throw Error(wrong);
+  // The datasets must be there and agree with the manifest; otherwise the shard is made again.
+  const std::string problem = shard_datasets_problem(output_prefix, plan, index, m);
   if (problem.empty()) return m;
   std::fprintf(stderr, "prep: warning: %s is incomplete (%s); it will be made again\n", shard_name(index).c_str(),
                problem.c_str());
   ::unlink(path.c_str());
+  return std::nullopt;
+}
+
+std::optional<ShardManifest> check_shard(const std::string& output_prefix, const ShardPlan& plan, uint32_t index,
+                                         std::string& problem) {
+  problem.clear();
+  const std::string path = shard_manifest_path(output_prefix, index);
+  if (::access(path.c_str(), F_OK) != 0) return std::nullopt;
+  try {
+    const ShardManifest m = manifest_from_json(read_text(path), path);
+    problem = manifest_mismatch(output_prefix, plan, index, m);
+    if (problem.empty()) problem = shard_datasets_problem(output_prefix, plan, index, m);
+    if (problem.empty()) return m;
+  } catch (const Error& e) {
+    problem = e.what();
+  }
   return std::nullopt;
 }
 

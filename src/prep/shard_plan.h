@@ -1,5 +1,6 @@
 // defines: ShardPlan (a deterministic split of prep's inputs into numbered shards), make_shard_plan(),
-//          plan and manifest files under <prefix>.shards/, and the check of which shards are complete
+//          plan and manifest files under <prefix>.shards/, the check of which shards are complete, InputGuard (an
+//          input still holds the plan's content)
 //
 // Layout of <prefix>.shards/:
 //   plan.json                             the plan: id, what it was derived from, every shard's input piece
@@ -9,8 +10,10 @@
 //   tmp-<host>-<pid>[-<token>]/           a running process's files before they are renamed into place
 //   claims/                               claim mode (prep/claim_prep.h): leases per shard, plan and assembly,
 //                                         each claimer's status file and clock probe
-//   assembled.json                        claim mode: written once the final datasets are assembled
+//   assembled.json                        claim mode: written once the final datasets are assembled, with their
+//                                         .bin/.idx sizes (prep/shard_assembly.h)
 #pragma once
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -49,6 +52,29 @@ struct ShardPlan {
 // check an existing plan against its own flags without reading the inputs' boundaries.
 ShardPlan make_shard_plan(const PrepOptions& options, uint64_t shard_bytes, bool split = true);
 
+// The plan's description line of input `index` at `path` as the file is now: "input <index>: <path> size <bytes>
+// mtime <s.ns> [compressed] samples <hash>" (the samples as make_shard_plan() takes them, per `shard_bytes`).
+std::string describe_input(uint32_t index, const std::string& path, uint64_t shard_bytes, uint64_t* size = nullptr,
+                           bool* compressed = nullptr);
+
+// Checks, before a shard is committed, that the input it was cut from still holds the plan's content: an input
+// rewritten or replaced under a running prep would otherwise give shards from two contents. A file that stat()
+// shows unchanged (device, inode, size, mtime, ctime) since it last matched is not read again; a changed one has
+// its line of the plan (size, mtime, content samples) made again and compared, about 12 KB read per shard size.
+class InputGuard {
+ public:
+  InputGuard(const ShardPlan& plan, std::string shard_dir);
+  // Error naming the file, what differs and `what` (e.g. "shard-000003 (bytes 0-1048576)") when plan.files[file]
+  // no longer matches the plan.
+  void check(uint32_t file, const std::string& what);
+
+ private:
+  const ShardPlan& plan_;
+  std::string shard_dir_;
+  uint64_t shard_bytes_ = 0;
+  std::vector<std::optional<std::array<int64_t, 7>>> verified_;  // per file: its stat when it last matched
+};
+
 std::string shard_dir(const std::string& output_prefix);
 std::string shard_name(uint32_t index);  // "shard-000012"
 std::string shard_dataset_prefix(const std::string& output_prefix, uint32_t index, const std::string& key);
@@ -85,6 +111,13 @@ ShardManifest manifest_from_json(const std::string& text, const std::string& pat
 // key's dataset present with the manifest's counts. A manifest for another plan is an Error (never reused);
 // a manifest whose datasets are missing or damaged is removed with a warning, so the shard is made again.
 std::optional<ShardManifest> complete_shard(const std::string& output_prefix, const ShardPlan& plan, uint32_t index);
+
+// The same check reading only, for `lmforge inspect`: the manifest when the shard is complete; else std::nullopt
+// with `problem` saying why, empty when the shard has no manifest (not done yet). A manifest that does not parse,
+// belongs to another plan or whose datasets are missing, damaged or disagree is a problem here (merge refuses
+// the first two and remakes the others); nothing is removed and nothing throws.
+std::optional<ShardManifest> check_shard(const std::string& output_prefix, const ShardPlan& plan, uint32_t index,
+                                         std::string& problem);
 
 // Writes `m` as the shard's manifest (temp file in `tmp_dir`, fsync, rename): the shard becomes complete.
 void publish_manifest(const std::string& output_prefix, const std::string& tmp_dir, const ShardManifest& m);

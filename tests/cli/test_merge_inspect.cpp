@@ -1,6 +1,10 @@
-// defines: tests of `lmforge merge` and `lmforge inspect` as a user runs them: results against numpy references, exit codes, messages
+// defines: tests of `lmforge merge` and `lmforge inspect` as a user runs them: results against numpy references, exit codes, messages;
+//          merge_preprocessed_data.py's `--datasets A B C` spelling; `inspect <prefix>.shards` validating shards as
+//          `merge --shards` does and working on a read-only mount
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -179,3 +183,125 @@ TEST(InspectCli, CorruptAndOutOfRangeExitOne) {
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.output.find("missing.idx: cannot open: No such file"), std::string::npos) << r.output;
 }
+
+namespace {
+
+const std::string kGpt2Flags = " --tokenizer-type GPT2BPETokenizer --vocab-file " +
+                               shared_path("data/vocab/gpt2-vocab.json") + " --merge-file " +
+                               shared_path("data/vocab/gpt2-merges.txt") + " --append-eod --workers 1";
+
+// A finished claim-mode run over sample.jsonl in 512 KB shards (6 shards): <dir>/s.shards and s_text_document.
+void claim_run(const TempDir& dir) {
+  auto r = run_command("timeout 120 " + kExe + " prep --input " + shared_path("data/sample/sample.jsonl") +
+                       " --output-prefix " + dir.file("s") + kGpt2Flags +
+                       " --claim --claim-lease 2 --shard-size 512K");
+  ASSERT_EQ(r.status, 0) << r.output;
+}
+
+std::vector<std::string> listing(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) names.push_back(e.path().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+// merge_preprocessed_data.py --datasets A B C --output-prefix X: the merge of three preps of a corpus's parts is
+// byte for byte the prep of the whole corpus (Megatron's own output for it, in ../shared).
+TEST(MergeCli, DatasetsListSpellingEqualsOnePrepOfTheConcatenation) {
+  TempDir dir;
+  const std::string sample = read_file(shared_path("data/sample/sample.jsonl"));
+  size_t cut1 = sample.find('\n', sample.size() / 3) + 1, cut2 = sample.find('\n', 2 * sample.size() / 3) + 1;
+  const std::string parts[3] = {sample.substr(0, cut1), sample.substr(cut1, cut2 - cut1), sample.substr(cut2)};
+  std::string datasets;
+  for (int i = 0; i < 3; ++i) {
+    const std::string name = "part" + std::to_string(i);
+    write_file(dir.file(name + ".jsonl"), parts[i]);
+    auto r = run_command(kExe + " prep --input " + dir.file(name + ".jsonl") + " --output-prefix " + dir.file(name) +
+                         kGpt2Flags);
+    ASSERT_EQ(r.status, 0) << r.output;
+    datasets += " " + dir.file(name + "_text_document");
+  }
+  auto r = run_command(kExe + " merge --datasets" + datasets + " --output-prefix " + dir.file("merged"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("inputs:         3"), std::string::npos) << r.output;
+  EXPECT_TRUE(read_file(dir.file("merged.bin")) == read_file(kGpt2 + ".bin"));
+  EXPECT_TRUE(read_file(dir.file("merged.idx")) == read_file(kGpt2 + ".idx"));
+  // The older spellings still work and give the same bytes; --datasets with another input flag is refused.
+  r = run_command(kExe + " merge --output-prefix " + dir.file("again") + " --input-prefix " +
+                  dir.file("part0_text_document") + " --input-prefix " + dir.file("part1_text_document") +
+                  " --input-prefix " + dir.file("part2_text_document"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(read_file(dir.file("again.idx")) == read_file(kGpt2 + ".idx"));
+  r = run_command(kExe + " merge --datasets" + datasets + " --input-prefix " + kGpt2 + " --output-prefix " +
+                  dir.file("x"));
+  EXPECT_NE(r.status, 0) << r.output;
+  r = run_command(kExe + " merge --help");
+  EXPECT_NE(r.output.find("--datasets"), std::string::npos) << r.output;
+}
+
+// A manifest that is not JSON and a shard whose .bin was cut short are not "done": `merge --shards` would refuse
+// or remake them, and inspect says which and why.
+TEST(InspectCli, ShardDirectoryValidatesManifestsAndShardFilesAsMergeDoes) {
+  TempDir dir;
+  claim_run(dir);
+  const std::string shards = dir.file("s.shards");
+  auto r = run_command(kExe + " inspect " + shards);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("done 6 (2.9 MB), claimed 0, free 0\n"), std::string::npos) << r.output;
+  write_file(shards + "/shard-000001.json", "{\"plan_id\": garbage");
+  std::filesystem::resize_file(shards + "/shard-000002_text_document.bin", 1000);
+  r = run_command(kExe + " inspect " + shards);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("done 4 ("), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("damaged 2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  shard-000001: " + shards + "/shard-000001.json: not valid JSON"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("  shard-000002: " + shards + "/shard-000002_text_document.bin"), std::string::npos)
+      << r.output;
+  // What merge says of the same directory.
+  r = run_command(kExe + " merge --shards " + dir.file("s"));
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("shard-000001.json: not valid JSON"), std::string::npos) << r.output;
+}
+
+// `inspect <prefix>.shards` from a machine that mounts the directory read-only: it works, writes nothing and says
+// which clock it judged the heartbeats by.
+TEST(InspectCli, ShardDirectoryOnAReadOnlyMount) {
+  TempDir dir;
+  claim_run(dir);
+  const std::string shards = dir.file("s.shards");
+  const std::vector<std::string> before = listing(shards);
+  std::string command;
+  if (::geteuid() == 0) {
+    // root writes through permissions: a read-only bind mount in a user and mount namespace of its own
+    if (run_command("unshare -rm true").status != 0) GTEST_SKIP() << "no user namespaces for a read-only mount";
+    command = "unshare -rm sh -c 'mount --bind -o ro " + shards + " " + shards + " && exec " + kExe + " inspect " +
+              shards + "'";
+  } else {
+    std::filesystem::permissions(shards + "/claims", std::filesystem::perms::owner_write,
+                                 std::filesystem::perm_options::remove);
+    std::filesystem::permissions(shards, std::filesystem::perms::owner_write, std::filesystem::perm_options::remove);
+    command = kExe + " inspect " + shards;
+  }
+  auto r = run_command(command);
+  for (const std::string& d : {shards, shards + "/claims"})
+    std::filesystem::permissions(d, std::filesystem::perms::owner_write, std::filesystem::perm_options::add);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("done 6 (2.9 MB), claimed 0, free 0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("clock:           heartbeat ages judged by this machine's clock, since " + shards +
+                          "/claims is not writable here"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("assembled:       yes"), std::string::npos) << r.output;
+  EXPECT_EQ(listing(shards), before);
+  // With write access it judges by the file server's clock, and its probe is gone afterwards.
+  r = run_command(kExe + " inspect " + shards);
+  EXPECT_NE(r.output.find("heartbeat ages judged by the file server's clock (through a probe file in " + shards +
+                          "/claims)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(listing(shards), before);
+}
+
