@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/flags/abbreviations.h"
 #include "cli/last_value_wins.h"
 #include "util/error.h"
 
@@ -24,8 +25,9 @@ int main(int argc, char** argv) {
   // argparse's semantics, which Megatron/DeepSpeed/fairseq scripts rely on: a flag given twice takes the last value.
   lmforge::cli::take_last_values(app);
   try {
-    std::vector<std::string> args =
-        lmforge::cli::keep_last_list_occurrences(app, std::vector<std::string>(argv + 1, argv + argc));
+    // argparse's abbreviated long flags (--vocab for --vocab-file) first: the rules below look flags up by name.
+    std::vector<std::string> args = lmforge::cli::keep_last_list_occurrences(
+        app, lmforge::cli::expand_abbreviations(app, std::vector<std::string>(argv + 1, argv + argc)));
     std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
     app.parse(args);
   } catch (const CLI::ParseError& e) {

@@ -2,6 +2,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include "cli/flags/value_range.h"
 #include "text/tokenizer_factory.h"
 
 namespace lmforge::cli {
@@ -38,7 +39,7 @@ inline void add_tokenizer_flags(CLI::App* command, text::TokenizerOptions& optio
                       "SentencePieceTokenizer, BertWordPieceLowerCase, BertWordPieceCase: number of T5 sentinel tokens "
                       "<extra_id_0>.. added to the vocabulary (for BERT vocabularies after [BOS] and [EOS], as Megatron: "
                       "bert-base-uncased's <extra_id_0> is 30524); text never encodes to them")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   command->add_option("--eod-token", options.eod_token,
                       "PretrainedFromHF: the token --append-eod appends (default: tokenizer_config.json's eos_token, "
                       "else the first of <|endoftext|>, </s>, <|end_of_text|>, <eos>, <|eos|>, [EOS] in the file); "
