@@ -21,7 +21,11 @@ inline void add_tokenizer_flags(CLI::App* command, text::TokenizerOptions& optio
   command->add_option("--merge-file", options.merge_file, "GPT-2 BPE merges (merges.txt / vocab.bpe)");
   command->add_option("--tokenizer-name-or-path", options.name_or_path,
                       "PretrainedFromHF: a Hugging Face tokenizer.json, or a local directory holding one (and "
-                      "optionally tokenizer_config.json, whose eos_token then names the end-of-document token). "
+                      "optionally tokenizer_config.json, whose eos_token then names the end-of-document token), or "
+                      "a hub name (t5-small, org/name) found offline in the local Hugging Face cache as HF's "
+                      "libraries find it: $HF_HUB_CACHE, $HF_HOME/hub, $XDG_CACHE_HOME/huggingface/hub, "
+                      "~/.cache/huggingface/hub, models--<name, / as -->/snapshots/<refs/main>/ (nothing is "
+                      "downloaded; when absent the error lists the places looked in). "
                       "Ids equal HF's tokenizer(text).input_ids, as Megatron's PretrainedFromHF tokenizer: added "
                       "tokens written in the text are matched, and the file's post_processor adds its special tokens "
                       "to every text (BERT [CLS] .. [SEP], RoBERTa <s> .. </s>, Llama <s> .., T5 .. </s>; even to an "
