@@ -13,13 +13,13 @@
 #include "cli/flags/aliases.h"
 #include "cli/flags/fairseq_flags.h"
 #include "cli/flags/older_spellings.h"
+#include "cli/flags/value_range.h"
 #include "cli/tokenizer_flags.h"
 #include "dist/communicator.h"
 #include "dist/launcher.h"
 #include "dist/mpi_session.h"
 #include "families/registry.h"
 #include "train/trainer.h"
-#include "cli/flags/value_range.h"
 #include "util/error.h"
 
 namespace lmforge::cli {

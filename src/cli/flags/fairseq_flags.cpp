@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <iostream>
 
+#include "cli/flags/value_range.h"
 #include "datasets/hdf5_bert_shards.h"
 #include "optim/lr_schedule.h"
-#include "cli/flags/value_range.h"
 #include "util/error.h"
 
 namespace lmforge::cli {

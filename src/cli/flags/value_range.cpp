@@ -1,7 +1,6 @@
 // defines: at_least(), greater_than(), in_range() (see the header)
 #include "cli/flags/value_range.h"
 
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -11,12 +10,11 @@
 namespace lmforge::cli {
 namespace {
 
-// The value as a finite number, or "" with `why` filled in. Integers keep their exactness up to 2^53, far beyond any
-// count a flag takes; the option's own conversion still refuses a fraction for an integer flag.
+// `text` as a finite number in `value` (true), or false with `why` filled in. Compared as doubles: integers are exact
+// up to 2^53, far beyond any count a flag takes; the option's own conversion still refuses a fraction for an integer.
 bool range_value(const std::string& text, double& value, std::string& why) {
   const char* begin = text.c_str();
   char* end = nullptr;
-  errno = 0;
   value = std::strtod(begin, &end);
   if (text.empty() || end == begin || *end != '\0' || !std::isfinite(value)) {
     why = "must be a number, got '" + text + "'";
