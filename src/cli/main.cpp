@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/flags/abbreviations.h"
 #include "cli/last_value_wins.h"
 #include "dist/launcher.h"
 #include "util/error.h"
@@ -31,7 +32,9 @@ int main(int argc, char** argv) {
     // torch.distributed.launch's --local_rank=N (before the subcommand under --no_python): recorded as LOCAL_RANK.
     if (const int local_rank = lmforge::dist::take_local_rank_flag(given); local_rank >= 0)
       ::setenv("LOCAL_RANK", std::to_string(local_rank).c_str(), 0);
-    std::vector<std::string> args = lmforge::cli::keep_last_list_occurrences(app, given);
+    // argparse's abbreviated long flags (--vocab for --vocab-file) next: the rules below look flags up by name.
+    std::vector<std::string> args =
+        lmforge::cli::keep_last_list_occurrences(app, lmforge::cli::expand_abbreviations(app, given));
     std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
     app.parse(args);
   } catch (const CLI::ParseError& e) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/flags/value_range.h"
 #include "cli/last_value_wins.h"
 #include "cli/tokenizer_flags.h"
 #include "prep/distributed.h"
@@ -206,6 +207,17 @@ void add_prep_command(CLI::App& app) {
                   "the jobs out")
       ->capture_default_str();
   cmd->add_option("--workers", options->workers, "Tokenizing threads (0: one per core)")->capture_default_str();
+  // Megatron's preprocess_data.py flags that lmforge takes without a setting of its own behind them.
+  auto dataset_impl = std::make_shared<std::string>();
+  cmd->add_option("--dataset-impl", *dataset_impl,
+                  "Megatron's output format: mmap (what lmforge writes, Megatron's default) is accepted; lazy and "
+                  "cached (Megatron's older formats) are refused")
+      ->check(CLI::IsMember({"mmap", "lazy", "cached"}));
+  auto log_interval = std::make_shared<int64_t>(0);
+  cmd->add_option("--log-interval", *log_interval,
+                  "Megatron: documents between progress lines. Accepted with a notice: lmforge prints a progress "
+                  "line every --progress-seconds instead (by time, whatever the documents' sizes)")
+      ->check(at_least(1));
   cmd->add_flag("--skip-invalid", options->skip_invalid,
                 "Skip invalid lines (not JSON, missing key, wrong type) instead of stopping; the first few are "
                 "named with file:line and the summary counts them");
@@ -240,7 +252,14 @@ void add_prep_command(CLI::App& app) {
                   "(heartbeats every quarter of it). Give every process the same value; on NFS keep it well above "
                   "the attribute cache time (acregmax, 60 s by default)")
       ->capture_default_str();
-  cmd->callback([cmd, options, distributed, shard_size, max_line, input_format] {
+  cmd->callback([cmd, options, distributed, shard_size, max_line, input_format, dataset_impl, log_interval] {
+    if (*dataset_impl == "lazy" || *dataset_impl == "cached")
+      throw Error("--dataset-impl " + *dataset_impl + ": lmforge writes Megatron's mmap indexed format (.bin/.idx, "
+                  "what Megatron reads by default and lmforge train reads); the older lazy/cached formats are not "
+                  "implemented (give --dataset-impl mmap, or leave it out)");
+    if (*log_interval > 0)
+      std::cerr << "lmforge prep: notice: --log-interval " << *log_interval
+                << ": progress lines come every --progress-seconds (by time), not every N documents\n";
     const prep::OutputFormat& format = prep::find_output_format(options->output_format);
     options->input_format = input_format->empty() ? format.input_formats.front() : *input_format;
     if (std::find(format.input_formats.begin(), format.input_formats.end(), options->input_format) ==
@@ -269,6 +288,10 @@ void add_prep_command(CLI::App& app) {
                     options->tokenizer.type);
       }
     }
+    // A hub name becomes its snapshot in the local Hugging Face cache now, so that the shard plan fingerprints the
+    // tokenizer.json it reads.
+    if (options->tokenizer.type == "PretrainedFromHF" && !options->tokenizer.name_or_path.empty())
+      options->tokenizer.name_or_path = text::find_hf_tokenizer(options->tokenizer.name_or_path);
     if (!max_line->empty()) options->max_line_bytes = parse_size("--max-line-bytes", *max_line);
     if (distributed->claim_lease_seconds <= 0) throw Error("--claim-lease must be a positive number of seconds");
     if (!shard_size->empty()) distributed->shard_bytes = parse_size("--shard-size", *shard_size);

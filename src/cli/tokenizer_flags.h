@@ -2,6 +2,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include "cli/flags/value_range.h"
 #include "text/tokenizer_factory.h"
 
 namespace lmforge::cli {
@@ -20,7 +21,11 @@ inline void add_tokenizer_flags(CLI::App* command, text::TokenizerOptions& optio
   command->add_option("--merge-file", options.merge_file, "GPT-2 BPE merges (merges.txt / vocab.bpe)");
   command->add_option("--tokenizer-name-or-path", options.name_or_path,
                       "PretrainedFromHF: a Hugging Face tokenizer.json, or a local directory holding one (and "
-                      "optionally tokenizer_config.json, whose eos_token then names the end-of-document token). "
+                      "optionally tokenizer_config.json, whose eos_token then names the end-of-document token), or "
+                      "a hub name (t5-small, org/name) found offline in the local Hugging Face cache as HF's "
+                      "libraries find it: $HF_HUB_CACHE, $HF_HOME/hub, $XDG_CACHE_HOME/huggingface/hub, "
+                      "~/.cache/huggingface/hub, models--<name, / as -->/snapshots/<refs/main>/ (nothing is "
+                      "downloaded; when absent the error lists the places looked in). "
                       "Ids equal HF's tokenizer(text).input_ids, as Megatron's PretrainedFromHF tokenizer: added "
                       "tokens written in the text are matched, and the file's post_processor adds its special tokens "
                       "to every text (BERT [CLS] .. [SEP], RoBERTa <s> .. </s>, Llama <s> .., T5 .. </s>; even to an "
@@ -38,7 +43,7 @@ inline void add_tokenizer_flags(CLI::App* command, text::TokenizerOptions& optio
                       "SentencePieceTokenizer, BertWordPieceLowerCase, BertWordPieceCase: number of T5 sentinel tokens "
                       "<extra_id_0>.. added to the vocabulary (for BERT vocabularies after [BOS] and [EOS], as Megatron: "
                       "bert-base-uncased's <extra_id_0> is 30524); text never encodes to them")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   command->add_option("--eod-token", options.eod_token,
                       "PretrainedFromHF: the token --append-eod appends (default: tokenizer_config.json's eos_token, "
                       "else the first of <|endoftext|>, </s>, <|end_of_text|>, <eos>, <|eos|>, [EOS] in the file); "

@@ -14,6 +14,7 @@
 #include "cli/flags/distributed_gpus.h"
 #include "cli/flags/fairseq_flags.h"
 #include "cli/flags/older_spellings.h"
+#include "cli/flags/value_range.h"
 #include "cli/tokenizer_flags.h"
 #include "dist/communicator.h"
 #include "dist/launcher.h"
@@ -179,17 +180,17 @@ void add_distributed_flags(CLI::App* cmd, DistributedFlags& f) {
                   "(or --local-rank N) is accepted anywhere on the line and must agree with LOCAL_RANK");
   cmd->add_option("--distributed-world-size", f.world_size,
                   "Ranks of a --distributed-init-method job (default: WORLD_SIZE or the launcher's)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--distributed-rank", f.rank,
                   "This process's rank in a --distributed-init-method job, 0 to world size - 1 (default: RANK or the "
                   "launcher's); rank 0 listens at the init method's address")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   cmd->add_option("--distributed-timeout-minutes", f.timeout_minutes,
                   "How long the rendezvous (Gloo) and every wait of a collective or transfer for a peer may take "
                   "before the job ends with the wait named and, where it is known, the silent rank (fractions "
                   "allowed, e.g. 0.5); over Gloo and under mpirun alike. A peer whose process died ends the job at "
                   "once")
-      ->check(CLI::PositiveNumber)
+      ->check(greater_than(0))
       ->capture_default_str();
   cmd->add_option("--distributed-gpus", f.gpus,
                   "fairseq's GPUs per node: this command starts G ranks, --distributed-rank .. +G-1 (default rank 0), "
@@ -197,11 +198,11 @@ void add_distributed_flags(CLI::App* cmd, DistributedFlags& f) {
                   "rank takes the GPU of its rank on the node). G must divide --distributed-world-size (default G); a "
                   "world of several commands needs --distributed-init-method, one command alone meets at a free local "
                   "port. A failing rank ends the others. 1: this process alone")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   cmd->add_option("--device-id", f.device_id,
                   "fairseq's GPU of this process: accepted and ignored with a notice (with --device cuda the GPU "
                   "is the process's rank on its node modulo the visible GPUs)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
 }
 
 // The flags every `lmforge train <model>` takes (Megatron's common arguments), into the command's own options.
@@ -210,7 +211,30 @@ struct CommandState {
   std::shared_ptr<train::TrainOptions> options = std::make_shared<train::TrainOptions>();
   std::shared_ptr<DistributedFlags> dist = std::make_shared<DistributedFlags>();
   std::shared_ptr<OlderSpellings> older = std::make_shared<OlderSpellings>();  // Megatron v1 / DeepSpeed flags
+  std::shared_ptr<int> kv_channels = std::make_shared<int>(0);                // --kv-channels (0: not given)
 };
+
+// The defaults Megatron's pretrain_<family>.py passes as args_defaults (today only the tokenizer): BERT and T5
+// tokenize with the uncased WordPiece vocabulary, GPT with GPT-2's byte-level BPE.
+const char* family_tokenizer_default(const std::string& family) {
+  return family == "bert" || family == "t5" ? "BertWordPieceLowerCase" : "GPT2BPETokenizer";
+}
+
+// Megatron's --kv-channels: the width of each attention head's query/key/value projection, by default
+// hidden / heads. lmforge's attention projects to exactly hidden / heads channels per head (the weights are
+// [hidden, hidden]), so another value is refused; the equal one (what Megatron's T5 scripts pass) is accepted.
+// BERT's sizes may come from --bert-config-file: they are read as the trainer will read them.
+void check_kv_channels(int kv_channels, const train::TrainOptions& options) {
+  train::TrainOptions sizes = options;
+  families::model_family(sizes.model_type).apply_config_file(sizes);
+  const int hidden = sizes.hidden_size, heads = sizes.num_attention_heads;
+  if (hidden <= 0 || heads <= 0 || hidden % heads != 0) return;  // the trainer names the size flag at fault
+  if (kv_channels != hidden / heads)
+    throw Error("--kv-channels " + std::to_string(kv_channels) + ": lmforge's attention heads are --hidden-size / "
+                "--num-attention-heads = " + std::to_string(hidden) + " / " + std::to_string(heads) + " = " +
+                std::to_string(hidden / heads) + " channels wide (Megatron's default for --kv-channels); a "
+                "projection of another width is not implemented");
+}
 
 void add_common_train_flags(CLI::App* cmd, CommandState& state, const families::ModelFamily& family) {
   state.cmd = cmd;
@@ -224,7 +248,7 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state, const families::
         ->required();
     cmd->add_option("--decoder-num-layers", o->decoder_num_layers,
                     "Decoder layers (default: the encoder's; Megatron's own T5 script omits it and then fails)")
-        ->check(CLI::PositiveNumber);
+        ->check(at_least(1));
   } else {
     CLI::Option* opt = cmd->add_option("--num-layers", o->num_layers, "Transformer layers");
     if (!sizes_from_file) opt->required();
@@ -243,29 +267,29 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state, const families::
     cmd->add_option("--decoder-seq-length", o->decoder_seq_length,
                     "Decoder tokens per sample: sentinels and the masked spans, [BOS] first (labels end in [EOS])")
         ->required()
-        ->check(CLI::PositiveNumber);
+        ->check(at_least(1));
   } else {
     cmd->add_option("--seq-length", o->seq_length, "Tokens per sample")->required();
   }
   if (family.takes(families::FlagGroup::MASKED_LM)) {
     cmd->add_option("--ffn-hidden-size", o->ffn_hidden_size, "Inner width of the MLP (default: 4 x --hidden-size)")
-        ->check(CLI::PositiveNumber);
+        ->check(at_least(1));
     cmd->add_option("--mask-prob", o->mask_prob,
                     "Share of each sample's tokens to predict (Megatron's budget: min(mask-prob x target length, "
                     "max(1, round(mask-prob x tokens))); whole words, n-grams of up to " +
                         family.masking_help() + ")")
-        ->check(CLI::Range(0.0, 1.0))
+        ->check(in_range(0, 1))
         ->capture_default_str();
     cmd->add_option("--short-seq-prob", o->short_seq_prob,
                     "Share of samples given a random target length in [2, max] instead of the maximum (Megatron)")
-        ->check(CLI::Range(0.0, 1.0))
+        ->check(in_range(0, 1))
         ->capture_default_str();
     cmd->add_flag("--no-bias-gelu-fusion", o->no_bias_gelu_fusion,
                   "Exact erf GELU in the MLP (Megatron's default fused bias-GELU computes the tanh form)");
     cmd->add_flag("--openai-gelu", o->openai_gelu, "The tanh GELU everywhere, also in BERT's LM head (Megatron)");
     cmd->add_option(flag_names("--layernorm-epsilon", {Source::kMegatron}), o->layernorm_epsilon,
                     "Epsilon of every LayerNorm (default: 1e-5 as Megatron; 1e-12 for the original BERT)")
-        ->check(CLI::PositiveNumber);
+        ->check(greater_than(0));
   }
   add_device_flag(cmd, o->device);
   cmd->add_option("--max-position-embeddings", o->max_position_embeddings,
@@ -278,12 +302,24 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state, const families::
                   "Dropout probability after the embeddings and on every residual branch (attention and MLP "
                   "outputs); masks come from a counter-based generator keyed by seed, iteration, micro-batch, "
                   "layer and element, so they do not depend on threads, parallel layout or resume point")
-      ->check(CLI::Range(0.0, 0.999))
+      ->check(in_range(0, 0.999))
       ->capture_default_str();
   cmd->add_option("--attention-dropout", o->attention_dropout, "Dropout probability on the attention probabilities")
-      ->check(CLI::Range(0.0, 0.999))
+      ->check(in_range(0, 0.999))
       ->capture_default_str();
+  o->tokenizer.type = family_tokenizer_default(family.name());
+  // Training reads token ids from the dataset: the tokenizer only sizes the vocabulary and names the EOD id.
+  o->tokenizer.size_and_eod_only = true;
   add_tokenizer_flags(cmd, o->tokenizer);
+  CLI::Option* tokenizer_type = cmd->get_option("--tokenizer-type");
+  tokenizer_type->description(tokenizer_type->get_description() + ". Default for train " + family.name() + ": " +
+                              o->tokenizer.type + ", as Megatron's pretrain_" + family.name() +
+                              ".py sets it");
+  cmd->add_option("--kv-channels", *state.kv_channels,
+                  "Megatron's query/key/value channels per attention head: accepted when it equals --hidden-size / "
+                  "--num-attention-heads (Megatron's default, which lmforge's attention always uses); another value "
+                  "is refused")
+      ->check(at_least(1));
 
   cmd->add_option("--data-path", o->data_path,
                   "Dataset prefix (<prefix>.bin/.idx), or weight/prefix pairs for a blend: 0.7 a 0.3 b");
@@ -441,7 +477,7 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state, const families::
                   "Build the datasets exactly as training would with these flags, write the first N samples of each "
                   "split to stdout as JSON lines {\"split\": \"train\"|\"valid\"|\"test\", \"index\": i, <fields "
                   "under the names Megatron's dataset returns>} and exit without building the model or training")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   cmd->add_flag("--skip-train", o->skip_train,
                 "Do not train: evaluate the validation and test splits (of a --load'ed checkpoint) and exit (Megatron)");
   add_distributed_flags(cmd, *state.dist);
@@ -456,6 +492,7 @@ void run_command(const CommandState& state, const AdjustOptions& adjust = nullpt
   GivenFlags given;
   resolve_aliases(state.cmd, given);
   train::TrainOptions options = *state.options;
+  if (*state.kv_channels > 0) check_kv_channels(*state.kv_channels, options);
   if (given.given("--sgd-momentum") && options.optimizer.kind != "sgd")
     std::cerr << "lmforge train: notice: --sgd-momentum has no effect with --optimizer " << options.optimizer.kind
               << " (it applies to sgd only)\n";

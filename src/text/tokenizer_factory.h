@@ -1,4 +1,5 @@
-// defines: TokenizerOptions and make_tokenizer(): Megatron's --tokenizer-type names to Tokenizer instances
+// defines: TokenizerOptions and make_tokenizer(): Megatron's --tokenizer-type names to Tokenizer instances;
+//          find_hf_tokenizer(): a Hugging Face hub name found in the local Hugging Face cache (no download)
 #pragma once
 #include <memory>
 #include <string>
@@ -27,9 +28,23 @@ struct TokenizerOptions {
   // WordLevel: the token every word missing from --vocab-file becomes (--unk-token).
   std::string unk_token = "<unk>";
   int vocab_extra_ids = 0;  // SentencePieceTokenizer, BertWordPiece*: T5's <extra_id_N> sentinels (--vocab-extra-ids)
+  // GPT2BPETokenizer for a caller that needs only the vocabulary size and the end-of-text id (training and
+  // evaluation on data tokenized already): a vocab.json + merges pair that a byte-level BPE cannot use (the Megatron
+  // v1.1.5 projects' word-level vocab.json with a subword merges file) is then accepted with a notice, as Megatron
+  // v1.1.5 reads only len(vocab) and vocab["<|endoftext|>"] from it; the tokenizer refuses to encode or decode.
+  // false (prep, generate): such a vocabulary is an error saying why the command needs a usable tokenizer.
+  bool size_and_eod_only = false;
 };
 
 // Unknown type, missing or unreadable files, malformed vocabularies: Error naming the flag, file and line.
+// The notice of an accepted size-and-eod-only vocabulary goes to std::cerr.
 std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options);
+
+// PretrainedFromHF's --tokenizer-name-or-path: an existing file or directory as it is; otherwise a hub name
+// ("t5-small", "org/name") looked up as Hugging Face's libraries find it offline:
+// <cache>/models--<name, / as -->/snapshots/<the revision in refs/main>/ holding tokenizer.json, where <cache> is
+// each of $HF_HUB_CACHE, $HF_HOME/hub, $XDG_CACHE_HOME/huggingface/hub and $HOME/.cache/huggingface/hub that is set
+// (the first holding it wins). Returns the snapshot directory; Error listing every place looked in when absent.
+std::string find_hf_tokenizer(const std::string& name_or_path);
 
 }  // namespace lmforge::text

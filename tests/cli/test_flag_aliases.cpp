@@ -215,4 +215,20 @@ TEST(FlagAliases, CheckpointActivationsIsFullUniformRecomputation) {
       << e;
 }
 
+// Megatron v1's --checkpoint-num-layers and today's --recompute-num-layers are one setting: given both with
+// different values, in either order, they are one error naming both (as every other pair of spellings); equal
+// values are accepted.
+TEST(FlagAliases, CheckpointNumLayersAndRecomputeNumLayersMustAgree) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--checkpoint-activations", "--checkpoint-num-layers", "2", "--recompute-num-layers",
+                                 "1"},
+        std::vector<std::string>{"--checkpoint-activations", "--recompute-num-layers", "1", "--checkpoint-num-layers",
+                                 "2"}}) {
+    const std::string e = error_of("gpt", args);
+    EXPECT_NE(e.find("--checkpoint-num-layers 2 and --recompute-num-layers 1 disagree"), std::string::npos) << e;
+  }
+  auto p = parse("bert", {"--checkpoint-activations", "--checkpoint-num-layers", "2", "--recompute-num-layers", "2"});
+  EXPECT_EQ(p->value<int>("--recompute-num-layers"), 2);
+}
+
 }  // namespace

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "cli/flags/value_range.h"
 #include "util/error.h"
 
 namespace lmforge::cli {
@@ -236,8 +237,10 @@ void add_alias_flags(CLI::App* cmd, std::initializer_list<Source> sources) {
     CLI::Option* o = a.transform == kFlagMeans ? cmd->add_flag(name) : cmd->add_option(name);
     o->description(std::string(a.help));
     if (a.transform != kFlagMeans) o->type_name(a.transform == kPairFirst ? "TEXT" : canonical->get_type_name());
-    if (a.check == "positive") o->check(CLI::PositiveNumber);
-    if (a.check == "non-negative") o->check(CLI::NonNegativeNumber);
+    // Positive counts start at 1; a positive real (none today) would be greater_than(0).
+    const bool whole = canonical->get_type_name().find("INT") != std::string::npos;
+    if (a.check == "positive") o->check(whole ? at_least(1) : greater_than(0));
+    if (a.check == "non-negative") o->check(at_least(0));
     o->group(help_group(a.source));
   }
 }

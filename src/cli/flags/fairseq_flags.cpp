@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "cli/flags/value_range.h"
 #include "datasets/hdf5_bert_shards.h"
 #include "optim/lr_schedule.h"
 #include "util/error.h"
@@ -48,10 +49,35 @@ void apply_data_flags(const FairseqFlags& f, GivenFlags& given, train::TrainOpti
     throw Error("give --seq-length (with HDF5 shards in --data / --data-path it is read from the shards)");
 }
 
-// The fairseq learning-rate schedule and the flags only it reads.
+// Megatron's learning-rate schedule flags (which fairseq's scheduler replaces).
+constexpr const char* kMegatronScheduleFlags[] = {"--lr-decay-style", "--lr-warmup-fraction", "--lr-warmup-iters",
+                                                  "--lr-decay-iters", "--lr-warmup-samples", "--lr-decay-samples"};
+
+// Whether the command line is written in fairseq's spellings: one of fairseq's own flags or of its spellings of
+// lmforge's settings (the table's fairseq rows) was given.
+bool fairseq_line(const FairseqFlags& f, const GivenFlags& given) {
+  if (!f.task.empty() || !f.restore_file.empty() || !f.valid_subset.empty() || !f.lr_scheduler.empty() ||
+      f.update_freq > 0 || f.keep_interval_updates > 0 || f.validate_interval > 0 || f.num_workers >= 0 ||
+      f.distributed_port >= 0 || f.max_epoch > 0 || f.warmup_updates >= 0 || f.total_num_update >= 0 ||
+      f.no_epoch_checkpoints || f.fast_stat_sync || given.given("--end-learning-rate") || given.given("--power"))
+    return true;
+  for (const Alias& a : alias_table())
+    if (a.source == Source::kFairseq && given.gave(std::string(a.canonical), std::string(a.spelling))) return true;
+  return false;
+}
+
+// The fairseq learning-rate schedule and the flags only it reads. fairseq's --lr-scheduler defaults to
+// polynomial_decay in the seed program (its README says so; its command lines pass --warmup-updates and
+// --total-num-update alone): a fairseq command line without Megatron's schedule flags takes it.
 void apply_schedule_flags(const FairseqFlags& f, const GivenFlags& given, train::TrainOptions& o) {
   optim::LrScheduleArgs& s = o.schedule;
-  const bool poly = !f.lr_scheduler.empty();
+  bool megatron_schedule = false;
+  for (const char* flag : kMegatronScheduleFlags) megatron_schedule = megatron_schedule || given.given(flag);
+  const bool by_default = f.lr_scheduler.empty() && !megatron_schedule && fairseq_line(f, given);
+  if (by_default)
+    notice("--lr-scheduler not given: polynomial_decay, the default of the fairseq program whose flags this command "
+           "line uses (Megatron's --lr-decay-style flags select Megatron's schedule instead)");
+  const bool poly = !f.lr_scheduler.empty() || by_default;
   if (!poly) {
     const std::pair<const char*, bool> only_poly[] = {{"--warmup-updates", f.warmup_updates >= 0},
                                                       {"--total-num-update", f.total_num_update >= 0},
@@ -61,7 +87,7 @@ void apply_schedule_flags(const FairseqFlags& f, const GivenFlags& given, train:
       if (set) throw Error(std::string(flag) + " belongs to fairseq's --lr-scheduler polynomial_decay; give that too");
     return;
   }
-  for (const char* flag : {"--lr-decay-style", "--lr-warmup-fraction", "--lr-warmup-iters", "--lr-decay-iters"})
+  for (const char* flag : kMegatronScheduleFlags)
     if (given.given(flag))
       throw Error(std::string(flag) + " is Megatron's schedule; with fairseq's --lr-scheduler polynomial_decay give "
                   "--warmup-updates, --total-num-update, --end-learning-rate and --power instead");
@@ -111,8 +137,28 @@ void apply_checkpoint_flags(const FairseqFlags& f, GivenFlags& given, train::Tra
   }
 }
 
+// --valid-subset test: NVIDIA's test shards (<name>_test_<i>.hdf5) are the validation subset. lmforge validates on
+// every validation shard of --data (names with test, valid or eval), so these must all be test shards.
+void check_test_subset(const std::string& spec) {
+  const std::vector<std::string> valid = datasets::list_hdf5_bert_shards(spec, datasets::Hdf5Split::kValid);
+  bool any_test = false;
+  for (const std::string& file : valid) {
+    const std::string name = std::filesystem::path(file).filename().string();
+    if (name.find("test") != std::string::npos) {
+      any_test = true;
+      continue;
+    }
+    throw Error("--valid-subset test: " + file + " is a validation shard but not a test shard (no 'test' in its "
+                "name); lmforge validates on every validation shard of --data " + spec + ", so keep only the test "
+                "shards beside the training shards (or give --valid-subset valid to use them all)");
+  }
+  if (!any_test)
+    throw Error("--valid-subset test: --data " + spec + " holds no test shards (NVIDIA's <name>_test_<i>.hdf5)");
+}
+
 // Epoch-based flags: --max-epoch, --valid-subset, --validate-interval (epochs of the HDF5 training shards).
 void apply_epoch_flags(const FairseqFlags& f, GivenFlags& given, train::TrainOptions& o, const ShardRows* rows) {
+  const std::string spec = o.data_path.empty() ? "" : o.data_path[0];
   const bool epochs = f.max_epoch > 0 || f.validate_interval > 0 || !f.valid_subset.empty();
   if (!epochs) return;
   if (rows == nullptr)
@@ -129,6 +175,7 @@ void apply_epoch_flags(const FairseqFlags& f, GivenFlags& given, train::TrainOpt
                   " training samples per epoch do not fill one global batch of " + std::to_string(batch));
     s.train_iters = s.train_iters ? std::min(*s.train_iters, by_epochs) : by_epochs;  // whichever ends first
   }
+  if (f.valid_subset == "test") check_test_subset(spec);
   if (f.validate_interval > 0 || !f.valid_subset.empty()) {
     if (rows->valid == 0)
       throw Error("--valid-subset / --validate-interval: the shards hold no validation files (names with test, "
@@ -164,16 +211,18 @@ void add_fairseq_flags(CLI::App* cmd, FairseqFlags& f) {
   cmd->add_option("--update-freq", f.update_freq,
                   "Forward passes accumulated per update (gradient accumulation): --global-batch-size = "
                   "--max-sentences x this x data-parallel ranks")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->group(group);
   cmd->add_option("--max-epoch", f.max_epoch,
                   "Passes over the training shards: training ends after the last whole global batch within N x "
                   "(training rows) samples (global batches run across epoch boundaries; fairseq's smaller last batch "
                   "of an epoch is not formed), or at --max-update if that comes first")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->group(group);
   cmd->add_option(flag_names("--lr-scheduler", {Source::kArgparse}), f.lr_scheduler,
-                  "polynomial_decay: fairseq's PolynomialDecayLRSchedule (the only one taken): update u+1 runs with "
+                  "polynomial_decay: fairseq's PolynomialDecayLRSchedule (the only one taken, and the default "
+                  "when the command line uses fairseq's flags and none of Megatron's --lr-decay-style, "
+                  "--lr-warmup-*, --lr-decay-*): update u+1 runs with "
                   "lr(u) = lr*u/W during the W = --warmup-updates updates (the first update has lr 0), then "
                   "(lr - end)*(1 - (u-W)/(T-W))^power + end until T = --total-num-update (default --max-update), "
                   "then end = --end-learning-rate. A smooth decay, unlike NVIDIA's nvidia-poly-warmup. With it, "
@@ -182,18 +231,18 @@ void add_fairseq_flags(CLI::App* cmd, FairseqFlags& f) {
       ->check(CLI::IsMember({"polynomial_decay"}))
       ->group(group);
   cmd->add_option("--warmup-updates", f.warmup_updates, "Linear warm-up updates of polynomial_decay")
-      ->check(CLI::NonNegativeNumber)
+      ->check(at_least(0))
       ->group(group);
   cmd->add_option("--total-num-update", f.total_num_update,
                   "Updates over which polynomial_decay decays (default: --max-update, as fairseq)")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->group(group);
   cmd->add_option("--end-learning-rate", f.end_learning_rate,
                   "Learning rate at the end of polynomial_decay (default 0)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(at_least(0))
       ->group(group);
   cmd->add_option("--power", f.power, "Exponent of polynomial_decay (default 1: linear)")
-      ->check(CLI::PositiveNumber)
+      ->check(greater_than(0))
       ->group(group);
   cmd->add_option("--restore-file", f.restore_file,
                   "Checkpoint to resume from (= --load): an lmforge save or iteration directory; fairseq's default "
@@ -201,26 +250,27 @@ void add_fairseq_flags(CLI::App* cmd, FairseqFlags& f) {
       ->group(group);
   cmd->add_option("--keep-interval-updates", f.keep_interval_updates,
                   "After each save keep only the newest N iteration checkpoints in --save-dir (the final one counts)")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->group(group);
   cmd->add_flag("--no-epoch-checkpoints", f.no_epoch_checkpoints,
                 "No checkpoint at the end of each epoch: what lmforge does anyway (without the flag a notice says so)")
       ->group(group);
   cmd->add_option("--valid-subset", f.valid_subset,
-                  "valid: the validation shards (file names with test, valid or eval); validation then covers the "
+                  "valid: the validation shards (file names with test, valid or eval); test: NVIDIA's test shards "
+                  "(<name>_test_<i>.hdf5; then every validation shard must be one). Validation then covers the "
                   "whole subset: --eval-iters = its rows / global batch unless given")
-      ->check(CLI::IsMember({"valid"}))
+      ->check(CLI::IsMember({"valid", "test"}))
       ->group(group);
   cmd->add_option("--validate-interval", f.validate_interval,
                   "Validate every N epochs of the training shards (= --eval-interval N x rows / global batch "
                   "updates), over the whole validation subset as --valid-subset")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->group(group);
   cmd->add_option("--num-workers", f.num_workers,
                   "fairseq's data-loading worker processes: accepted, but lmforge starts no workers: each "
                   "micro-batch's rows are read on the training thread from the shard held in memory (a shard is "
                   "decompressed when the stream enters it, once per epoch); a notice says so for N > 0")
-      ->check(CLI::NonNegativeNumber)
+      ->check(at_least(0))
       ->group(group);
   cmd->add_flag("--fast-stat-sync", f.fast_stat_sync,
                 "Accepted: lmforge all-reduces its per-step statistics (one sum per loss) every step either way; "
@@ -230,7 +280,7 @@ void add_fairseq_flags(CLI::App* cmd, FairseqFlags& f) {
                   "fairseq: without --distributed-init-method, rank 0 listens at tcp://HOST:PORT with HOST = "
                   "MASTER_ADDR, or the Slurm job's first host (scontrol show hostnames, as fairseq); ignored with a "
                   "notice when --distributed-init-method is given")
-      ->check(CLI::Range(1, 65535))
+      ->check(in_range(1, 65535))
       ->group(group);
 }
 
@@ -294,7 +344,7 @@ void add_balance_flags(CLI::App* cmd, train::TrainOptions& o) {
                 "pipeline; the global batch must hold a multiple of (data-parallel ranks) micro-batches");
   cmd->add_option("--balance-interval", o.balance_interval,
                   "Training steps between speed measurements for --balance-data-parallel")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
 }
 

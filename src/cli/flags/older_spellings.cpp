@@ -5,6 +5,7 @@
 #include <ostream>
 
 #include "cli/flags/deepspeed_config.h"
+#include "cli/flags/value_range.h"
 #include "util/error.h"
 
 namespace lmforge::cli {
@@ -37,11 +38,11 @@ void add_older_spellings(CLI::App* cmd, OlderSpellings& s, train::TrainOptions& 
       "state and update sharded), 2 (gradients sharded too: each micro-batch's buckets reduce-scattered as the "
       "backward finishes them and only this rank's piece kept; same results as 1); 3 is refused (parameters "
       "sharded too)")
-      ->check(CLI::Range(0, 3));
+      ->check(in_range(0, 3));
   add("--zero-allgather-bucket-size", s.zero_allgather_bucket_size,
       "Megatron-DeepSpeed: accepted with a notice: parameters are all-gathered per gradient bucket "
       "(--ddp-bucket-size)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   flag("--zero-reduce-scatter", s.zero_reduce_scatter,
        "Megatron-DeepSpeed: accepted with a notice: ZeRO gradients are always reduce-scattered (rank-ordered sums)");
   flag("--zero-contigious-gradients", s.zero_contigious_gradients,

@@ -1,0 +1,285 @@
+// The seed projects' command lines of ../shared/docs/seed-command-lines.md that need no launcher, run exactly as
+// written there (only `lmforge` is this build's executable), each on data the test makes as the note describes:
+// seed 003's preprocess_data.py line (argparse's --vocab for --vocab-file, --dataset-impl mmap) writing Megatron's
+// bytes, and its hub tokenizer name found in a Hugging Face cache directory (ids against Hugging Face's own);
+// seed 004's one-node fairseq line (--lr-scheduler left to its polynomial_decay default, --valid-subset test on
+// NVIDIA's test shards). The launcher lines of seeds 001 and 002 are run here as the single process the launcher
+// would start (the per-family tokenizer default, --kv-channels, and a word-level vocab.json that only sizes the
+// model); the launchers themselves are tested with the launcher.
+#include <gtest/gtest.h>
+#include <simdjson.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <regex>
+#include <sstream>
+
+#include "test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using lmforge::testing::read_file;
+using lmforge::testing::run_command;
+using lmforge::testing::shared_path;
+using lmforge::testing::TempDir;
+using lmforge::testing::write_file;
+
+// `line` as the note writes it, run in `dir` with every `lmforge` word the executable under test.
+lmforge::testing::CommandResult run_in(const TempDir& dir, const std::string& line) {
+  const std::string exe = std::string(LMFORGE_EXE) + " ";
+  const std::string command = std::regex_replace(line, std::regex("(^|\\s)lmforge\\s"), "$1" + exe);
+  return run_command("cd " + dir.path() + " && " + command);
+}
+
+void copy(const std::string& from, const std::string& to) {
+  fs::create_directories(fs::path(to).parent_path());
+  fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+}
+
+// The iterations a training log reports ("iteration N/ M").
+int last_iteration(const std::string& log) {
+  int last = -1;
+  const std::regex line(" iteration +([0-9]+)/ +[0-9]+ ");
+  for (std::sregex_iterator it(log.begin(), log.end(), line), end; it != end; ++it) last = std::stoi((*it)[1]);
+  return last;
+}
+
+// ---- seed 003 (Megatron-DeepSpeed, Turkish GPT-2) ----
+
+TEST(SeedCommandLines, Seed003PreprocessDataLineWritesMegatronsBytes) {
+  TempDir dir;
+  copy(shared_path("data/sample/sample.jsonl"), dir.file("my-corpus.json"));
+  copy(shared_path("data/vocab/gpt2-vocab.json"), dir.file("gpt2-vocab.json"));
+  copy(shared_path("data/vocab/gpt2-merges.txt"), dir.file("gpt2-merges.txt"));
+  const auto r = run_in(dir, "lmforge prep --input my-corpus.json --output-prefix my-gpt2 --vocab gpt2-vocab.json "
+                             "--dataset-impl mmap --tokenizer-type GPT2BPETokenizer --merge-file gpt2-merges.txt "
+                             "--append-eod --workers 8");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(read_file(dir.file("my-gpt2_text_document.bin")) ==
+              read_file(shared_path("data/sample/sample_gpt2_text_document.bin")));
+  EXPECT_TRUE(read_file(dir.file("my-gpt2_text_document.idx")) ==
+              read_file(shared_path("data/sample/sample_gpt2_text_document.idx")));
+  // preprocess_data.py's older formats are refused with the reason; its --log-interval is taken with a notice.
+  const auto lazy = run_in(dir, "lmforge prep --input my-corpus.json --output-prefix lazy --vocab gpt2-vocab.json "
+                                "--merge-file gpt2-merges.txt --dataset-impl lazy");
+  EXPECT_NE(lazy.status, 0);
+  EXPECT_NE(lazy.output.find("--dataset-impl lazy: lmforge writes Megatron's mmap indexed format"), std::string::npos)
+      << lazy.output;
+  EXPECT_FALSE(fs::exists(dir.file("lazy_text_document.bin")));
+  const auto logged = run_in(dir, "lmforge prep --input my-corpus.json --output-prefix logged --vocab gpt2-vocab.json "
+                                  "--merge-file gpt2-merges.txt --append-eod --log-interval 100");
+  ASSERT_EQ(logged.status, 0) << logged.output;
+  EXPECT_NE(logged.output.find("--log-interval 100: progress lines come every --progress-seconds"), std::string::npos);
+  EXPECT_TRUE(read_file(dir.file("logged_text_document.bin")) ==
+              read_file(shared_path("data/sample/sample_gpt2_text_document.bin")));
+}
+
+TEST(SeedCommandLines, Seed003HubTokenizerNameFromTheLocalHuggingFaceCache) {
+  TempDir dir;
+  // The cache as huggingface_hub leaves it after a download of t5-small's tokenizer (here: the T5 fixture, whose
+  // ids Hugging Face computed in tests/text/hf_fixtures/t5.ref.jsonl).
+  const fs::path repo = dir.file("hf/hub/models--t5-small");
+  fs::create_directories(repo / "refs");
+  fs::create_directories(repo / "snapshots/df1b051c49625cf57a3d0d8d3863ed4d13564fe4");
+  copy(std::string(LMFORGE_SOURCE_DIR) + "/tests/text/hf_fixtures/t5.tokenizer.json",
+       (repo / "snapshots/df1b051c49625cf57a3d0d8d3863ed4d13564fe4/tokenizer.json").string());
+  write_file((repo / "refs/main").string(), "df1b051c49625cf57a3d0d8d3863ed4d13564fe4");
+  // c4_en_train.jsonl: the sample documents the reference holds, in its order; the expected .bin their HF ids with
+  // T5's </s> (id 1) appended to each, as uint16 (Megatron's dtype for a vocabulary under 65,500).
+  std::vector<std::string> sample;
+  {
+    std::istringstream lines(read_file(shared_path("data/sample/sample.jsonl")));
+    for (std::string line; std::getline(lines, line);) sample.push_back(line);
+  }
+  std::string corpus, expected;
+  int documents = 0;
+  std::istringstream refs(read_file(std::string(LMFORGE_SOURCE_DIR) + "/tests/text/hf_fixtures/t5.ref.jsonl"));
+  simdjson::dom::parser parser;
+  for (std::string line; std::getline(refs, line) && documents < 40;) {
+    simdjson::dom::element e = parser.parse(line);
+    if (std::string_view(e["src"]) != "sample") continue;
+    corpus += sample.at(std::stoul(std::string(std::string_view(e["id"])))) + "\n";
+    std::vector<int64_t> ids;
+    for (int64_t v : simdjson::dom::array(e["ids"])) ids.push_back(v);
+    ASSERT_FALSE(ids.empty());
+    ids.push_back(1);
+    for (int64_t v : ids) expected += {char(v & 0xff), char(v >> 8)};
+    documents++;
+  }
+  write_file(dir.file("c4_en_train.jsonl"), corpus);
+  const auto r = run_in(dir, "HF_HOME=$PWD/hf lmforge prep --input c4_en_train.jsonl --output-prefix c4_en_train "
+                             "--dataset-impl mmap --tokenizer-type PretrainedFromHF --tokenizer-name-or-path t5-small "
+                             "--workers 30 --append-eod");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(read_file(dir.file("c4_en_train_text_document.bin")) == expected);
+  // Without the cache: the places looked in are named.
+  const auto missing = run_in(dir, "HOME=$PWD HF_HOME=$PWD/nothing HF_HUB_CACHE= XDG_CACHE_HOME= lmforge prep --input "
+                                   "c4_en_train.jsonl --output-prefix x --tokenizer-type PretrainedFromHF "
+                                   "--tokenizer-name-or-path t5-small");
+  EXPECT_NE(missing.status, 0);
+  EXPECT_NE(missing.output.find(dir.file("nothing/hub/models--t5-small/snapshots") + " ($HF_HOME/hub: absent)"),
+            std::string::npos)
+      << missing.output;
+}
+
+// ---- seed 004 (fairseq-style BERT on NVIDIA HDF5 shards) ----
+
+// pre/test_128/: NVIDIA-format shards (..._training_N.hdf5 and ..._test_N.hdf5, written by h5py as NVIDIA's
+// create_pretraining_data.py writes them), pre/cfg/: vocab.txt and a shrunk Google bert_config.json.
+void make_seed004_data(const TempDir& dir) {
+  const std::string script = std::string(LMFORGE_SOURCE_DIR) + "/tests/train/make_bert_hdf5_train.py";
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + script + " " + dir.file("fx") + " >/dev/null").c_str()), 0);
+  fs::create_directories(dir.file("pre/test_128"));
+  for (const fs::directory_entry& f : fs::directory_iterator(dir.file("fx/shards")))
+    copy(f.path().string(), dir.file("pre/test_128/") + f.path().filename().string());
+  copy(shared_path("data/vocab/bert-base-uncased-vocab.txt"), dir.file("pre/cfg/vocab.txt"));
+  write_file(dir.file("pre/cfg/bert_config.json"),
+             "{\"vocab_size\": 30522, \"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+             "\"intermediate_size\": 256, \"hidden_act\": \"gelu\", \"hidden_dropout_prob\": 0.1, "
+             "\"attention_probs_dropout_prob\": 0.1, \"max_position_embeddings\": 64, \"type_vocab_size\": 2, "
+             "\"initializer_range\": 0.02}\n");
+}
+
+const char* const kSeed004 =
+    "--task bert --data pre/test_128/ --dict pre/cfg/vocab.txt --config_file pre/cfg/bert_config.json "
+    "--max-sentences 4 --fast-stat-sync --max-update 20 --update-freq 2 --valid-subset test --num-workers 4 "
+    "--warmup-updates 5 --total-num-update 40 --lr 0.0001 --weight-decay 0.01";
+
+TEST(SeedCommandLines, Seed004OneNodeLineTrainsWithFairseqsDefaults) {
+  TempDir dir;
+  make_seed004_data(dir);
+  const auto r = run_in(dir, std::string("lmforge train bert ") + kSeed004 + " --save-dir node1gpu4");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(last_iteration(r.output), 20) << r.output;
+  EXPECT_NE(r.output.find("--lr-scheduler not given: polynomial_decay"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("validation loss at"), std::string::npos) << r.output;
+  // fairseq's polynomial_decay: update u+1 runs with lr(u) = 1e-4 u/5 during the 5 warm-up updates, then
+  // 1e-4 (1 - (u-5)/35) (power 1, end 0) towards update 40; the log shows lr(u) after update u.
+  std::regex line(" iteration +([0-9]+)/ +[0-9]+ .*learning rate: ([0-9.E+-]+) \\|");
+  int seen = 0;
+  for (std::sregex_iterator it(r.output.begin(), r.output.end(), line), end; it != end; ++it) {
+    const int u = std::stoi((*it)[1]);
+    const double want = u <= 5 ? 1e-4 * u / 5.0 : 1e-4 * (1.0 - (u - 5.0) / 35.0);
+    EXPECT_NEAR(std::stod((*it)[2]), want, 1e-6 * want) << "after update " << u;  // (the log's 7 digits)
+    seen++;
+  }
+  EXPECT_GT(seen, 0) << r.output;
+  EXPECT_TRUE(fs::exists(dir.file("node1gpu4")));
+}
+
+// --valid-subset test validates on NVIDIA's test shards; a validation shard that is not one is named.
+TEST(SeedCommandLines, Seed004ValidSubsetTestNamesAValidationShardThatIsNoTestShard) {
+  TempDir dir;
+  make_seed004_data(dir);
+  copy(dir.file("pre/test_128/wiki_test_0.hdf5"), dir.file("pre/test_128/wiki_valid_0.hdf5"));
+  const auto r = run_in(dir, std::string("lmforge train bert ") + kSeed004 + " --save-dir x");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--valid-subset test: pre/test_128/wiki_valid_0.hdf5 is a validation shard but not a "
+                          "test shard"),
+            std::string::npos)
+      << r.output;
+}
+
+// ---- seed 001 (Megatron large-batch BERT and T5 with LAMB), as the process torch's launcher starts ----
+
+void make_seed001_data(const TempDir& dir) {
+  copy(shared_path("data/sample/sample_bert_text_sentence.bin"), dir.file("d1/my-bert_text_sentence.bin"));
+  copy(shared_path("data/sample/sample_bert_text_sentence.idx"), dir.file("d1/my-bert_text_sentence.idx"));
+  copy(shared_path("data/vocab/bert-base-uncased-vocab.txt"), dir.file("d1/bert-large-uncased-vocab.txt"));
+}
+
+TEST(SeedCommandLines, Seed001BertLineTakesPretrainBertsTokenizerDefault) {
+  TempDir dir;
+  make_seed001_data(dir);
+  const auto r = run_in(
+      dir, "lmforge train bert --num-layers 2 --hidden-size 64 --num-attention-heads 4 --micro-batch-size 2 "
+           "--global-batch-size 8 --seq-length 64 --max-position-embeddings 64 --train-iters 20 --data-path "
+           "d1/my-bert_text_sentence --vocab-file d1/bert-large-uncased-vocab.txt --data-impl mmap --split 949,50,1 "
+           "--distributed-backend nccl --lr 0.01 --lr-decay-style linear --min-lr 1.0e-5 --lr-decay-iters 20 "
+           "--weight-decay 1e-2 --clip-grad 1.0 --lr-warmup-fraction .02 --log-interval 5 --eval-interval 10 "
+           "--eval-iters 2 --fp16 --optimizer lamb");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(last_iteration(r.output), 20) << r.output;
+  const auto help = run_command(std::string(LMFORGE_EXE) + " train bert --help");
+  EXPECT_NE(help.output.find("Default for train bert: BertWordPieceLowerCase, as Megatron's pretrain_bert.py sets it"),
+            std::string::npos)
+      << help.output;
+}
+
+TEST(SeedCommandLines, Seed001T5LineTakesKvChannels) {
+  TempDir dir;
+  make_seed001_data(dir);
+  const std::string t5 =
+      "lmforge train t5 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --kv-channels 16 --ffn-hidden-size "
+      "256 --encoder-seq-length 64 --decoder-seq-length 16 --micro-batch-size 2 --global-batch-size 8 "
+      "--max-position-embeddings 64 --train-iters 20 --lr-decay-iters 20 --data-path d1/my-bert_text_sentence "
+      "--vocab-file d1/bert-large-uncased-vocab.txt --data-impl mmap --split 949,50,1 --lr 11.3e-3 --min-lr 0.00001 "
+      "--lr-decay-style linear --lr-warmup-fraction .32 --weight-decay 1e-2 --clip-grad 1.0 --log-interval 5 "
+      "--eval-interval 10 --eval-iters 2 --fp16 --vocab-extra-ids 100 --optimizer lamb";
+  const auto r = run_in(dir, t5);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(last_iteration(r.output), 20) << r.output;
+  // A head width other than hidden / heads is refused, naming both.
+  const auto wide = run_in(dir, std::regex_replace(t5, std::regex("--kv-channels 16"), "--kv-channels 32"));
+  EXPECT_NE(wide.status, 0);
+  EXPECT_NE(wide.output.find("--kv-channels 32: lmforge's attention heads are --hidden-size / --num-attention-heads "
+                             "= 64 / 4 = 16 channels wide"),
+            std::string::npos)
+      << wide.output;
+}
+
+// ---- seed 002 (Megatron v1.1.5 + DeepSpeed), as the process torch's launcher starts ----
+
+// toy/: raw text made into a word-level dataset as the project's own preprocessor makes it (lmforge prep
+// --input-format text --tokenizer-type WordLevel, tested byte for byte against that script in tests/prep), with its
+// vocab.json (words, no byte-level tokens) and a subword-nmt bpe32k merges file.
+void make_seed002_data(const TempDir& dir) {
+  const char* words[] = {"the", "cat", "sat", "on", "mat", "a", "dog", "ran", "to", "house", "\xe4\xb8\xad\xe5\x9b\xbd"};
+  std::string vocab = "{\"<unk>\": 0, \"<|endoftext|>\": 1";
+  for (int i = 0; i < 11; i++) vocab += ", \"" + std::string(words[i]) + "\": " + std::to_string(i + 2);
+  vocab += ", \"sat@@\": 13}";
+  fs::create_directories(dir.file("toy"));
+  write_file(dir.file("toy/vocab.json"), vocab);
+  write_file(dir.file("toy/bpe32k"), "#version: 0.2\ns a\nsa t@@\nc at</w>\nt h\nth e</w>\n");
+  std::string text;
+  uint32_t x = 12345;
+  for (int line = 0; line < 200; line++) {
+    const int n = 20 + line % 17;
+    for (int w = 0; w < n; w++) {
+      x = x * 1103515245u + 12345u;
+      text += std::string(w ? " " : "") + (x % 13 == 12 ? "zebra" : words[(x >> 16) % 11]);
+    }
+    text += "\n";
+  }
+  write_file(dir.file("toy/nist02-32k.txt"), text);
+  const auto r = run_in(dir, "lmforge prep --input toy/nist02-32k.txt --input-format text --tokenizer-type WordLevel "
+                             "--vocab-file toy/vocab.json --append-eod --output-prefix toy/nist02-32k");
+  ASSERT_EQ(r.status, 0) << r.output;
+  ASSERT_TRUE(fs::exists(dir.file("toy/nist02-32k_text_sentence.idx"))) << r.output;
+}
+
+TEST(SeedCommandLines, Seed002WordLevelVocabularySizesTheModelAndGenerateRefusesIt) {
+  TempDir dir;
+  make_seed002_data(dir);
+  const auto r = run_in(
+      dir, "lmforge train gpt --model-parallel-size 1 --num-layers 2 --hidden-size 64 --num-attention-heads 4 "
+           "--batch-size 2 --seq-length 64 --max-position-embeddings 64 --train-iters 20 --lr-decay-iters 320000 "
+           "--save ck2 --load ck2 --data-path toy/nist02-32k_text_sentence --vocab-file toy/vocab.json --merge-file "
+           "toy/bpe32k --data-impl mmap --split 900,50,50 --distributed-backend nccl --lr 0.00015 --lr-decay-style "
+           "cosine --min-lr 1.0e-5 --weight-decay 1e-2 --clip-grad 1.0 --warmup .01 --checkpoint-activations "
+           "--log-interval 5 --save-interval 10 --eval-interval 10 --eval-iters 2 --fp16");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(last_iteration(r.output), 20) << r.output;
+  EXPECT_NE(r.output.find("is not a byte-level BPE tokenizer"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("needs only its size, 14 tokens, and its end-of-text id, 1"), std::string::npos) << r.output;
+  // generate tokenizes its prompt: the same vocabulary is refused, saying why.
+  const auto g = run_in(dir, "lmforge generate --load ck2 --vocab-file toy/vocab.json --merge-file toy/bpe32k "
+                             "--prompt 'the cat' --max-new-tokens 2");
+  EXPECT_NE(g.status, 0);
+  EXPECT_NE(g.output.find("This command tokenizes or decodes text, which needs a byte-level BPE vocabulary"),
+            std::string::npos)
+      << g.output;
+}
+
+}  // namespace
