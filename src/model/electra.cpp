@@ -2,6 +2,7 @@
 //          host-side masking/sampling/BCE, backward)
 #include "model/electra.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -238,7 +239,8 @@ Tensor Electra::embed(const Tensor& ids, const Tensor& positions, const Tensor& 
 ElectraLosses Electra::forward(const ElectraInputs& in, const ElectraDraws& draws, const layers::ForwardStep* step) {
   have_forward_ = false;
   check_inputs(in);
-  if (!draws.pos_u || !draws.keep_u || !draws.gumbel_u) throw Error("ELECTRA forward: the draws are required");
+  if (!draws.key && (!draws.pos_u || !draws.keep_u || !draws.gumbel_u))
+    throw Error("ELECTRA forward: the draws (or the key of the generator that makes them) are required");
   kernels::Backend& be = backend();
   const kernels::DType act = store_.activation_dtype();
   step_ = step ? *step : layers::ForwardStep{};
@@ -249,8 +251,18 @@ ElectraLosses Electra::forward(const ElectraInputs& in, const ElectraDraws& draw
 
   // 1. Masking (host, from the given draws).
   record_ = ElectraStepRecord{};
-  record_.masked = electra_mask(in.input_ids, in.input_mask, B, L, N, config_.mask_prob, config_.tokens, draws.pos_u,
-                                draws.keep_u);
+  const double *pos_u = draws.pos_u, *keep_u = draws.keep_u;
+  std::vector<double> made_pos, made_keep;
+  if (draws.key) {
+    made_pos.resize((size_t)BN), made_keep.resize((size_t)BN);
+    for (int b = 0; b < B; b++) {
+      const uint64_t sample = draws.first_sample + (uint64_t)b;
+      electra_uniform_row(*draws.key, sample, ElectraDrawSite::POSITIONS, 0, N, made_pos.data() + (size_t)b * N);
+      electra_uniform_row(*draws.key, sample, ElectraDrawSite::KEEP, 0, N, made_keep.data() + (size_t)b * N);
+    }
+    pos_u = made_pos.data(), keep_u = made_keep.data();
+  }
+  record_.masked = electra_mask(in.input_ids, in.input_mask, B, L, N, config_.mask_prob, config_.tokens, pos_u, keep_u);
   const ElectraMasked& m = record_.masked;
 
   // Ids, positions, types and padding, shared by both networks.
@@ -289,7 +301,15 @@ ElectraLosses Electra::forward(const ElectraInputs& in, const ElectraDraws& draw
   gen_logits_.resize((size_t)(BN * V));
   const Tensor logits = gen_head_->logits(gen_head_saved_);
   be.copy_to_host(gen_logits_.data(), logits.data, gen_logits_.size() * sizeof(float));
-  record_.sampled = electra_gumbel_sample(gen_logits_.data(), draws.gumbel_u, BN, V, config_.temperature);
+  record_.sampled = electra_gumbel_sample(gen_logits_.data(), BN, V, config_.temperature, [&](int64_t m, double* u) {
+    if (!draws.key) {
+      std::copy(draws.gumbel_u + m * V, draws.gumbel_u + (m + 1) * V, u);
+      return;
+    }
+    // Slot j of row b: elements [j·V, (j+1)·V) of sample b's uniforms.
+    electra_uniform_row(*draws.key, draws.first_sample + (uint64_t)(m / N), ElectraDrawSite::GUMBEL,
+                        (uint64_t)(m % N) * (uint64_t)V, (uint64_t)V, u);
+  });
 
   // 4. Fake input and labels (host).
   record_.fake = electra_fake_data(in.input_ids, B, L, N, m.positions.data(), record_.sampled.data());

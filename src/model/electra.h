@@ -18,6 +18,7 @@
 #include "layers/lm_head.h"
 #include "layers/transformer_stack.h"
 #include "layers/workspace.h"
+#include "model/electra_draws.h"
 #include "model/electra_masking.h"
 #include "model/language_model.h"
 #include "model/transformer_config.h"
@@ -61,12 +62,16 @@ struct ElectraInputs {
   const int32_t* segment_ids = nullptr;  // nullptr: all 0
 };
 
-// The uniform draws of one step (host, double in [0, 1)): pos_u [B, N] and keep_u [B, N] for the masking,
-// gumbel_u [B, N, vocab] for the sampling (electra_mask, electra_gumbel_sample).
+// The uniform draws of one step (double in [0, 1)): pos_u [B, N] and keep_u [B, N] for the masking, gumbel_u
+// [B, N, vocab] for the sampling (electra_mask, electra_gumbel_sample). Either given (host arrays: a reference step
+// replayed) or, with `key`, from the counter-based generator (electra_draws.h), row b of the micro-batch being the
+// run's global sample first_sample + b — the training case: the same draws on every layout and resume point.
 struct ElectraDraws {
   const double* pos_u = nullptr;
   const double* keep_u = nullptr;
   const double* gumbel_u = nullptr;
+  const ElectraDrawKey* key = nullptr;
+  uint64_t first_sample = 0;
 };
 
 // loss = gen_weight·mlm + disc_weight·disc, with

@@ -77,12 +77,14 @@ ElectraMasked electra_mask(const int32_t* ids, const int32_t* input_mask, int B,
   return m;
 }
 
-std::vector<int32_t> electra_gumbel_sample(const float* logits, const double* gumbel_u, int64_t M, int64_t V,
-                                           double temperature) {
+std::vector<int32_t> electra_gumbel_sample(const float* logits, int64_t M, int64_t V, double temperature,
+                                           const std::function<void(int64_t m, double* u)>& gumbel_row) {
   std::vector<int32_t> out((size_t)M);
+  std::vector<double> row((size_t)V);
   for (int64_t m = 0; m < M; m++) {
     const float* z = logits + m * V;
-    const double* u = gumbel_u + m * V;
+    gumbel_row(m, row.data());
+    const double* u = row.data();
     double best = -INFINITY;
     int64_t arg = 0;
     for (int64_t v = 0; v < V; v++) {

@@ -4,6 +4,7 @@
 //          scatter_update's duplicate rule) — the host-side steps of one ELECTRA step (electra-reference-notes §3)
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace lmforge::model {
@@ -35,9 +36,10 @@ ElectraMasked electra_mask(const int32_t* ids, const int32_t* input_mask, int B,
                            const ElectraTokens& tokens, const double* pos_u, const double* keep_u);
 
 // sample_from_softmax: argmax_v(logits[m, v] / T + g), g = −log(−log(u + 1e-9) + 1e-9), in double, over M rows of
-// V logits; the first maximum wins (as tf.argmax). logits fp32 [M, V], gumbel_u [M, V].
-std::vector<int32_t> electra_gumbel_sample(const float* logits, const double* gumbel_u, int64_t M, int64_t V,
-                                           double temperature);
+// V logits; the first maximum wins (as tf.argmax). logits fp32 [M, V]; gumbel_row(m, u) writes row m's V uniforms
+// into u (one row at a time: a step's [B·N, V] uniforms are never held at once).
+std::vector<int32_t> electra_gumbel_sample(const float* logits, int64_t M, int64_t V, double temperature,
+                                           const std::function<void(int64_t m, double* u)>& gumbel_row);
 
 // _get_fake_data: the original ids with the samples scattered in at the positions through scatter_update (updates to
 // position 0 ignored; a position written by c slots gets ⌊Σ updates / c⌋); label 1 where a position was written

@@ -4,6 +4,7 @@
 //          duplicated positions, position 0 ignored, a sample equal to the original labelled real
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -61,11 +62,12 @@ TEST(ElectraMasking, GumbelArgmaxAddsTheNoiseToTheScaledLogits) {
   // Equal logits: the largest u gives the largest g = −log(−log u).
   const std::vector<float> logits{0, 0, 0, 5, 0, 0};
   const std::vector<double> u{0.2, 0.9, 0.5, 0.01, 0.3, 0.999};
-  const std::vector<int32_t> s = electra_gumbel_sample(logits.data(), u.data(), 2, 3, 1.0);
+  auto rows = [&](int64_t m, double* out) { std::copy(u.begin() + 3 * m, u.begin() + 3 * (m + 1), out); };
+  const std::vector<int32_t> s = electra_gumbel_sample(logits.data(), 2, 3, 1.0, rows);
   // Row 1: 5 − log(−log 0.01) = 3.47 < −log(−log 0.999) = 6.9.
   EXPECT_EQ(s, (std::vector<int32_t>{1, 2}));
   // A low temperature lets the logit win.
-  EXPECT_EQ(electra_gumbel_sample(logits.data(), u.data(), 2, 3, 0.1)[1], 0);
+  EXPECT_EQ(electra_gumbel_sample(logits.data(), 2, 3, 0.1, rows)[1], 0);
 }
 
 TEST(ElectraMasking, DuplicatedPositionsGetTheFloorAverageAndEqualSamplesAreReal) {
