@@ -120,3 +120,49 @@ TEST(ElectraDraws, TheGeneratorsDrawsGivenAsArraysMakeTheSameStep) {
 
 }  // namespace
 }  // namespace lmforge::model
+
+namespace lmforge::model {
+namespace {
+
+// Training forwards: dropout masks are a pure function of the step (the same step gives the same loss and gradients,
+// another micro-batch index other masks), and bf16 compute stays close to fp32.
+TEST(ElectraTraining, DropoutIsAPureFunctionOfTheStepAndBf16StaysCloseToFp32) {
+  ElectraConfig c = small_config();
+  c.hidden_dropout = c.attention_dropout = 0.1f;
+  Electra m(c, kernels::cpu_backend());
+  m.init_weights(3);
+  const Examples ex;
+  const ElectraDrawKey key{5, 2};
+  const ElectraDraws draws{nullptr, nullptr, nullptr, &key, 0};
+  const ElectraLosses eval = m.forward(ex.rows(0, 4), draws);
+  layers::ForwardStep step{true, 17, 2, 0};
+  const ElectraLosses t1 = m.forward(ex.rows(0, 4), draws, &step);
+  m.zero_grad();
+  m.backward();
+  std::vector<float> g1(m.num_parameters()), g2(m.num_parameters());
+  kernels::cpu_backend().copy_to_host(g1.data(), m.grads(), g1.size() * sizeof(float));
+  const ElectraLosses t2 = m.forward(ex.rows(0, 4), draws, &step);
+  m.zero_grad();
+  m.backward();
+  kernels::cpu_backend().copy_to_host(g2.data(), m.grads(), g2.size() * sizeof(float));
+  EXPECT_EQ(t1.total, t2.total);
+  EXPECT_EQ(g1, g2);
+  EXPECT_NE(t1.disc, eval.disc);
+  step.micro_batch = 1;
+  EXPECT_NE(m.forward(ex.rows(0, 4), draws, &step).disc, t1.disc);
+
+  Electra half(small_config(), kernels::cpu_backend());
+  half.set_compute_dtype(kernels::DType::BF16);
+  half.init_weights(3);
+  half.params_updated();
+  const ElectraLosses bf16 = half.forward(ex.rows(0, 4), draws);
+  half.backward();
+  Electra full(small_config(), kernels::cpu_backend());
+  full.init_weights(3);
+  const ElectraLosses fp32 = full.forward(ex.rows(0, 4), draws);
+  EXPECT_NEAR(bf16.mlm, fp32.mlm, 0.02 * fp32.mlm);
+  EXPECT_NEAR(bf16.disc, fp32.disc, 0.02 * fp32.disc);
+}
+
+}  // namespace
+}  // namespace lmforge::model
