@@ -2,7 +2,8 @@
 # shared embeddings and embedding LayerNorm, post-LN BERT generator and discriminator with their projections, the
 # masking, Gumbel sampling and fake data from given uniform draws, mlm + disc_weight·disc and its gradients), written
 # as the shared reference step's files: meta.json, weights/batch/results/grads.safetensors in --out DIR. It does not
-# use lmforge; tests/cli/test_electra_step.cpp compares `lmforge check electra-step` against it.
+# use lmforge; tests/cli/test_electra_step.cpp compares `lmforge check electra-step` against it. With --replay DIR
+# it recomputes a reference directory instead (the shared step: it agrees to 1e-12) and exits 1 on a difference.
 import argparse
 import json
 import math
@@ -74,7 +75,7 @@ def embed(ids, types, P, eps):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
-    ap.add_argument("--replay", help="check this statement against a reference directory instead")
+    ap.add_argument("--replay", help="check this statement against a reference directory instead (exit 1 if not)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--vocab", type=int, default=400)
     ap.add_argument("--embedding", type=int, default=64)
@@ -90,6 +91,8 @@ def main():
     a = ap.parse_args()
     if a.replay:
         return replay(a.replay)
+    if not a.out:
+        ap.error("--out or --replay is required")
     torch.manual_seed(a.seed)
     V, E, H, gH, Lmax = a.vocab, a.embedding, a.hidden, a.gen_hidden, 64
     eps, CLS, SEP, MASK = 1e-12, 101, 102, 103
@@ -253,12 +256,23 @@ def replay(d):
     P = {k: v.clone().requires_grad_(True) for k, v in read_safetensors(os.path.join(d, "weights.safetensors")).items()}
     out = step(P, meta["config"], read_safetensors(os.path.join(d, "batch.safetensors")))
     results, grads = read_safetensors(os.path.join(d, "results.safetensors")), read_safetensors(os.path.join(d, "grads.safetensors"))
-    print("loss", out["loss"], meta["loss"], "mlm", out["mlm_loss"], meta["mlm_loss"], "disc", out["disc_loss"], meta["disc_loss"])
+    failures = []
+    for k in ("loss", "mlm_loss", "disc_loss"):
+        if abs(out[k] - meta[k]) > 1e-12 * abs(meta[k]):
+            failures.append(f"{k}: {out[k]} vs {meta[k]}")
     for k, v in out["results"].items():
-        print(k, "max diff", float((v.to(F64) - results[k].to(F64)).abs().max()))
-    worst = max((float((P[k].grad - g).abs().max() / g.abs().max()), k) for k, g in grads.items())
-    print("largest gradient difference (relative to the tensor's largest magnitude)", worst)
+        diff = float((v.to(F64) - results[k].to(F64)).abs().max())
+        if diff > (1e-12 * float(results[k].to(F64).abs().max()) if k.endswith("logits") else 0.0):
+            failures.append(f"{k}: differs by {diff}")
+    largest = max(float(g.abs().max()) for g in grads.values())
+    for k, g in grads.items():
+        err, mag = float((P[k].grad - g).abs().max()), float(g.abs().max())
+        # Key biases have an exactly zero gradient (softmax ignores a shift shared by a row's scores): noise only.
+        if err > 1e-9 * max(mag, 1e-6 * largest):
+            failures.append(f"gradient of {k}: error {err}, largest {mag}")
+    print("\n".join(failures) if failures else "replayed " + d + ": losses, decisions and gradients agree")
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

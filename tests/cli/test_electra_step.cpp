@@ -141,6 +141,15 @@ std::string reference_dir(const std::string& args) {
   return dir;
 }
 
+// The statement itself reproduces the shared float64 step (losses to 1e-12, decisions exactly, gradients to 1e-9),
+// so the second configuration is checked against a statement checked independently of lmforge.
+TEST(ElectraStep, TheTorchStatementReproducesTheSharedStep) {
+  const auto r = testing::run_command("/usr/bin/python3 " + std::string(LMFORGE_SOURCE_DIR) +
+                                      "/tests/cli/electra_step_reference.py --replay " +
+                                      testing::shared_path("data/electra/model_small"));
+  EXPECT_EQ(r.status, 0) << r.output;
+}
+
 TEST(ElectraStep, EmbeddingSizeEqualToHiddenMatchesTheTorchStatement) {
   // E = H = 64: the discriminator has no projection, the generator (32 wide) still has one; padding in two rows.
   expect_step_reproduced(reference_dir("--embedding 64 --hidden 64 --gen-hidden 32 --seed 7"));
