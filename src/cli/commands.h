@@ -12,5 +12,6 @@ void add_train_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_tokenizer_command(CLI::App& app);
 void add_launch_command(CLI::App& app);
+void add_check_command(CLI::App& app);
 
 }  // namespace lmforge::cli

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   lmforge::cli::add_generate_command(app);
   lmforge::cli::add_tokenizer_command(app);
   lmforge::cli::add_launch_command(app);
+  lmforge::cli::add_check_command(app);
   // argparse's semantics, which Megatron/DeepSpeed/fairseq scripts rely on: a flag given twice takes the last value.
   lmforge::cli::take_last_values(app);
   try {

@@ -17,7 +17,9 @@ LmHead::LmHead(ParameterStore& store, const TensorParallel& tp, Workspace& works
   d.name = spec_.name;
   d.bias = !spec_.bias_name.empty();
   d.bias_name = spec_.bias_name;
-  d.in = spec_.hidden;
+  if (spec_.transform_out > 0 && spec_.transform_name.empty())
+    throw Error("LM head " + spec_.name + ": transform_out needs a transform");
+  d.in = width();
   d.out = spec_.padded_vocab;
   d.layout = kernels::WeightLayout::OUT_IN;
   d.parallelism = Parallelism::COLUMN;
@@ -27,12 +29,13 @@ LmHead::LmHead(ParameterStore& store, const TensorParallel& tp, Workspace& works
   if (!spec_.transform_name.empty()) {
     LinearSpec t;
     t.name = spec_.transform_name;
-    t.in = t.out = spec_.hidden;
+    t.in = spec_.hidden;
+    t.out = width();
     t.layout = kernels::WeightLayout::OUT_IN;
     t.parallelism = Parallelism::REPLICATED;
     t.init_std = spec_.init_std;
     transform_ = std::make_unique<Linear>(store, tp, workspace, t);
-    transform_ln_ = std::make_unique<LayerNorm>(store, spec_.transform_layernorm_name, spec_.hidden,
+    transform_ln_ = std::make_unique<LayerNorm>(store, spec_.transform_layernorm_name, width(),
                                                 spec_.layernorm_eps);
   }
 }
@@ -56,8 +59,8 @@ Tensor LmHead::logits(const Saved& sv) const {
 Tensor LmHead::transform_forward(const Tensor& x, Saved& sv) {
   if (!transform_) return x;
   kernels::Backend& be = store_.backend();
-  const int64_t M = x.rows(), H = spec_.hidden;
-  const Tensor t1 = sized(be, sv.t1, act_, M, H), t2 = sized(be, sv.t2, act_, M, H), t3 = sized(be, sv.t3, act_, M, H);
+  const int64_t M = x.rows(), W = width();
+  const Tensor t1 = sized(be, sv.t1, act_, M, W), t2 = sized(be, sv.t2, act_, M, W), t3 = sized(be, sv.t3, act_, M, W);
   transform_->forward(t1, x);
   kernels::gelu_forward(t2, t1, spec_.transform_gelu);
   transform_ln_->forward(t3, t2, sv.transform_ln);
@@ -128,11 +131,12 @@ void LmHead::backward(const Tensor& dx, float scale, Saved& sv) {
   const bool selected = !sv.row_ids.empty();
   // The head's rows: x itself, or the gathered rows; then the transform's output when there is one.
   const Tensor gathered = selected ? sv.selected.view({M, H}) : sv.x;
-  const Tensor head_in = transform_ ? sv.t3.view({M, H}) : gathered;
+  const int64_t W = width();
+  const Tensor head_in = transform_ ? sv.t3.view({M, W}) : gathered;
   // Gradient of the head's input rows: straight into dx when the head saw x as it is, otherwise into zeroed
   // buffers that the transform's backward and the scatter below carry back.
   Tensor d_head_in = dx;
-  if (transform_) d_head_in = sized(be, d_t3_, act_, M, H, true);
+  if (transform_) d_head_in = sized(be, d_t3_, act_, M, W, true);
   else if (selected) d_head_in = sized(be, d_selected_, act_, M, H, true);
   for (int64_t r0 = 0; r0 < M; r0 += sv.rows) {
     const int64_t n = std::min(sv.rows, M - r0);
@@ -148,9 +152,9 @@ void LmHead::backward(const Tensor& dx, float scale, Saved& sv) {
   }
   Tensor d_gathered = d_head_in;
   if (transform_) {
-    const Tensor d2 = sized(be, d_t2_, act_, M, H, true), d1 = sized(be, d_t1_, act_, M, H, true);
-    transform_ln_->backward(d2, d_head_in, sv.t2.view({M, H}), sv.transform_ln);
-    kernels::gelu_backward(d1, sv.t1.view({M, H}), d2, spec_.transform_gelu);
+    const Tensor d2 = sized(be, d_t2_, act_, M, W, true), d1 = sized(be, d_t1_, act_, M, W, true);
+    transform_ln_->backward(d2, d_head_in, sv.t2.view({M, W}), sv.transform_ln);
+    kernels::gelu_backward(d1, sv.t1.view({M, W}), d2, spec_.transform_gelu);
     d_gathered = selected ? sized(be, d_selected_, act_, M, H, true) : dx;
     transform_->backward(d_gathered, d1, gathered);
   }

@@ -29,6 +29,9 @@ struct LmHeadSpec {
   // names: none. Its tensors are added AFTER the output layer's bias (Hugging Face's state_dict order).
   std::string transform_name, transform_layernorm_name;
   kernels::GeluKind transform_gelu = kernels::GeluKind::ERF;
+  // The transform's output width (and its LayerNorm's, and the tied table's columns): ELECTRA's generator maps its
+  // hidden size to the shared embedding width E (dense gen_hidden → E). 0: hidden. Needs a transform.
+  int64_t transform_out = 0;
   float layernorm_eps = 1e-5f;
   double init_std = 0.02;
   // Only rows with a nonzero loss mask go through the head. Every step of the head is row-wise, and a row with
@@ -88,6 +91,7 @@ class LmHead {
 
  private:
   int64_t rows_per_chunk(int64_t rows) const;
+  int64_t width() const { return spec_.transform_out > 0 ? spec_.transform_out : spec_.hidden; }  // decoder input
   // The head's input rows after the transform (x itself without one), its activations in `saved`.
   kernels::Tensor transform_forward(const kernels::Tensor& x, Saved& saved);
   kernels::Tensor chunk_logits(int64_t rows, Saved& saved);
