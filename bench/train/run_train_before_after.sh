@@ -40,8 +40,10 @@ gpt_peer() {
 # bert_t5 <label> <command...>: one line per model, "<label> <model>: W tok/s, C tok/cpu-s"
 bert_t5() {
   local label=$1; shift
-  "$@" --model both --steps 3 | grep -E '^(lmforge|torch) (bert|t5)' |
-    sed -E "s/^(lmforge|torch) ([a-z0-9-]+)[^:]*: .* ([0-9]+) tok\/s; .* ([0-9]+) tok\/cpu-s.*/$label \2: \3 tok\/s, \4 tok\/cpu-s/"
+  "$@" --model both --steps 3 | grep -E '^(lmforge|torch) (bert|t5)' | while read -r line; do
+    echo "$label $(echo "$line" | cut -d' ' -f2): $(echo "$line" | grep -oE '[0-9]+ tok/s' | head -1), $(echo "$line" |
+      grep -oE '[0-9]+ tok/cpu-s' | head -1)"
+  done
 }
 env_core=${OPENBLAS_CORETYPE:-}
 for core in "${cores[@]}"; do

@@ -135,7 +135,7 @@ struct GlooOptions {
   // Who holds the store at `rendezvous` (join_rendezvous, dist/torch_store.h); with a launcher's store, this job's
   // keys go under store_prefix.
   StoreRole store = StoreRole::Own;
-  std::string store_prefix;
+  std::string store_prefix{};
 };
 // The world over Gloo's TCP transport, met at a TCP store rendezvous (communicator_gloo.cpp). Errors (rendezvous
 // timeout, duplicate rank, world-size mismatch, Gloo failing to connect) are lmforge::Error.

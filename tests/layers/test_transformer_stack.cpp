@@ -169,7 +169,9 @@ TEST(TransformerStack, MicroBatchesInFlightEachInTheirOwnSavedMatchOneAtATime) {
     EXPECT_EQ(dx_inflight, dx_one) << recompute.granularity;
     EXPECT_EQ(inflight.grads(), one.grads()) << recompute.granularity;
     EXPECT_EQ(inflight.stack.layer_forwards(), one.stack.layer_forwards()) << recompute.granularity;
-    if (recompute.granularity.empty()) EXPECT_EQ(inflight.stack.layer_forwards(), 3 * L);
+    if (recompute.granularity.empty()) {
+      EXPECT_EQ(inflight.stack.layer_forwards(), 3 * L);
+    }
   }
 }
 

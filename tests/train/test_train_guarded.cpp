@@ -5,7 +5,8 @@
 // distributed optimizer on one rank, resuming from a checkpoint), BERT (LAMB, the sentence-order head) and T5 in
 // one process (also with full recomputation and in bf16), and under a 2-rank mpirun job (the test launches itself; the worker test only runs inside that job)
 // data parallelism with replicated AdamW, ZeRO-1 and ZeRO-2, tensor parallelism, and two pipeline stages (the
-// activations between them and the tied embedding's gradient sum as device tensors).
+// activations between them and the tied embedding's gradient sum as device tensors), and BERT and T5 under tensor
+// and pipeline parallelism.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -265,6 +266,22 @@ TEST(GuardedTrainingWorker, LayoutsMatchTheCpu) {
     const DeviceRun guarded = train_on(o, Device::GUARDED, world.get());
     expect_same_run(guarded, cpu, name);
     if (::testing::Test::HasFailure()) return;
+  }
+  // BERT (LAMB, the sentence-order head) and T5 split over the two ranks by tensor and by pipeline parallelism.
+  for (const std::string model : {"bert", "t5"}) {
+    TrainOptions mlm = tiny_masked_lm(unused, model);
+    mlm.data_cache_path = std::string(dir) + "/cache-" + model;
+    mlm.schedule.train_iters = 2;
+    mlm.eval_interval = 2;
+    TrainOptions mtp = mlm, mpp = mlm;
+    mtp.tensor_model_parallel_size = 2;
+    mtp.global_batch_size = 2 * mtp.micro_batch_size;
+    mpp.pipeline_model_parallel_size = 2;
+    mpp.global_batch_size = 2 * mpp.micro_batch_size;
+    for (const auto& [name, o] : {std::pair{model + " tp", mtp}, std::pair{model + " pp", mpp}}) {
+      expect_same_run(train_on(o, Device::GUARDED, world.get()), train_on(o, Device::CPU, world.get()), name);
+      if (::testing::Test::HasFailure()) return;
+    }
   }
   std::printf("guarded worker rank %d: dp, zero-1, zero-2, tp, pp equal\n", world->rank());
 }
