@@ -1,6 +1,6 @@
 // defines: ServerClock (the shared file system's clock, read through a probe file), Lease (an exclusive claim on
 //          a name with heartbeats and takeover after a lease), commit_no_clobber() (publish a finished file
-//          without ever replacing one already there)
+//          without ever replacing one already there), LeaseHeartbeat (a thread refreshing a lease while work runs)
 //
 // Only operations that are atomic on every POSIX file system that shares a directory between hosts (local disks,
 // NFSv3/v4, Lustre, GPFS, CephFS) are used: link() of a fully written temporary onto the final name (fails with
@@ -15,10 +15,14 @@
 // Creating generation g+1 can succeed for one process only, so two processes judging the same claim stale cannot
 // both take it over, and the old holder learns it lost by seeing g+1 (never by a name being reused).
 #pragma once
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 namespace lmforge::data {
 
@@ -95,6 +99,35 @@ class Lease {
   std::string base_, path_;
   uint32_t generation_ = 0;
   std::optional<LeaseState> took_over_;
+};
+
+// Heartbeats `lease` from a thread every quarter of the lease while it lives (a unit of work is made under it).
+class LeaseHeartbeat {
+ public:
+  LeaseHeartbeat(Lease& lease, double lease_seconds)
+      : thread_([this, &lease, lease_seconds] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          while (!stop_) {
+            cv_.wait_for(lock, std::chrono::duration<double>(lease_seconds / 4));
+            if (!stop_) lease.heartbeat();
+          }
+        }) {}
+  ~LeaseHeartbeat() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  LeaseHeartbeat(const LeaseHeartbeat&) = delete;
+  LeaseHeartbeat& operator=(const LeaseHeartbeat&) = delete;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 // "<base>.<generation>"

@@ -6,12 +6,10 @@
 
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <ostream>
 #include <sstream>
 #include <thread>
@@ -146,35 +144,6 @@ void remove_stale_temporaries(const PrepOptions& options, const std::string& tag
   }
 }
 
-// Heartbeats a lease from a thread every quarter of the lease while a job is made.
-class LeaseHeartbeat {
- public:
-  LeaseHeartbeat(data::Lease& lease, double lease_seconds)
-      : thread_([this, &lease, lease_seconds] {
-          std::unique_lock<std::mutex> lock(mutex_);
-          while (!stop_) {
-            cv_.wait_for(lock, std::chrono::duration<double>(lease_seconds / 4));
-            if (!stop_) lease.heartbeat();
-          }
-        }) {}
-  ~LeaseHeartbeat() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  LeaseHeartbeat(const LeaseHeartbeat&) = delete;
-  LeaseHeartbeat& operator=(const LeaseHeartbeat&) = delete;
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::thread thread_;
-};
-
 // What decides the outputs, for claimers to agree on.
 std::string claim_plan_text(const PrepOptions& options, const std::vector<std::string>& inputs) {
   std::ostringstream t;
@@ -228,7 +197,7 @@ std::optional<PrepSummary> run_claim(const PrepOptions& options, const std::vect
       if (!lease || job_done(options, job)) continue;
       std::vector<Written> written;
       {
-        LeaseHeartbeat heartbeat(*lease, lease_seconds);
+        data::LeaseHeartbeat heartbeat(*lease, lease_seconds);
         written = make_job(options, tokenizer, inputs, job, tag, summary);
       }
       if (!lease->heartbeat()) {  // taken over while this process was stopped: the taker writes the job

@@ -5,15 +5,12 @@
 
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <ostream>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "data/lease.h"
 #include "prep/nvidia_hdf5_prep.h"
@@ -99,35 +96,6 @@ std::string claim_plan_text(const PrepOptions& options, const std::vector<Unit>&
   return t.str();
 }
 
-// Heartbeats a lease from a thread every quarter of the lease while a unit is made.
-class LeaseHeartbeat {
- public:
-  LeaseHeartbeat(data::Lease& lease, double lease_seconds)
-      : thread_([this, &lease, lease_seconds] {
-          std::unique_lock<std::mutex> lock(mutex_);
-          while (!stop_) {
-            cv_.wait_for(lock, std::chrono::duration<double>(lease_seconds / 4));
-            if (!stop_) lease.heartbeat();
-          }
-        }) {}
-  ~LeaseHeartbeat() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  LeaseHeartbeat(const LeaseHeartbeat&) = delete;
-  LeaseHeartbeat& operator=(const LeaseHeartbeat&) = delete;
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::thread thread_;
-};
-
 std::optional<PrepSummary> run_claim(const PrepOptions& options, const std::vector<Unit>& units, double lease_seconds,
                                      std::ostream& out) {
   const std::string claims = options.output_prefix + ".claims";
@@ -165,7 +133,7 @@ std::optional<PrepSummary> run_claim(const PrepOptions& options, const std::vect
       if (!lease || output_exists(unit.output)) continue;
       std::string temporary;
       {
-        LeaseHeartbeat heartbeat(*lease, lease_seconds);
+        data::LeaseHeartbeat heartbeat(*lease, lease_seconds);
         temporary = make_unit(unit, options, nvidia, summary);
       }
       if (!lease->heartbeat()) {  // taken over while this process was stopped: the taker writes it
