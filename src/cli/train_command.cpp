@@ -214,12 +214,6 @@ struct CommandState {
   std::shared_ptr<int> kv_channels = std::make_shared<int>(0);                // --kv-channels (0: not given)
 };
 
-// The defaults Megatron's pretrain_<family>.py passes as args_defaults (today only the tokenizer): BERT and T5
-// tokenize with the uncased WordPiece vocabulary, GPT with GPT-2's byte-level BPE.
-const char* family_tokenizer_default(const std::string& family) {
-  return family == "bert" || family == "t5" ? "BertWordPieceLowerCase" : "GPT2BPETokenizer";
-}
-
 // Megatron's --kv-channels: the width of each attention head's query/key/value projection, by default
 // hidden / heads. lmforge's attention projects to exactly hidden / heads channels per head (the weights are
 // [hidden, hidden]), so another value is refused; the equal one (what Megatron's T5 scripts pass) is accepted.
@@ -307,7 +301,7 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state, const families::
   cmd->add_option("--attention-dropout", o->attention_dropout, "Dropout probability on the attention probabilities")
       ->check(in_range(0, 0.999))
       ->capture_default_str();
-  o->tokenizer.type = family_tokenizer_default(family.name());
+  o->tokenizer.type = family.default_tokenizer_type();
   // Training reads token ids from the dataset: the tokenizer only sizes the vocabulary and names the EOD id.
   o->tokenizer.size_and_eod_only = true;
   add_tokenizer_flags(cmd, o->tokenizer);

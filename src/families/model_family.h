@@ -50,6 +50,8 @@ class ModelFamily {
   virtual const char* name() const = 0;
   // The subcommand's description in `lmforge train <name> --help`.
   virtual std::string help() const = 0;
+  // --tokenizer-type's default, as Megatron's pretrain_<name>.py passes it in args_defaults.
+  virtual const char* default_tokenizer_type() const = 0;
   // The FlagGroup bits the subcommand takes.
   virtual unsigned flag_groups() const { return 0; }
   bool takes(FlagGroup group) const { return (flag_groups() & (unsigned)group) != 0; }

@@ -99,6 +99,7 @@ std::unique_ptr<train::Task> make_hdf5_bert_task(const train::TrainOptions& o, c
 class BertFamily final : public ModelFamily {
  public:
   const char* name() const override { return "bert"; }
+  const char* default_tokenizer_type() const override { return "BertWordPieceLowerCase"; }  // pretrain_bert.py
   std::string help() const override {
     return
       "Pretrain BERT on a sentence-level Megatron dataset (lmforge prep --split-sentences, or Megatron's "

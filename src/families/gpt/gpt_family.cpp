@@ -25,6 +25,7 @@ model::GPTConfig gpt_config(const train::TrainOptions& o, int64_t vocab_size) {
 class GptFamily final : public ModelFamily {
  public:
   const char* name() const override { return "gpt"; }
+  const char* default_tokenizer_type() const override { return "GPT2BPETokenizer"; }  // pretrain_gpt.py
   std::string help() const override {
     return
       "Pretrain a GPT-2-style model on a Megatron indexed dataset, with Megatron's pretrain_gpt.py flags, sample "

@@ -55,6 +55,7 @@ model::Stage t5_stage(const train::TrainOptions& o, int rank) {
 class T5Family final : public ModelFamily {
  public:
   const char* name() const override { return "t5"; }
+  const char* default_tokenizer_type() const override { return "BertWordPieceLowerCase"; }  // pretrain_t5.py
   std::string help() const override {
     return
       "Pretrain Megatron's T5 on a sentence-level Megatron dataset with Megatron's pretrain_t5.py flags: "
