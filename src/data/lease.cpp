@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -189,6 +191,30 @@ bool on_fuse(const std::string& path) {
   struct statfs fs {};
   if (::statfs(path.c_str(), &fs) != 0) throw Error(os_error(path, "cannot statfs"));
   return static_cast<long>(fs.f_type) == kFuseSuperMagic;
+}
+
+std::string join_claim_plan(const std::string& dir, const std::string& plan, const std::string& outputs) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error(dir + ": cannot create (" + ec.message() + ")");
+  if (on_fuse(dir))
+    throw Error(dir + ": on a FUSE file system (gcsfuse, s3fs, ...), which gives no atomic exclusive create; claim "
+                "mode needs a POSIX shared file system (NFS, Lustre, GPFS, CephFS, local disk)");
+  const std::string plan_path = dir + "/plan.txt";
+  const LeaseOwner owner = this_process_owner();
+  const std::string tag = owner.host + "-" + std::to_string(owner.pid) + "-" + owner.token;
+  const std::string tmp = plan_path + ".tmp-" + tag;
+  std::ofstream(tmp) << plan;
+  if (::link(tmp.c_str(), plan_path.c_str()) != 0 && errno != EEXIST)
+    throw Error(plan_path + ": cannot create (" + std::string(std::strerror(errno)) + ")");
+  ::unlink(tmp.c_str());
+  std::ifstream in(plan_path);
+  std::stringstream theirs;
+  theirs << in.rdbuf();
+  if (theirs.str() != plan)
+    throw Error(plan_path + ": the claimers already running were started with other inputs or flags; this process "
+                "would write different " + outputs + ", so it does not join (plan there:\n" + theirs.str() + ")");
+  return tag;
 }
 
 }  // namespace lmforge::data

@@ -139,6 +139,13 @@ enum class CommitResult { Committed, AlreadyThere };
 // replaced: AlreadyThere (and `from` kept) when another process published first. Errors name both paths.
 CommitResult commit_no_clobber(const std::string& from, const std::string& to);
 
+// The claim directory `dir` of a format whose claimers share out fixed units of work (NVIDIA HDF5 shards, ELECTRA
+// TFRecord jobs): created, refused on FUSE, and joined: the first process records `plan` in dir/plan.txt (link of
+// a temporary, so exactly one wins), the others must have made the same plan or are refused (Error naming the file
+// and showing the recorded plan; `outputs` names what a differing plan would write). Returns this process's tag
+// "<host>-<pid>-<token>" for its temporaries and probe file.
+std::string join_claim_plan(const std::string& dir, const std::string& plan, const std::string& outputs);
+
 // True when `path` is on a FUSE file system (statfs magic 0x65735546: gcsfuse, s3fs, rclone mount, …).
 bool on_fuse(const std::string& path);
 

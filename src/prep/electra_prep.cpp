@@ -164,26 +164,8 @@ std::string claim_plan_text(const PrepOptions& options, const std::vector<std::s
 std::optional<PrepSummary> run_claim(const PrepOptions& options, const std::vector<std::string>& inputs,
                                      double lease_seconds, std::ostream& out) {
   const std::string claims = options.output_prefix + ".claims";
-  fs::create_directories(claims);
-  if (data::on_fuse(claims))
-    throw Error(claims + ": on a FUSE file system (gcsfuse, s3fs, ...), which gives no atomic exclusive create; claim "
-                "mode needs a POSIX shared file system (NFS, Lustre, GPFS, CephFS, local disk)");
-  const std::string plan = claim_plan_text(options, inputs), plan_path = claims + "/plan.txt";
   const data::LeaseOwner owner = data::this_process_owner();
-  const std::string tag = owner.host + "-" + std::to_string(owner.pid) + "-" + owner.token;
-  {
-    const std::string tmp = plan_path + ".tmp-" + tag;
-    std::ofstream(tmp) << plan;
-    if (::link(tmp.c_str(), plan_path.c_str()) != 0 && errno != EEXIST)
-      throw Error(plan_path + ": cannot create (" + std::string(std::strerror(errno)) + ")");
-    ::unlink(tmp.c_str());
-    std::ifstream in(plan_path);
-    std::stringstream theirs;
-    theirs << in.rdbuf();
-    if (theirs.str() != plan)
-      throw Error(plan_path + ": the claimers already running were started with other inputs or flags; this "
-                  "process would write different files, so it does not join (plan there:\n" + theirs.str() + ")");
-  }
+  const std::string tag = data::join_claim_plan(claims, claim_plan_text(options, inputs), "files");
   data::ServerClock clock(claims + "/probe-" + tag);
   const ElectraTokenizer tokenizer(options.tokenizer.vocab_file, options.do_lower_case);
   PrepSummary summary;

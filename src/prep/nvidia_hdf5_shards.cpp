@@ -99,27 +99,8 @@ std::string claim_plan_text(const PrepOptions& options, const std::vector<Unit>&
 std::optional<PrepSummary> run_claim(const PrepOptions& options, const std::vector<Unit>& units, double lease_seconds,
                                      std::ostream& out) {
   const std::string claims = options.output_prefix + ".claims";
-  fs::create_directories(claims);
-  if (data::on_fuse(claims))
-    throw Error(claims + ": on a FUSE file system (gcsfuse, s3fs, ...), which gives no atomic exclusive create; claim "
-                "mode needs a POSIX shared file system (NFS, Lustre, GPFS, CephFS, local disk)");
-  // The first process records the plan; the others must have made the same one.
-  const std::string plan = claim_plan_text(options, units), plan_path = claims + "/plan.txt";
   const data::LeaseOwner owner = data::this_process_owner();
-  const std::string tag = owner.host + "-" + std::to_string(owner.pid) + "-" + owner.token;
-  {
-    const std::string tmp = plan_path + ".tmp-" + tag;
-    std::ofstream(tmp) << plan;
-    if (::link(tmp.c_str(), plan_path.c_str()) != 0 && errno != EEXIST)
-      throw Error(plan_path + ": cannot create (" + std::string(std::strerror(errno)) + ")");
-    ::unlink(tmp.c_str());
-    std::ifstream in(plan_path);
-    std::stringstream theirs;
-    theirs << in.rdbuf();
-    if (theirs.str() != plan)
-      throw Error(plan_path + ": the claimers already running were started with other inputs or flags; this "
-                  "process would write different shards, so it does not join (plan there:\n" + theirs.str() + ")");
-  }
+  const std::string tag = data::join_claim_plan(claims, claim_plan_text(options, units), "shards");
   data::ServerClock clock(claims + "/probe-" + tag);
   const NvidiaTokenizer nvidia(options);
   PrepSummary summary;
