@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "kernels/ops.h"
 #include "util/error.h"
 
 namespace lmforge::train {
@@ -33,12 +34,17 @@ kernels::DType compute_dtype(const MixedPrecisionOptions& o) {
   return o.fp16 ? kernels::DType::F16 : o.bf16 ? kernels::DType::BF16 : kernels::DType::F32;
 }
 
-std::string precision_summary(const MixedPrecisionOptions& o, bool bf16_gemm_native) {
+std::string bf16_gemm_description(kernels::Device device) {
+  if (device == kernels::Device::CUDA) return "cuBLASLt on the GPU's tensor cores";
+  return kernels::bf16_gemm_native() ? "oneDNN on AVX512-BF16"
+                                     : "no AVX512-BF16 on this CPU: bf16-rounded inputs multiplied in fp32";
+}
+
+std::string precision_summary(const MixedPrecisionOptions& o, const std::string& bf16_gemm) {
   if (o.bf16)
     return std::string("precision: bf16 — weights: fp32 master copy, bf16 working copy; activations and their "
                        "gradients: bf16; matrix products: bf16 inputs, fp32 accumulation (") +
-           (bf16_gemm_native ? "oneDNN on AVX512-BF16" : "no AVX512-BF16 on this CPU: bf16-rounded inputs multiplied "
-                                                         "in fp32") +
+           bf16_gemm +
            "); logits: bf16 (as Megatron's), their softmax and cross-entropy computed in fp32; LayerNorm "
            "statistics: fp32; parameter gradients, data-parallel "
            "reductions and optimizer state: fp32" +

@@ -1,6 +1,6 @@
 // defines: lmforge::train::MixedPrecisionOptions (Megatron's --fp16/--bf16 and loss-scaling flags),
-//          validate_mixed_precision(), compute_dtype(), precision_summary(), loss_scale_options() (the flags as the
-//          grad scaler's settings, optim/grad_scaler.h)
+//          validate_mixed_precision(), compute_dtype(), precision_summary(), bf16_gemm_description(),
+//          loss_scale_options() (the flags as the grad scaler's settings, optim/grad_scaler.h)
 #pragma once
 #include <cstdint>
 #include <string>
@@ -26,7 +26,10 @@ void validate_mixed_precision(const MixedPrecisionOptions& o);
 // The layers' compute/storage dtype: F16, BF16 or F32.
 kernels::DType compute_dtype(const MixedPrecisionOptions& o);
 // One log line naming the compute and storage dtypes of weights, activations, gradients and optimizer state.
-std::string precision_summary(const MixedPrecisionOptions& o, bool bf16_gemm_native);
+// bf16_gemm: what runs a bf16 matrix product on the run's device (bf16_gemm_description()).
+std::string precision_summary(const MixedPrecisionOptions& o, const std::string& bf16_gemm);
+// "cuBLASLt on the GPU's tensor cores", "oneDNN on AVX512-BF16", or the CPU's widened-fp32 path.
+std::string bf16_gemm_description(kernels::Device device);
 
 // The grad scaler's settings (optim/grad_scaler.h): enabled by --fp16, and by --bf16 with a static --loss-scale (as
 // Megatron builds a ConstantGradScaler for it).

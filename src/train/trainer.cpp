@@ -486,7 +486,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
   const size_t whole_params = m.model->table().whole_numel(), local_params = m.model->table().local_numel();
   log << m.model->describe();
   log << "backend: " << m.backend->info() << "\n" << m.task->summary();
-  log << precision_summary(o.precision, kernels::bf16_gemm_native());
+  log << precision_summary(o.precision, bf16_gemm_description(o.device));
   if (o.recompute_granularity == "selective")
     log << "activation recomputation: selective (the attention core of every layer)\n";
   else if (o.recompute_granularity == "full")
