@@ -168,6 +168,18 @@ TEST(SeedCommandLines, Seed004OneNodeLineTrainsWithFairseqsDefaults) {
   EXPECT_TRUE(fs::exists(dir.file("node1gpu4")));
 }
 
+// The single-GPU line: --distributed-world-size 1 is one process; --device-id names the GPU the process would take,
+// which a CPU run reports and does not refuse.
+TEST(SeedCommandLines, Seed004SingleGpuLineTrainsAsOneProcess) {
+  TempDir dir;
+  make_seed004_data(dir);
+  const auto r = run_in(dir, std::string("lmforge train bert ") + kSeed004 +
+                                 " --distributed-world-size 1 --device-id 1 --save-dir sing_gpu_test");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(last_iteration(r.output), 20) << r.output;
+  EXPECT_TRUE(fs::exists(dir.file("sing_gpu_test")));
+}
+
 // --valid-subset test validates on NVIDIA's test shards; a validation shard that is not one is named.
 TEST(SeedCommandLines, Seed004ValidSubsetTestNamesAValidationShardThatIsNoTestShard) {
   TempDir dir;
@@ -280,6 +292,38 @@ TEST(SeedCommandLines, Seed002WordLevelVocabularySizesTheModelAndGenerateRefuses
   EXPECT_NE(g.output.find("This command tokenizes or decodes text, which needs a byte-level BPE vocabulary"),
             std::string::npos)
       << g.output;
+}
+
+// ds_pretrain_gpt2.sh under `lmforge launch` (deepspeed's place), both forms the script has: --num_nodes/--num_gpus,
+// and the multi-node form with -i host:slots and a hostfile, each with the DeepSpeed JSON whose zero stage (2) wins
+// over the line's --zero-stage 0, as DeepSpeed's does.
+TEST(SeedCommandLines, Seed002DeepSpeedScriptLinesRunUnderLaunch) {
+  TempDir dir;
+  make_seed002_data(dir);
+  write_file(dir.file("ds.json"),
+             "{\"train_batch_size\": 2, \"zero_optimization\": {\"stage\": 2, \"contiguous_gradients\": true, "
+             "\"reduce_scatter\": true}, \"fp16\": {\"enabled\": true, \"loss_scale\": 0, "
+             "\"initial_scale_power\": 16}}\n");
+  write_file(dir.file("hostfile"), "127.0.0.1 slots=2\n");
+  const std::string ds =
+      " --model-parallel-size 2 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 "
+      "--max-position-embeddings 64 --batch-size 2 --train-iters 20 --lr-decay-iters 320000 --save ckds --load ckds "
+      "--data-path toy/nist02-32k_text_sentence --vocab-file toy/vocab.json --merge-file toy/bpe32k --data-impl mmap "
+      "--split 900,50,50 --distributed-backend nccl --lr 1.5e-4 --lr-decay-style cosine --min-lr 1.0e-5 "
+      "--weight-decay 1e-2 --clip-grad 1.0 --warmup 0.01 --checkpoint-activations --log-interval 5 "
+      "--save-interval 10 --eval-interval 10 --eval-iters 2 --fp16 --tensorboard-dir tb --deepspeed "
+      "--deepspeed_config ds.json --zero-stage 0 --zero-reduce-bucket-size 50000000 "
+      "--zero-allgather-bucket-size 5000000000 --zero-contigious-gradients --zero-reduce-scatter "
+      "--checkpoint-num-layers 1 --partition-activations --contigious-checkpointing --synchronize-each-layer";
+  const auto one = run_in(dir, "lmforge launch --num_nodes 1 --num_gpus 2 train gpt" + ds);
+  ASSERT_EQ(one.status, 0) << one.output;
+  EXPECT_EQ(last_iteration(one.output), 20) << one.output;
+  EXPECT_TRUE(fs::exists(dir.file("ckds/latest_checkpointed_iteration.txt"))) << one.output;
+  // The second form starts where the first saved (--load ckds): more iterations on the same checkpoint.
+  fs::remove_all(dir.file("ckds"));
+  const auto hosts = run_in(dir, "lmforge launch --master_port 6030 -i 127.0.0.1:0,1 --hostfile hostfile train gpt" + ds);
+  ASSERT_EQ(hosts.status, 0) << hosts.output;
+  EXPECT_EQ(last_iteration(hosts.output), 20) << hosts.output;
 }
 
 }  // namespace
