@@ -5,7 +5,8 @@
 // seed 004's one-node fairseq line (--lr-scheduler left to its polynomial_decay default, --valid-subset test on
 // NVIDIA's test shards). The launcher lines of seeds 001 and 002 are run here as the single process the launcher
 // would start (the per-family tokenizer default, --kv-channels, and a word-level vocab.json that only sizes the
-// model); the launchers themselves are tested with the launcher.
+// model); seed 002's ds_pretrain_gpt2.sh lines run whole under `lmforge launch`, and seed 004's single-GPU line
+// as one process.
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
