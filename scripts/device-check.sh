@@ -296,6 +296,24 @@ for model in gpt bert t5; do
   done
 done
 
+# Two ranks on the one GPU (each rank takes local rank mod visible GPUs), started by lmforge's own launcher: data-
+# and tensor-parallel GPT fp32 against the single process's CPU losses (the layouts reproduce one process).
+for layout in "dp2:" "tp2:--tensor-model-parallel-size 2"; do
+  name="parity gpt fp32 ${layout%%:*} on one GPU ($steps steps)"
+  if ! room 60; then row "$name" "skipped" "time budget"; continue; fi
+  s0=$SECONDS
+  # shellcheck disable=SC2046
+  timeout "$(lim 60)" env LD_LIBRARY_PATH="$libs" "$deps/bin/lmforge" launch --num_gpus 2 --master_port 29611 \
+    train gpt $(common_flags gpt "$deps/data" "$tmp") ${layout#*:} --device $dev "${cpu[@]}" \
+    >"$out/gpt-fp32-${layout%%:*}-$dev.txt" 2>&1
+  rc=$?
+  losses "$deps/ref/gpt-fp32.txt" >"$tmp/ref.txt"
+  losses "$out/gpt-fp32-${layout%%:*}-$dev.txt" >"$tmp/got.txt"
+  verdict=$(compare "$tmp/ref.txt" "$tmp/got.txt" 1e-4 1 "$steps")
+  [ $rc -ne 0 ] && verdict="FAIL rc $rc: $(grep -m1 -i 'error' "$out/gpt-fp32-${layout%%:*}-$dev.txt" | cut -c1-150)"
+  row "$name" "${verdict%% *}" "${verdict#* }, $((SECONDS - s0)) s"
+done
+
 # A checkpoint written on the GPU at the middle iteration resumes on the CPU with the GPU's next losses (fp32).
 half=$(((steps + 1) / 2))
 if [ -f "$tmp/ckpt/latest_checkpointed_iteration.txt" ] && room 40; then
