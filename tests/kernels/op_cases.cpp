@@ -702,6 +702,7 @@ std::vector<OpCase> op_cases(bool large) {
   cases.push_back(sum_squares_case(large));
   cases.push_back(count_nonfinite_case(large));
   cases.push_back(round_to_f16_case(large));
+  for (OpCase& c : shape_cases(large)) cases.push_back(std::move(c));
   return cases;
 }
 

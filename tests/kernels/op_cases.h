@@ -1,5 +1,5 @@
 // defines: lmforge::kernels::testing::OpCase (one op exercised on given operands), op_cases() (the list every
-//          backend runs), philox4x32_10() (an independent re-statement of the dropout generator)
+//          backend runs), shape_cases(), philox4x32_10() (an independent re-statement of the dropout generator)
 //
 // After ggml's test-backend-ops: every op of kernels/ops.h is described ONCE as a case — its operands (host
 // values), how to call its forward and backward on device tensors, and a naive double-precision re-statement of
@@ -61,6 +61,9 @@ struct OpCase {
 // `large`: shapes above the kernels' parallel thresholds (for the thread-count check); otherwise shapes small
 // enough for a finite-difference check of every element.
 std::vector<OpCase> op_cases(bool large);
+// The cases at the shapes that pick a vectorised backend's fast and generic paths (op_cases_shapes.cpp; part of
+// op_cases()).
+std::vector<OpCase> shape_cases(bool large);
 
 // Philox4x32-10 (Salmon et al., SC'11), written from the paper's constants, for the dropout reference.
 struct Philox4 {

@@ -1,7 +1,7 @@
 // defines: column_partials() + column_finish(): deterministic column sums over rows, Σ_n term(n, c), in two passes —
 //          fixed chunks of rows summed in order into f32 scratch [chunks, C], then the chunks in order — for bias and
 //          LayerNorm parameter gradients (no float atomics: the same inputs give the same bits on every run, on any
-//          GPU, since the chunking depends on N alone)
+//          GPU, since the chunking depends on N alone); column_partials_pair(), the typed fast path of the first pass
 #pragma once
 #include <cstdint>
 
@@ -24,6 +24,25 @@ __global__ void column_partials(float* scratch, int64_t N, int64_t C, int64_t ch
   const int64_t end = (k + 1) * chunk_rows < N ? (k + 1) * chunk_rows : N;
   for (int64_t n = k * chunk_rows; n < end; n++) term(n, c, s);
   for (int t = 0; t < kTerms; t++) scratch[((int64_t)t * gridDim.y + k) * C + c] = s[t];
+}
+
+// The same partial sums as column_partials (each column's rows of a chunk in ascending n, bit for bit), two
+// adjacent columns per thread (c, c+1; C even) through typed 4- or 8-byte loads (Term::pair(n, c, s) adds row n's
+// terms of both columns to s[0][·] and s[1][·]), with rows unrolled so that several loads are in flight per
+// thread. grid (ceil(C/256), chunks), 128 threads. Bytes: the operands once; for GPT-2's [16384, 768] bf16 LayerNorm
+// (dout and inp) 50 MB, ~17 µs at 3 TB/s; a [16384, 3072] bias gradient 100 MB, ~34 µs.
+template <int kTerms, class Term>
+__global__ void column_partials_pair(float* scratch, int64_t N, int64_t C, int64_t chunk_rows, Term term) {
+  const int64_t c = 2 * (blockIdx.x * (int64_t)blockDim.x + threadIdx.x), k = blockIdx.y;
+  if (c >= C) return;
+  float s[2][kTerms] = {};
+  const int64_t end = (k + 1) * chunk_rows < N ? (k + 1) * chunk_rows : N;
+#pragma unroll 8
+  for (int64_t n = k * chunk_rows; n < end; n++) term.pair(n, c, s);
+  for (int t = 0; t < kTerms; t++) {
+    scratch[((int64_t)t * gridDim.y + k) * C + c] = s[0][t];
+    scratch[((int64_t)t * gridDim.y + k) * C + c + 1] = s[1][t];
+  }
 }
 
 // acc_t[c] += Σ_k scratch_t[k, c] in ascending k; `add(t, c, sum)` does the accumulation into the operand's dtype.

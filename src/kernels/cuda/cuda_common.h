@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "kernels/ops.h"
 
@@ -16,6 +17,8 @@ class KernelTable;
 }
 
 namespace lmforge::kernels::cuda {
+
+struct GemmState;  // linear_cuda.cu
 
 // One device, one stream: every op is queued on `stream` in call order, so ops see each other's results without
 // host synchronisation; only copies to the host and results returned to the host (sum_squares, count_nonfinite,
@@ -29,6 +32,9 @@ struct CudaContext {
   // LMFORGE_CUDA_GEMM=fallback: every linear product through the fallback kernel (linear_cuda.cu) instead of
   // cuBLASLt, so the GPU check can test the path cuBLASLt's refusals take.
   bool gemm_fallback = false;
+  // linear_cuda.cu's state, made on its first GEMM: cuBLASLt plans (descriptors and the heuristic's algorithm) by
+  // shape, dtypes, transposes, alignments and epilogue, and the reused buffers of operands rounded to bf16/f16.
+  std::shared_ptr<GemmState> gemm;
 };
 
 // The CUDA backend's context; lmforge::Error naming the reason (no driver, no device) when there is none.
