@@ -201,6 +201,47 @@ TEST(OpCases, TwoThreadsMatchOne) {
   }
 }
 
+// LayerNorm's parameter gradients accumulate into existing ones (gradient accumulation over micro-batches) from
+// per-thread partials: with two threads (rows split statically in halves) dweight = (g + p0) + p1 every run, the
+// partials in thread order. Adding them under a lock in arrival order gave (g + p1) + p0 whenever the second thread
+// finished first: results that changed from run to run.
+TEST(LayerNormCpu, ParameterGradientPartialsAddInThreadOrder) {
+  const int64_t N = 1024, C = 768;
+  const std::vector<float> x = noise((size_t)(N * C), 11), d = noise((size_t)(N * C), 12), w = noise((size_t)C, 13),
+                           b = noise((size_t)C, 14), g = noise((size_t)C, 15);
+  std::vector<float> y((size_t)(N * C)), mean((size_t)N), rstd((size_t)N);
+  layernorm_forward(make_view(y.data(), {N, C}), make_view(mean.data(), {N}), make_view(rstd.data(), {N}),
+                    make_view(const_cast<float*>(x.data()), {N, C}), make_view(const_cast<float*>(w.data()), {C}),
+                    make_view(const_cast<float*>(b.data()), {C}), 1e-5f);
+  // dweight, dbias of rows [r0, r1) added to `into` (one thread when the rows are few enough, else as configured)
+  auto backward = [&](int64_t r0, int64_t r1, std::vector<float>& dw, std::vector<float>& db) {
+    std::vector<float> dx((size_t)((r1 - r0) * C), 0.0f);
+    auto rows = [&](const std::vector<float>& v) { return make_view(const_cast<float*>(v.data()) + r0 * C, {r1 - r0, C}); };
+    layernorm_backward(make_view(dx.data(), {r1 - r0, C}), make_view(dw.data(), {C}), make_view(db.data(), {C}),
+                       rows(d), rows(x), make_view(const_cast<float*>(w.data()), {C}),
+                       make_view(mean.data() + r0, {r1 - r0}), make_view(rstd.data() + r0, {r1 - r0}));
+  };
+  Backend& be = backend_for(Device::CPU);
+  const int saved = be.num_threads();
+  be.set_num_threads(1);
+  std::vector<float> p0w((size_t)C, 0.0f), p0b((size_t)C, 0.0f), p1w((size_t)C, 0.0f), p1b((size_t)C, 0.0f);
+  backward(0, N / 2, p0w, p0b);
+  backward(N / 2, N, p1w, p1b);
+  std::vector<float> want_w((size_t)C), want_b((size_t)C);
+  for (int64_t c = 0; c < C; c++) {
+    want_w[(size_t)c] = (g[(size_t)c] + p0w[(size_t)c]) + p1w[(size_t)c];
+    want_b[(size_t)c] = (g[(size_t)c] + p0b[(size_t)c]) + p1b[(size_t)c];
+  }
+  be.set_num_threads(2);
+  for (int run = 0; run < 20; run++) {
+    std::vector<float> dw = g, db = g;
+    backward(0, N, dw, db);
+    ASSERT_EQ(0, std::memcmp(dw.data(), want_w.data(), want_w.size() * sizeof(float))) << "dweight, run " << run;
+    ASSERT_EQ(0, std::memcmp(db.data(), want_b.data(), want_b.size() * sizeof(float))) << "dbias, run " << run;
+  }
+  be.set_num_threads(saved);
+}
+
 // ---- dropout's generator -------------------------------------------------------------------------------------------
 
 // Random123's known-answer vectors for philox4x32_10 (kat_vectors): the test's independent Philox is right.

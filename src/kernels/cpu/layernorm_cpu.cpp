@@ -41,10 +41,14 @@ void layernorm_forward_rows(float* out, float* mean, float* rstd, const float* i
 
 void layernorm_backward_rows(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                              const float* weight, const float* mean, const float* rstd, int N, int C) {
-  // dweight and dbias sum over all rows: each thread sums its rows privately, then adds once under a lock.
-#pragma omp parallel if ((size_t)N * C >= kParallelMin)
+  // dweight and dbias sum over all rows: each thread sums its (static) rows privately, then the partials are added
+  // in thread order, so a run gives the same bits every time (adding them under a lock in arrival order did not).
+  const int threads = (size_t)N * C >= kParallelMin ? omp_get_max_threads() : 1;
+  std::vector<float> partial((size_t)threads * 2 * C, 0.0f);
+#pragma omp parallel num_threads(threads)
   {
-    std::vector<float> dw(C, 0.0f), db(C, 0.0f);
+    float* dwp = partial.data() + (size_t)omp_get_thread_num() * 2 * C;
+    float* dbp = dwp + C;
 #pragma omp for schedule(static)
     for (int n = 0; n < N; n++) {
       const float* x = inp + (size_t)n * C;
@@ -60,8 +64,6 @@ void layernorm_backward_rows(float* dinp, float* dweight, float* dbias, const fl
       }
       g_mean /= C;
       gx_mean /= C;
-      float* dwp = dw.data();
-      float* dbp = db.data();
 #pragma omp simd
       for (int c = 0; c < C; c++) {
         const float xhat = (x[c] - m) * r;
@@ -70,12 +72,12 @@ void layernorm_backward_rows(float* dinp, float* dweight, float* dbias, const fl
         dx[c] += r * (d[c] * weight[c] - g_mean - xhat * gx_mean);
       }
     }
-#pragma omp critical
-    for (int c = 0; c < C; c++) {
-      dweight[c] += dw[c];
-      dbias[c] += db[c];
-    }
   }
+  for (int t = 0; t < threads; t++)
+    for (int c = 0; c < C; c++) {
+      dweight[c] += partial[((size_t)t * 2) * C + c];
+      dbias[c] += partial[((size_t)t * 2 + 1) * C + c];
+    }
 }
 
 void layernorm_forward_f32(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp,
