@@ -54,6 +54,12 @@ class InstanceBuilder {
     const uint64_t i1 = docs_.sentence_begin[docs_.document_begin[end_]];
     for (uint64_t i = i0; i < i1; ++i)
       if (docs_.ids[i] == vocab_.cls || docs_.ids[i] == vocab_.sep) specials_.push_back(i);
+    // Room for every instance up front (each takes at least one sentence of its document, so a pass makes at most
+    // one per sentence): reserved pages that stay unused cost nothing, where growing by copying touched each twice.
+    const size_t most = size_t(o_.dupe_factor) * (docs_.document_begin[end_] - docs_.document_begin[first_]);
+    made_.reserve(most);
+    positions_.reserve(most * size_t(o_.max_predictions_per_seq));
+    replacements_.reserve(most * size_t(o_.max_predictions_per_seq));
     // rng.shuffle(all_documents)
     order_.resize(end_ - first_);
     for (size_t d = 0; d < order_.size(); ++d) order_[d] = static_cast<uint32_t>(first_ + d);
@@ -64,17 +70,18 @@ class InstanceBuilder {
     std::vector<uint32_t> order(made_.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
     rng_.shuffle(order);
-    out_.rows.resize(made_.size());
-    out_.masked_positions.resize(positions_.size());
-    out_.replacements.resize(replacements_.size());
-    uint64_t at = 0;
-    for (size_t r = 0; r < order.size(); ++r) {
-      NvidiaInstance x = made_[order[r]];
-      std::copy_n(positions_.begin() + long(x.mask_begin), x.mask_count, out_.masked_positions.begin() + long(at));
-      std::copy_n(replacements_.begin() + long(x.mask_begin), x.mask_count, out_.replacements.begin() + long(at));
-      x.mask_begin = at;
-      at += x.mask_count;
-      out_.rows[r] = x;
+    out_.rows.reserve(made_.size());
+    out_.masked_positions.reserve(positions_.size());
+    out_.replacements.reserve(replacements_.size());
+    for (uint32_t i : order) {
+      NvidiaInstance x = made_[i];
+      const auto from = long(x.mask_begin);
+      x.mask_begin = out_.masked_positions.size();
+      out_.masked_positions.insert(out_.masked_positions.end(), positions_.begin() + from,
+                                   positions_.begin() + from + x.mask_count);
+      out_.replacements.insert(out_.replacements.end(), replacements_.begin() + from,
+                               replacements_.begin() + from + x.mask_count);
+      out_.rows.push_back(x);
     }
   }
 

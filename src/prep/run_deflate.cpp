@@ -1,4 +1,4 @@
-// defines: RunDeflater::compress(), huffman_lengths()
+// defines: RunDeflater::compress(), DeflateCode, huffman_lengths()
 //
 // The stream (RFC 1950 zlib wrapper around one RFC 1951 block):
 //   0x78 0x01 | BFINAL=1, BTYPE=2 (dynamic), HLIT, HDIST, HCLEN, the code-length code, the run-length coded code
@@ -176,9 +176,11 @@ std::vector<uint8_t> huffman_lengths(const std::vector<uint32_t>& counts, int ma
   }
 }
 
-size_t RunDeflater::compress(const unsigned char* data, size_t n, std::vector<unsigned char>& out) {
-  if (n == 0) throw Error("RunDeflater: nothing to compress (an HDF5 chunk is never empty)");
-  freq_.assign(kLitLenSymbols, 0);
+namespace {
+
+// The counts of the symbols for_each_stretch() gives (end of block not included).
+void count_symbols(const unsigned char* data, size_t n, std::vector<uint32_t>& freq) {
+  freq.assign(kLitLenSymbols, 0);
   std::array<std::array<uint32_t, 256>, 4> hist{};  // four tables: repeated bytes do not wait on one counter
   for_each_stretch(
       data, n,
@@ -193,18 +195,26 @@ size_t RunDeflater::compress(const unsigned char* data, size_t n, std::vector<un
       },
       [&](unsigned char c, size_t count) {
         ++hist[0][c];
-        for_each_match(count, [&](size_t len) { ++freq_[257 + kLengthIndex[len]]; });
+        for_each_match(count, [&](size_t len) { ++freq[257 + kLengthIndex[len]]; });
       });
-  for (int c = 0; c < 256; ++c) freq_[c] = hist[0][c] + hist[1][c] + hist[2][c] + hist[3][c];
-  freq_[kEndOfBlock] = 1;
-  const std::vector<uint8_t> lit_lengths = huffman_lengths(freq_, 15);
-  const std::vector<uint16_t> lit_codes = canonical_codes(lit_lengths);
+  for (int c = 0; c < 256; ++c) freq[c] = hist[0][c] + hist[1][c] + hist[2][c] + hist[3][c];
+}
+
+}  // namespace
+
+DeflateCode::DeflateCode(const std::vector<uint32_t>& counts) {
+  std::vector<uint32_t> freq = counts;
+  freq.resize(kLitLenSymbols, 0);
+  freq[kEndOfBlock] = std::max<uint32_t>(freq[kEndOfBlock], 1);
+  lengths_ = huffman_lengths(freq, kMaxBits);
+  codes_ = canonical_codes(lengths_);
+  for (int c = 0; c < 256; ++c) literal_[size_t(c)] = codes_[size_t(c)] | uint32_t(lengths_[size_t(c)]) << 16;
   size_t hlit = kLitLenSymbols;
-  while (hlit > 257 && lit_lengths[hlit - 1] == 0) --hlit;
+  while (hlit > 257 && lengths_[hlit - 1] == 0) --hlit;
   constexpr size_t kDistances = 2;  // codes 0 and 1, length 1 each (code 0 = distance 1 is bit 0)
 
   // Code lengths of both alphabets, run-length coded with 16 (repeat previous 3-6), 17 (3-10 zeros), 18 (11-138).
-  std::vector<uint8_t> all(lit_lengths.begin(), lit_lengths.begin() + long(hlit));
+  std::vector<uint8_t> all(lengths_.begin(), lengths_.begin() + long(hlit));
   all.insert(all.end(), kDistances, 1);
   struct Item {
     uint8_t symbol, extra_bits, extra;
@@ -237,60 +247,80 @@ size_t RunDeflater::compress(const unsigned char* data, size_t n, std::vector<un
   size_t hclen = kCodeLengthSymbols;
   while (hclen > 4 && cl_lengths[kCodeLengthOrder[hclen - 1]] == 0) --hclen;
 
-  // Bound: 2 header bytes, < 1 KiB of block header, at most 15 bits per byte (a literal; a match costs less per
+  // The block header as (bits, count) pieces, written before each stream's symbols.
+  header_.push_back({1, 1});  // BFINAL
+  header_.push_back({2, 2});  // BTYPE 2: dynamic Huffman codes
+  header_.push_back({uint32_t(hlit - 257), 5});
+  header_.push_back({uint32_t(kDistances - 1), 5});
+  header_.push_back({uint32_t(hclen - 4), 4});
+  for (size_t k = 0; k < hclen; ++k) header_.push_back({cl_lengths[kCodeLengthOrder[k]], 3});
+  for (const Item& it : items) {
+    header_.push_back({cl_codes[it.symbol], cl_lengths[it.symbol]});
+    if (it.extra_bits) header_.push_back({it.extra, it.extra_bits});
+  }
+}
+
+DeflateCode DeflateCode::covering(const unsigned char* sample, size_t n) {
+  std::vector<uint32_t> freq;
+  count_symbols(sample, n, freq);
+  for (uint32_t& f : freq) ++f;  // every byte and every match length gets a code
+  return DeflateCode(freq);
+}
+
+size_t RunDeflater::compress(const unsigned char* data, size_t n, std::vector<unsigned char>& out) {
+  if (n == 0) throw Error("RunDeflater: nothing to compress (an HDF5 chunk is never empty)");
+  count_symbols(data, n, freq_);
+  return compress(data, n, DeflateCode(freq_), out);
+}
+
+size_t RunDeflater::compress(const unsigned char* data, size_t n, const DeflateCode& code,
+                             std::vector<unsigned char>& out) {
+  if (n == 0) throw Error("RunDeflater: nothing to compress (an HDF5 chunk is never empty)");
+  // Bound: 2 header bytes, < 1 KiB of block header, at most 14 bits per byte (a literal; a match costs less per
   // byte it covers), the end-of-block code, padding and 4 bytes of Adler-32 (+8: BitWriter stores whole words).
-  const size_t bound = 2 + 1024 + n * 15 / 8 + 2 + 4 + 8;
+  const size_t bound = 2 + 1024 + n * DeflateCode::kMaxBits / 8 + 2 + 4 + 8;
   if (out.size() < bound) out.resize(bound);
   out[0] = 0x78;  // CM 8 (deflate), CINFO 7 (32 KiB window)
   out[1] = 0x01;  // FCHECK: 0x7801 % 31 == 0, no dictionary, FLEVEL 0
   BitWriter bits(out.data() + 2);
-  bits.put(1, 1);  // BFINAL
-  bits.put(2, 2);  // BTYPE 2: dynamic Huffman codes
-  bits.put(hlit - 257, 5);
-  bits.put(kDistances - 1, 5);
-  bits.put(hclen - 4, 4);
-  bits.flush();
-  for (size_t k = 0; k < hclen; ++k) {
-    bits.put(cl_lengths[kCodeLengthOrder[k]], 3);
+  for (const auto& [value, count] : code.header_) {
+    bits.put(value, count);
     bits.flush();
   }
-  for (const Item& it : items) {
-    bits.put(cl_codes[it.symbol], cl_lengths[it.symbol]);
-    if (it.extra_bits) bits.put(it.extra, it.extra_bits);
-    bits.flush();
-  }
-  std::array<uint32_t, 256> literal_code;  // code | length << 16: one load per byte
-  for (int c = 0; c < 256; ++c) literal_code[c] = lit_codes[c] | uint32_t(lit_lengths[c]) << 16;
-  bits.flush();
+  const std::vector<uint8_t>& lengths = code.lengths_;
+  const std::vector<uint16_t>& codes = code.codes_;
+  const std::array<uint32_t, 256>& literal = code.literal_;
   for_each_stretch(
       data, n,
       [&](size_t b, size_t e) {
-        // Codes are at most 15 bits: after a flush (< 8 bits left) three fit in the 64-bit buffer.
-        for (; b + 3 <= e; b += 3) {
-          const uint32_t x = literal_code[data[b]], y = literal_code[data[b + 1]], z = literal_code[data[b + 2]];
+        // Codes are at most 14 bits: after a flush (< 8 bits left) four fit in the 64-bit buffer, one int32 value.
+        for (; b + 4 <= e; b += 4) {
+          const uint32_t w = literal[data[b]], x = literal[data[b + 1]], y = literal[data[b + 2]],
+                         z = literal[data[b + 3]];
+          bits.put(w & 0xFFFF, int(w >> 16));
           bits.put(x & 0xFFFF, int(x >> 16));
           bits.put(y & 0xFFFF, int(y >> 16));
           bits.put(z & 0xFFFF, int(z >> 16));
           bits.flush();
         }
         for (; b < e; ++b) {
-          const uint32_t x = literal_code[data[b]];
-          bits.put(x & 0xFFFF, int(x >> 16));
+          const uint32_t w = literal[data[b]];
+          bits.put(w & 0xFFFF, int(w >> 16));
           bits.flush();
         }
       },
       [&](unsigned char c, size_t count) {
-        bits.put(lit_codes[c], lit_lengths[c]);
+        bits.put(codes[c], lengths[c]);
         bits.flush();
         for_each_match(count, [&](size_t len) {
           const size_t s = kLengthIndex[len];
-          // code, extra bits, then the distance code 0 (one 0 bit): at most 15 + 5 + 1 bits
-          const uint64_t v = lit_codes[257 + s] | (uint64_t(len - kLengthBase[s]) << lit_lengths[257 + s]);
-          bits.put(v, lit_lengths[257 + s] + kLengthExtra[s] + 1);
+          // code, extra bits, then the distance code 0 (one 0 bit): at most 14 + 5 + 1 bits
+          const uint64_t v = codes[257 + s] | (uint64_t(len - kLengthBase[s]) << lengths[257 + s]);
+          bits.put(v, lengths[257 + s] + kLengthExtra[s] + 1);
           bits.flush();
         });
       });
-  bits.put(lit_codes[kEndOfBlock], lit_lengths[kEndOfBlock]);
+  bits.put(codes[kEndOfBlock], lengths[kEndOfBlock]);
   unsigned char* end = bits.finish();
   const uint32_t adler = libdeflate_adler32(1, data, n);
   for (int shift = 24; shift >= 0; shift -= 8) *end++ = static_cast<unsigned char>(adler >> shift);

@@ -9,11 +9,33 @@
 // repeated phrases, which a match finder would add, are few within a chunk. The output is plain deflate, read by
 // HDF5's gzip filter (h5py, NVIDIA's loader, lmforge's reader) like any other.
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace lmforge::prep {
+
+// One literal/length code (lengths at most 14 bits, so four literals fit between two flushes of the 64-bit bit
+// buffer) and its block header, for one stream or for many similar ones.
+class DeflateCode {
+ public:
+  static constexpr int kMaxBits = 14;
+  // Fitted to these counts of the 286 literal/length symbols (the end of block is given a count if it has none).
+  explicit DeflateCode(const std::vector<uint32_t>& counts);
+  // Shaped by the symbols of `sample` and covering every byte and match length, so it codes any data: the chunks
+  // of one dataset, which all look alike, are compressed with their first chunk's code instead of each counting its
+  // symbols and building its own (that took a third of the compressing).
+  static DeflateCode covering(const unsigned char* sample, size_t n);
+
+ private:
+  friend class RunDeflater;
+  std::vector<uint8_t> lengths_;
+  std::vector<uint16_t> codes_;             // bit-reversed for LSB-first output
+  std::array<uint32_t, 256> literal_{};     // code | length << 16: one load per literal
+  std::vector<std::pair<uint32_t, int>> header_;  // the block header's fields as (bits, count)
+};
 
 class RunDeflater {
  public:
@@ -22,8 +44,10 @@ class RunDeflater {
 
   // `data` [n bytes, n > 0] as one zlib stream (header, one final dynamic-Huffman block, Adler-32) at the start of
   // `out`; returns its size. `out` is grown to the worst case as needed and never shrunk (reused between calls
-  // without clearing it again).
+  // without clearing it again). This one fits the code to the data.
   size_t compress(const unsigned char* data, size_t n, std::vector<unsigned char>& out);
+  // The same with a given code (DeflateCode::covering for data it was not fitted to).
+  size_t compress(const unsigned char* data, size_t n, const DeflateCode& code, std::vector<unsigned char>& out);
 
  private:
   std::vector<uint32_t> freq_;  // scratch for the literal/length counts

@@ -1,6 +1,7 @@
 // RunDeflater (the deflate of prep's NVIDIA HDF5 chunks): every stream inflates to its input with zlib itself
 // (CPython's zlib module, the inflate HDF5 and h5py use, which refuses incomplete codes) and with libdeflate, for
-// runs at every length around the word and match limits; huffman_lengths() keeps its limit and a complete code.
+// runs at every length around the word and match limits, with a code fitted to the data and with one shared code
+// fitted to other data; huffman_lengths() keeps its limit and a complete code.
 #include <gtest/gtest.h>
 #include <libdeflate.h>
 
@@ -74,8 +75,19 @@ TEST(RunDeflate, StreamsInflateToTheirInputWithZlibAndLibdeflate) {
   Bytes stream;
   std::string names;
   auto* inflater = libdeflate_alloc_decompressor();
-  for (const auto& [name, data] : cases()) {
-    const size_t size = deflater.compress(data.data(), data.size(), stream);
+  // Each case also with a code fitted to other data (DeflateCode::covering, as the HDF5 writer shares one code
+  // among a dataset's chunks): it must still code every byte and run length.
+  const Bytes sample = {1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9};
+  const prep::DeflateCode shared = prep::DeflateCode::covering(sample.data(), sample.size());
+  std::vector<std::pair<std::string, Bytes>> all;
+  for (const auto& c : cases()) {
+    all.push_back(c);
+    all.push_back({c.first + "_shared_code", c.second});
+  }
+  for (const auto& [name, data] : all) {
+    const bool use_shared = name.ends_with("_shared_code");
+    const size_t size = use_shared ? deflater.compress(data.data(), data.size(), shared, stream)
+                                   : deflater.compress(data.data(), data.size(), stream);
     Bytes back(data.size());
     size_t got = 0;
     EXPECT_EQ(libdeflate_zlib_decompress(inflater, stream.data(), size, back.data(), back.size(), &got),
