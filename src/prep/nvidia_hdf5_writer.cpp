@@ -189,7 +189,7 @@ void write_nvidia_hdf5(const std::string& path, const NvidiaInstances& in, int w
   // Batches bound the compressed bytes held at once; within one, chunks are built in parallel, written in order.
   // Each place in a batch keeps its stream buffer for the next batch (no allocation, copy or page fault per chunk).
   const size_t batch = size_t(std::max(1, workers)) * 8;
-  std::vector<std::vector<unsigned char>> streams(batch);
+  std::vector<StreamBuffer> streams(batch);
   std::vector<size_t> sizes(batch);
   tbb::enumerable_thread_specific<Deflater> deflaters;
   for (size_t b = 0; b < all.size(); b += batch) {

@@ -66,23 +66,15 @@ class InstanceBuilder {
     rng_.shuffle(order_);
     for (int dupe = 0; dupe < o_.dupe_factor; ++dupe)
       for (size_t di = 0; di < order_.size(); ++di) from_document(di);
-    // rng.shuffle(instances), then the recipes and their masks gathered into that (the file's row) order.
+    // rng.shuffle(instances), then the recipes permuted into that (the file's row) order; their masks stay where
+    // they are (the rows point at them), which keeps that copy off this one thread.
     std::vector<uint32_t> order(made_.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
     rng_.shuffle(order);
     out_.rows.reserve(made_.size());
-    out_.masked_positions.reserve(positions_.size());
-    out_.replacements.reserve(replacements_.size());
-    for (uint32_t i : order) {
-      NvidiaInstance x = made_[i];
-      const auto from = long(x.mask_begin);
-      x.mask_begin = out_.masked_positions.size();
-      out_.masked_positions.insert(out_.masked_positions.end(), positions_.begin() + from,
-                                   positions_.begin() + from + x.mask_count);
-      out_.replacements.insert(out_.replacements.end(), replacements_.begin() + from,
-                               replacements_.begin() + from + x.mask_count);
-      out_.rows.push_back(x);
-    }
+    for (uint32_t i : order) out_.rows.push_back(made_[i]);
+    out_.masked_positions = std::move(positions_);
+    out_.replacements = std::move(replacements_);
   }
 
  private:

@@ -59,7 +59,8 @@ struct NvidiaInstance {
 };
 
 // Every instance of one output file as recipes, in the file's row order (the script's final shuffle applied), and
-// laid out in that order so building the rows reads them front to back. The tokens are copied, masked and labelled
+// laid out in that order so building the rows reads them front to back (their masks are in the order the
+// instances were made). The tokens are copied, masked and labelled
 // when the rows are built, on every core (nvidia_hdf5_writer.cpp); the replay only draws.
 struct NvidiaInstances {
   static constexpr int32_t kKeep = -1;  // replacement: the original token stays (the 10 % "keep" draw)

@@ -267,14 +267,14 @@ DeflateCode DeflateCode::covering(const unsigned char* sample, size_t n) {
   return DeflateCode(freq);
 }
 
-size_t RunDeflater::compress(const unsigned char* data, size_t n, std::vector<unsigned char>& out) {
+size_t RunDeflater::compress(const unsigned char* data, size_t n, StreamBuffer& out) {
   if (n == 0) throw Error("RunDeflater: nothing to compress (an HDF5 chunk is never empty)");
   count_symbols(data, n, freq_);
   return compress(data, n, DeflateCode(freq_), out);
 }
 
 size_t RunDeflater::compress(const unsigned char* data, size_t n, const DeflateCode& code,
-                             std::vector<unsigned char>& out) {
+                             StreamBuffer& out) {
   if (n == 0) throw Error("RunDeflater: nothing to compress (an HDF5 chunk is never empty)");
   // Bound: 2 header bytes, < 1 KiB of block header, at most 14 bits per byte (a literal; a match costs less per
   // byte it covers), the end-of-block code, padding and 4 bytes of Adler-32 (+8: BitWriter stores whole words).

@@ -12,10 +12,34 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <new>
 #include <utility>
 #include <vector>
 
 namespace lmforge::prep {
+
+// An allocator whose resize() leaves new bytes uninitialized: a stream buffer is sized for the worst case (about
+// 1.75 times the input) and written only as far as the stream goes, so zero-filling it touched pages for nothing.
+template <class T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <class U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) {}
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;  // default-initialization: no zeroing
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using StreamBuffer = std::vector<unsigned char, UninitializedAllocator<unsigned char>>;
 
 // One literal/length code (lengths at most 14 bits, so four literals fit between two flushes of the 64-bit bit
 // buffer) and its block header, for one stream or for many similar ones.
@@ -45,9 +69,9 @@ class RunDeflater {
   // `data` [n bytes, n > 0] as one zlib stream (header, one final dynamic-Huffman block, Adler-32) at the start of
   // `out`; returns its size. `out` is grown to the worst case as needed and never shrunk (reused between calls
   // without clearing it again). This one fits the code to the data.
-  size_t compress(const unsigned char* data, size_t n, std::vector<unsigned char>& out);
+  size_t compress(const unsigned char* data, size_t n, StreamBuffer& out);
   // The same with a given code (DeflateCode::covering for data it was not fitted to).
-  size_t compress(const unsigned char* data, size_t n, const DeflateCode& code, std::vector<unsigned char>& out);
+  size_t compress(const unsigned char* data, size_t n, const DeflateCode& code, StreamBuffer& out);
 
  private:
   std::vector<uint32_t> freq_;  // scratch for the literal/length counts

@@ -72,7 +72,7 @@ std::vector<std::pair<std::string, Bytes>> cases() {
 TEST(RunDeflate, StreamsInflateToTheirInputWithZlibAndLibdeflate) {
   TempDir dir;
   prep::RunDeflater deflater;
-  Bytes stream;
+  prep::StreamBuffer stream;
   std::string names;
   auto* inflater = libdeflate_alloc_decompressor();
   // Each case also with a code fitted to other data (DeflateCode::covering, as the HDF5 writer shares one code
@@ -110,7 +110,7 @@ TEST(RunDeflate, StreamsInflateToTheirInputWithZlibAndLibdeflate) {
 
 TEST(RunDeflate, RunsAndSkewedBytesCompress) {
   prep::RunDeflater deflater;
-  Bytes stream;
+  prep::StreamBuffer stream;
   for (const auto& [name, data] : cases()) {
     const size_t size = deflater.compress(data.data(), data.size(), stream);
     if (name == "zeros") {
