@@ -7,7 +7,8 @@
 # NVIDIA_BERT_DIR: DeepLearningExamples' PyTorch/LanguageModeling/BERT at 7a4c4250 (create_pretraining_data.py and
 # tokenization.py are copied from it unmodified; its file_utils.py, which imports boto3 and requests for downloads,
 # is replaced by a stub that returns the local vocabulary path). Env: INPUT (default the shared sample_sentences.txt),
-# DUPE (5, bertPrep.py's), SEQ (128), PRED (20), ROUNDS (1).
+# DUPE (5, bertPrep.py's), SEQ (128), PRED (20), ROUNDS (1), BEFORE (another lmforge binary, e.g. an earlier
+# commit's, run the same way in each round right after this build's, for a before/after in one run).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 nvidia=${1:?usage: run_nvidia_hdf5_bench.sh NVIDIA_BERT_DIR [BUILD_DIR]}
@@ -38,17 +39,24 @@ for r in $(seq 1 "$rounds"); do
   run_timed nvidia_$r /usr/bin/python3 "$out/nvidia/create_pretraining_data.py" --input_file "$input" \
     --output_file "$out/nvidia_$r.hdf5" --vocab_file "$vocab" --do_lower_case --max_seq_length "$seq" \
     --max_predictions_per_seq "$pred" --masked_lm_prob 0.15 --random_seed 12345 --dupe_factor "$dupe"
-  for w in 1 2; do
-    run_timed lmforge_w${w}_$r "$build/lmforge" prep --input "$input" --output-format nvidia-hdf5 \
-      --vocab-file "$vocab" --max-seq-length "$seq" --max-predictions-per-seq "$pred" --masked-lm-prob 0.15 \
-      --random-seed 12345 --dupe-factor "$dupe" --workers "$w" --output-prefix "$out/lmforge_w${w}_$r"
-    /usr/bin/python3 tests/prep/nvidia_pretraining_reference.py compare "$out/lmforge_w${w}_$r.hdf5" \
-      "$out/nvidia_$r.hdf5" | sed "s/^/  workers $w vs NVIDIA: /"
+  for who in lmforge ${BEFORE:+before}; do
+    binary="$build/lmforge"
+    [ "$who" = before ] && binary=$BEFORE
+    for w in 1 2; do
+      run_timed ${who}_w${w}_$r "$binary" prep --input "$input" --output-format nvidia-hdf5 \
+        --vocab-file "$vocab" --max-seq-length "$seq" --max-predictions-per-seq "$pred" --masked-lm-prob 0.15 \
+        --random-seed 12345 --dupe-factor "$dupe" --workers "$w" --output-prefix "$out/${who}_w${w}_$r"
+      /usr/bin/python3 tests/prep/nvidia_pretraining_reference.py compare "$out/${who}_w${w}_$r.hdf5" \
+        "$out/nvidia_$r.hdf5" | sed "s/^/  $who workers $w vs NVIDIA: /"
+    done
   done
   read -r nv_wall nv_cpu < "$out/nvidia_$r.time"
-  echo "  NVIDIA's script: ${nv_wall} s wall, ${nv_cpu} s CPU"
-  for w in 1 2; do
-    read -r wall cpu < "$out/lmforge_w${w}_$r.time"
-    echo "  lmforge --workers $w: ${wall} s wall, ${cpu} s CPU, $(echo "scale=1; $nv_wall / $wall" | bc)x NVIDIA's wall time"
+  echo "  NVIDIA's script: ${nv_wall} s wall, ${nv_cpu} s CPU, $(du -b "$out/nvidia_$r.hdf5" | cut -f1) bytes"
+  for who in lmforge ${BEFORE:+before}; do
+    for w in 1 2; do
+      read -r wall cpu < "$out/${who}_w${w}_$r.time"
+      echo "  $who --workers $w: ${wall} s wall, ${cpu} s CPU, $(echo "scale=1; $nv_wall / $wall" | bc)x NVIDIA's" \
+        "wall time, $(echo "scale=1; $nv_cpu / $cpu" | bc)x its CPU time, $(du -b "$out/${who}_w${w}_$r.hdf5" | cut -f1) bytes"
+    done
   done
 done

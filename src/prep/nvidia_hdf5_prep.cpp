@@ -1,5 +1,5 @@
-// defines: run_nvidia_hdf5_prep(), read_sentence_documents(), nvidia_vocab_ids(), nvidia_output_files(),
-//          slice_documents() (see nvidia_hdf5_prep.h for how the work is spread over cores)
+// defines: run_nvidia_hdf5_prep(), read_sentence_documents(), nvidia_vocab_ids(), nvidia_output_files()
+//          (see nvidia_hdf5_prep.h for how the work is spread over cores)
 #include "prep/nvidia_hdf5_prep.h"
 
 #include <unistd.h>
@@ -308,16 +308,6 @@ NvidiaVocabIds nvidia_vocab_ids(const std::string& vocab_file) {
   return v;
 }
 
-SentenceDocuments slice_documents(const SentenceDocuments& all, size_t first, size_t end) {
-  SentenceDocuments out;
-  const uint64_t s0 = all.document_begin[first], s1 = all.document_begin[end];
-  const uint64_t i0 = all.sentence_begin[s0], i1 = all.sentence_begin[s1];
-  out.ids.assign(all.ids.begin() + long(i0), all.ids.begin() + long(i1));
-  for (uint64_t s = s0 + 1; s <= s1; ++s) out.sentence_begin.push_back(all.sentence_begin[s] - i0);
-  for (size_t d = first + 1; d <= end; ++d) out.document_begin.push_back(all.document_begin[d] - s0);
-  return out;
-}
-
 std::vector<NvidiaOutputFile> nvidia_output_files(const PrepOptions& options, const SentenceDocuments& docs) {
   const size_t n = docs.documents();
   if (options.n_training_shards == 1 && options.n_test_shards == 0)
@@ -422,11 +412,7 @@ PrepSummary run_nvidia_hdf5_prep(const PrepOptions& options) {
       tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, size_t(workers));
       tbb::parallel_for(size_t(group), end, [&](size_t k) {
         const NvidiaOutputFile& f = outputs[k];
-        if (f.first_document == 0 && f.end_document == docs.documents())
-          made[k - group] = create_nvidia_instances(docs, nvidia.vocab, options.nvidia);
-        else
-          made[k - group] = create_nvidia_instances(slice_documents(docs, f.first_document, f.end_document),
-                                                    nvidia.vocab, options.nvidia);
+        made[k - group] = create_nvidia_instances(docs, f.first_document, f.end_document, nvidia.vocab, options.nvidia);
       });
     }
     for (size_t k = group; k < end; ++k) {

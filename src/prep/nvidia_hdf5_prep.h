@@ -6,11 +6,14 @@
 //  1. Reading and tokenizing (the script's dominant cost) run on every core: blocks of lines are tokenized in
 //     parallel and appended to the document list in input order (a TBB pipeline, as the Megatron path).
 //  2. The random stream is inherently sequential (each draw depends on all before it; rejection sampling consumes
-//     a varying number of outputs), so one thread replays it in the script's order over the token ids: per
-//     instance ~30 draws and a copy of at most L ids. Several output shards (--n-training-shards, --n-test-shards)
-//     each restart from the seed, as NVIDIA runs one process per shard, so shards are replayed in parallel.
-//  3. Building the rows and deflating them (HDF5's gzip filter, otherwise single-threaded) run on every core; the
-//     compressed chunks are handed to HDF5 whole (H5Dwrite_chunk).
+//     a varying number of outputs), so one thread replays it in the script's order. It only draws: the draws
+//     depend on the sentences' lengths, not on their tokens, so each instance is recorded as its recipe (A and B
+//     as runs of the token ids, the masked positions and their replacements) and no token is copied there.
+//     Several output shards (--n-training-shards, --n-test-shards) each restart from the seed, as NVIDIA runs one
+//     process per shard, so shards are replayed in parallel.
+//  3. Building the rows from the recipes (copying, masking, labelling) and deflating them (HDF5's gzip filter,
+//     otherwise single-threaded; here run_deflate.h's coder) run on every core; the compressed chunks are handed to
+//     HDF5 whole (H5Dwrite_chunk).
 #pragma once
 #include <memory>
 #include <string>
@@ -72,8 +75,5 @@ struct NvidiaOutputFile {
 // (bertPrep.py's names). Documents are cut in input order: the first (1 - fraction_test) of the sentences go to
 // training, the rest to test, each part into consecutive runs of about equal sentence counts.
 std::vector<NvidiaOutputFile> nvidia_output_files(const PrepOptions& options, const SentenceDocuments& documents);
-
-// Documents [first, end) of `all` as their own SentenceDocuments.
-SentenceDocuments slice_documents(const SentenceDocuments& all, size_t first, size_t end);
 
 }  // namespace lmforge::prep

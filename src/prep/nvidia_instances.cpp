@@ -1,12 +1,15 @@
 // defines: create_nvidia_instances(), check_nvidia_instance_options()
 //
 // One thread, by necessity: every draw depends on the draws before it (rejection sampling consumes a varying number
-// of outputs), so the stream is replayed in the script's order. The work done here per instance is small (copying at
-// most L ids, ~30 draws); tokenizing before and building/compressing the rows after run on every core.
+// of outputs), so the stream is replayed in the script's order. The replay only draws and records each instance's
+// recipe (the runs of ids A and B, the masked positions and their replacements): the draws depend on the tokens'
+// counts, never on their values, except where text holds [CLS]/[SEP] (looked up, not scanned). Copying the tokens,
+// masking and labelling happen when the rows are built, with tokenizing before and deflating after, on every core.
 #include "prep/nvidia_instances.h"
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <string>
 
 #include "prep/python_random.h"
@@ -32,38 +35,46 @@ void check_nvidia_instance_options(const NvidiaInstanceOptions& o) {
 
 namespace {
 
-// A run of ids that loses tokens at either end (truncate_seq_pair's del x[0] / x.pop()).
-struct Span {
-  std::vector<int32_t> ids;
-  size_t begin = 0;
-  size_t size() const { return ids.size() - begin; }
-  void clear() {
-    ids.clear();
-    begin = 0;
-  }
+// A run of the documents' ids that loses tokens at either end (truncate_seq_pair's del x[0] / x.pop()).
+struct Run {
+  uint64_t begin = 0, end = 0;
+  int64_t size() const { return static_cast<int64_t>(end - begin); }
 };
 
 class InstanceBuilder {
  public:
-  InstanceBuilder(const SentenceDocuments& docs, const NvidiaVocabIds& vocab, const NvidiaInstanceOptions& o,
-                  NvidiaInstances& out)
-      : docs_(docs), vocab_(vocab), o_(o), out_(out), rng_(o.random_seed) {}
+  InstanceBuilder(const SentenceDocuments& docs, size_t first, size_t end, const NvidiaVocabIds& vocab,
+                  const NvidiaInstanceOptions& o, NvidiaInstances& out)
+      : docs_(docs), first_(first), end_(end), vocab_(vocab), o_(o), out_(out), rng_(o.random_seed) {}
 
   void run() {
-    // Room for every pass's tokens up front (half again for random next sentences and the specials): reserved pages
-    // that stay unused cost nothing, where growing by copying touched every page again.
-    const size_t passes = size_t(o_.dupe_factor);
-    out_.tokens.reserve(passes * (docs_.ids.size() * 3 / 2 + 3 * docs_.sentences()));
+    // Where text itself holds [CLS] or [SEP] (a tokenizer's never_split token): those are no masking candidates.
+    // Kept as sorted ids offsets so an instance without any (nearly all) builds its candidates without a scan.
+    const uint64_t i0 = docs_.sentence_begin[docs_.document_begin[first_]];
+    const uint64_t i1 = docs_.sentence_begin[docs_.document_begin[end_]];
+    for (uint64_t i = i0; i < i1; ++i)
+      if (docs_.ids[i] == vocab_.cls || docs_.ids[i] == vocab_.sep) specials_.push_back(i);
+    // Room for every instance up front (each takes at least one sentence of its document, so a pass makes at most
+    // one per sentence): reserved pages that stay unused cost nothing, where growing by copying touched each twice.
+    const size_t most = size_t(o_.dupe_factor) * (docs_.document_begin[end_] - docs_.document_begin[first_]);
+    made_.reserve(most);
+    positions_.reserve(most * size_t(o_.max_predictions_per_seq));
+    replacements_.reserve(most * size_t(o_.max_predictions_per_seq));
     // rng.shuffle(all_documents)
-    order_.resize(docs_.documents());
-    for (size_t d = 0; d < order_.size(); ++d) order_[d] = static_cast<uint32_t>(d);
+    order_.resize(end_ - first_);
+    for (size_t d = 0; d < order_.size(); ++d) order_[d] = static_cast<uint32_t>(first_ + d);
     rng_.shuffle(order_);
     for (int dupe = 0; dupe < o_.dupe_factor; ++dupe)
       for (size_t di = 0; di < order_.size(); ++di) from_document(di);
-    // rng.shuffle(instances)
-    out_.order.resize(out_.size());
-    for (size_t i = 0; i < out_.order.size(); ++i) out_.order[i] = static_cast<uint32_t>(i);
-    rng_.shuffle(out_.order);
+    // rng.shuffle(instances), then the recipes permuted into that (the file's row) order; their masks stay where
+    // they are (the rows point at them), which keeps that copy off this one thread.
+    std::vector<uint32_t> order(made_.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
+    rng_.shuffle(order);
+    out_.rows.reserve(made_.size());
+    for (uint32_t i : order) out_.rows.push_back(made_[i]);
+    out_.masked_positions = std::move(positions_);
+    out_.replacements = std::move(replacements_);
   }
 
  private:
@@ -71,14 +82,13 @@ class InstanceBuilder {
     const size_t d = order_[shuffled_doc];
     return docs_.document_begin[d + 1] - docs_.document_begin[d];
   }
-  // Sentence j of the document at shuffled position `shuffled_doc`.
-  std::pair<const int32_t*, size_t> sentence(size_t shuffled_doc, size_t j) const {
-    const size_t s = docs_.document_begin[order_[shuffled_doc]] + j;
-    const uint64_t b = docs_.sentence_begin[s], e = docs_.sentence_begin[s + 1];
-    return {docs_.ids.data() + b, size_t(e - b)};
+  // Where sentence j of the document at shuffled position `shuffled_doc` begins in ids (j = count: where it ends).
+  uint64_t sentence_begin(size_t shuffled_doc, size_t j) const {
+    return docs_.sentence_begin[docs_.document_begin[order_[shuffled_doc]] + j];
   }
-  static void extend(Span& span, std::pair<const int32_t*, size_t> s) {
-    span.ids.insert(span.ids.end(), s.first, s.first + s.second);
+  bool has_special(const Run& r) const {
+    const auto it = std::lower_bound(specials_.begin(), specials_.end(), r.begin);
+    return it != specials_.end() && *it < r.end;
   }
 
   // create_instances_from_document(all_documents, di, ...)
@@ -92,18 +102,16 @@ class InstanceBuilder {
     for (size_t i = 0; i < n; ++i) {
       if (chunk_size == 0) chunk_begin = i;
       ++chunk_size;
-      current_length += static_cast<int64_t>(sentence(di, i).second);
+      current_length += static_cast<int64_t>(sentence_begin(di, i + 1) - sentence_begin(di, i));
       if (i != n - 1 && current_length < target) continue;
       size_t a_end = 1;
       if (chunk_size >= 2) a_end = static_cast<size_t>(rng_.randint(1, static_cast<int64_t>(chunk_size) - 1));
-      a_.clear();
-      b_.clear();
-      for (size_t j = 0; j < a_end; ++j) extend(a_, sentence(di, chunk_begin + j));
+      a_ = {sentence_begin(di, chunk_begin), sentence_begin(di, chunk_begin + a_end)};
       bool is_random_next = false;
       // `len(current_chunk) == 1 or rng.random() < 0.5`: no draw for a one-sentence chunk.
       if (chunk_size == 1 || rng_.random() < 0.5) {
         is_random_next = true;
-        const int64_t target_b = target - static_cast<int64_t>(a_.size());
+        const int64_t target_b = target - a_.size();
         int64_t r = 0;
         for (int attempt = 0; attempt < 10; ++attempt) {
           r = rng_.randint(0, static_cast<int64_t>(order_.size()) - 1);
@@ -114,13 +122,14 @@ class InstanceBuilder {
         if (r == static_cast<int64_t>(di)) is_random_next = false;
         const size_t rn = sentence_count(size_t(r));
         const auto start = static_cast<size_t>(rng_.randint(0, static_cast<int64_t>(rn) - 1));
-        for (size_t j = start; j < rn; ++j) {
-          extend(b_, sentence(size_t(r), j));
-          if (static_cast<int64_t>(b_.size()) >= target_b) break;
+        b_ = {sentence_begin(size_t(r), start), sentence_begin(size_t(r), start)};
+        for (size_t j = start; j < rn; ++j) {  // whole sentences until B reaches target_b
+          b_.end = sentence_begin(size_t(r), j + 1);
+          if (b_.size() >= target_b) break;
         }
         i -= chunk_size - a_end;  // "put back" the unused sentences
       } else {
-        for (size_t j = a_end; j < chunk_size; ++j) extend(b_, sentence(di, chunk_begin + j));
+        b_ = {sentence_begin(di, chunk_begin + a_end), sentence_begin(di, chunk_begin + chunk_size)};
       }
       truncate(max_num_tokens);
       emit(is_random_next);
@@ -131,79 +140,95 @@ class InstanceBuilder {
 
   // truncate_seq_pair: the longer of A and B (B on a tie) loses its first or last token, one draw per token.
   void truncate(int64_t max_num_tokens) {
-    while (static_cast<int64_t>(a_.size() + b_.size()) > max_num_tokens) {
-      Span& t = a_.size() > b_.size() ? a_ : b_;
+    while (a_.size() + b_.size() > max_num_tokens) {
+      Run& t = a_.size() > b_.size() ? a_ : b_;
       if (rng_.random() < 0.5) ++t.begin;
-      else t.ids.pop_back();
+      else --t.end;
     }
   }
 
-  // [CLS] A [SEP] B [SEP], then create_masked_lm_predictions().
+  // [CLS] A [SEP] B [SEP], then create_masked_lm_predictions()'s draws; the tokens are not touched here.
   void emit(bool is_random_next) {
-    const size_t first = out_.tokens.size();
-    out_.tokens.push_back(vocab_.cls);
-    out_.tokens.insert(out_.tokens.end(), a_.ids.begin() + long(a_.begin), a_.ids.end());
-    out_.tokens.push_back(vocab_.sep);
-    const size_t a_length = out_.tokens.size() - first;
-    out_.tokens.insert(out_.tokens.end(), b_.ids.begin() + long(b_.begin), b_.ids.end());
-    out_.tokens.push_back(vocab_.sep);
-    int32_t* tokens = out_.tokens.data() + first;
-    const size_t n = out_.tokens.size() - first;
-
+    const size_t a = size_t(a_.size()), b = size_t(b_.size()), n = a + b + 3;
     candidates_.clear();
-    for (size_t p = 0; p < n; ++p)
-      if (tokens[p] != vocab_.cls && tokens[p] != vocab_.sep) candidates_.push_back(static_cast<int32_t>(p));
+    if (!has_special(a_) && !has_special(b_)) {  // positions 1..a and a+2..a+b+1
+      candidates_.resize(a + b);
+      std::iota(candidates_.begin(), candidates_.begin() + long(a), uint16_t(1));
+      std::iota(candidates_.begin() + long(a), candidates_.end(), static_cast<uint16_t>(a + 2));
+    } else {
+      for (size_t p = 1; p <= a; ++p)
+        if (const int32_t t = docs_.ids[a_.begin + p - 1]; t != vocab_.cls && t != vocab_.sep)
+          candidates_.push_back(static_cast<uint16_t>(p));
+      for (size_t p = a + 2; p <= a + b + 1; ++p)
+        if (const int32_t t = docs_.ids[b_.begin + p - a - 2]; t != vocab_.cls && t != vocab_.sep)
+          candidates_.push_back(static_cast<uint16_t>(p));
+    }
     rng_.shuffle(candidates_);
     // int(round(len(tokens) * masked_lm_prob)): the double product rounded half to even (nearbyint's default mode).
     const auto rounded = static_cast<int64_t>(std::nearbyint(static_cast<double>(n) * o_.masked_lm_prob));
     const size_t num = static_cast<size_t>(std::min<int64_t>(o_.max_predictions_per_seq, std::max<int64_t>(1, rounded)));
     masked_.clear();
-    for (int32_t p : candidates_) {
+    for (uint16_t p : candidates_) {
       if (masked_.size() >= num) break;
-      const int32_t original = tokens[p];
       int32_t replacement;
       if (rng_.random() < 0.8) {
         replacement = vocab_.mask;
       } else if (rng_.random() < 0.5) {
-        replacement = original;
+        replacement = NvidiaInstances::kKeep;
       } else {
         replacement = vocab_.words[size_t(rng_.randint(0, static_cast<int64_t>(vocab_.words.size()) - 1))];
       }
-      tokens[p] = replacement;
-      masked_.emplace_back(p, original);
+      masked_.emplace_back(p, replacement);
     }
     std::sort(masked_.begin(), masked_.end());
-    for (const auto& [p, original] : masked_) {
-      out_.masked_positions.push_back(p);
-      out_.masked_ids.push_back(original);
+    NvidiaInstance x;
+    x.a_begin = a_.begin;
+    x.b_begin = b_.begin;
+    x.mask_begin = positions_.size();
+    x.a_length = static_cast<uint16_t>(a);
+    x.b_length = static_cast<uint16_t>(b);
+    x.mask_count = static_cast<uint16_t>(masked_.size());
+    x.is_random_next = is_random_next ? 1 : 0;
+    made_.push_back(x);
+    for (const auto& [p, replacement] : masked_) {
+      positions_.push_back(p);
+      replacements_.push_back(replacement);
     }
-    out_.token_begin.push_back(out_.tokens.size());
-    out_.mask_begin.push_back(out_.masked_positions.size());
-    out_.a_length.push_back(static_cast<uint16_t>(a_length));
-    out_.is_random_next.push_back(is_random_next ? 1 : 0);
   }
 
   const SentenceDocuments& docs_;
+  const size_t first_, end_;
   const NvidiaVocabIds& vocab_;
   const NvidiaInstanceOptions& o_;
   NvidiaInstances& out_;
   PythonRandom rng_;
-  std::vector<uint32_t> order_;  // all_documents after the shuffle: order_[k] = input index of document k
-  Span a_, b_;
-  std::vector<int32_t> candidates_;
-  std::vector<std::pair<int32_t, int32_t>> masked_;  // (position, original id)
+  std::vector<uint32_t> order_;  // all_documents after the shuffle: order_[k] = index in docs of document k
+  std::vector<uint64_t> specials_;
+  Run a_, b_;
+  std::vector<uint16_t> candidates_;
+  std::vector<std::pair<uint16_t, int32_t>> masked_;  // (position, replacement)
+  // The instances in the order they are made, and their masks (gathered into row order at the end)
+  std::vector<NvidiaInstance> made_;
+  std::vector<uint16_t> positions_;
+  std::vector<int32_t> replacements_;
 };
 
 }  // namespace
 
-NvidiaInstances create_nvidia_instances(const SentenceDocuments& documents, const NvidiaVocabIds& vocab,
-                                        const NvidiaInstanceOptions& options) {
+NvidiaInstances create_nvidia_instances(const SentenceDocuments& documents, size_t first_document, size_t end_document,
+                                        const NvidiaVocabIds& vocab, const NvidiaInstanceOptions& options) {
   check_nvidia_instance_options(options);
+  if (first_document > end_document || end_document > documents.documents())
+    throw Error("create_nvidia_instances: documents [" + std::to_string(first_document) + ", " +
+                std::to_string(end_document) + ") outside the " + std::to_string(documents.documents()) + " read");
   NvidiaInstances out;
   out.seq_length = options.max_seq_length;
   out.max_predictions = options.max_predictions_per_seq;
-  if (documents.documents() == 0) return out;
-  InstanceBuilder(documents, vocab, options, out).run();
+  out.cls = vocab.cls;
+  out.sep = vocab.sep;
+  out.ids = documents.ids.data();
+  if (first_document == end_document) return out;
+  InstanceBuilder(documents, first_document, end_document, vocab, options, out).run();
   return out;
 }
 

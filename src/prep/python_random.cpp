@@ -1,4 +1,5 @@
-// defines: PythonRandom's seeding (CPython's random_seed -> init_by_array), block regeneration and _randbelow
+// defines: PythonRandom's seeding (CPython's random_seed -> init_by_array), block regeneration (and tempering)
+//          and _randbelow
 #include "prep/python_random.h"
 
 #include <algorithm>
@@ -57,6 +58,14 @@ void PythonRandom::regenerate() {
   }
   const uint32_t y = (state_[kN - 1] & kUpper) | (state_[0] & kLower);
   state_[kN - 1] = state_[kM - 1] ^ (y >> 1) ^ ((y & 1u) ? kMatrix : 0u);
+  for (int i = 0; i < kN; ++i) {  // tempering
+    uint32_t t = state_[i];
+    t ^= t >> 11;
+    t ^= (t << 7) & 0x9D2C5680u;
+    t ^= (t << 15) & 0xEFC60000u;
+    t ^= t >> 18;
+    tempered_[i] = t;
+  }
   index_ = 0;
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 #include <array>
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -19,15 +20,11 @@ class PythonRandom {
   // random.Random(seed) for an int seed: the key is |seed|'s 32-bit words, least significant first.
   explicit PythonRandom(int64_t seed);
 
-  // One tempered 32-bit output (genrand_uint32).
+  // One tempered 32-bit output (genrand_uint32). regenerate() tempers the whole block of 624 at once (a loop the
+  // compiler vectorizes), so a draw is a load.
   uint32_t next32() {
     if (index_ >= kN) regenerate();
-    uint32_t y = state_[index_++];
-    y ^= y >> 11;
-    y ^= (y << 7) & 0x9D2C5680u;
-    y ^= (y << 15) & 0xEFC60000u;
-    y ^= y >> 18;
-    return y;
+    return tempered_[index_++];
   }
   // random(): 53 random bits as a double in [0, 1).
   double random() {
@@ -46,10 +43,31 @@ class PythonRandom {
   }
   // randint(a, b) = a + _randbelow(b - a + 1).
   int64_t randint(int64_t a, int64_t b) { return a + static_cast<int64_t>(randbelow(static_cast<uint64_t>(b - a) + 1)); }
-  // shuffle(x): for i from len-1 down to 1, swap x[i] with x[_randbelow(i + 1)].
+  // shuffle(x): for i from len-1 down to 1, swap x[i] with x[_randbelow(i + 1)]. The masking's shuffles are most
+  // of the replay's draws, so the loop is written for speed: the block position is kept in a local (x's stores could
+  // otherwise alias it), and a rejected draw (getrandbits(k) >= i + 1, about one in four) does not branch: it swaps
+  // x[i] with itself and leaves i as it is, where a mispredicted retry loop cost more than the draw.
   template <class T>
   void shuffle(std::vector<T>& x) {
-    for (size_t i = x.size(); i-- > 1;) std::swap(x[i], x[static_cast<size_t>(randbelow(i + 1))]);
+    if (x.size() > (uint64_t(1) << 32)) {  // i + 1 needs more than 32 bits: getrandbits of several words
+      for (size_t i = x.size(); i-- > 1;) std::swap(x[i], x[static_cast<size_t>(randbelow(i + 1))]);
+      return;
+    }
+    T* data = x.data();
+    int index = index_;
+    for (size_t i = x.size() > 0 ? x.size() - 1 : 0; i > 0;) {
+      if (index >= kN) {
+        regenerate();
+        index = 0;
+      }
+      const uint32_t n = static_cast<uint32_t>(i + 1);
+      const size_t j = tempered_[index++] >> std::countl_zero(n);  // getrandbits(n.bit_length())
+      const size_t accept = j < n;  // as arithmetic, which compilers keep branch-free
+      const size_t k = i ^ ((i ^ j) & (size_t(0) - accept));
+      std::swap(data[i], data[k]);
+      i -= accept;
+    }
+    index_ = index;
   }
 
  private:
@@ -57,6 +75,7 @@ class PythonRandom {
   void regenerate();
   uint64_t randbelow_wide(uint64_t n, int bits);
   std::array<uint32_t, kN> state_{};
+  std::array<uint32_t, kN> tempered_{};  // the current block's outputs
   int index_ = kN;
 };
 

@@ -5,7 +5,6 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <unordered_map>
 
 #include "text/bert_unicode.h"
 #include "util/error.h"
@@ -169,26 +168,45 @@ class PieceMap {
 class PieceTrie {
  public:
   void build(const std::vector<std::string>& tokens) {
-    std::unordered_map<uint32_t, uint32_t> edges;
+    // Edges go straight into an open-addressing table sized for the worst case (every byte of every token a new
+    // edge), then move to one sized for the edges made: building through a std::unordered_map (a node allocation
+    // and a bucket miss per edge) was most of the tokenizer's construction, which every prep and train run pays.
+    size_t bytes = 0;
+    for (const std::string& t : tokens) bytes += t.size();
+    size_t cap = 1024;
+    while (cap < bytes * 2) cap <<= 1;
+    shift_ = 64 - __builtin_ctzll(cap);
+    slots_.assign(cap, Edge{kEmpty, 0});
     ids_.assign(1, -1);
+    size_t edges = 0;
     for (size_t id = 0; id < tokens.size(); ++id) {
       uint32_t node = 0;
       for (unsigned char c : tokens[id]) {
-        auto [it, added] = edges.try_emplace(node << 8 | c, static_cast<uint32_t>(ids_.size()));
-        if (added) ids_.push_back(-1);
-        node = it->second;
+        if (ids_.size() >= (1u << 24) - 1) throw Error("WordPiece vocabulary too large for the trie");
+        const uint32_t key = node << 8 | c;
+        size_t i = slot_of(key);
+        while (slots_[i].key != kEmpty && slots_[i].key != key) i = (i + 1) & (cap - 1);
+        if (slots_[i].key == kEmpty) {
+          slots_[i] = Edge{key, static_cast<uint32_t>(ids_.size())};
+          ids_.push_back(-1);
+          ++edges;
+        }
+        node = slots_[i].child;
       }
       if (node != 0) ids_[node] = static_cast<int32_t>(id);  // a repeated token keeps its last id
     }
-    if (ids_.size() >= (1u << 24) - 1) throw Error("WordPiece vocabulary too large for the trie");
-    size_t cap = 1024;
-    while (cap < edges.size() * 2) cap <<= 1;
-    shift_ = 64 - __builtin_ctzll(cap);
-    slots_.assign(cap, Edge{kEmpty, 0});
-    for (const auto& [key, child] : edges) {
-      size_t i = slot_of(key);
-      while (slots_[i].key != kEmpty) i = (i + 1) & (cap - 1);
-      slots_[i] = Edge{key, child};
+    size_t fitted = 1024;
+    while (fitted < edges * 2) fitted <<= 1;
+    if (fitted < cap) {
+      std::vector<Edge> all = std::move(slots_);
+      shift_ = 64 - __builtin_ctzll(fitted);
+      slots_.assign(fitted, Edge{kEmpty, 0});
+      for (const Edge& e : all) {
+        if (e.key == kEmpty) continue;
+        size_t i = slot_of(e.key);
+        while (slots_[i].key != kEmpty) i = (i + 1) & (fitted - 1);
+        slots_[i] = e;
+      }
     }
     cont_root_ = child(child(0, '#'), '#');
   }
