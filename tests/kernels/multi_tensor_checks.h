@@ -2,7 +2,8 @@
 //          sum_squares_multi) run on one device: each multi form against its single-tensor op over the same runs,
 //          bit for bit, on many runs of odd sizes (1, 7, 65537, 300001, empty ones), per-run groups, LAMB tensors
 //          cut into several runs listed apart and its trust-ratio edge cases (p = 0, u = 0); and where the device
-//          is not the CPU, the element-wise results against the CPU's single-tensor ops, bit for bit. Shared by
+//          is not the CPU, the element-wise results against the CPU's single-tensor ops, bit for bit (where the
+//          build has the CPU kernels). Shared by
 //          the CPU/guarded op tests (test_ops.cpp) and the CUDA op tests (test_ops_cuda.cpp).
 #pragma once
 #include "kernels/tensor.h"

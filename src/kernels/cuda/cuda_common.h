@@ -31,7 +31,7 @@ class HostStaging {
   HostStaging& operator=(const HostStaging&) = delete;
   // The slots live as long as the process (the backend is never torn down before exit, when the driver frees them).
   ~HostStaging() = default;
-  static constexpr size_t kMaxBytes = size_t(16) << 20;  // larger copies (weights, checkpoints) go direct
+  static constexpr size_t kMaxBytes = size_t(1) << 20;  // larger copies (weights, checkpoints) go direct
   // Queues dst_device[0, bytes) = src[0, bytes) on `stream`; src may be reused as soon as this returns.
   void upload(void* dst_device, const void* src, size_t bytes, cudaStream_t stream);
 

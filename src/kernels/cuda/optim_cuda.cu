@@ -178,21 +178,30 @@ __global__ void lamb_moments_multi_kernel(const Run* runs, int count, LambScalar
   if (threadIdx.x == 0) partial[blockIdx.x] = make_double2(pp, uu);
 }
 
-// One thread per tensor: its runs' sums (each 0 + its chunks' partials in order) added in list order from 0, and
-// when rates is given the tensor's step size from them (ops.h's lamb_trust_rate, the host's definition).
+// One warp per tensor: its runs' sums (each 0 + its chunks' partials in order) added in list order from 0, and
+// when rates is given the tensor's step size from them (ops.h's lamb_trust_rate, the host's definition). The lanes
+// form 32 run sums at a time in parallel; every lane then adds them in list order through shuffles, so the sum is
+// the sequential one (a tensor of GPT-2's size has thousands of runs: one thread walking them would be slow).
 __global__ void lamb_sums_kernel(const Run* runs, const int* tensor_first, const int* tensor_runs, int tensors,
                                  const double2* partial, double2* sums, const LambTensor* info, double lr,
                                  float* rates) {
-  const int t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t >= tensors) return;
+  const int t = (int)(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32), lane = (int)(threadIdx.x % 32);
+  if (t >= tensors) return;  // the whole warp (t is the same for its lanes)
   double pp = 0.0, uu = 0.0;
-  for (int j = tensor_first[t]; j < tensor_first[t + 1]; j++) {
-    const Run& r = runs[tensor_runs[j]];
+  const int begin = tensor_first[t], end = tensor_first[t + 1];
+  for (int base = begin; base < end; base += 32) {
     double rp = 0.0, ru = 0.0;
-    for (int64_t c = 0; c < chunks_of(r.n); c++) rp += partial[r.first_chunk + c].x, ru += partial[r.first_chunk + c].y;
-    pp += rp;
-    uu += ru;
+    if (base + lane < end) {
+      const Run& r = runs[tensor_runs[base + lane]];
+      for (int64_t c = 0; c < chunks_of(r.n); c++) rp += partial[r.first_chunk + c].x, ru += partial[r.first_chunk + c].y;
+    }
+    const int n = end - base < 32 ? end - base : 32;
+    for (int k = 0; k < n; k++) {
+      pp += __shfl_sync(0xffffffffu, rp, k);
+      uu += __shfl_sync(0xffffffffu, ru, k);
+    }
   }
+  if (lane != 0) return;
   sums[t] = make_double2(pp, uu);
   if (rates != nullptr) rates[t] = lamb_trust_rate(lr, pp, uu, info[t].trust);
 }
@@ -349,7 +358,7 @@ void lamb_phase1(LambPhase1& ph, const LambScalars& s, const LambTensor* tensors
       static_cast<double2*>(partial.get()));
   check_launch("lamb_moments_multi");
   ph.sums = std::make_unique<Scratch>(count * sizeof(double2));
-  lamb_sums_kernel<<<blocks_of((int64_t)count), kThreads, 0, ctx.stream>>>(
+  lamb_sums_kernel<<<blocks_of((int64_t)count * 32), kThreads, 0, ctx.stream>>>(
       ph.table.at<Run>(ph.runs_at), ph.table.at<int>(first_at), ph.table.at<int>(order_at), (int)count,
       static_cast<const double2*>(partial.get()), static_cast<double2*>(ph.sums->get()),
       ph.table.at<LambTensor>(ph.tensors_at), lr, rates_out);
