@@ -50,7 +50,14 @@ namespace lmforge::kernels {
   X(SCALE,                  SCALE,            scale)                    \
   X(SUM_SQUARES,            SUM_SQUARES,      sum_squares)              \
   X(COUNT_NONFINITE,        COUNT_NONFINITE,  count_nonfinite)          \
-  X(ROUND_TO_F16_STORAGE,   ROUND_F16,        round_to_f16_storage)
+  X(ROUND_TO_F16_STORAGE,   ROUND_F16,        round_to_f16_storage)     \
+  X(ADAMW_UPDATE_MULTI,     ADAMW,            adamw_update_multi)       \
+  X(SGD_UPDATE_MULTI,       SGD,              sgd_update_multi)         \
+  X(LAMB_MOMENTS_MULTI,     LAMB,             lamb_moments_multi)       \
+  X(LAMB_APPLY_MULTI,       LAMB,             lamb_apply_multi)         \
+  X(LAMB_STEP_MULTI,        LAMB,             lamb_step_multi)          \
+  X(SCALE_MULTI,            SCALE,            scale_multi)              \
+  X(SUM_SQUARES_MULTI,      SUM_SQUARES,      sum_squares_multi)
 
 #define LMFORGE_KERNEL_ENUMERATOR(name, op, fn) name,
 enum class Kernel : uint8_t { LMFORGE_KERNELS(LMFORGE_KERNEL_ENUMERATOR) };

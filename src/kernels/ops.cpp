@@ -414,4 +414,114 @@ void round_to_f16_storage(const Tensor& x) {
   kernel<Kernel::ROUND_TO_F16_STORAGE>(c)(x);
 }
 
+// ---- multi-tensor forms: every non-empty run checked as its single-tensor op checks it, all on one device -------
+
+namespace {
+
+enum class Needs { GRAD_M_V, M_V, GRAD_OPTIONAL_M };  // the operands a run needs beside param
+
+// The device of the runs' operands (the first non-empty run's) after checking every run; false when every run is
+// empty (nothing to do). A run's group must index the op's list of `groups` entries.
+bool check_runs(Op op, MultiTensorList runs, Needs needs, size_t groups, Checked& c) {
+  if (runs.count > 0 && runs.items == nullptr) fail(op, "missing run list");
+  bool any = false;
+  for (size_t k = 0; k < runs.count; ++k) {
+    const MultiTensorItem& r = runs.items[k];
+    if (r.param.numel() == 0) continue;
+    Checked rc{};
+    switch (needs) {
+      case Needs::GRAD_M_V:
+        rc = check(op, r.param, {&r.grad, &r.m, &r.v});
+        flat_operands(op, r.param, {&r.grad, &r.m, &r.v});
+        break;
+      case Needs::M_V:
+        rc = check(op, r.param, {&r.m, &r.v});
+        flat_operands(op, r.param, {&r.m, &r.v});
+        break;
+      case Needs::GRAD_OPTIONAL_M:
+        rc = check(op, r.param, {&r.grad, &r.m});
+        flat_operands(op, r.param, {&r.grad}, {&r.m});
+        break;
+    }
+    if (rc.dtype != DType::F32) fail(op, "multi-tensor runs must be f32, got " + r.param.describe());
+    if (r.group >= groups)
+      fail(op, "run " + std::to_string(k) + " names group " + std::to_string(r.group) + " of " +
+                   std::to_string(groups));
+    if (any && rc.device != c.device)
+      fail(op, "runs on different devices: " + runs.items[0].param.describe() + " and " + r.param.describe());
+    if (!any) c = rc;
+    any = true;
+  }
+  return any;
+}
+
+bool check_views(Op op, TensorList xs, Checked& c) {
+  if (xs.count > 0 && xs.items == nullptr) fail(op, "missing view list");
+  bool any = false;
+  for (size_t k = 0; k < xs.count; ++k) {
+    const Tensor& x = xs.items[k];
+    if (x.numel() == 0) continue;
+    const Checked xc = check(op, x, {});
+    flat_operands(op, x, {});
+    if (xc.dtype != DType::F32) fail(op, "multi-tensor views must be f32, got " + x.describe());
+    if (any && xc.device != c.device)
+      fail(op, "views on different devices: " + xs.items[0].describe() + " and " + x.describe());
+    if (!any) c = xc;
+    any = true;
+  }
+  return any;
+}
+
+}  // namespace
+
+void adamw_update_multi(MultiTensorList runs, const AdamWScalars* groups, size_t group_count) {
+  Checked c{};
+  if (check_runs(Op::ADAMW, runs, Needs::GRAD_M_V, group_count, c))
+    kernel<Kernel::ADAMW_UPDATE_MULTI>(c)(runs, groups, group_count);
+}
+
+void sgd_update_multi(MultiTensorList runs, const SgdScalars* groups, size_t group_count) {
+  Checked c{};
+  if (check_runs(Op::SGD, runs, Needs::GRAD_OPTIONAL_M, group_count, c))
+    kernel<Kernel::SGD_UPDATE_MULTI>(c)(runs, groups, group_count);
+}
+
+void lamb_moments_multi(MultiTensorList runs, const LambScalars& s, const LambTensor* tensors, size_t tensor_count,
+                        LambSums* sums) {
+  Checked c{};
+  if (check_runs(Op::LAMB, runs, Needs::GRAD_M_V, tensor_count, c)) {
+    kernel<Kernel::LAMB_MOMENTS_MULTI>(c)(runs, s, tensors, tensor_count, sums);
+  } else {
+    for (size_t t = 0; t < tensor_count; ++t) sums[t] = LambSums{0.0, 0.0};
+  }
+}
+
+void lamb_apply_multi(MultiTensorList runs, const LambScalars& s, const LambTensor* tensors, size_t tensor_count,
+                      const float* rates) {
+  Checked c{};
+  if (check_runs(Op::LAMB, runs, Needs::M_V, tensor_count, c))
+    kernel<Kernel::LAMB_APPLY_MULTI>(c)(runs, s, tensors, tensor_count, rates);
+}
+
+void lamb_step_multi(MultiTensorList runs, const LambScalars& s, const LambTensor* tensors, size_t tensor_count,
+                     double lr) {
+  Checked c{};
+  if (check_runs(Op::LAMB, runs, Needs::GRAD_M_V, tensor_count, c))
+    kernel<Kernel::LAMB_STEP_MULTI>(c)(runs, s, tensors, tensor_count, lr);
+}
+
+void scale_multi(TensorList xs, float factor) {
+  Checked c{};
+  if (check_views(Op::SCALE, xs, c)) kernel<Kernel::SCALE_MULTI>(c)(xs, factor);
+}
+
+void sum_squares_multi(TensorList xs, double* out) {
+  Checked c{};
+  if (check_views(Op::SUM_SQUARES, xs, c)) {
+    kernel<Kernel::SUM_SQUARES_MULTI>(c)(xs, out);
+  } else {
+    for (size_t k = 0; k < xs.count; ++k) out[k] = 0.0;
+  }
+}
+
 }  // namespace lmforge::kernels

@@ -3,8 +3,10 @@
 //          mask, self and cross, with attention dropout), key/value-cache decode attention, strided copy, and the
 //          pieces of a vocabulary-parallel softmax cross-entropy, each *_forward beside its *_backward; and the
 //          optimizer steps (AdamW, LAMB, SGD) and gradient passes (scale, sum of squares, non-finite count, fp16
-//          storage rounding) over flat f32 buffers.
+//          storage rounding) over flat f32 buffers, each also as a multi-tensor form over many buffers in one
+//          call (MultiTensorItem, MultiTensorList, TensorList, LambTensor, lamb_trust_rate()).
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -232,5 +234,70 @@ int64_t count_nonfinite(const Tensor& x);
 // x = f32(f16(x)): each value rounded to IEEE binary16 (nearest even; |x| >= 65520 → ±inf) and back, in place —
 // what storing fp32 gradients in fp16 does (Megatron's fp16 gradients).
 void round_to_f16_storage(const Tensor& x);
+
+// ---- the same over many buffers in one call (multi-tensor forms) --------------------------------------------------
+// An optimizer step or a gradient pass touches every parameter tensor (GPT-2 small: ~150, cut into thousands of
+// blocks): a device with launch costs and host round trips (CUDA) runs each form below as ONE launch over all the
+// runs and at most one copy to the host, instead of one launch (and one round trip for the sums) per run. Every
+// form gives, bit for bit, what its single-tensor op gives on each run in list order (the CPU loops those
+// kernels); the sums keep each run's single-op value and add runs in list order. Runs with numel 0 are skipped.
+// (Plain pointer + count lists rather than std::span: this header is C++17 for nvcc 11.8.)
+
+// One run of elements: contiguous f32 views of equal numel on one device. AdamW and LAMB: m = exp_avg,
+// v = exp_avg_sq; SGD: m = the momentum buffer (absent without momentum), v absent; lamb_apply_multi ignores grad.
+// group: the index of the run's scalars (AdamW, SGD) or of its whole tensor (LAMB: LambTensor, sums, rates).
+struct MultiTensorItem {
+  Tensor param, grad, m, v;
+  uint32_t group = 0;
+};
+struct MultiTensorList {
+  const MultiTensorItem* items = nullptr;
+  size_t count = 0;
+};
+struct TensorList {
+  const Tensor* items = nullptr;
+  size_t count = 0;
+};
+
+// adamw_update on every run with groups[run.group] (per-group weight decay: decay = 1 − lr·wd differs).
+void adamw_update_multi(MultiTensorList runs, const AdamWScalars* groups, size_t group_count);
+// sgd_update on every run with groups[run.group].
+void sgd_update_multi(MultiTensorList runs, const SgdScalars* groups, size_t group_count);
+
+// LAMB over the runs of whole tensors (a tensor may be cut into several runs; run.group names it).
+struct LambTensor {
+  float wd;    // the tensor's weight decay (0 when it has none)
+  bool trust;  // its trust ratio applies (decayed, or use_nvlamb)
+};
+// The step size of a tensor from its whole sums: lr·(‖p‖/‖u‖) in double, rounded to float once; lr (as float) when
+// the ratio does not apply (not trust, or ‖p‖ = 0, or ‖u‖ = 0). The host and the devices evaluate this one
+// definition (IEEE double sqrt, division and product: the same bits everywhere).
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+inline float lamb_trust_rate(double lr, double p_sq, double u_sq, bool trust) {
+  const double p_norm = sqrt(p_sq), u_norm = sqrt(u_sq);
+  if (trust && p_norm != 0.0 && u_norm != 0.0) return static_cast<float>(lr * (p_norm / u_norm));
+  return static_cast<float>(lr);
+}
+// Phase 1: lamb_moments on every run (wd = tensors[run.group].wd), and sums[t] = Σ over the runs of tensor t, in
+// list order from 0, of their lamb_moments sums — on the host (one copy for all tensors). sums has tensor_count
+// entries.
+void lamb_moments_multi(MultiTensorList runs, const LambScalars& s, const LambTensor* tensors, size_t tensor_count,
+                        LambSums* sums);
+// Phase 2: lamb_apply on every run with rate = rates[run.group] (host floats, one per tensor).
+void lamb_apply_multi(MultiTensorList runs, const LambScalars& s, const LambTensor* tensors, size_t tensor_count,
+                      const float* rates);
+// Both phases when the runs hold their tensors whole (no other rank or shard has a piece): phase 1, each tensor's
+// rate lamb_trust_rate(lr, sums[t], tensors[t].trust) formed where the sums are (on the device: no host read),
+// phase 2. The same bits as lamb_moments_multi, lamb_trust_rate and lamb_apply_multi in turn.
+void lamb_step_multi(MultiTensorList runs, const LambScalars& s, const LambTensor* tensors, size_t tensor_count,
+                     double lr);
+
+// scale on every view (numel 0 skipped).
+void scale_multi(TensorList xs, float factor);
+// out[i] = sum_squares(xs[i], SumOrder::PARALLEL) for every view (0 for an empty one), on the host: one launch and
+// one copy for all views (the global gradient norm, whose inf/NaN is also the fp16 loss scale's overflow check).
+void sum_squares_multi(TensorList xs, double* out);
 
 }  // namespace lmforge::kernels

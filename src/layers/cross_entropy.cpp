@@ -16,19 +16,27 @@ double VocabParallelCrossEntropy::forward(const Tensor& logits, const Tensor& ta
   saved.vocab_offset = vocab_offset;
   if (loss_mask) saved.mask.assign(loss_mask, loss_mask + N);
   else saved.mask.assign((size_t)N, 1.0f);
-  // Row maxima, then the group's maximum per row: each rank's N maxima in its piece of a [T, N] buffer.
-  row_max_.resize(backend_, kernels::DType::F32, (size_t)(T * N));
   std::vector<float>& maxima = maxima_;
-  maxima.resize((size_t)(T * N));
-  // Σexp and the target logit: [2, N], summed over the group in one all-reduce.
-  sumexp_.resize(backend_, kernels::DType::F32, (size_t)(2 * N));
-  const Tensor both = sumexp_.view({2, N});
+  std::vector<float>& sums = sums_;
+  sums.resize((size_t)(2 * N));
   if (!tp_.active()) {
-    // One rank holds whole rows: maxima and Σexp in one pass over the logits (each row read from memory once).
-    kernels::crossentropy_stats(row_max_.view({N}), both.slice0(0, 1).reshaped({N}), both.slice0(1, 1).reshaped({N}),
-                                logits, targets, vocab_offset);
-    backend_.copy_to_host(maxima.data(), row_max_.data(), (size_t)N * sizeof(float));
+    // One rank holds whole rows: maxima, Σexp and the target logits in one pass over the logits (each row read from
+    // memory once) into one [3, N] buffer, brought to the host in ONE copy (on a GPU the forward's only wait).
+    stats_.resize(backend_, kernels::DType::F32, (size_t)(3 * N));
+    const Tensor all = stats_.view({3, N});
+    kernels::crossentropy_stats(all.slice0(0, 1).reshaped({N}), all.slice0(1, 1).reshaped({N}),
+                                all.slice0(2, 1).reshaped({N}), logits, targets, vocab_offset);
+    stats_host_.resize((size_t)(3 * N));
+    backend_.copy_to_host(stats_host_.data(), stats_.data(), stats_host_.size() * sizeof(float));
+    maxima.assign(stats_host_.begin(), stats_host_.begin() + N);
+    sums.assign(stats_host_.begin() + N, stats_host_.end());
   } else {
+    // Row maxima, then the group's maximum per row: each rank's N maxima in its piece of a [T, N] buffer.
+    row_max_.resize(backend_, kernels::DType::F32, (size_t)(T * N));
+    maxima.resize((size_t)(T * N));
+    // Σexp and the target logit: [2, N], summed over the group in one all-reduce.
+    sumexp_.resize(backend_, kernels::DType::F32, (size_t)(2 * N));
+    const Tensor both = sumexp_.view({2, N});
     kernels::crossentropy_row_max(row_max_.view({N}), logits);
     backend_.copy_to_host(maxima.data() + (size_t)tp_.rank() * N, row_max_.data(), (size_t)N * sizeof(float));
     tp_.all_gather(maxima.data(), (size_t)N);
@@ -38,10 +46,8 @@ double VocabParallelCrossEntropy::forward(const Tensor& logits, const Tensor& ta
     kernels::crossentropy_sumexp(both.slice0(0, 1).reshaped({N}), both.slice0(1, 1).reshaped({N}), logits,
                                  row_max_.view({N}), targets, vocab_offset);
     tp_.all_reduce(both);
+    backend_.copy_to_host(sums.data(), sumexp_.data(), sums.size() * sizeof(float));
   }
-  std::vector<float>& sums = sums_;
-  sums.resize((size_t)(2 * N));
-  backend_.copy_to_host(sums.data(), sumexp_.data(), sums.size() * sizeof(float));
   lse_host_.resize((size_t)N);
   double total = 0.0;
   for (int64_t n = 0; n < N; n++) {

@@ -38,8 +38,8 @@ class VocabParallelCrossEntropy {
  private:
   const TensorParallel& tp_;
   kernels::Backend& backend_;
-  std::vector<float> maxima_, sums_, lse_host_;  // host scratch of one call
-  kernels::Buffer row_max_, sumexp_, dloss_;     // device scratch of one call
+  std::vector<float> maxima_, sums_, lse_host_, stats_host_;  // host scratch of one call
+  kernels::Buffer row_max_, sumexp_, stats_, dloss_;          // device scratch of one call
 };
 
 }  // namespace lmforge::layers

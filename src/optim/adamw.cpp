@@ -46,14 +46,11 @@ void AdamW::begin_step(double lr, double weight_decay, std::span<double>) {
   ++step_;
   const kernels::AdamWScalars with_decay = make_scalars(lr, weight_decay, config_, step_);
   const kernels::AdamWScalars without_decay = make_scalars(lr, 0.0, config_, step_);
-  const std::vector<Item>& work = items();
-  const int64_t count = static_cast<int64_t>(work.size());
-#pragma omp parallel for schedule(static) if (count > 1)
-  for (int64_t k = 0; k < count; ++k) {
-    const Item& it = work[static_cast<size_t>(k)];
-    kernels::adamw_update(item_param(it), item_grad(it), item_state(0, it), item_state(1, it),
-                          params_[it.param].weight_decay ? with_decay : without_decay);
-  }
+  // Every item in one multi-tensor op; an item's group is its parameter, whose scalars carry its decay.
+  std::vector<kernels::AdamWScalars> groups;
+  groups.reserve(params_.size());
+  for (const ParamSpan& p : params_) groups.push_back(p.weight_decay ? with_decay : without_decay);
+  kernels::adamw_update_multi(runs(), groups.data(), groups.size());
 }
 
 std::map<std::string, std::string> AdamW::hyperparameters() const {

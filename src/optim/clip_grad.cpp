@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/ops.h"
 
@@ -16,9 +17,22 @@ void scale_in_place(const kernels::Tensor& g, float factor) {
   if (g.numel() > 0) kernels::scale(g, factor);
 }
 
+namespace {
+std::vector<kernels::Tensor> grads_of(std::span<const ParamSpan> params) {
+  std::vector<kernels::Tensor> g;
+  g.reserve(params.size());
+  for (const ParamSpan& p : params) g.push_back(p.grad);
+  return g;
+}
+}  // namespace
+
+// One multi-tensor op (one read of every span's Σg²), added in span order.
 double grad_sum_of_squares(std::span<const ParamSpan> params) {
+  const std::vector<kernels::Tensor> g = grads_of(params);
+  std::vector<double> sums(g.size());
+  kernels::sum_squares_multi({g.data(), g.size()}, sums.data());
   double total = 0.0;
-  for (const ParamSpan& p : params) total += sum_of_squares(p.grad);
+  for (double s : sums) total += s;
   return total;
 }
 
@@ -31,7 +45,8 @@ float clip_coefficient(double norm, double max_norm) {
 }
 
 void scale_grads(std::span<const ParamSpan> params, float scale) {
-  for (const ParamSpan& p : params) scale_in_place(p.grad, scale);
+  const std::vector<kernels::Tensor> g = grads_of(params);
+  kernels::scale_multi({g.data(), g.size()}, scale);
 }
 
 double clip_grad_norm(std::span<const ParamSpan> params, double max_norm) {

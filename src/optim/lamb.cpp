@@ -1,8 +1,8 @@
-// defines: Lamb — phase 1: moments and the partial sums of p² and u²; phase 2: the trust-ratio-scaled update (the
-//          per-element arithmetic of both: the kernel ops kernels::lamb_moments and kernels::lamb_apply)
+// defines: Lamb — phase 1: moments and the partial sums of p² and u²; phase 2: the trust-ratio-scaled update; both
+//          at once for a slice of whole tensors (the per-element arithmetic: the multi-tensor kernel ops
+//          kernels::lamb_moments_multi, lamb_apply_multi and lamb_step_multi)
 #include "optim/lamb.h"
 
-#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -43,54 +43,48 @@ kernels::LambScalars Lamb::scalars() const {
                               static_cast<float>(config_.eps)};
 }
 
+std::vector<kernels::LambTensor> Lamb::tensors(double weight_decay) const {
+  std::vector<kernels::LambTensor> t;
+  t.reserve(params_.size());
+  for (const ParamSpan& ps : params_) {
+    const bool decayed = ps.weight_decay && weight_decay != 0.0;
+    t.push_back({ps.weight_decay ? static_cast<float>(weight_decay) : 0.0f, config_.use_nvlamb || decayed});
+  }
+  return t;
+}
+
 void Lamb::begin_step(double, double weight_decay, std::span<double> sums) {
   if (sums.size() != 2 * params_.size())
     throw std::logic_error("lamb: begin_step needs 2 sums per parameter tensor");
   ++step_;
-  const kernels::LambScalars s = scalars();
-  const std::vector<Item>& work = items();
-  const int64_t count = static_cast<int64_t>(work.size());
-  std::vector<double> p_sq(work.size()), u_sq(work.size());
-#pragma omp parallel for schedule(static) if (count > 1)
-  for (int64_t k = 0; k < count; ++k) {
-    const Item& it = work[static_cast<size_t>(k)];
-    const ParamSpan& ps = params_[it.param];
-    const float wd = ps.weight_decay ? static_cast<float>(weight_decay) : 0.0f;
-    const kernels::LambSums item =
-        kernels::lamb_moments(item_param(it), item_grad(it), item_state(0, it), item_state(1, it), s, wd);
-    p_sq[static_cast<size_t>(k)] = item.p_sq;
-    u_sq[static_cast<size_t>(k)] = item.u_sq;
-  }
-  // Per tensor in a fixed (block) order, so the result does not depend on the thread count.
-  std::fill(sums.begin(), sums.end(), 0.0);
-  for (size_t k = 0; k < work.size(); ++k) {
-    sums[2 * work[k].param] += p_sq[k];
-    sums[2 * work[k].param + 1] += u_sq[k];
+  // Every item in one multi-tensor op; each tensor's sums are its items' in item order (a fixed order, so the
+  // result does not depend on the thread count), on the host for the caller to add the other pieces.
+  const std::vector<kernels::LambTensor> info = tensors(weight_decay);
+  std::vector<kernels::LambSums> whole(params_.size());
+  kernels::lamb_moments_multi(runs(), scalars(), info.data(), info.size(), whole.data());
+  for (size_t i = 0; i < whole.size(); ++i) {
+    sums[2 * i] = whole[i].p_sq;
+    sums[2 * i + 1] = whole[i].u_sq;
   }
 }
 
 void Lamb::finish_step(double lr, double weight_decay, std::span<const double> sums) {
   if (sums.size() != 2 * params_.size())
     throw std::logic_error("lamb: finish_step needs 2 sums per parameter tensor");
-  const kernels::LambScalars s = scalars();
   // The step size per tensor: lr·‖p‖/‖u‖ (rounded to float once), or lr when the ratio does not apply.
-  std::vector<float> rate(params_.size(), static_cast<float>(lr));
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const bool decayed = params_[i].weight_decay && weight_decay != 0.0;
-    const double p_norm = std::sqrt(sums[2 * i]), u_norm = std::sqrt(sums[2 * i + 1]);
-    if ((config_.use_nvlamb || decayed) && p_norm != 0.0 && u_norm != 0.0)
-      rate[i] = static_cast<float>(lr * (p_norm / u_norm));
-  }
-  const std::vector<Item>& work = items();
-  const int64_t count = static_cast<int64_t>(work.size());
-#pragma omp parallel for schedule(static) if (count > 1)
-  for (int64_t k = 0; k < count; ++k) {
-    const Item& it = work[static_cast<size_t>(k)];
-    const ParamSpan& ps = params_[it.param];
-    const float wd = ps.weight_decay ? static_cast<float>(weight_decay) : 0.0f;
-    kernels::lamb_apply(item_param(it), item_state(0, it), item_state(1, it), s,
-                        wd, rate[it.param]);
-  }
+  const std::vector<kernels::LambTensor> info = tensors(weight_decay);
+  std::vector<float> rate(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i)
+    rate[i] = kernels::lamb_trust_rate(lr, sums[2 * i], sums[2 * i + 1], info[i].trust);
+  kernels::lamb_apply_multi(runs(), scalars(), info.data(), info.size(), rate.data());
+}
+
+// The slice holds its tensors whole: both phases with the rates formed where the sums are (on a GPU nothing comes
+// back to the host), the same bits as begin_step() and finish_step().
+void Lamb::whole_step(double lr, double weight_decay) {
+  ++step_;
+  const std::vector<kernels::LambTensor> info = tensors(weight_decay);
+  kernels::lamb_step_multi(runs(), scalars(), info.data(), info.size(), lr);
 }
 
 }  // namespace lmforge::optim

@@ -54,6 +54,9 @@ class Lamb : public Optimizer {
 
  private:
   kernels::LambScalars scalars() const;  // for the current step_ (the per-element arithmetic: kernels/ops.h)
+  // Per tensor: its decay and whether its trust ratio applies.
+  std::vector<kernels::LambTensor> tensors(double weight_decay) const;
+  void whole_step(double lr, double weight_decay) override;
 
   LambConfig config_;
 };

@@ -55,6 +55,15 @@ Optimizer::Optimizer(std::string_view what, std::vector<ParamSpan> params, std::
     for (size_t b = lo; b < hi; b += kBlock)
       items_.push_back({i, b - offsets_[i], b - shard_begin_, std::min(kBlock, hi - b)});
   }
+  for (const Item& it : items_) {
+    kernels::MultiTensorItem r;
+    r.param = item_param(it);
+    r.grad = item_grad(it);
+    if (states_.size() > 0) r.m = item_state(0, it);
+    if (states_.size() > 1) r.v = item_state(1, it);
+    r.group = static_cast<uint32_t>(it.param);
+    runs_.push_back(r);
+  }
 }
 
 bool Optimizer::cuts_a_tensor() const {
@@ -70,6 +79,10 @@ void Optimizer::step(double lr, double weight_decay) {
     throw std::logic_error(std::string(name()) +
                            ": step() on a slice that cuts a tensor would use partial norms; reduce the sums of "
                            "begin_step() across the pieces and call finish_step()");
+  whole_step(lr, weight_decay);
+}
+
+void Optimizer::whole_step(double lr, double weight_decay) {
   std::vector<double> sums(needs_tensor_norms() ? 2 * params_.size() : 0, 0.0);
   begin_step(lr, weight_decay, sums);
   finish_step(lr, weight_decay, sums);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/ops.h"
 #include "kernels/tensor.h"
 
 namespace lmforge::optim {
@@ -69,7 +70,8 @@ class Optimizer {
   // Phase 2 with the whole-tensor sums (the same layout as begin_step's).
   virtual void finish_step(double lr, double weight_decay, std::span<const double> sums) = 0;
   // Both phases with this optimizer's own sums: right only when no tensor is cut by the slice (else throws
-  // std::logic_error: reduce the sums across the pieces and call the two phases).
+  // std::logic_error: reduce the sums across the pieces and call the two phases). The same bits as begin_step()
+  // and finish_step(); an optimizer needing tensor norms may keep them on the device in between (whole_step()).
   void step(double lr, double weight_decay);
 
   const std::vector<ParamSpan>& params() const { return params_; }
@@ -124,6 +126,14 @@ class Optimizer {
   kernels::Tensor item_state(size_t k, const Item& it) const {
     return state(k).slice0((int64_t)it.state, (int64_t)it.len);
   }
+  // The items as one list for the multi-tensor ops (built once: the buffers never move): param, grad, state 0 and
+  // state 1 (absent where the optimizer keeps fewer), group = the item's parameter index. One call over this list
+  // is the per-item ops in item order, bit for bit (kernels/ops.h), in one launch on a GPU.
+  kernels::MultiTensorList runs() const { return {runs_.data(), runs_.size()}; }
+
+  // step()'s work once the slice is known to hold its tensors whole: begin_step() and finish_step() with the sums
+  // on the host, unless overridden (Lamb: one device pass with no host read).
+  virtual void whole_step(double lr, double weight_decay);
 
   std::vector<ParamSpan> params_;
   int64_t step_ = 0;
@@ -136,6 +146,7 @@ class Optimizer {
   kernels::Backend* backend_ = nullptr;
   std::vector<kernels::Buffer> states_;
   std::vector<Item> items_;
+  std::vector<kernels::MultiTensorItem> runs_;
 };
 
 // "%.17g" of x: hyperparameters as checkpoint metadata, exactly round-tripping.

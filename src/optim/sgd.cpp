@@ -29,20 +29,17 @@ std::map<std::string, std::string> Sgd::hyperparameters() const {
 void Sgd::begin_step(double lr, double weight_decay, std::span<double>) {
   ++step_;
   const bool first = step_ == 1;  // torch creates the buffer as a copy of d on a parameter's first step
-  const bool momentum = config_.momentum != 0.0;
   const float mu = static_cast<float>(config_.momentum);
   const float neg_lr = static_cast<float>(-lr);
-  const std::vector<Item>& work = items();
-  const int64_t count = static_cast<int64_t>(work.size());
-#pragma omp parallel for schedule(static) if (count > 1)
-  for (int64_t k = 0; k < count; ++k) {
-    const Item& it = work[static_cast<size_t>(k)];
-    const ParamSpan& ps = params_[it.param];
+  // Every item in one multi-tensor op (the momentum buffer is each item's state 0, absent without momentum).
+  std::vector<kernels::SgdScalars> groups;
+  groups.reserve(params_.size());
+  for (const ParamSpan& ps : params_) {
     // torch skips the decay term entirely when the group's weight decay is 0.
     const bool decay = ps.weight_decay && weight_decay != 0.0;
-    const kernels::SgdScalars s{decay, first, static_cast<float>(weight_decay), mu, neg_lr};
-    kernels::sgd_update(item_param(it), item_grad(it), momentum ? item_state(0, it) : kernels::Tensor{}, s);
+    groups.push_back(kernels::SgdScalars{decay, first, static_cast<float>(weight_decay), mu, neg_lr});
   }
+  kernels::sgd_update_multi(runs(), groups.data(), groups.size());
 }
 
 }  // namespace lmforge::optim

@@ -37,6 +37,12 @@ void DistributedOptimizer::set_tensor_parallel(dist::Communicator* tensor_parall
 }
 
 void DistributedOptimizer::step(double lr, double weight_decay) {
+  // One optimizer over whole tensors with no other piece anywhere: its own step (LAMB keeps the norms on the
+  // device; the same bits as the two phases below).
+  if (!sharded() && (tensor_parallel_ == nullptr || tensor_parallel_->size() == 1)) {
+    full_->step(lr, weight_decay);
+    return;
+  }
   std::vector<optim::Optimizer*> parts;  // this rank's optimizers, in bucket (index) order
   if (sharded()) {
     for (auto& s : shards_) parts.push_back(s.get());

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <vector>
 
+#include "kernels/ops.h"
 #include "optim/clip_grad.h"
 
 namespace lmforge::parallel {
@@ -55,14 +57,26 @@ double GradNorm::scale_and_clip(const kernels::Tensor& grads, std::span<const Gr
   const auto range = [&grads](size_t begin, size_t end) {
     return grads.slice0((int64_t)begin, (int64_t)(end - begin));
   };
-  double sq = 0.0;
+  // One multi-tensor op each for the scaling, the sums (one read of them all) and the clipping.
+  std::vector<kernels::Tensor> scaled, counted;
+  std::vector<size_t> runs_per_range;  // counted runs of each owned range
   for (const GradRange& r : owned) {
-    if (rescale) optim::scale_in_place(range(r.begin, r.end), scale);
-    double s = 0.0;
+    scaled.push_back(range(r.begin, r.end));
+    size_t n = 0;
     for (const GradRange& c : counted_) {
       const size_t a = std::max(c.begin, r.begin), b = std::min(c.end, r.end);
-      if (a < b) s += optim::sum_of_squares(range(a, b));
+      if (a < b) counted.push_back(range(a, b)), n++;
     }
+    runs_per_range.push_back(n);
+  }
+  if (rescale) kernels::scale_multi({scaled.data(), scaled.size()}, scale);
+  std::vector<double> sums(counted.size());
+  kernels::sum_squares_multi({counted.data(), counted.size()}, sums.data());
+  double sq = 0.0;
+  size_t at = 0;
+  for (size_t n : runs_per_range) {
+    double s = 0.0;
+    for (size_t j = 0; j < n; j++) s += sums[at++];
     sq += s;
   }
   if (data_parallel.size() > 1) data_parallel.all_reduce_sum(&sq, 1);
@@ -70,8 +84,7 @@ double GradNorm::scale_and_clip(const kernels::Tensor& grads, std::span<const Gr
   if (pipeline_ != nullptr) pipeline_->all_reduce_sum(&sq, 1);
   const double norm = std::sqrt(sq);
   const float coef = optim::clip_coefficient(norm, max_norm);
-  if (coef < 1.0f)
-    for (const GradRange& r : owned) optim::scale_in_place(range(r.begin, r.end), coef);
+  if (coef < 1.0f) kernels::scale_multi({scaled.data(), scaled.size()}, coef);
   return norm;
 }
 

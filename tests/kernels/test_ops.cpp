@@ -15,6 +15,7 @@
 #include "kernels/backend_checks.h"
 #include "kernels/backend.h"
 #include "kernels/ops.h"
+#include "multi_tensor_checks.h"
 #include "op_cases.h"
 #include "op_harness.h"
 
@@ -450,6 +451,21 @@ TEST(CrossEntropy, OnePassStatsEqualTwoPasses) {
 }
 
 // ---- operand checks and the backend ---------------------------------------------------------------------------------
+
+// The multi-tensor forms equal their single-tensor ops run by run, bit for bit, on the CPU and the guarded device
+// (the guarded device also proves the forms touch every run's memory only inside the op).
+TEST(MultiTensorOps, AdamwEqualsPerTensorBitwise) {
+  for (Device d : {Device::CPU, Device::GUARDED}) testing::check_adamw_multi(d);
+}
+TEST(MultiTensorOps, SgdEqualsPerTensorBitwise) {
+  for (Device d : {Device::CPU, Device::GUARDED}) testing::check_sgd_multi(d);
+}
+TEST(MultiTensorOps, LambPhasesAndStepEqualPerTensorBitwise) {
+  for (Device d : {Device::CPU, Device::GUARDED}) testing::check_lamb_multi(d);
+}
+TEST(MultiTensorOps, ScaleAndSumSquaresEqualPerTensorBitwise) {
+  for (Device d : {Device::CPU, Device::GUARDED}) testing::check_scale_and_sum_squares_multi(d);
+}
 
 TEST(OpChecks, MismatchedOperandsNameTheOpAndTheOperand) {
   Backend& be = cpu_backend();

@@ -17,6 +17,7 @@
 #include "kernels/backend_checks.h"
 #include "kernels/cuda/device_choice.h"
 #include "kernels/ops.h"
+#include "multi_tensor_checks.h"
 #include "op_cases.h"
 #include "op_harness.h"
 
@@ -381,6 +382,25 @@ TEST(CrossEntropyCuda, WideRowsStatsAndInPlaceBackwardMatchDouble) {
     EXPECT_EQ(bad, 0u) << dtype_name(dtype);
     EXPECT_LT(got[0], 0.0f) << "the target column carries −dloss";
   }
+}
+
+// The multi-tensor forms on the GPU (one launch over every run): bit for bit the single-tensor CUDA ops run by run,
+// and the element-wise results bit for bit the CPU's (LAMB's sums in the GPU's fixed order: to rounding).
+TEST(CudaMultiTensor, AdamwEqualsPerTensorAndCpuBitwise) {
+  SKIP_WITHOUT_CUDA();
+  testing::check_adamw_multi(Device::CUDA);
+}
+TEST(CudaMultiTensor, SgdEqualsPerTensorAndCpuBitwise) {
+  SKIP_WITHOUT_CUDA();
+  testing::check_sgd_multi(Device::CUDA);
+}
+TEST(CudaMultiTensor, LambPhasesAndDeviceStepEqualPerTensorBitwise) {
+  SKIP_WITHOUT_CUDA();
+  testing::check_lamb_multi(Device::CUDA);
+}
+TEST(CudaMultiTensor, ScaleAndSumSquaresEqualPerTensorBitwise) {
+  SKIP_WITHOUT_CUDA();
+  testing::check_scale_and_sum_squares_multi(Device::CUDA);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // defines: tests of Lamb against apex FusedLAMB arithmetic transcribed in PyTorch (lamb_reference.py), with and
 // without the trust ratio on tensors without decay (use_nvlamb / --lamb-all-tensors), with zero tensors for the
-// zero-norm rule; and of the two-phase step: shards cutting tensors anywhere, their norm sums added, equal the whole
+// zero-norm rule; and of the two-phase step: shards cutting tensors anywhere, their norm sums added, equal the whole;
+// the one-process step equals the two phases
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -107,6 +108,29 @@ void expect_shards_equal_whole(bool use_nvlamb) {
 TEST(Lamb, ShardsCuttingTensorsEqualTheWholeWithReducedNorms) {
   expect_shards_equal_whole(false);
   expect_shards_equal_whole(true);
+}
+
+// step() on whole tensors (one multi-tensor op: on a GPU the norms and rates never leave it) gives the bits of the
+// two phases with the sums on the host, with and without the trust ratio on tensors without decay.
+TEST(Lamb, OneProcessStepEqualsTheTwoPhases) {
+  const Reference& ref = reference("lamb");
+  const auto& lrs = ref.f64.at("lrs");
+  for (bool nv : {false, true}) {
+    Model a = make_model(ref), b = make_model(ref);
+    LambConfig config;
+    config.use_nvlamb = nv;
+    Lamb one(a.spans, config), two(b.spans, config);
+    for (int s = 0; s < 4; ++s) {
+      load_grads(a, ref, s);
+      load_grads(b, ref, s);
+      one.step(lrs[s], 0.01);
+      std::vector<double> sums(2 * b.spans.size(), 0.0);
+      two.begin_step(lrs[s], 0.01, sums);
+      two.finish_step(lrs[s], 0.01, sums);
+    }
+    for (size_t i = 0; i < a.params.size(); ++i) EXPECT_EQ(a.params[i], b.params[i]) << "tensor " << i << " nv " << nv;
+    for (size_t k = 0; k < 2; ++k) EXPECT_EQ(one.state_values(k), two.state_values(k)) << one.state_names()[k];
+  }
 }
 
 TEST(Lamb, OneProcessStepRefusesASliceThatCutsATensor) {

@@ -1,9 +1,11 @@
 // defines: the CPU optimizer and gradient ops over flat f32 buffers (AdamW, LAMB's two phases, SGD, scale,
-//          sum of squares, non-finite count, f16 storage rounding) and their registration. Compiled with
+//          sum of squares, non-finite count, f16 storage rounding), their multi-tensor forms (loops over those
+//          kernels: the same bits) and their registration. Compiled with
 //          -fno-math-errno -ffp-contract=off as src/optim (src/kernels/CMakeLists: no contraction, so fused
 //          multiply-adds sit exactly where the std::fma calls are; sqrt without an errno path vectorises).
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_ops.h"
@@ -157,6 +159,71 @@ void round_to_f16_storage_cpu(const Tensor& x) {
   });
 }
 
+// ---- multi-tensor forms ---------------------------------------------------------------------------------------
+// Each run through the single-tensor kernel above. The element-wise steps take the runs in parallel (src/optim's
+// loop over its blocks: a run of at most kOptimBlock elements runs on its thread); the sums keep each run's own
+// value and add them in list order, so nothing depends on the thread count beyond what the single kernels do.
+
+template <class Fn>
+void each_run(MultiTensorList runs, Fn&& fn) {
+  const int64_t count = (int64_t)runs.count;
+#pragma omp parallel for schedule(static) if (count > 1)
+  for (int64_t k = 0; k < count; ++k) {
+    const MultiTensorItem& r = runs.items[k];
+    if (r.param.numel() > 0) fn(r, (size_t)k);
+  }
+}
+
+void adamw_update_multi_cpu(MultiTensorList runs, const AdamWScalars* groups, size_t) {
+  each_run(runs, [&](const MultiTensorItem& r, size_t) { adamw_update_cpu(r.param, r.grad, r.m, r.v, groups[r.group]); });
+}
+
+void sgd_update_multi_cpu(MultiTensorList runs, const SgdScalars* groups, size_t) {
+  each_run(runs, [&](const MultiTensorItem& r, size_t) { sgd_update_cpu(r.param, r.grad, r.m, groups[r.group]); });
+}
+
+void lamb_moments_multi_cpu(MultiTensorList runs, const LambScalars& s, const LambTensor* tensors, size_t count,
+                            LambSums* sums) {
+  std::vector<LambSums> per_run(runs.count, LambSums{0.0, 0.0});
+  each_run(runs, [&](const MultiTensorItem& r, size_t k) {
+    per_run[k] = lamb_moments_cpu(r.param, r.grad, r.m, r.v, s, tensors[r.group].wd);
+  });
+  for (size_t t = 0; t < count; ++t) sums[t] = LambSums{0.0, 0.0};
+  for (size_t k = 0; k < runs.count; ++k) {
+    if (runs.items[k].param.numel() == 0) continue;
+    LambSums& to = sums[runs.items[k].group];
+    to.p_sq += per_run[k].p_sq;
+    to.u_sq += per_run[k].u_sq;
+  }
+}
+
+void lamb_apply_multi_cpu(MultiTensorList runs, const LambScalars& s, const LambTensor* tensors, size_t,
+                          const float* rates) {
+  each_run(runs, [&](const MultiTensorItem& r, size_t) {
+    lamb_apply_cpu(r.param, r.m, r.v, s, tensors[r.group].wd, rates[r.group]);
+  });
+}
+
+void lamb_step_multi_cpu(MultiTensorList runs, const LambScalars& s, const LambTensor* tensors, size_t count,
+                         double lr) {
+  std::vector<LambSums> sums(count);
+  lamb_moments_multi_cpu(runs, s, tensors, count, sums.data());
+  std::vector<float> rates(count);
+  for (size_t t = 0; t < count; ++t) rates[t] = lamb_trust_rate(lr, sums[t].p_sq, sums[t].u_sq, tensors[t].trust);
+  lamb_apply_multi_cpu(runs, s, tensors, count, rates.data());
+}
+
+// The views one after another (each scale and Σx² uses the OpenMP team itself above kGradParallelMin elements).
+void scale_multi_cpu(TensorList xs, float factor) {
+  for (size_t k = 0; k < xs.count; ++k)
+    if (xs.items[k].numel() > 0) scale_cpu(xs.items[k], factor);
+}
+
+void sum_squares_multi_cpu(TensorList xs, double* out) {
+  for (size_t k = 0; k < xs.count; ++k)
+    out[k] = xs.items[k].numel() > 0 ? sum_squares_cpu(xs.items[k], SumOrder::PARALLEL, 0.0) : 0.0;
+}
+
 }  // namespace
 
 void register_optim(KernelTable& t) {
@@ -168,6 +235,13 @@ void register_optim(KernelTable& t) {
   t.add<Kernel::SUM_SQUARES>(Device::CPU, DType::F32, sum_squares_cpu);
   t.add<Kernel::COUNT_NONFINITE>(Device::CPU, DType::F32, count_nonfinite_cpu);
   t.add<Kernel::ROUND_TO_F16_STORAGE>(Device::CPU, DType::F32, round_to_f16_storage_cpu);
+  t.add<Kernel::ADAMW_UPDATE_MULTI>(Device::CPU, DType::F32, adamw_update_multi_cpu);
+  t.add<Kernel::SGD_UPDATE_MULTI>(Device::CPU, DType::F32, sgd_update_multi_cpu);
+  t.add<Kernel::LAMB_MOMENTS_MULTI>(Device::CPU, DType::F32, lamb_moments_multi_cpu);
+  t.add<Kernel::LAMB_APPLY_MULTI>(Device::CPU, DType::F32, lamb_apply_multi_cpu);
+  t.add<Kernel::LAMB_STEP_MULTI>(Device::CPU, DType::F32, lamb_step_multi_cpu);
+  t.add<Kernel::SCALE_MULTI>(Device::CPU, DType::F32, scale_multi_cpu);
+  t.add<Kernel::SUM_SQUARES_MULTI>(Device::CPU, DType::F32, sum_squares_multi_cpu);
 }
 
 }  // namespace lmforge::kernels::cpu

@@ -31,6 +31,28 @@ void check_cublas(cublasStatus_t status, const char* what) {
 
 void check_launch(const char* what) { check_cuda(cudaGetLastError(), what); }
 
+void HostStaging::upload(void* dst_device, const void* src, size_t bytes, cudaStream_t stream) {
+  if (bytes == 0) return;
+  const std::lock_guard<std::mutex> lock(mutex_);
+  Slot& slot = slots_[next_];
+  next_ = (next_ + 1) % kSlots;
+  if (slot.done == nullptr)
+    check_cuda(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming), "cudaEventCreate (upload staging)");
+  else
+    check_cuda(cudaEventSynchronize(slot.done), "upload staging (wait for the slot's last copy)");
+  if (slot.capacity < bytes) {
+    if (slot.host != nullptr) check_cuda(cudaFreeHost(slot.host), "cudaFreeHost (upload staging)");
+    slot.host = nullptr;
+    slot.capacity = 0;
+    check_cuda(cudaMallocHost(&slot.host, bytes), "cudaMallocHost (upload staging)");
+    slot.capacity = bytes;
+  }
+  std::memcpy(slot.host, src, bytes);
+  check_cuda(cudaMemcpyAsync(dst_device, slot.host, bytes, cudaMemcpyHostToDevice, stream),
+             "copy to device (through pinned staging)");
+  check_cuda(cudaEventRecord(slot.done, stream), "cudaEventRecord (upload staging)");
+}
+
 Scratch::Scratch(size_t bytes) {
   check_cuda(cudaMallocAsync(&p_, bytes == 0 ? 1 : bytes, cuda_context().stream), "cudaMallocAsync (op scratch)");
 }
@@ -70,6 +92,7 @@ class CudaBackend final : public Backend {
       throw Error(std::string("CUDA device ") + props_.name + " has compute capability " + std::to_string(props_.major) +
                   "." + std::to_string(props_.minor) + "; lmforge's CUDA kernels are built for sm_80 and sm_90");
     ctx_.sm_count = props_.multiProcessorCount;
+    ctx_.staging = &staging_;
     check_cuda(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking), "cudaStreamCreate");
     check_cublas(cublasLtCreate(&ctx_.lt), "cublasLtCreate");
     ctx_.workspace_bytes = size_t(32) << 20;
@@ -134,10 +157,12 @@ class CudaBackend final : public Backend {
       freed(cudaFreeAsync(p, ctx_.stream), "cudaFreeAsync");
     }
   }
-  // From pageable host memory the copy has read the source when cudaMemcpyAsync returns (staged by the driver), so
-  // the caller may reuse it at once; queued behind earlier ops on the stream.
+  // Queued behind earlier ops on the stream; the caller may reuse the source at once. Small copies (the per
+  // micro-batch uploads) go through the pinned staging ring, so they never wait for the GPU (HostStaging); from
+  // pageable memory the driver has read the source when cudaMemcpyAsync returns, but may wait for the stream.
   void copy_to_device(void* dst, const void* src, size_t bytes) override {
     bind_thread();
+    if (bytes <= HostStaging::kMaxBytes) return staging_.upload(dst, src, bytes, ctx_.stream);
     check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx_.stream), "copy to device");
   }
   void copy_to_host(void* dst, const void* src, size_t bytes) override {
@@ -177,6 +202,7 @@ class CudaBackend final : public Backend {
   int device_ = 0, count_ = 0;
   std::string device_source_;  // how device_ was chosen (local_rank_device)
   cudaDeviceProp props_{};
+  HostStaging staging_;
   CudaContext ctx_;
   bool plain_malloc_ = false;
 };

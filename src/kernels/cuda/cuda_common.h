@@ -1,5 +1,5 @@
-// defines: what the CUDA backend's files share on the host: CudaContext (the stream, cuBLASLt handle and workspace
-//          every op uses), cuda_context(), check_cuda(), check_launch(), blocks_for(), and each op file's
+// defines: what the CUDA backend's files share on the host: HostStaging (pinned memory for the tables the
+//          multi-tensor ops upload), CudaContext (the stream, cuBLASLt handle and workspace every op uses), cuda_context(), check_cuda(), check_launch(), blocks_for(), and each op file's
 //          registration function (called by cuda::register_kernels() in backend_cuda.cpp). Private to the kernels
 //          module; C++17 (nvcc 11.8 compiles the .cu files that include it).
 #pragma once
@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 #include "kernels/ops.h"
 
@@ -19,6 +20,34 @@ class KernelTable;
 namespace lmforge::kernels::cuda {
 
 struct GemmState;  // linear_cuda.cu
+// Pinned host memory through which small host-to-device copies go: the multi-tensor ops' run tables
+// (optim_cuda.cu) and the Backend's copy_to_device up to kMaxBytes (targets, masks, the loss's statistics each
+// micro-batch). One cudaMemcpyAsync from a page-locked slot, queued on the stream like a kernel: from pageable
+// memory the driver may instead synchronise with the stream to stage the copy, a hidden wait for the GPU per
+// upload. A slot is refilled only after the copy that last read it has run (its event), so the host waits only
+// when it is a whole ring of uploads ahead of the GPU. Slots grow (and stay) as large as the largest copy seen.
+class HostStaging {
+ public:
+  HostStaging() = default;
+  HostStaging(const HostStaging&) = delete;
+  HostStaging& operator=(const HostStaging&) = delete;
+  // The slots live as long as the process (the backend is never torn down before exit, when the driver frees them).
+  ~HostStaging() = default;
+  static constexpr size_t kMaxBytes = size_t(1) << 20;  // larger copies (weights, checkpoints) go direct
+  // Queues dst_device[0, bytes) = src[0, bytes) on `stream`; src may be reused as soon as this returns.
+  void upload(void* dst_device, const void* src, size_t bytes, cudaStream_t stream);
+
+ private:
+  struct Slot {
+    void* host = nullptr;
+    size_t capacity = 0;
+    cudaEvent_t done = nullptr;  // recorded after the copy that last read the slot
+  };
+  static constexpr int kSlots = 32;
+  std::mutex mutex_;
+  Slot slots_[kSlots];
+  int next_ = 0;
+};
 
 // One device, one stream: every op is queued on `stream` in call order, so ops see each other's results without
 // host synchronisation; only copies to the host and results returned to the host (sum_squares, count_nonfinite,
@@ -35,6 +64,7 @@ struct CudaContext {
   // linear_cuda.cu's state, made on its first GEMM: cuBLASLt plans (descriptors and the heuristic's algorithm) by
   // shape, dtypes, transposes, alignments and epilogue, and the reused buffers of operands rounded to bf16/f16.
   std::shared_ptr<GemmState> gemm;
+  HostStaging* staging = nullptr;  // owned by the backend
 };
 
 // The CUDA backend's context; lmforge::Error naming the reason (no driver, no device) when there is none.

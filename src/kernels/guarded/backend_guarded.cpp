@@ -100,6 +100,11 @@ Opened::Opened(GuardedBackend& backend, std::initializer_list<const void*> addre
   backend_.open(addresses_);
 }
 
+Opened::Opened(GuardedBackend& backend, std::vector<const void*> addresses)
+    : backend_(backend), addresses_(std::move(addresses)) {
+  backend_.open(addresses_);
+}
+
 Opened::~Opened() { backend_.close(addresses_); }
 
 GuardedBackend& guarded_backend() {

@@ -62,6 +62,7 @@ class GuardedBackend final : public Backend {
 class Opened {
  public:
   Opened(GuardedBackend& backend, std::initializer_list<const void*> addresses);
+  Opened(GuardedBackend& backend, std::vector<const void*> addresses);
   ~Opened();
   Opened(const Opened&) = delete;
   Opened& operator=(const Opened&) = delete;
