@@ -29,6 +29,10 @@ struct CudaContext {
   // LMFORGE_CUDA_GEMM=fallback: every linear product through the fallback kernel (linear_cuda.cu) instead of
   // cuBLASLt, so the GPU check can test the path cuBLASLt's refusals take.
   bool gemm_fallback = false;
+  // LMFORGE_CUDA_ATTENTION=rows: attention through the row kernels (attention_cuda.cu) instead of the flash kernels
+  // (attention_flash_cuda.cu), so the GPU check can compare the two and fall back.
+  bool attention_rows = false;
+  int max_smem_optin = 0;  // shared memory a block may opt in to (bytes; the flash kernels' limit)
 };
 
 // The CUDA backend's context; lmforge::Error naming the reason (no driver, no device) when there is none.
