@@ -260,8 +260,19 @@ void copy(const Tensor& dst, const Tensor& src) {
 
 // ---- attention ----------------------------------------------------------------------------------------------------
 
+AttentionSaved attention_saved(Device device) {
+  return device == Device::CUDA ? AttentionSaved::LSE : AttentionSaved::PROBS;
+}
+int64_t attention_saved_numel(Device device, int64_t B, int64_t H, int64_t Tq, int64_t Tk) {
+  return attention_saved(device) == AttentionSaved::LSE ? B * H * Tq : B * H * Tq * Tk;
+}
+Tensor attention_saved_view(void* data, Device device, int64_t B, int64_t H, int64_t Tq, int64_t Tk) {
+  if (attention_saved(device) == AttentionSaved::LSE) return make_view(data, DType::F32, {B, H, Tq}, device);
+  return make_view(data, DType::F32, {B, H, Tq, Tk}, device);
+}
+
 namespace {
-void attention_shapes(const Tensor& out, const Tensor& probs, const Tensor& q, const Tensor& k, const Tensor& v,
+void attention_shapes(const Tensor& out, const Tensor& saved, const Tensor& q, const Tensor& k, const Tensor& v,
                       int heads, AttentionMask mask, const Tensor& key_padding) {
   const Op op = Op::ATTENTION;
   need(q.ndim == 3 && k.ndim == 3 && v.ndim == 3 && out.ndim == 3, op,
@@ -271,28 +282,35 @@ void attention_shapes(const Tensor& out, const Tensor& probs, const Tensor& q, c
   need(k.dim(0) == B && v.dim(0) == B && v.dim(1) == Tk && k.dim(2) == q.dim(2) && v.dim(2) == q.dim(2) &&
            out.dim(0) == B && out.dim(1) == Tq && out.dim(2) == q.dim(2),
        op, "shapes q " + q.describe() + ", k " + k.describe() + ", v " + v.describe() + ", out " + out.describe());
-  need(probs.numel() == B * heads * Tq * Tk, op, "probs " + probs.describe());
+  const bool lse = attention_saved(q.device) == AttentionSaved::LSE;
+  need(saved.dtype == DType::F32 && saved.contiguous() &&
+           saved.numel() == attention_saved_numel(q.device, B, heads, Tq, Tk),
+       op,
+       std::string("saved state ") + saved.describe() + " (" + device_name(q.device) + " keeps " +
+           (lse ? "the log-sum-exp f32 [B,H,Tq]" : "the probabilities f32 [B,H,Tq,Tk]") + ")");
   need(mask != AttentionMask::CAUSAL || Tq == Tk, op, "a causal mask needs Tq == Tk");
   need(!key_padding.present() || key_padding.numel() == B * Tk, op, "key padding " + key_padding.describe());
 }
 }  // namespace
 
-void attention_forward(const Tensor& out, const Tensor& probs, const Tensor& q, const Tensor& k, const Tensor& v,
+void attention_forward(const Tensor& out, const Tensor& saved, const Tensor& q, const Tensor& k, const Tensor& v,
                        int heads, AttentionMask mask, const Tensor& key_padding, const AttentionDropout& dropout) {
-  const Checked c = check(Op::ATTENTION, out, {&probs, &q, &k, &v}, {&key_padding});
-  attention_shapes(out, probs, q, k, v, heads, mask, key_padding);
-  kernel<Kernel::ATTENTION_FORWARD>(c)(out, probs, q, k, v, heads, mask, key_padding, dropout);
+  const Checked c = check(Op::ATTENTION, out, {&saved, &q, &k, &v}, {&key_padding});
+  attention_shapes(out, saved, q, k, v, heads, mask, key_padding);
+  kernel<Kernel::ATTENTION_FORWARD>(c)(out, saved, q, k, v, heads, mask, key_padding, dropout);
 }
 
-void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& q,
-                        const Tensor& k, const Tensor& v, const Tensor& probs, int heads, AttentionMask mask,
-                        const Tensor& key_padding, const AttentionDropout& dropout) {
-  const Checked c = check(Op::ATTENTION, dout, {&dq, &dk, &dv, &q, &k, &v, &probs}, {&key_padding});
-  attention_shapes(dout, probs, q, k, v, heads, mask, key_padding);
+void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& out,
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& saved, int heads,
+                        AttentionMask mask, const Tensor& key_padding, const AttentionDropout& dropout) {
+  const Checked c = check(Op::ATTENTION, dout, {&dq, &dk, &dv, &out, &q, &k, &v, &saved}, {&key_padding});
+  attention_shapes(dout, saved, q, k, v, heads, mask, key_padding);
+  need(out.ndim == 3 && out.dim(0) == dout.dim(0) && out.dim(1) == dout.dim(1) && out.dim(2) == dout.dim(2), Op::ATTENTION,
+       "out " + out.describe() + " must be shaped like dout " + dout.describe());
   need(dq.stride() == q.stride() && dk.stride() == k.stride() && dv.stride() == v.stride() &&
            dq.numel() == q.numel() && dk.numel() == k.numel() && dv.numel() == v.numel(),
        Op::ATTENTION, "dq, dk, dv must be shaped and strided like q, k, v");
-  kernel<Kernel::ATTENTION_BACKWARD>(c)(dq, dk, dv, dout, q, k, v, probs, heads, mask, key_padding, dropout);
+  kernel<Kernel::ATTENTION_BACKWARD>(c)(dq, dk, dv, dout, out, q, k, v, saved, heads, mask, key_padding, dropout);
 }
 
 void attention_decode_forward(const Tensor& out, const Tensor& scratch, const Tensor& q, const Tensor& kcache,

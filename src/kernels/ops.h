@@ -121,28 +121,42 @@ bool dropout_keep(const DropoutKey& key, uint64_t i);
 
 // ---- multi-head attention ---------------------------------------------------------------------------------------
 // q [B,Tq,H·hs]; k, v [B,Tk,H·hs] (each may be a strided view into a fused q|k|v or k|v activation); head h is
-// columns [h·hs, (h+1)·hs). out [B,Tq,H·hs] contiguous; probs f32 [B,H,Tq,Tk] saves the softmax for the backward.
+// columns [h·hs, (h+1)·hs). out [B,Tq,H·hs] contiguous; `saved` f32 is what the forward keeps for the backward,
+// in the form the device chooses (attention_saved below).
 //   s[b,h,t,j] = q_t·k_j / √hs;  p = softmax_j over the allowed keys;  out_t = Σ_j drop(p_tj)·v_j
 // Allowed keys: CAUSAL (self-attention, Tq == Tk): j <= t.  NONE: all.  key_padding i32 [B,Tk] (optional): keys
-// with 0 are never attended (BERT/T5 padding). A row with no allowed key gets p = 0 and out = 0. Masked entries
-// of probs are written as 0.
+// with 0 are never attended (BERT/T5 padding). A row with no allowed key gets p = 0 and out = 0.
 // Attention dropout (dropout.p > 0) drops entries of p with the Philox rule above, element index
 // i = ((b·total_heads + head_offset + h)·Tq + t)·Tk + j — the index in the WHOLE model's [B, total_heads, Tq, Tk]
 // probabilities, so a tensor-parallel rank holding heads [head_offset, head_offset + H) drops exactly what the
-// single process drops. probs keeps the undropped p; the backward regenerates the mask.
+// single process drops. The saved state holds the undropped softmax; the backward regenerates the mask.
 enum class AttentionMask { NONE, CAUSAL };
 struct AttentionDropout {
   DropoutKey key;            // key.p = 0: none
   int64_t head_offset = 0;   // first head of this rank
   int64_t total_heads = 0;   // heads of the whole layer (0: H)
 };
-void attention_forward(const Tensor& out, const Tensor& probs, const Tensor& q, const Tensor& k, const Tensor& v,
+// The saved state of attention, per device:
+//   PROBS (cpu, guarded): the probabilities p f32 [B,H,Tq,Tk], masked entries 0 — the CPU's backward reads them.
+//   LSE (cuda): the log-sum-exp of each row's allowed scores f32 [B,H,Tq],
+//       lse_t = m_t + log Σ_{j allowed} exp(s_tj − m_t),  m_t = max_{j allowed} s_tj,
+//     so p_tj = exp(s_tj − lse_t) is recomputed tile by tile (flash attention); a row with no allowed key has
+//     lse = +inf, so that exp(s − lse) = 0 (p = 0, out = 0). [B,H,Tq] instead of [B,H,Tq,Tk]: GPT-2 small at
+//     T = 1024, B = 16 keeps 0.8 MB per layer instead of 800 MB.
+enum class AttentionSaved { PROBS, LSE };
+AttentionSaved attention_saved(Device device);
+// Elements of the saved state (f32) for device; attention_saved_view shapes memory of at least that many floats.
+int64_t attention_saved_numel(Device device, int64_t B, int64_t H, int64_t Tq, int64_t Tk);
+Tensor attention_saved_view(void* data, Device device, int64_t B, int64_t H, int64_t Tq, int64_t Tk);
+void attention_forward(const Tensor& out, const Tensor& saved, const Tensor& q, const Tensor& k, const Tensor& v,
                        int heads, AttentionMask mask, const Tensor& key_padding, const AttentionDropout& dropout);
-// With d = drop(p) and dz = d(s): dv_j += Σ_t d_tj·dout_t;  dp_tj = mask·dout_t·v_j;  dz_tj = p_tj·(dp_tj − Σ_j' p_tj'·dp_tj');
-// dq_t += Σ_j dz_tj·k_j/√hs;  dk_j += Σ_t dz_tj·q_t/√hs.   dq, dk, dv shaped (and strided) like q, k, v.
-void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& q,
-                        const Tensor& k, const Tensor& v, const Tensor& probs, int heads, AttentionMask mask,
-                        const Tensor& key_padding, const AttentionDropout& dropout);
+// With d = drop(p) and dz = d(s): dv_j += Σ_t d_tj·dout_t;  dp_tj = mask·dout_t·v_j;  dz_tj = p_tj·(dp_tj − D_t),
+// D_t = Σ_j' p_tj'·dp_tj' = dout_t·out_t;  dq_t += Σ_j dz_tj·k_j/√hs;  dk_j += Σ_t dz_tj·q_t/√hs.
+// dq, dk, dv shaped (and strided) like q, k, v. `out` is the forward's output (the LSE backward computes D_t from
+// it; the PROBS backward does not read it).
+void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& out,
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& saved, int heads,
+                        AttentionMask mask, const Tensor& key_padding, const AttentionDropout& dropout);
 
 // Generation with a key/value cache: one new query per row against the first `len` cached positions (the caller
 // has stored the new position's k and v at len−1). q [B,H·hs] (may be strided); kcache, vcache [B,P,H·hs] with

@@ -154,12 +154,15 @@ void Attention::forward(const Tensor& out, const Tensor& x, const Tensor& memory
   out_->forward(out, heads.reshaped({Nq, Cl}));
 }
 
-// The probabilities [B, H/T, Tq, Tk] of the call in `sv`; with recompute_core they are not kept between the forward
-// and the backward, so one scratch buffer serves every call.
+// The saved state of the call in `sv`, as the device keeps it (kernels::attention_saved: the probabilities
+// [B, H/T, Tq, Tk] on the CPU, the per-row log-sum-exp [B, H/T, Tq] on CUDA); with recompute_core it is not kept
+// between the forward and the backward, so one scratch buffer serves every call.
 Tensor Attention::probs(Saved& sv) {
   kernels::Buffer& buf = spec_.recompute_core ? core_probs_ : sv.probs;
-  buf.resize(backend_, kernels::DType::F32, (size_t)sv.B * local_heads_ * sv.Tq * sv.Tk);
-  return buf.view({sv.B, local_heads_, sv.Tq, sv.Tk});
+  const kernels::Device dev = backend_.device();
+  buf.resize(backend_, kernels::DType::F32,
+             (size_t)kernels::attention_saved_numel(dev, sv.B, local_heads_, sv.Tq, sv.Tk));
+  return kernels::attention_saved_view(buf.data(), dev, sv.B, local_heads_, sv.Tq, sv.Tk);
 }
 
 void Attention::backward(const Tensor& dx, const Tensor& dmemory, const Tensor& dout, Saved& sv) {
@@ -188,8 +191,8 @@ void Attention::backward(const Tensor& dx, const Tensor& dmemory, const Tensor& 
     const Tensor dqkv = workspace_.take(Slot::D_QKV, {Nq, 3 * Cl}, true);
     kernels::attention_backward(columns(dqkv, B, Tq, 0, Cl), columns(dqkv, B, Tq, Cl, Cl),
                                 columns(dqkv, B, Tq, 2 * Cl, Cl), dheads.reshaped({B, Tq, Cl}),
-                                columns(qkv, B, Tq, 0, Cl), columns(qkv, B, Tq, Cl, Cl),
-                                columns(qkv, B, Tq, 2 * Cl, Cl), p, (int)local_heads_, mask(), sv.key_padding,
+                                heads.reshaped({B, Tq, Cl}), columns(qkv, B, Tq, 0, Cl),
+                                columns(qkv, B, Tq, Cl, Cl), columns(qkv, B, Tq, 2 * Cl, Cl), p, (int)local_heads_, mask(), sv.key_padding,
                                 sv.dropout);
     if (spec_.qkv_per_head) {
       d_per_head_.resize(backend_, kernels::DType::F32, (size_t)(Nq * 3 * Cl));
@@ -209,8 +212,9 @@ void Attention::backward(const Tensor& dx, const Tensor& dmemory, const Tensor& 
   const Tensor dkv = workspace_.take(Slot::D_KV, {2, Nk, Cl}, true);
   const Tensor dk = dkv.slice0(0, 1).reshaped({Nk, Cl}), dv = dkv.slice0(1, 1).reshaped({Nk, Cl});
   kernels::attention_backward(dq.reshaped({B, Tq, Cl}), dk.reshaped({B, Tk, Cl}), dv.reshaped({B, Tk, Cl}),
-                              dheads.reshaped({B, Tq, Cl}), qa.reshaped({B, Tq, Cl}), ka.reshaped({B, Tk, Cl}),
-                              va.reshaped({B, Tk, Cl}), p, (int)local_heads_, mask(), sv.key_padding, sv.dropout);
+                              dheads.reshaped({B, Tq, Cl}), heads.reshaped({B, Tq, Cl}), qa.reshaped({B, Tq, Cl}),
+                              ka.reshaped({B, Tk, Cl}), va.reshaped({B, Tk, Cl}), p, (int)local_heads_, mask(),
+                              sv.key_padding, sv.dropout);
   q_->backward(dx, dq, sv.x);
   const Tensor dmem = spec_.cross ? dmemory : dx;
   if (kv_) {

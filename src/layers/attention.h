@@ -42,9 +42,10 @@ struct AttentionSpec {
   double out_init_std = 0.02;    // the output projection (Megatron: init_std / sqrt(2·layers))
   float attention_dropout = 0.0f;
   int layer = 0;                 // the layer number (dropout streams)
-  // Megatron's selective recomputation (--recompute-activations): the attention core's probabilities [B,H,Tq,Tk]
-  // are not kept from the forward pass; backward() recomputes them from the saved q, k, v (the same softmax and
-  // dropout masks, so the gradients are bit for bit those of a kept copy).
+  // Megatron's selective recomputation (--recompute-activations): the attention core's saved state (the
+  // probabilities [B,H,Tq,Tk] on the CPU, the row log-sum-exp [B,H,Tq] on CUDA: kernels::attention_saved) is not
+  // kept from the forward pass; backward() recomputes it from the saved q, k, v (the same softmax and dropout
+  // masks, so the gradients are bit for bit those of a kept copy).
   bool recompute_core = false;
 };
 
@@ -62,7 +63,7 @@ class Attention {
     kernels::Tensor x, memory, key_padding;  // views: the caller keeps them valid until the backward
     kernels::AttentionDropout dropout{};
     kernels::Buffer qkv_act, q_act, kv_act;  // the projections (fused q|k|v, or q and k|v)
-    kernels::Buffer probs, heads_out;        // softmax probabilities (unused with recompute_core), heads' output
+    kernels::Buffer probs, heads_out;        // attention's saved state (unused with recompute_core), heads' output
   };
 
   // out [B·Tq, C] (e.g. a workspace view) = the output projection of the attention of x [B,Tq,C] over itself or, for
@@ -96,7 +97,7 @@ class Attention {
   int64_t local_heads_ = 0, local_c_ = 0;
   std::unique_ptr<Linear> qkv_, q_, k_, v_, kv_, out_;
   kernels::Buffer per_head_, d_per_head_;
-  kernels::Buffer core_probs_;  // recompute_core: the probabilities of the call running (never kept between calls)  // per-head projection outputs (qkv_per_head / fused_kv) and gradients
+  kernels::Buffer core_probs_;  // recompute_core: the saved state of the call running (never kept between calls)  // per-head projection outputs (qkv_per_head / fused_kv) and gradients
   // key/value cache
   int cache_B_ = 0, cache_len_ = 0;
   kernels::Buffer kcache_, vcache_, dec_qkv_, dec_heads_, dec_scores_;

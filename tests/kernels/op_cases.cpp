@@ -321,9 +321,13 @@ OpCase attention_case(std::string name, AttentionSetup s) {
         if (j >= s.Tk - (b + 1) || b == s.B - 1) pad[(size_t)(b * s.Tk + j)] = 0;
     c.ids = {{"key_padding", {s.B, s.Tk}, pad}};
   }
+  // Room for the largest saved state (the CPU's probabilities); each device's view of it is attention_saved_view.
   c.saved = {{s.B, s.H, s.Tq, s.Tk}};
   c.out = {{{s.B, s.Tq, C}}};
   const int H = (int)s.H;
+  auto saved = [s](const Tensor& room) {
+    return attention_saved_view(room.data, room.device, s.B, s.H, s.Tq, s.Tk);
+  };
   auto views = [s, C](const std::vector<Tensor>& t, Tensor& q, Tensor& k, Tensor& v) {
     if (s.fused) {
       q = columns(t[0], 0, C), k = columns(t[0], C, C), v = columns(t[0], 2 * C, C);
@@ -333,16 +337,17 @@ OpCase attention_case(std::string name, AttentionSetup s) {
   };
   const AttentionMask mask = s.mask;
   const bool padding = s.padding;
-  c.forward = [views, H, mask, padding, drop](const OpRun& r) {
+  c.forward = [views, saved, H, mask, padding, drop](const OpRun& r) {
     Tensor q, k, v;
     views(r.in, q, k, v);
-    attention_forward(r.out[0], r.saved[0], q, k, v, H, mask, padding ? r.ids[0] : Tensor{}, drop);
+    attention_forward(r.out[0], saved(r.saved[0]), q, k, v, H, mask, padding ? r.ids[0] : Tensor{}, drop);
   };
-  c.backward = [views, H, mask, padding, drop](const OpRun& r) {
+  c.backward = [views, saved, H, mask, padding, drop](const OpRun& r) {
     Tensor q, k, v, dq, dk, dv;
     views(r.in, q, k, v);
     views(r.din, dq, dk, dv);
-    attention_backward(dq, dk, dv, r.dout[0], q, k, v, r.saved[0], H, mask, padding ? r.ids[0] : Tensor{}, drop);
+    attention_backward(dq, dk, dv, r.dout[0], r.out[0], q, k, v, saved(r.saved[0]), H, mask,
+                       padding ? r.ids[0] : Tensor{}, drop);
   };
   c.reference = [s, C, drop](const In& in, const Ids& ids) {
     const std::vector<int32_t>* pad = s.padding ? &ids[0] : nullptr;
@@ -690,6 +695,29 @@ std::vector<OpCase> op_cases(bool large) {
                                  {3, T, T, 2, hs, AttentionMask::NONE, true, false, 0.0f, 0, 2}));
   cases.push_back(attention_case("cross-attention Tq != Tk, padding, dropout 0.3",
                                  {3, T, T + 3, 2, hs, AttentionMask::NONE, true, false, 0.3f, 0, 2}));
+  // The CUDA flash kernels' edges (head sizes 32/64/128 on tiles of 16·W rows and 32/64 keys or queries; other
+  // head sizes take the row kernels): lengths off every tile multiple, cross attention with few queries, causal with
+  // key padding (the last batch row has no allowed key at all), dropout with a head offset, strided fused q|k|v
+  // views, and enough (batch, head, tile) blocks to fill many CTAs.
+  if (large) {
+    cases.push_back(attention_case("attention causal, 77 rows, hs 64, padding, fused q|k|v",
+                                   {2, 77, 77, 2, 64, AttentionMask::CAUSAL, true, true, 0.0f, 0, 2}));
+    cases.push_back(attention_case("attention causal, 130 rows, hs 32, dropout 0.1, heads 1-2 of 5",
+                                   {3, 130, 130, 2, 32, AttentionMask::CAUSAL, false, true, 0.1f, 1, 5}));
+    cases.push_back(attention_case("cross-attention Tq 5, Tk 77, hs 128, padding",
+                                   {2, 5, 77, 2, 128, AttentionMask::NONE, true, false, 0.0f, 0, 2}));
+    cases.push_back(attention_case("cross-attention Tq 130, Tk 77, hs 64, padding, dropout 0.3",
+                                   {2, 130, 77, 2, 64, AttentionMask::NONE, true, false, 0.3f, 0, 2}));
+    cases.push_back(attention_case("attention causal, 77 rows, hs 24 (row kernels), padding, dropout 0.1",
+                                   {2, 77, 77, 2, 24, AttentionMask::CAUSAL, true, true, 0.1f, 0, 2}));
+    cases.push_back(attention_case("attention B 4, 8 heads, 130 rows, hs 64, padding, dropout 0.2",
+                                   {4, 130, 130, 8, 64, AttentionMask::NONE, true, false, 0.2f, 0, 8}));
+  } else {
+    cases.push_back(attention_case("attention causal, 70 rows, hs 32, dropout 0.1, fused q|k|v",
+                                   {1, 70, 70, 1, 32, AttentionMask::CAUSAL, false, true, 0.1f, 0, 1}));
+    cases.push_back(attention_case("cross-attention Tq 5, Tk 70, hs 32, padding",
+                                   {2, 5, 70, 1, 32, AttentionMask::NONE, true, false, 0.0f, 0, 1}));
+  }
   cases.push_back(attention_decode_case(large));
   cases.push_back(copy_case(large));
   cases.push_back(crossentropy_case(large));

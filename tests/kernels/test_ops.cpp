@@ -485,6 +485,40 @@ TEST(OpChecks, MismatchedOperandsNameTheOpAndTheOperand) {
   }
 }
 
+// Attention's saved state is the device's choice (ops.h): the CPU and the guarded device (which runs the CPU's
+// kernels) keep the probabilities [B,H,Tq,Tk], CUDA the row log-sum-exp [B,H,Tq]; a state of the other form is
+// refused naming what the device keeps, and the backward needs the forward's output.
+TEST(AttentionSaved, EachDeviceKeepsItsFormAndOthersAreRefused) {
+  EXPECT_EQ(attention_saved(Device::CPU), AttentionSaved::PROBS);
+  EXPECT_EQ(attention_saved(Device::GUARDED), AttentionSaved::PROBS);
+  EXPECT_EQ(attention_saved(Device::CUDA), AttentionSaved::LSE);
+  EXPECT_EQ(attention_saved_numel(Device::CPU, 2, 3, 5, 7), 2 * 3 * 5 * 7);
+  EXPECT_EQ(attention_saved_numel(Device::CUDA, 2, 3, 5, 7), 2 * 3 * 5);
+  float room[2 * 3 * 5 * 7];
+  const Tensor lse = attention_saved_view(room, Device::CUDA, 2, 3, 5, 7);
+  EXPECT_EQ(lse.ndim, 3);
+  EXPECT_EQ(lse.numel(), 2 * 3 * 5);
+  EXPECT_EQ(attention_saved_view(room, Device::CPU, 2, 3, 5, 7).numel(), 2 * 3 * 5 * 7);
+
+  Backend& be = cpu_backend();
+  Buffer q(be, DType::F32, 8), out(be, DType::F32, 8), grad(be, DType::F32, 8), saved(be, DType::F32, 16);
+  q.zero();
+  grad.zero();
+  const Tensor x = q.view({1, 4, 2});
+  try {
+    attention_forward(out.view({1, 4, 2}), saved.view({1, 1, 4}), x, x, x, 1, AttentionMask::CAUSAL, Tensor{}, {});
+    FAIL() << "a log-sum-exp sized state was accepted on the cpu";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("probabilities"), std::string::npos) << e.what();
+  }
+  const Tensor probs = saved.view({1, 1, 4, 4});
+  attention_forward(out.view({1, 4, 2}), probs, x, x, x, 1, AttentionMask::CAUSAL, Tensor{}, {});
+  const Tensor g = grad.view({1, 4, 2});
+  EXPECT_THROW(attention_backward(g, g, g, g, Tensor{}, x, x, x, probs, 1, AttentionMask::CAUSAL, Tensor{}, {}),
+               std::exception);
+  attention_backward(g, g, g, g, out.view({1, 4, 2}), x, x, x, probs, 1, AttentionMask::CAUSAL, Tensor{}, {});
+}
+
 TEST(KernelBackend, AllocatesByBytesAndMovesMemory) {
   Backend& be = cpu_backend();
   EXPECT_STREQ(be.name(), "cpu");

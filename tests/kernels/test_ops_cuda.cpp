@@ -168,6 +168,36 @@ TEST(OpCasesCuda, MatchesCpuF32) {
     }
 }
 
+// Every attention case, small and large (the flash kernels' tiles, head sizes and many-block grids are in the large
+// list, which the test above leaves out), forward and backward on every CUDA dtype against CPU fp32. CTest runs this
+// binary's op cases a second time with LMFORGE_CUDA_ATTENTION=rows (KernelsOpsCudaRowAttention), so the row kernels
+// pass the same cases.
+TEST(AttentionCuda, EveryCaseMatchesCpuF32) {
+  SKIP_WITHOUT_CUDA();
+  if (!op_supported(Op::ADD, Device::CPU, DType::F32))
+    GTEST_SKIP() << "this build has no CPU kernels (LMFORGE_KERNELS_ONLY): attention is checked against the "
+                    "double-precision reference only";
+  const Target reference{Device::CPU, DType::F32};
+  int runs = 0;
+  for (const Target& target : cuda_targets())
+    for (bool large : {false, true})
+      for (const OpCase& c : testing::op_cases(large)) {
+        if (c.op != Op::ATTENTION) continue;
+        std::vector<std::vector<float>> dout, prefill;
+        gradients_for(c, 200, dout, prefill);
+        const Result want = execute(c, reference, testing::values_of(c), &dout, &prefill);
+        const Result got = execute(c, target, testing::values_of(c), &dout, &prefill);
+        const std::string what = target.name() + " " + c.name + (large ? " (large)" : "");
+        for (size_t j = 0; j < want.out.size(); j++)
+          expect_close(got.out[j], testing::widen(want.out[j]), testing::tolerance(target.dtype), what);
+        for (size_t i = 0; i < want.din.size(); i++)
+          expect_close(got.din[i], testing::widen(want.din[i]), testing::tolerance(target.dtype),
+                       what + " d" + c.in[i].name);
+        runs++;
+      }
+  EXPECT_GE(runs, 3 * 19) << "7 small and 12 large attention cases on f32, bf16 and f16";
+}
+
 // Where the CUDA kernel does the CPU's arithmetic in the CPU's order — element-wise ops without a product to
 // contract, the ascending-n embedding scatter-add, the optimizer steps (their CPU file is compiled without
 // contraction and both sides round each operation, fma() where ops.h writes it) — fp32 results are the CPU's bit for

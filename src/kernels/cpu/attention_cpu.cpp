@@ -353,9 +353,10 @@ void attention_forward_f32(const Tensor& out, const Tensor& probs, const Tensor&
   attention_forward_heads(o, p, qf, kf, vf, s, mask == AttentionMask::CAUSAL, id_data(key_padding), dropout);
 }
 
-void attention_backward_f32(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& q,
-                            const Tensor& k, const Tensor& v, const Tensor& probs, int heads, AttentionMask mask,
-                            const Tensor& key_padding, const AttentionDropout& dropout) {
+// The CPU saves the probabilities (AttentionSaved::PROBS), so the forward's output is not needed.
+void attention_backward_f32(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                            const Tensor& /*out*/, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
+                            int heads, AttentionMask mask, const Tensor& key_padding, const AttentionDropout& dropout) {
   const AttentionShape s = attention_shape_of(dout, q, k, v, heads);
   const AsF32 dqf(dq, AsF32::INOUT), dkf(dk, AsF32::INOUT), dvf(dv, AsF32::INOUT), d(dout, AsF32::IN), qf(q, AsF32::IN),
       kf(k, AsF32::IN), vf(v, AsF32::IN), p(probs, AsF32::IN);
@@ -371,11 +372,11 @@ void attention_forward_lowp(const Tensor& out, const Tensor& probs, const Tensor
                                mask == AttentionMask::CAUSAL, id_data(key_padding), dropout);
 }
 
-void attention_backward_lowp(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& q,
-                             const Tensor& k, const Tensor& v, const Tensor& probs, int heads, AttentionMask mask,
-                             const Tensor& key_padding, const AttentionDropout& dropout) {
+void attention_backward_lowp(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& out,
+                             const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs, int heads,
+                             AttentionMask mask, const Tensor& key_padding, const AttentionDropout& dropout) {
   if (probs.dtype != DType::F32)
-    return attention_backward_f32(dq, dk, dv, dout, q, k, v, probs, heads, mask, key_padding, dropout);
+    return attention_backward_f32(dq, dk, dv, dout, out, q, k, v, probs, heads, mask, key_padding, dropout);
   attention_backward_lowp_heads(dq, dk, dv, dout, q, k, v, probs.f32(), attention_shape_of(dout, q, k, v, heads),
                                 mask == AttentionMask::CAUSAL, id_data(key_padding), dropout);
 }

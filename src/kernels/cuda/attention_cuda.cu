@@ -1,11 +1,15 @@
-// defines: the CUDA multi-head attention (ops.h): forward (softmax probabilities saved, as the op's contract asks),
-//          backward, and key/value-cache decode. Causal, key-padding and cross (Tq != Tk) masks; attention dropout
-//          with the CPU's Philox keys at the element's index in the whole model's [B, total_heads, Tq, Tk]
-//          probabilities, so the keep decisions are the CPU's. Every dtype; scores and sums in fp32.
+// defines: the CUDA multi-head attention (ops.h): forward and backward entry points (the flash kernels of
+//          attention_flash_cuda.cu where they apply, the row kernels here otherwise), the row kernels, and
+//          key/value-cache decode. Causal, key-padding and cross (Tq != Tk) masks; attention dropout with the CPU's
+//          Philox keys at the element's index in the whole model's [B, total_heads, Tq, Tk] probabilities, so the
+//          keep decisions are the CPU's. Every dtype; scores and sums in fp32.
 //
-// Stage 1 of the plan: one block per query row (forward, decode, backward's dq) or per key row (backward's dk, dv),
-// the saved probabilities read back; no float atomics (deterministic). A flash-style kernel (online softmax over
-// key tiles, log-sum-exp saved instead of probabilities) needs the ops.h contract to change first.
+// Saved state (ops.h, AttentionSaved::LSE): the row log-sum-exp f32 [B,H,Tq], +inf for a row with no allowed key.
+// Row kernels (stage 1; head sizes the flash kernels lack, and LMFORGE_CUDA_ATTENTION=rows): one block per query row
+// (forward, decode, backward's dq) or per key row (backward's dk, dv); the probabilities live in an f32
+// [B,H,Tq,Tk] scratch for the call only (the forward's scores; the backward's p = exp(s − lse) recomputed); no
+// float atomics (deterministic).
+#include "kernels/cuda/attention_flash.cuh"
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/cuda_device.cuh"
 #include "kernels/dispatch.h"
@@ -15,29 +19,10 @@ namespace {
 
 constexpr int kThreads = 128;
 
-struct Geometry {
-  int64_t B, Tq, Tk, H, hs;
-  float scale;            // 1/√hs
-  bool causal;
-  const int32_t* padding;  // [B,Tk] or nullptr
-  float p;                 // dropout probability (0: none)
-  uint64_t seed, stream;
-  int64_t head_offset, total_heads;
-
-  __device__ bool allowed(int64_t b, int64_t t, int64_t j) const {
-    return (!causal || j <= t) && (padding == nullptr || padding[b * Tk + j] != 0);
-  }
-  // 1/(1−p) or 0 for probability (b,h,t,j); 1 without dropout.
-  __device__ float factor(int64_t b, int64_t h, int64_t t, int64_t j) const {
-    if (p <= 0.0f) return 1.0f;
-    const uint64_t i = (uint64_t)((((b * total_heads + head_offset + h) * Tq + t) * Tk) + j);
-    return dropout_factor(p, seed, stream, i);
-  }
-};
-
 // One block per (b, h, t):  s_j = q_t·k_j / √hs over the allowed keys;  p = softmax(s) (0 elsewhere, and for a row
-// with no allowed key);  out_t = Σ_j drop(p_tj)·v_j.  probs holds the undropped p.
-__global__ void attention_forward_kernel(DView out, float* probs, DView q, DView k, DView v, Geometry g) {
+// with no allowed key);  out_t = Σ_j drop(p_tj)·v_j;  lse_t = max + log Σ exp(s − max) (+inf without allowed keys).
+// probs (scratch) holds the undropped p.
+__global__ void attention_forward_kernel(DView out, float* lse, float* probs, DView q, DView k, DView v, Geometry g) {
   __shared__ float scratch[32];
   extern __shared__ float qrow[];  // hs
   const int64_t t = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
@@ -64,6 +49,7 @@ __global__ void attention_forward_kernel(DView out, float* probs, DView q, DView
   }
   sum = block_sum(sum, scratch);  // ends with a barrier: every prow[j] above is visible
   const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+  if (threadIdx.x == 0) lse[(b * g.H + h) * g.Tq + t] = sum > 0.0f ? mx + logf(sum) : INFINITY;
   for (int64_t j = threadIdx.x; j < g.Tk; j += blockDim.x) prow[j] *= inv;
   __syncthreads();
   for (int64_t c = threadIdx.x; c < g.hs; c += blockDim.x) {
@@ -74,6 +60,26 @@ __global__ void attention_forward_kernel(DView out, float* probs, DView q, DView
       if (pj != 0.0f) o += pj * g.factor(b, h, t, j) * v.ld(b * g.Tk + j, h * g.hs + c);
     }
     out.st((b * g.Tq + t) * g.H * g.hs + h * g.hs + c, o);
+  }
+}
+
+// Backward's probabilities, one block per (b, h, t): p_tj = exp(s_tj − lse_t) for the allowed keys, 0 elsewhere
+// (lse = +inf, a row with no allowed key, gives 0 too).
+__global__ void attention_probs_kernel(float* probs, const float* lse, DView q, DView k, Geometry g) {
+  extern __shared__ float qrow[];  // hs
+  const int64_t t = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  float* prow = probs + ((b * g.H + h) * g.Tq + t) * g.Tk;
+  const float l = lse[(b * g.H + h) * g.Tq + t];
+  for (int64_t c = threadIdx.x; c < g.hs; c += blockDim.x) qrow[c] = q.ld(b * g.Tq + t, h * g.hs + c);
+  __syncthreads();
+  for (int64_t j = threadIdx.x; j < g.Tk; j += blockDim.x) {
+    float p = 0.0f;
+    if (g.allowed(b, t, j)) {
+      float s = 0.0f;
+      for (int64_t c = 0; c < g.hs; c++) s += qrow[c] * k.ld(b * g.Tk + j, h * g.hs + c);
+      p = expf(s * g.scale - l);
+    }
+    prow[j] = p;
   }
 }
 
@@ -157,19 +163,6 @@ __global__ void attention_decode_kernel(DView out, float* scratch_scores, DView 
   }
 }
 
-Geometry geometry(const Tensor& q, const Tensor& k, int heads, AttentionMask mask, const Tensor& key_padding,
-                  const AttentionDropout& dropout) {
-  Geometry g{};
-  g.B = q.dim(0), g.Tq = q.dim(1), g.Tk = k.dim(1), g.H = heads, g.hs = q.dim(2) / heads;
-  g.scale = 1.0f / sqrtf((float)g.hs);
-  g.causal = mask == AttentionMask::CAUSAL;
-  g.padding = key_padding.present() ? static_cast<const int32_t*>(key_padding.data) : nullptr;
-  g.p = dropout.key.p, g.seed = dropout.key.seed, g.stream = dropout.key.stream;
-  g.head_offset = dropout.head_offset;
-  g.total_heads = dropout.total_heads > 0 ? dropout.total_heads : heads;
-  return g;
-}
-
 // [B,T,C] viewed as rows b·T + t of C columns with the tensor's row stride.
 DView rows_of(const Tensor& t) { return DView{t.data, t.dtype, t.dim(-1), t.stride()}; }
 
@@ -178,36 +171,57 @@ float* f32(const Tensor& t, const char* what) {
   return static_cast<float*>(t.data);
 }
 
-void attention_forward_cuda(const Tensor& out, const Tensor& probs, const Tensor& q, const Tensor& k, const Tensor& v,
-                            int heads, AttentionMask mask, const Tensor& key_padding, const AttentionDropout& dropout) {
-  if (!out.contiguous()) kernel_error(Op::ATTENTION, "strided output " + out.describe());
-  const Geometry g = geometry(q, k, heads, mask, key_padding, dropout);
-  if (g.B * g.Tq * g.H == 0) return;
+void rows_forward(const AttentionArgs& a, const Tensor& out, float* lse) {
+  const Geometry g = geometry(a);
+  Scratch probs((size_t)(g.B * g.H * g.Tq * g.Tk) * sizeof(float));
   const dim3 grid((unsigned)g.Tq, (unsigned)g.H, (unsigned)g.B);
   attention_forward_kernel<<<grid, kThreads, (size_t)g.hs * sizeof(float), cuda_context().stream>>>(
-      rows_of(out), f32(probs, "probs"), rows_of(q), rows_of(k), rows_of(v), g);
-  check_launch("attention_forward");
+      rows_of(out), lse, static_cast<float*>(probs.get()), rows_of(a.q), rows_of(a.k), rows_of(a.v), g);
+  check_launch("attention_forward (rows)");
 }
 
-void attention_backward_cuda(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& q,
-                             const Tensor& k, const Tensor& v, const Tensor& probs, int heads, AttentionMask mask,
-                             const Tensor& key_padding, const AttentionDropout& dropout) {
-  const Geometry g = geometry(q, k, heads, mask, key_padding, dropout);
-  if (g.B * g.H == 0) return;
+void rows_backward(const AttentionArgs& a, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                   const float* lse) {
+  const Geometry g = geometry(a);
   cudaStream_t s = cuda_context().stream;
-  Scratch dz((size_t)(g.B * g.H * g.Tq * g.Tk) * sizeof(float));
-  const float* p = f32(probs, "probs");
+  const size_t bytes = (size_t)(g.B * g.H * g.Tq * g.Tk) * sizeof(float);
+  Scratch dz(bytes), probs(bytes);
+  float* p = static_cast<float*>(probs.get());
+  const dim3 rows((unsigned)g.Tq, (unsigned)g.H, (unsigned)g.B);
   if (g.Tq > 0) {
-    attention_backward_query_kernel<<<dim3((unsigned)g.Tq, (unsigned)g.H, (unsigned)g.B), kThreads,
-                                      (size_t)g.hs * sizeof(float), s>>>(static_cast<float*>(dz.get()), rows_of(dq),
-                                                                         rows_of(dout), rows_of(k), rows_of(v), p, g);
+    attention_probs_kernel<<<rows, kThreads, (size_t)g.hs * sizeof(float), s>>>(p, lse, rows_of(a.q), rows_of(a.k),
+                                                                               g);
+    check_launch("attention_backward (probabilities)");
+    attention_backward_query_kernel<<<rows, kThreads, (size_t)g.hs * sizeof(float), s>>>(
+        static_cast<float*>(dz.get()), rows_of(dq), rows_of(dout), rows_of(a.k), rows_of(a.v), p, g);
     check_launch("attention_backward (queries)");
   }
   if (g.Tk > 0) {
     attention_backward_key_kernel<<<dim3((unsigned)g.Tk, (unsigned)g.H, (unsigned)g.B), kThreads, 0, s>>>(
-        rows_of(dk), rows_of(dv), static_cast<const float*>(dz.get()), rows_of(dout), rows_of(q), p, g);
+        rows_of(dk), rows_of(dv), static_cast<const float*>(dz.get()), rows_of(dout), rows_of(a.q), p, g);
     check_launch("attention_backward (keys)");
   }
+}
+
+void attention_forward_cuda(const Tensor& out, const Tensor& saved, const Tensor& q, const Tensor& k, const Tensor& v,
+                            int heads, AttentionMask mask, const Tensor& key_padding, const AttentionDropout& dropout) {
+  if (!out.contiguous()) kernel_error(Op::ATTENTION, "strided output " + out.describe());
+  const AttentionArgs a{q, k, v, heads, mask, key_padding, dropout};
+  if (q.dim(0) * q.dim(1) * heads == 0) return;
+  float* lse = f32(saved, "saved log-sum-exp");
+  if (!cuda_context().attention_rows && flash_forward(a, out, lse)) return;
+  rows_forward(a, out, lse);
+}
+
+void attention_backward_cuda(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                             const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& saved,
+                             int heads, AttentionMask mask, const Tensor& key_padding,
+                             const AttentionDropout& dropout) {
+  const AttentionArgs a{q, k, v, heads, mask, key_padding, dropout};
+  if (q.dim(0) * heads == 0) return;
+  const float* lse = f32(saved, "saved log-sum-exp");
+  if (!cuda_context().attention_rows && flash_backward(a, dq, dk, dv, dout, out, lse)) return;
+  rows_backward(a, dq, dk, dv, dout, lse);
 }
 
 void attention_decode_cuda(const Tensor& out, const Tensor& scratch, const Tensor& q, const Tensor& kcache,

@@ -105,6 +105,10 @@ class CudaBackend final : public Backend {
     plain_malloc_ = mode != nullptr && std::strcmp(mode, "plain") == 0;
     const char* gemm = std::getenv("LMFORGE_CUDA_GEMM");
     ctx_.gemm_fallback = gemm != nullptr && std::strcmp(gemm, "fallback") == 0;
+    const char* attention = std::getenv("LMFORGE_CUDA_ATTENTION");
+    ctx_.attention_rows = attention != nullptr && std::strcmp(attention, "rows") == 0;
+    check_cuda(cudaDeviceGetAttribute(&ctx_.max_smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_),
+               "cudaDeviceGetAttribute (shared memory per block)");
     if (!plain_malloc_) {
       cudaMemPool_t pool;
       check_cuda(cudaDeviceGetDefaultMemPool(&pool, device_), "cudaDeviceGetDefaultMemPool");
@@ -129,7 +133,8 @@ class CudaBackend final : public Backend {
            std::to_string(props_.totalGlobalMem >> 20) + " MiB), driver " + version(driver) + ", runtime " +
            version(runtime) + ", cuBLASLt " + std::to_string(cublasLtGetVersion()) +
            (plain_malloc_ ? ", cudaMalloc per buffer" : ", stream-ordered pool") +
-           (ctx_.gemm_fallback ? ", fallback GEMM kernel (LMFORGE_CUDA_GEMM)" : "");
+           (ctx_.gemm_fallback ? ", fallback GEMM kernel (LMFORGE_CUDA_GEMM)" : "") +
+           (ctx_.attention_rows ? ", row attention kernels (LMFORGE_CUDA_ATTENTION)" : "");
   }
   void* alloc(size_t bytes) override {
     bind_thread();

@@ -65,6 +65,10 @@ struct CudaContext {
   // shape, dtypes, transposes, alignments and epilogue, and the reused buffers of operands rounded to bf16/f16.
   std::shared_ptr<GemmState> gemm;
   HostStaging* staging = nullptr;  // owned by the backend
+  // LMFORGE_CUDA_ATTENTION=rows: attention through the row kernels (attention_cuda.cu) instead of the flash kernels
+  // (attention_flash_cuda.cu), so the GPU check can compare the two and fall back.
+  bool attention_rows = false;
+  int max_smem_optin = 0;  // shared memory a block may opt in to (bytes; the flash kernels' limit)
 };
 
 // The CUDA backend's context; lmforge::Error naming the reason (no driver, no device) when there is none.
