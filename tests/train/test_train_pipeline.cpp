@@ -22,7 +22,7 @@ class PipelineParallel : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir;
-    single_ = new TrainRun(train(*dir_, "single", 0, four({})));
+    single_ = new TrainRun(train_reference(*dir_, "single", four({})));
   }
   static void TearDownTestSuite() {
     delete single_;

@@ -15,12 +15,13 @@ using namespace train_runs;
 using namespace bert_t5_runs;
 
 // The shared tiny models (train/bert_t5_run_util.h) over 20 iterations, evaluated at 10 and 20, with AdamW; the
-// caller's flags win.
-ModelRun run20(const TempDir& dir, const std::string& model, const std::string& name, int np, Flags flags = {}) {
+// caller's flags win; `reference`: the one-process run every layout is compared with, made once per build.
+ModelRun run20(const TempDir& dir, const std::string& model, const std::string& name, int np, Flags flags = {},
+               bool reference = false) {
   flags.emplace("--train-iters", "20");
   flags.emplace("--eval-interval", "10");
   flags.emplace("--optimizer", "adam");
-  return bert_t5_runs::run(dir, model, name, np, flags);
+  return bert_t5_runs::run(dir, model, name, np, flags, reference);
 }
 
 // The safetensors header of a checkpoint's model file.
@@ -54,7 +55,7 @@ class PipelineSuite : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir;
-    single_ = new ModelRun(run20(*dir_, kModel, "single", 0));
+    single_ = new ModelRun(run20(*dir_, kModel, "single", 0, {}, true));
   }
   static void TearDownTestSuite() {
     delete single_;
