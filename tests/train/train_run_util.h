@@ -242,18 +242,24 @@ void write_reference(const std::string& path, const std::string& key, const Scal
 }
 
 // run_and_read(cmd, tb) for a one-process run writing only into `dir` (its data cache) and `tb`, made once per build.
+// Files are named <executable hash>-<key hash>; those of an earlier executable are removed when a run is kept.
 ScalarRun reference_run(const TempDir& dir, const std::string& cmd, const std::string& tb) {
-  const std::string key = executable_identity() + " " + replace_all(replace_all(cmd, tb, "<tb>"), dir.path(), "<dir>");
+  const std::string identity = executable_identity();
+  const std::string key = identity + " " + replace_all(replace_all(cmd, tb, "<tb>"), dir.path(), "<dir>");
   const std::string store = std::string(LMFORGE_BINARY_DIR) + "/tests/reference-runs";
-  char name[32];
-  std::snprintf(name, sizeof name, "%016llx", (unsigned long long)fnv1a(key));
+  char name[40];
+  std::snprintf(name, sizeof name, "%016llx-%016llx", (unsigned long long)fnv1a(identity),
+                (unsigned long long)fnv1a(key));
   const std::string path = store + "/" + name;
   ScalarRun run;
   if (read_reference(path, key, run)) return run;
   run = run_and_read(cmd, tb);
   std::error_code ec;
   fs::create_directories(store, ec);
-  if (run.status == 0 && !ec) write_reference(path, key, run);
+  if (run.status != 0 || ec) return run;
+  for (const auto& old : fs::directory_iterator(store, ec))
+    if (old.path().filename().string().compare(0, 16, name, 16) != 0) fs::remove(old.path(), ec);
+  write_reference(path, key, run);
   return run;
 }
 
