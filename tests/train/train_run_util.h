@@ -222,6 +222,7 @@ bool read_reference(const std::string& path, const std::string& key, ScalarRun& 
 
 void write_reference(const std::string& path, const std::string& key, const ScalarRun& run) {
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  bool written = false;
   {
     std::ofstream out(tmp, std::ios::binary);
     out << "lmforge test reference run 1\n" << key << "\n" << run.status << " " << run.output.size() << "\n"
@@ -236,9 +237,13 @@ void write_reference(const std::string& path, const std::string& key, const Scal
       out << "\n";
     }
     out << "end\n";
-    if (!out) return;  // a full disk: the next test runs it again
+    out.close();
+    written = !out.fail();
   }
-  fs::rename(tmp, path);
+  // Not kept (a full disk, a read-only build tree): the next test makes the run again.
+  std::error_code ec;
+  if (written) fs::rename(tmp, path, ec);
+  if (!written || ec) fs::remove(tmp, ec);
 }
 
 // run_and_read(cmd, tb) for a one-process run writing only into `dir` (its data cache) and `tb`, made once per build.
