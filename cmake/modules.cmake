@@ -62,5 +62,8 @@ function(lmforge_tests folder)
       endif()
     endif()
     gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${labels}")
+    # "<executable> <label>" for build/test-executables.txt (tests/CMakeLists.txt): scripts/sanitize.sh builds
+    # only the executables whose tests it runs.
+    set_property(GLOBAL APPEND PROPERTY LMFORGE_TEST_EXECUTABLES "${target} ${labels}")
   endforeach()
 endfunction()

@@ -78,5 +78,29 @@ TEST(GuardedDeviceDeathTest, HostAccessOutsideACallFaults) {
   EXPECT_EQ(value, 0.0f);
 }
 
+// Allocations of 2 MiB or more take another path (a 2 MiB-aligned mapping asking for huge pages): their first and
+// last elements are as inaccessible outside the backend's calls, and whole through them.
+TEST(GuardedDeviceDeathTest, HostAccessToALargeAllocationFaultsToo) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  Backend& be = backend_for(Device::GUARDED);
+  const size_t n = (size_t(5) << 20) / 4 + 3;  // 5 MiB and 12 bytes: two whole huge pages and a partial one
+  Buffer b(be, DType::F32, n);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % (size_t(2) << 20), 0u);
+  std::vector<float> host(n);
+  for (size_t i = 0; i < n; i++) host[i] = (float)i;
+  be.copy_to_device(b.data(), host.data(), n * 4);
+  const volatile float* data = b.f32();
+#ifdef LMFORGE_TEST_ASAN
+  EXPECT_DEATH((void)data[0], "SEGV");
+  EXPECT_DEATH((void)data[n - 1], "SEGV");
+#else
+  EXPECT_EXIT((void)data[0], ::testing::KilledBySignal(SIGSEGV), "");
+  EXPECT_EXIT((void)data[n - 1], ::testing::KilledBySignal(SIGSEGV), "");
+#endif
+  std::vector<float> back(n, -1.0f);
+  be.copy_to_host(back.data(), b.data(), n * 4);
+  EXPECT_EQ(back, host);
+}
+
 }  // namespace
 }  // namespace lmforge::kernels

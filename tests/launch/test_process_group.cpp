@@ -20,10 +20,13 @@ TEST(ProcessGroup, AllSucceedingIsZeroAndEnvironmentIsSet) {
   EXPECT_EQ(run_process_group({p, sh("exit 0", "rank 1")}, log), 0) << log.str();
 }
 
+// The long-running processes exec their sleep, so the signal the group sends reaches the sleep itself: a shell
+// ended while its `sleep` child ran left that child holding the test's output pipe, and ctest waited out the whole
+// sleep (60 s) after the test had passed in a fraction of a second.
 TEST(ProcessGroup, AFailingProcessEndsTheOthersWithItsStatus) {
   std::ostringstream log;
   const auto start = std::chrono::steady_clock::now();
-  const int status = run_process_group({sh("sleep 60", "rank 0"), sh("sleep 0.2; exit 7", "rank 1")}, log);
+  const int status = run_process_group({sh("exec sleep 60", "rank 0"), sh("sleep 0.2; exit 7", "rank 1")}, log);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(status, 7);
   EXPECT_LT(seconds, 20.0);
@@ -32,7 +35,7 @@ TEST(ProcessGroup, AFailingProcessEndsTheOthersWithItsStatus) {
 
 TEST(ProcessGroup, AProcessThatIgnoresTermIsKilledAfterTheGrace) {
   std::ostringstream log;
-  const int status = run_process_group({sh("trap '' TERM; sleep 30", "rank 0"), sh("exit 3", "rank 1")}, log,
+  const int status = run_process_group({sh("trap '' TERM; exec sleep 30", "rank 0"), sh("exit 3", "rank 1")}, log,
                                        std::chrono::milliseconds(300));
   EXPECT_EQ(status, 3);
 }

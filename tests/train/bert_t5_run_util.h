@@ -1,6 +1,6 @@
 // defines: helpers of the tests that run `lmforge train bert` / `lmforge train t5` on Megatron's sentence-level
-//          sample dataset: a tiny model's flags, run() (one process or mpirun, losses read back from TensorBoard)
-//          and expect_same_losses()
+//          sample dataset: a tiny model's flags, run() (one process or mpirun, losses read back from TensorBoard;
+//          a one-process reference made once per build) and expect_same_losses()
 #pragma once
 #include <map>
 #include <string>
@@ -46,23 +46,16 @@ std::string command(const TempDir& dir, const std::string& model, const Flags& o
   return cmd;
 }
 
-// Runs on np ranks (0: one plain process) and reads every loss back from TensorBoard.
-struct ModelRun {
-  int status = -1;
-  std::string output;
-  std::map<std::string, std::vector<float>> scalars;
-};
-ModelRun run(const TempDir& dir, const std::string& model, const std::string& name, int np, Flags flags = {}) {
+// Runs on np ranks (0: one plain process) and reads every loss back from TensorBoard; `reference`: a one-process
+// run made once per build (train_runs::reference_run).
+using ModelRun = ScalarRun;
+ModelRun run(const TempDir& dir, const std::string& model, const std::string& name, int np, Flags flags = {},
+             bool reference = false) {
   const std::string tb = dir.file("tb-" + model + "-" + name);
-  fs::remove_all(tb);
   flags["--tensorboard-dir"] = tb;
-  ModelRun r;
-  const auto c = run_command("timeout 300 env OMP_NUM_THREADS=1 " + (np > 0 ? mpirun_prefix(np) : std::string()) +
-                             command(dir, model, flags));
-  r.status = c.status;
-  r.output = c.output;
-  if (c.status == 0 && fs::exists(tb)) r.scalars = read_scalars(tb);
-  return r;
+  const std::string cmd = "timeout 300 env OMP_NUM_THREADS=1 " + (np > 0 ? mpirun_prefix(np) : std::string()) +
+                          command(dir, model, flags);
+  return reference && np == 0 ? reference_run(dir, cmd, tb) : run_and_read(cmd, tb);
 }
 
 void expect_same_losses(const ModelRun& got, const ModelRun& want, const std::vector<std::string>& tags, double tolerance,

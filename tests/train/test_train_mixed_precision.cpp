@@ -50,7 +50,7 @@ class MixedPrecisionRuns : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir;
-    fp32_ = new TrainRun(train(*dir_, "fp32", 0));
+    fp32_ = new TrainRun(train_reference(*dir_, "fp32"));
   }
   static void TearDownTestSuite() {
     delete fp32_;

@@ -17,7 +17,7 @@ using namespace train_runs;
 void expect_identical(const TrainRun& got, const TrainRun& want, const std::string& what) {
   ASSERT_EQ(got.status, 0) << what << ":\n" << got.output;
   ASSERT_EQ(want.status, 0) << want.output;
-  ASSERT_EQ(got.loss.size(), 20u) << got.output;
+  ASSERT_EQ(got.loss.size(), 6u) << got.output;
   ASSERT_EQ(got.loss.size(), want.loss.size());
   EXPECT_EQ(std::memcmp(got.loss.data(), want.loss.data(), got.loss.size() * sizeof(float)), 0) << what;
   ASSERT_EQ(got.grad_norm.size(), want.grad_norm.size());
@@ -28,7 +28,10 @@ void expect_identical(const TrainRun& got, const TrainRun& want, const std::stri
 }
 
 // Three layers, so uniform chunks of two leave a short last chunk and block recomputes some layers but not all.
-const Flags kThreeLayers = {{"--num-layers", "3"}};
+// Six iterations (evaluated at 3 and 6), not the 20 of the layout tests: every iteration draws new dropout masks
+// that the recomputed forward must redraw, so bit-identical losses and gradient norms over 6 make the same claim
+// (a mask or activation recomputed differently shows in the first iteration's gradient norm) in a third of the time.
+const Flags kThreeLayers = {{"--num-layers", "3"}, {"--train-iters", "6"}, {"--eval-interval", "3"}};
 
 Flags with(Flags extra) {
   Flags f = kThreeLayers;

@@ -1,10 +1,12 @@
 // defines: helpers for tests that run `lmforge train gpt` under mpirun: TensorBoard scalars read back at float
 //          precision (TFRecord framing and protobuf wire format, independent of the writer), a tiny GPT's flags on
-//          Megatron's sample dataset, train() runs and expect_parity(), a fixture holding the one-process run, and
-//          kill_rank_mid_run() (an mpirun job whose rank is SIGKILLed while it trains)
+//          Megatron's sample dataset, train() runs and expect_parity(), run_and_read() and reference_run() (a
+//          one-process reference run made once for all the test processes of a build), a fixture holding the
+//          one-process run, and kill_rank_mid_run() (an mpirun job whose rank is SIGKILLed while it trains)
 #pragma once
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -141,28 +143,162 @@ struct TrainRun {
   std::vector<float> valid;      // "lm loss validation" per evaluation, then "lm loss test"
 };
 
-// Runs with np ranks (0: a plain single process, no mpirun) and collects the TensorBoard scalars.
-TrainRun train(const TempDir& dir, const std::string& name, int np, const Flags& overrides = {},
-          const std::string& launcher = "") {
-  Flags flags = overrides;
-  const std::string tb = dir.file("tb-" + name);
+// A run's exit status, output and TensorBoard scalars (tag → values in file order).
+struct ScalarRun {
+  int status = -1;
+  std::string output;
+  std::map<std::string, std::vector<float>> scalars;
+};
+
+// Runs `cmd`, which writes its TensorBoard events into `tb` (emptied first), and reads the scalars back.
+ScalarRun run_and_read(const std::string& cmd, const std::string& tb) {
   fs::remove_all(tb);
-  flags["--tensorboard-dir"] = tb;
-  const std::string prefix = !launcher.empty() ? launcher : np > 0 ? mpirun_prefix(np) : "";
-  TrainRun run;
-  auto r = run_command("timeout 120 env OMP_NUM_THREADS=1 " + prefix + train_args(dir, flags));
+  ScalarRun run;
+  const auto r = run_command(cmd);
   run.status = r.status;
   run.output = r.output;
-  if (r.status != 0 || !fs::exists(tb)) return run;
-  const auto scalars = read_scalars(tb);
+  if (r.status == 0 && fs::exists(tb)) run.scalars = read_scalars(tb);
+  return run;
+}
+
+// ---- one-process reference runs, made once per build ---------------------------------------------------------------
+//
+// ctest runs every test in a process of its own, so a fixture's SetUpTestSuite made its one-process reference run
+// again for each test (14 tests in 6 executables compare with the same tiny GPT run). reference_run() keeps a
+// successful run's status, output and scalars in the build tree, keyed by its whole command line, with the test's
+// temporary directory and the TensorBoard directory written as placeholders (where the data cache and the events go
+// does not change what is computed), and by the identity of the lmforge executable (size, modification time,
+// inode): another flag, another model or a rebuilt executable runs afresh. The runs are deterministic (the layout
+// tests compare their bits), so a kept run is the run the test would have made. Written to a temporary name and
+// renamed, so tests running side by side read either nothing or a whole file.
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = 0; !from.empty() && (at = s.find(from, at)) != std::string::npos; at += to.size())
+    s.replace(at, from.size(), to);
+  return s;
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (const unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::string executable_identity() {
+  struct stat st {};
+  if (::stat(LMFORGE_EXE, &st) != 0) return "missing";
+  return std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec) + " " + std::to_string(st.st_ino);
+}
+
+// The kept run of `key`, if a whole one is there.
+bool read_reference(const std::string& path, const std::string& key, ScalarRun& run) {
+  std::ifstream in(path, std::ios::binary);
+  std::string line;
+  if (!std::getline(in, line) || line != "lmforge test reference run 1") return false;
+  if (!std::getline(in, line) || line != key) return false;  // a hash collision, or a half-written file
+  size_t bytes = 0, tags = 0;
+  if (!(in >> run.status >> bytes)) return false;
+  in.get();
+  run.output.resize(bytes);
+  if (!in.read(run.output.data(), (std::streamsize)bytes) || !(in >> tags)) return false;
+  for (size_t t = 0; t < tags; t++) {
+    size_t length = 0, count = 0;
+    if (!(in >> length)) return false;
+    in.get();
+    std::string tag(length, '\0');
+    if (!in.read(tag.data(), (std::streamsize)length) || !(in >> count)) return false;
+    std::vector<float>& values = run.scalars[tag];
+    for (size_t i = 0; i < count; i++) {
+      uint32_t bits = 0;
+      if (!(in >> std::hex >> bits >> std::dec)) return false;
+      float x;
+      std::memcpy(&x, &bits, 4);
+      values.push_back(x);
+    }
+  }
+  return (in >> line) && line == "end";
+}
+
+void write_reference(const std::string& path, const std::string& key, const ScalarRun& run) {
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  bool written = false;
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << "lmforge test reference run 1\n" << key << "\n" << run.status << " " << run.output.size() << "\n"
+        << run.output << "\n" << run.scalars.size() << "\n";
+    for (const auto& [tag, values] : run.scalars) {
+      out << tag.size() << " " << tag << " " << values.size();
+      for (const float x : values) {
+        uint32_t bits;
+        std::memcpy(&bits, &x, 4);
+        out << " " << std::hex << bits << std::dec;
+      }
+      out << "\n";
+    }
+    out << "end\n";
+    out.close();
+    written = !out.fail();
+  }
+  // Not kept (a full disk, a read-only build tree): the next test makes the run again.
+  std::error_code ec;
+  if (written) fs::rename(tmp, path, ec);
+  if (!written || ec) fs::remove(tmp, ec);
+}
+
+// run_and_read(cmd, tb) for a one-process run writing only into `dir` (its data cache) and `tb`, made once per build.
+// Files are named <executable hash>-<key hash>; those of an earlier executable are removed when a run is kept.
+ScalarRun reference_run(const TempDir& dir, const std::string& cmd, const std::string& tb) {
+  const std::string identity = executable_identity();
+  const std::string key = identity + " " + replace_all(replace_all(cmd, tb, "<tb>"), dir.path(), "<dir>");
+  const std::string store = std::string(LMFORGE_BINARY_DIR) + "/tests/reference-runs";
+  char name[40];
+  std::snprintf(name, sizeof name, "%016llx-%016llx", (unsigned long long)fnv1a(identity),
+                (unsigned long long)fnv1a(key));
+  const std::string path = store + "/" + name;
+  ScalarRun run;
+  if (read_reference(path, key, run)) return run;
+  run = run_and_read(cmd, tb);
+  std::error_code ec;
+  fs::create_directories(store, ec);
+  if (run.status != 0 || ec) return run;
+  for (const auto& old : fs::directory_iterator(store, ec))
+    if (old.path().filename().string().compare(0, 16, name, 16) != 0) fs::remove(old.path(), ec);
+  write_reference(path, key, run);
+  return run;
+}
+
+// TrainRun of a GPT run's scalars.
+TrainRun train_run_of(const ScalarRun& r) {
+  TrainRun run;
+  run.status = r.status;
+  run.output = r.output;
   for (const char* tag : {"lm loss", "grad-norm", "lm loss validation", "lm loss test"}) {
-    auto it = scalars.find(tag);
-    if (it == scalars.end()) continue;
+    auto it = r.scalars.find(tag);
+    if (it == r.scalars.end()) continue;
     std::vector<float>& into = std::string(tag) == "lm loss" ? run.loss
                                : std::string(tag) == "grad-norm" ? run.grad_norm : run.valid;
     into.insert(into.end(), it->second.begin(), it->second.end());
   }
   return run;
+}
+
+// Runs with np ranks (0: a plain single process, no mpirun) and collects the TensorBoard scalars.
+TrainRun train(const TempDir& dir, const std::string& name, int np, const Flags& overrides = {},
+          const std::string& launcher = "") {
+  Flags flags = overrides;
+  const std::string tb = dir.file("tb-" + name);
+  flags["--tensorboard-dir"] = tb;
+  const std::string prefix = !launcher.empty() ? launcher : np > 0 ? mpirun_prefix(np) : "";
+  return train_run_of(run_and_read("timeout 120 env OMP_NUM_THREADS=1 " + prefix + train_args(dir, flags), tb));
+}
+
+// train(dir, name, 0, overrides) made once per build (reference_run): the one-process run fixtures compare with.
+TrainRun train_reference(const TempDir& dir, const std::string& name, const Flags& overrides = {}) {
+  Flags flags = overrides;
+  const std::string tb = dir.file("tb-" + name);
+  flags["--tensorboard-dir"] = tb;
+  return train_run_of(reference_run(dir, "timeout 120 env OMP_NUM_THREADS=1 " + train_args(dir, flags), tb));
 }
 
 double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
@@ -260,12 +396,12 @@ void kill_rank_mid_run(const std::string& cmd, const std::string& log, size_t ra
   }
 }
 
-// The single-process reference runs are shared by the tests of one executable.
+// The single-process reference run, shared by the tests of every executable (train_reference).
 class TrainParallel : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir;
-    single_ = new TrainRun(train(*dir_, "single", 0));
+    single_ = new TrainRun(train_reference(*dir_, "single"));
   }
   static void TearDownTestSuite() {
     delete single_;
