@@ -633,12 +633,14 @@ void Trainer::run() {
                                                     M > 1 || loss_scale != 1.0, o.clip_grad);
     m.buckets->gather_gradients();
     // The objective is the sum of the task's losses (BERT: lm + sop), each the mean over the global batch's
-    // micro-batches.
+    // micro-batches, weighted as the task says (ELECTRA: mlm + 50·disc; its accuracy does not count).
+    const std::vector<double> weights = m.task->objective_weights();
     std::vector<float> losses;
     double total = 0.0;
-    for (double v : loss_sums) {
+    for (size_t i = 0; i < loss_sums.size(); i++) {
+      const double v = loss_sums[i];
       losses.push_back((float)(v / (double)M));
-      total += v / (double)M;
+      total += (i < weights.size() ? weights[i] : 1.0) * v / (double)M;
     }
     const float loss = (float)total;
     // An overflow under loss scaling (inf or NaN anywhere in the gradients makes the global norm so, on every rank)

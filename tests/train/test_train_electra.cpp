@@ -1,0 +1,211 @@
+// `lmforge train electra` as users run it, on Megatron's sentence-level sample dataset with a tiny model: both losses
+// fall and evaluation reports the discriminator's replaced-token accuracy on the validation split; 2 data-parallel
+// ranks reproduce one process (dropout on); a run stopped by --exit-interval and resumed with --load logs exactly
+// the uninterrupted run's lines; the first step's losses equal `lmforge check electra-step` on the same weights,
+// examples and draws (the draws restated here from the documented key: seed, iteration, global sample index);
+// tensor parallelism is refused naming what is missing.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "checkpoint/safetensors.h"
+#include "families/registry.h"
+#include "model/electra_draws.h"
+#include "text/tokenizer_factory.h"
+#include "train/train_run_util.h"
+
+namespace {
+
+using namespace train_runs;
+using lmforge::testing::loss_lines;
+namespace ck = lmforge::checkpoint;
+
+const std::string kVocab = shared_path("data/vocab/bert-base-uncased-vocab.txt");
+const std::string kData = shared_path("data/sample/sample_bert_text_sentence");
+
+Flags electra_flags() {
+  return {{"--hidden-dropout", "0.1"}, {"--attention-dropout", "0.1"}, {"--num-layers", "2"},
+          {"--hidden-size", "32"}, {"--num-attention-heads", "2"}, {"--embedding-size", "16"},
+          {"--generator-hidden-size", "0.5"}, {"--seq-length", "64"}, {"--max-position-embeddings", "64"},
+          {"--micro-batch-size", "2"}, {"--global-batch-size", "8"}, {"--lr", "0.002"},
+          {"--lr-decay-style", "linear"}, {"--lr-warmup-iters", "2"}, {"--weight-decay", "0.01"},
+          {"--clip-grad", "1.0"}, {"--split", "949,50,1"}, {"--log-interval", "1"}, {"--eval-interval", "10"},
+          {"--eval-iters", "1"}, {"--train-iters", "10"}, {"--threads", "1"}, {"--vocab-file", kVocab},
+          {"--data-path", kData}};
+}
+
+struct ElectraRun {
+  int status = -1;
+  std::string output;
+  std::map<std::string, std::vector<float>> scalars;
+};
+ElectraRun run_electra(const TempDir& dir, const std::string& name, int np, const Flags& overrides = {}) {
+  Flags flags = electra_flags();
+  for (const auto& [k, v] : overrides) flags[k] = v;
+  const std::string tb = dir.file("tb-" + name);
+  fs::remove_all(tb);
+  flags["--tensorboard-dir"] = tb;
+  std::string cmd = "timeout 300 env OMP_NUM_THREADS=1 " + (np > 0 ? mpirun_prefix(np) : std::string()) +
+                    std::string(LMFORGE_EXE) + " train electra";
+  for (const auto& [k, v] : flags)
+    if (v != "-") cmd += " " + k + (v.empty() ? "" : " '" + v + "'");
+  ElectraRun r;
+  const auto c = run_command(cmd);
+  r.status = c.status;
+  r.output = c.output;
+  if (c.status == 0 && fs::exists(tb)) r.scalars = read_scalars(tb);
+  return r;
+}
+
+double mean(const std::vector<float>& v, size_t from, size_t to) {
+  double s = 0.0;
+  for (size_t i = from; i < to; i++) s += v[i];
+  return s / double(to - from);
+}
+
+TEST(TrainElectra, BothLossesFallAndEvaluationReportsTheReplacedTokenAccuracy) {
+  TempDir dir;
+  const ElectraRun r = run_electra(dir, "learn", 0,
+                                   {{"--train-iters", "30"}, {"--eval-interval", "30"}, {"--lr", "0.01"},
+                                    {"--lr-decay-style", "constant"}, {"--lr-warmup-iters", "0"}});
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::vector<float>& mlm = r.scalars.at("mlm loss");
+  const std::vector<float>& disc = r.scalars.at("disc loss");
+  ASSERT_EQ(mlm.size(), 30u);
+  ASSERT_EQ(disc.size(), 30u);
+  EXPECT_LT(mean(mlm, 25, 30), mean(mlm, 0, 5) - 0.5) << r.output;
+  EXPECT_LT(mean(disc, 25, 30), mean(disc, 0, 5) - 0.05) << r.output;
+  const std::vector<float>& accuracy = r.scalars.at("disc accuracy");
+  for (float a : accuracy) EXPECT_TRUE(a >= 0.0f && a <= 1.0f) << a;
+  // The validation split's accuracy (evaluation at iteration 30, and once more at the end: Megatron's test split).
+  ASSERT_FALSE(r.scalars.at("disc accuracy validation").empty()) << r.output;
+  const float valid = r.scalars.at("disc accuracy validation").back();
+  EXPECT_GT(valid, 0.5f) << r.output;  // most tokens are originals: a trained discriminator calls them so
+  EXPECT_NE(r.output.find("disc accuracy value:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("mlm loss:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ELECTRA: discriminator 2 layers, hidden 32, 2 heads, ffn 128; generator 2 layers, "
+                          "hidden 16, 1 heads, ffn 64; shared embeddings 16 wide (vocab 30522"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(TrainElectra, TwoDataParallelRanksReproduceOneProcess) {
+  TempDir dir;
+  const ElectraRun single = run_electra(dir, "single", 0);
+  ASSERT_EQ(single.status, 0) << single.output;
+  const ElectraRun dp2 = run_electra(dir, "dp2", 2);
+  ASSERT_EQ(dp2.status, 0) << dp2.output;
+  for (const char* tag : {"mlm loss", "disc loss", "disc accuracy", "grad-norm", "mlm loss validation",
+                          "disc loss validation", "disc accuracy validation"}) {
+    ASSERT_TRUE(single.scalars.count(tag)) << tag;
+    ASSERT_TRUE(dp2.scalars.count(tag)) << tag;
+    ASSERT_EQ(dp2.scalars.at(tag).size(), single.scalars.at(tag).size()) << tag;
+    const double d = max_relative_difference(dp2.scalars.at(tag), single.scalars.at(tag));
+    std::printf("[ parity ] ELECTRA DP=2 %s: max relative difference %.3g\n", tag, d);
+    EXPECT_LT(d, 1e-5) << tag;
+  }
+}
+
+TEST(TrainElectra, ResumeLogsTheUninterruptedRun) {
+  TempDir dir;
+  const Flags base = {{"--save", dir.file("ckpt")}, {"--save-interval", "100"}};
+  Flags first = base;
+  first["--exit-interval"] = "4";
+  const ElectraRun a = run_electra(dir, "part1", 0, first);
+  ASSERT_EQ(a.status, 0) << a.output;
+  Flags second = base;
+  second["--load"] = dir.file("ckpt");
+  const ElectraRun b = run_electra(dir, "part2", 0, second);
+  ASSERT_EQ(b.status, 0) << b.output;
+  const ElectraRun whole = run_electra(dir, "whole", 0);
+  ASSERT_EQ(whole.status, 0) << whole.output;
+  std::vector<std::string> resumed = loss_lines(a.output);
+  for (const std::string& l : loss_lines(b.output)) resumed.push_back(l);
+  EXPECT_EQ(resumed, loss_lines(whole.output)) << a.output << b.output;
+  EXPECT_NE(b.output.find("loaded checkpoint"), std::string::npos) << b.output;
+  // Another loss weight cannot continue these weights silently.
+  Flags other = second;
+  other["--disc-weight"] = "20";
+  other["--train-iters"] = "12";
+  const ElectraRun c = run_electra(dir, "other", 0, other);
+  EXPECT_NE(c.status, 0);
+  EXPECT_NE(c.output.find("--disc-weight"), std::string::npos) << c.output;
+}
+
+// The inputs of `lmforge check electra-step` for the first step of the tiny run: the task's samples 0 and 1 of the
+// train split and the draws the trainer's key gives them — restated here: key (seed, iteration 0), sample b of the
+// global batch, the three sites (model/electra_draws.h) — and the tiny model's meta.json. Runs the check on
+// `weights` into dir/step.safetensors.
+lmforge::testing::CommandResult check_first_step(const TempDir& dir, const std::string& weights) {
+  lmforge::train::TrainOptions o;
+  o.model_type = "electra";
+  o.data_path = {kData};
+  o.tokenizer.type = "BertWordPieceLowerCase";
+  o.tokenizer.vocab_file = kVocab;
+  o.seq_length = 64;
+  o.split = "949,50,1";
+  const auto tokenizer = lmforge::text::make_tokenizer(o.tokenizer);
+  const auto task = lmforge::families::model_family("electra").make_task(o, *tokenizer, {2, 0, 0});
+  lmforge::train::Batch batch;
+  task->fill(lmforge::train::SplitKind::TRAIN, 0, 2, batch);
+  const int64_t B = 2, L = 64, N = 9, V = 30522;  // N = int((0.15 + 0.005) x 64)
+  std::vector<int64_t> ids(batch.tokens.begin(), batch.tokens.end()), mask(batch.padding.begin(), batch.padding.end()),
+      types(batch.token_types.begin(), batch.token_types.end());
+  std::vector<double> pos_u(B * N), keep_u(B * N), gumbel_u(B * N * V);
+  const lmforge::model::ElectraDrawKey key{1234, 0};
+  using lmforge::model::ElectraDrawSite;
+  for (int64_t b = 0; b < B; b++) {
+    lmforge::model::electra_uniform_row(key, b, ElectraDrawSite::POSITIONS, 0, N, pos_u.data() + b * N);
+    lmforge::model::electra_uniform_row(key, b, ElectraDrawSite::KEEP, 0, N, keep_u.data() + b * N);
+    lmforge::model::electra_uniform_row(key, b, ElectraDrawSite::GUMBEL, 0, N * V, gumbel_u.data() + b * N * V);
+  }
+  ck::write_safetensors(dir.file("batch.safetensors"),
+                        {{"input_ids", ck::DType::kI64, {B, L}, ids.data()},
+                         {"input_mask", ck::DType::kI64, {B, L}, mask.data()},
+                         {"segment_ids", ck::DType::kI64, {B, L}, types.data()},
+                         {"pos_u", ck::DType::kF64, {B, N}, pos_u.data()},
+                         {"keep_u", ck::DType::kF64, {B, N}, keep_u.data()},
+                         {"gumbel_u", ck::DType::kF64, {B, N, V}, gumbel_u.data()}});
+  std::ofstream(dir.file("meta.json")) << R"({"config": {"vocab_size": 30522, "embedding_size": 16,
+    "hidden_size": 32, "num_layers": 2, "heads": 2, "intermediate": 128, "gen_hidden": 16, "gen_layers": 2,
+    "gen_heads": 1, "gen_intermediate": 64, "max_position": 64, "type_vocab": 2, "eps": 1e-12, "seq_len": 64,
+    "mask_prob": 0.15, "disc_weight": 50.0, "gen_weight": 1.0, "temperature": 1.0, "init_range": 0.02}})";
+  return run_command(std::string(LMFORGE_EXE) + " check electra-step --config " + dir.file("meta.json") +
+                     " --weights " + weights + " --batch " + dir.file("batch.safetensors") + " --output " +
+                     dir.file("step.safetensors"));
+}
+
+// The first step of a run (dropout off; --lr 1e-30, so the saved weights are the initial ones to the last bit that
+// matters) against `lmforge check electra-step` on those weights, examples and draws.
+TEST(TrainElectra, FirstStepEqualsCheckElectraStep) {
+  TempDir dir;
+  const ElectraRun r = run_electra(dir, "first", 0,
+                                   {{"--train-iters", "1"}, {"--lr", "1e-30"}, {"--lr-warmup-iters", "0"},
+                                    {"--hidden-dropout", "0"}, {"--attention-dropout", "0"},
+                                    {"--global-batch-size", "2"}, {"--eval-iters", "0"}, {"--save", dir.file("ck")}});
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto check = check_first_step(dir, dir.file("ck/iter_0000001/model.safetensors"));
+  ASSERT_EQ(check.status, 0) << check.output;
+  const ck::SafetensorsFile step(dir.file("step.safetensors"));
+  auto scalar = [&](const char* name) {
+    double v;
+    std::memcpy(&v, step.bytes(step.at(name)).data(), sizeof v);
+    return v;
+  };
+  const double mlm = scalar("mlm_loss"), disc = scalar("disc_loss");
+  std::printf("first step: train mlm %.8g disc %.8g; check electra-step mlm %.8g disc %.8g\n",
+              r.scalars.at("mlm loss")[0], r.scalars.at("disc loss")[0], mlm, disc);
+  EXPECT_NEAR(r.scalars.at("mlm loss")[0], mlm, 1e-5 * mlm) << r.output;
+  EXPECT_NEAR(r.scalars.at("disc loss")[0], disc, 1e-5 * disc) << r.output;
+}
+
+TEST(TrainElectra, TensorParallelismIsRefusedNamingWhatIsMissing) {
+  TempDir dir;
+  const ElectraRun r = run_electra(dir, "tp2", 0, {{"--tensor-model-parallel-size", "2"}});
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("tensor-parallel size 1 only"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("vocabulary-parallel generator head"), std::string::npos) << r.output;
+}
+
+}  // namespace
