@@ -80,6 +80,9 @@ class Model {
   virtual std::string describe() const = 0;
   // Model FLOPs of one training step on B×T tokens (throughput figures).
   virtual double training_flops(int B, int T) const = 0;
+  // Called on the writing rank once a checkpoint is in place at `checkpoint_dir`: a model whose checkpoint is not
+  // itself one Hugging Face model adds the directories that are (ELECTRA: hf/discriminator, hf/generator).
+  virtual void write_hugging_face(const std::string& checkpoint_dir) { (void)checkpoint_dir; }
 };
 
 // Where a model's batches come from: its datasets and splits, and the names its losses are logged under (Megatron's

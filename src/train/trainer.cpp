@@ -193,6 +193,7 @@ struct Trainer::Impl {
     const auto t0 = std::chrono::steady_clock::now();
     std::string dir = o.save + "/" + checkpoint::iteration_dir_name(iteration);
     if (comm->rank() == 0) dir = checkpoint::save_checkpoint(o.save, request);  // the other replicas hold copies
+    if (world->rank() == 0) model->write_hugging_face(dir);
     optimizer->release_gathered();
     world->barrier();  // no rank runs ahead (or exits) before the checkpoint is in place
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

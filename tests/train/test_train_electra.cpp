@@ -3,7 +3,9 @@
 // ranks reproduce one process (dropout on); a run stopped by --exit-interval and resumed with --load logs exactly
 // the uninterrupted run's lines; the first step's losses equal `lmforge check electra-step` on the same weights,
 // examples and draws (the draws restated here from the documented key: seed, iteration, global sample index);
-// tensor parallelism is refused naming what is missing.
+// the saved Hugging Face directories give, under a float64 PyTorch statement of ElectraForPreTraining and
+// ElectraForMaskedLM (electra_hf_forward.py), lmforge's discriminator and generator logits; tensor parallelism is
+// refused naming what is missing.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -135,9 +137,9 @@ TEST(TrainElectra, ResumeLogsTheUninterruptedRun) {
 
 // The inputs of `lmforge check electra-step` for the first step of the tiny run: the task's samples 0 and 1 of the
 // train split and the draws the trainer's key gives them — restated here: key (seed, iteration 0), sample b of the
-// global batch, the three sites (model/electra_draws.h) — and the tiny model's meta.json. Runs the check on
-// `weights` into dir/step.safetensors.
-lmforge::testing::CommandResult check_first_step(const TempDir& dir, const std::string& weights) {
+// global batch, the three sites (model/electra_draws.h) — and the tiny model's meta.json (embedding size E). Runs
+// the check on `weights` into dir/step.safetensors.
+lmforge::testing::CommandResult check_first_step(const TempDir& dir, const std::string& weights, int E = 16) {
   lmforge::train::TrainOptions o;
   o.model_type = "electra";
   o.data_path = {kData};
@@ -167,7 +169,7 @@ lmforge::testing::CommandResult check_first_step(const TempDir& dir, const std::
                          {"pos_u", ck::DType::kF64, {B, N}, pos_u.data()},
                          {"keep_u", ck::DType::kF64, {B, N}, keep_u.data()},
                          {"gumbel_u", ck::DType::kF64, {B, N, V}, gumbel_u.data()}});
-  std::ofstream(dir.file("meta.json")) << R"({"config": {"vocab_size": 30522, "embedding_size": 16,
+  std::ofstream(dir.file("meta.json")) << R"({"config": {"vocab_size": 30522, "embedding_size": )" << E << R"(,
     "hidden_size": 32, "num_layers": 2, "heads": 2, "intermediate": 128, "gen_hidden": 16, "gen_layers": 2,
     "gen_heads": 1, "gen_intermediate": 64, "max_position": 64, "type_vocab": 2, "eps": 1e-12, "seq_len": 64,
     "mask_prob": 0.15, "disc_weight": 50.0, "gen_weight": 1.0, "temperature": 1.0, "init_range": 0.02}})";
@@ -198,6 +200,36 @@ TEST(TrainElectra, FirstStepEqualsCheckElectraStep) {
               r.scalars.at("mlm loss")[0], r.scalars.at("disc loss")[0], mlm, disc);
   EXPECT_NEAR(r.scalars.at("mlm loss")[0], mlm, 1e-5 * mlm) << r.output;
   EXPECT_NEAR(r.scalars.at("disc loss")[0], disc, 1e-5 * disc) << r.output;
+}
+
+// The Hugging Face directories of a trained checkpoint, in both layouts of the projections (E 16: the
+// discriminator projects 16 -> 32, the 16-wide generator reads the embeddings directly; E 32: the discriminator
+// reads them directly, the generator projects 32 -> 16), give the logits lmforge computes with the same weights on
+// the step's fake ids (discriminator) and masked ids (generator, at the masked slots).
+TEST(TrainElectra, HuggingFaceDirectoriesGiveLmforgesLogits) {
+  for (const int E : {16, 32}) {
+    TempDir dir;
+    const ElectraRun r = run_electra(dir, "hf", 0,
+                                     {{"--train-iters", "20"}, {"--lr", "0.01"}, {"--lr-decay-style", "constant"},
+                                      {"--eval-iters", "0"}, {"--embedding-size", std::to_string(E)},
+                                      {"--save", dir.file("ck")}});
+    ASSERT_EQ(r.status, 0) << r.output;
+    const std::string ck_dir = dir.file("ck/iter_0000020");
+    const std::string config = read_file(ck_dir + "/hf/discriminator/config.json");
+    EXPECT_NE(config.find("\"architectures\": [\"ElectraForPreTraining\"]"), std::string::npos) << config;
+    EXPECT_NE(config.find("\"model_type\": \"electra\""), std::string::npos) << config;
+    EXPECT_NE(read_file(ck_dir + "/hf/generator/config.json").find("\"hidden_size\": 16"), std::string::npos);
+    EXPECT_FALSE(fs::exists(ck_dir + "/hf.tmp"));
+    const auto check = check_first_step(dir, ck_dir + "/model.safetensors", E);
+    ASSERT_EQ(check.status, 0) << check.output;
+    const auto hf = run_command("/usr/bin/python3 " + std::string(LMFORGE_SOURCE_DIR) +
+                                "/tests/train/electra_hf_forward.py --discriminator " + ck_dir +
+                                "/hf/discriminator --generator " + ck_dir + "/hf/generator --batch " +
+                                dir.file("batch.safetensors") + " --step " + dir.file("step.safetensors") +
+                                " --tolerance 1e-5");
+    std::printf("E %d: %s", E, hf.output.c_str());
+    EXPECT_EQ(hf.status, 0) << hf.output;
+  }
 }
 
 TEST(TrainElectra, TensorParallelismIsRefusedNamingWhatIsMissing) {

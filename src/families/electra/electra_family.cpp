@@ -168,7 +168,10 @@ class ElectraFamily final : public ModelFamily {
       "Logged per interval: mlm loss, disc loss and disc accuracy (the share of real tokens the discriminator "
       "calls right, replaced when its logit is positive); evaluation reports the same on the validation split. "
       "Checkpoints: both networks in one model.safetensors (the discriminator under ElectraForPreTraining's names, "
-      "the generator's own tensors prefixed \"generator.\") and config.json with model_type electra.\n"
+      "the generator's own tensors prefixed \"generator.\"), config.json with model_type electra, and hf/"
+      "discriminator and hf/generator: Hugging Face ElectraForPreTraining and ElectraForMaskedLM directories "
+      "(config.json and model.safetensors each, transformers' names; the generator's copy of the shared "
+      "embeddings).\n"
       "Tensor- and pipeline-parallel sizes above 1 are not implemented for ELECTRA yet (data parallelism is).";
   }
   unsigned flag_groups() const override { return (unsigned)FlagGroup::ELECTRA; }

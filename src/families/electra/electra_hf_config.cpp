@@ -1,4 +1,5 @@
-// defines: electra_config_json(), electra_config_from_json()
+// defines: electra_config_json(), electra_config_from_json(), electra_discriminator_hf_config(),
+//          electra_generator_hf_config()
 #include "families/electra/electra_hf_config.h"
 
 #include "checkpoint/checkpoint.h"
@@ -65,7 +66,8 @@ std::string electra_config_json(const model::ElectraConfig& c, int seq_length) {
   o["lmforge_mask_id"] = (int64_t)c.tokens.mask;
   o["lmforge_note"] = std::string(
       "ELECTRA pretraining checkpoint: the discriminator under ElectraForPreTraining's names, the generator's own "
-      "tensors under ElectraForMaskedLM's names prefixed \"generator.\" (its embeddings are the discriminator's)");
+      "tensors under ElectraForMaskedLM's names prefixed \"generator.\" (its embeddings are the discriminator's); "
+      "the hf/discriminator and hf/generator directories beside this file are the two Hugging Face models");
   return checkpoint::to_json(o);
 }
 
@@ -108,5 +110,8 @@ model::ElectraConfig electra_config_from_json(const std::string& text, const std
   validate_config_from(c, source);
   return c;
 }
+
+std::string electra_discriminator_hf_config(const model::ElectraConfig& c) { return checkpoint::to_json(hf_fields(c, false)); }
+std::string electra_generator_hf_config(const model::ElectraConfig& c) { return checkpoint::to_json(hf_fields(c, true)); }
 
 }  // namespace lmforge::train

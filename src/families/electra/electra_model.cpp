@@ -2,8 +2,11 @@
 #include "families/electra/electra_model.h"
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 
+#include "checkpoint/safetensors.h"
 
 #include "families/electra/electra_hf_config.h"
 #include "families/model_checks.h"
@@ -100,6 +103,52 @@ double ElectraModel::training_flops(int B, int T) const {
   const double attention = 12.0 * T * (c.num_layers * H + c.gen_layers * gH);
   const double N = c.predictions(T);
   return (double)B * T * (6.0 * (disc + gen) + attention) + (double)B * N * 6.0 * (gH * E + E * V);
+}
+
+namespace {
+
+void write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) throw Error(path + ": cannot write");
+}
+
+}  // namespace
+
+void ElectraModel::write_hugging_face(const std::string& checkpoint_dir) {
+  namespace fs = std::filesystem;
+  const param::ParamTable& table = model_.table();
+  std::vector<float> host(model_.num_parameters());
+  model_.backend().copy_to_host(host.data(), model_.params(), host.size() * sizeof(float));
+  std::vector<checkpoint::TensorRef> disc, gen;
+  const std::string prefix = "generator.";
+  for (const param::Parameter& p : table) {
+    const float* data = host.data() + p.offset;
+    if (p.name.rfind(prefix, 0) == 0) {
+      gen.push_back({p.name.substr(prefix.size()), checkpoint::DType::kF32, p.shape, data});
+      continue;
+    }
+    disc.push_back({p.name, checkpoint::DType::kF32, p.shape, data});
+    // The generator reads the shared embeddings and their LayerNorm (not the discriminator's projection).
+    if (p.name.rfind("electra.embeddings.", 0) == 0)
+      gen.push_back({p.name, checkpoint::DType::kF32, p.shape, data});
+  }
+  const fs::path final_dir = fs::path(checkpoint_dir) / "hf", tmp = fs::path(checkpoint_dir) / "hf.tmp";
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  for (const char* part : {"discriminator", "generator"}) {
+    fs::create_directories(tmp / part, ec);
+    if (ec) throw Error((tmp / part).string() + ": cannot create: " + ec.message());
+  }
+  const std::map<std::string, std::string> metadata = {{"format", "pt"}};
+  checkpoint::write_safetensors((tmp / "discriminator" / "model.safetensors").string(), disc, metadata, true);
+  write_text_file((tmp / "discriminator" / "config.json").string(), electra_discriminator_hf_config(model_.config()));
+  checkpoint::write_safetensors((tmp / "generator" / "model.safetensors").string(), gen, metadata, true);
+  write_text_file((tmp / "generator" / "config.json").string(), electra_generator_hf_config(model_.config()));
+  fs::remove_all(final_dir, ec);
+  fs::rename(tmp, final_dir, ec);
+  if (ec) throw Error(final_dir.string() + ": cannot rename " + tmp.string() + " to it: " + ec.message());
 }
 
 }  // namespace lmforge::train

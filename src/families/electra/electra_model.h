@@ -55,6 +55,11 @@ class ElectraModel final : public Model {
   }
   std::string describe() const override;
   double training_flops(int B, int T) const override;
+  // <checkpoint_dir>/hf/discriminator: ElectraForPreTraining (config.json, model.safetensors: the tensors without
+  // the "generator." prefix); <checkpoint_dir>/hf/generator: ElectraForMaskedLM (the shared embeddings under
+  // electra.embeddings.*, the generator's own tensors without the prefix; generator_lm_head.weight is tied to the
+  // word embeddings and, as Hugging Face saves it, not stored). Written into hf.tmp, then renamed to hf.
+  void write_hugging_face(const std::string& checkpoint_dir) override;
 
  private:
   model::Electra model_;
