@@ -138,8 +138,11 @@ TEST(TrainElectra, ResumeLogsTheUninterruptedRun) {
 // The inputs of `lmforge check electra-step` for the first step of the tiny run: the task's samples 0 and 1 of the
 // train split and the draws the trainer's key gives them — restated here: key (seed, iteration 0), sample b of the
 // global batch, the three sites (model/electra_draws.h) — and the tiny model's meta.json (embedding size E). Runs
-// the check on `weights` into dir/step.safetensors.
-lmforge::testing::CommandResult check_first_step(const TempDir& dir, const std::string& weights, int E = 16) {
+// the check on `weights` into dir/step.safetensors. (Evaluation: samples 0 and 1 of `split`, its key's iteration
+// 2^64 - 1 - split.)
+lmforge::testing::CommandResult check_first_step(const TempDir& dir, const std::string& weights, int E = 16,
+                                                 lmforge::train::SplitKind split = lmforge::train::SplitKind::TRAIN,
+                                                 uint64_t key_iteration = 0) {
   lmforge::train::TrainOptions o;
   o.model_type = "electra";
   o.data_path = {kData};
@@ -150,12 +153,12 @@ lmforge::testing::CommandResult check_first_step(const TempDir& dir, const std::
   const auto tokenizer = lmforge::text::make_tokenizer(o.tokenizer);
   const auto task = lmforge::families::model_family("electra").make_task(o, *tokenizer, {2, 0, 0});
   lmforge::train::Batch batch;
-  task->fill(lmforge::train::SplitKind::TRAIN, 0, 2, batch);
+  task->fill(split, 0, 2, batch);
   const int64_t B = 2, L = 64, N = 9, V = 30522;  // N = int((0.15 + 0.005) x 64)
   std::vector<int64_t> ids(batch.tokens.begin(), batch.tokens.end()), mask(batch.padding.begin(), batch.padding.end()),
       types(batch.token_types.begin(), batch.token_types.end());
   std::vector<double> pos_u(B * N), keep_u(B * N), gumbel_u(B * N * V);
-  const lmforge::model::ElectraDrawKey key{1234, 0};
+  const lmforge::model::ElectraDrawKey key{1234, key_iteration};
   using lmforge::model::ElectraDrawSite;
   for (int64_t b = 0; b < B; b++) {
     lmforge::model::electra_uniform_row(key, b, ElectraDrawSite::POSITIONS, 0, N, pos_u.data() + b * N);
@@ -178,6 +181,33 @@ lmforge::testing::CommandResult check_first_step(const TempDir& dir, const std::
                      dir.file("step.safetensors"));
 }
 
+// The discriminator's replaced-token accuracy of the checked step, from its outputs: the share of real tokens
+// (input_mask 1) where (logit > 0) equals the replaced label.
+double step_accuracy(const TempDir& dir) {
+  const ck::SafetensorsFile step(dir.file("step.safetensors")), batch(dir.file("batch.safetensors"));
+  const auto logits = step.bytes(step.at("disc_logits")), labels = step.bytes(step.at("disc_labels")),
+             mask = batch.bytes(batch.at("input_mask"));
+  double right = 0.0, real = 0.0;
+  for (size_t i = 0; i < mask.size() / 8; i++) {
+    int64_t m, y;
+    float z;
+    std::memcpy(&m, mask.data() + 8 * i, 8);
+    std::memcpy(&y, labels.data() + 8 * i, 8);
+    std::memcpy(&z, logits.data() + 4 * i, 4);
+    if (m == 0) continue;
+    real += 1.0;
+    right += (z > 0.0f) == (y != 0);
+  }
+  return right / real;
+}
+
+double step_scalar(const TempDir& dir, const char* name) {
+  const ck::SafetensorsFile step(dir.file("step.safetensors"));
+  double v;
+  std::memcpy(&v, step.bytes(step.at(name)).data(), sizeof v);
+  return v;
+}
+
 // The first step of a run (dropout off; --lr 1e-30, so the saved weights are the initial ones to the last bit that
 // matters) against `lmforge check electra-step` on those weights, examples and draws.
 TEST(TrainElectra, FirstStepEqualsCheckElectraStep) {
@@ -189,17 +219,40 @@ TEST(TrainElectra, FirstStepEqualsCheckElectraStep) {
   ASSERT_EQ(r.status, 0) << r.output;
   const auto check = check_first_step(dir, dir.file("ck/iter_0000001/model.safetensors"));
   ASSERT_EQ(check.status, 0) << check.output;
-  const ck::SafetensorsFile step(dir.file("step.safetensors"));
-  auto scalar = [&](const char* name) {
-    double v;
-    std::memcpy(&v, step.bytes(step.at(name)).data(), sizeof v);
-    return v;
-  };
-  const double mlm = scalar("mlm_loss"), disc = scalar("disc_loss");
+  const double mlm = step_scalar(dir, "mlm_loss"), disc = step_scalar(dir, "disc_loss");
   std::printf("first step: train mlm %.8g disc %.8g; check electra-step mlm %.8g disc %.8g\n",
               r.scalars.at("mlm loss")[0], r.scalars.at("disc loss")[0], mlm, disc);
   EXPECT_NEAR(r.scalars.at("mlm loss")[0], mlm, 1e-5 * mlm) << r.output;
   EXPECT_NEAR(r.scalars.at("disc loss")[0], disc, 1e-5 * disc) << r.output;
+  EXPECT_NEAR(r.scalars.at("disc accuracy")[0], step_accuracy(dir), 1e-6) << r.output;
+}
+
+// `--skip-train --load` evaluates a checkpoint on the validation split (Megatron's evaluation-only run): its mlm
+// loss, disc loss and replaced-token accuracy equal `lmforge check electra-step` on the checkpoint's weights, the
+// split's first two examples and the evaluation's draws (key iteration 2^64 - 2, dropout off).
+TEST(TrainElectra, EvaluationOfACheckpointEqualsCheckElectraStepOnTheValidationSplit) {
+  TempDir dir;
+  const ElectraRun trained = run_electra(dir, "trained", 0,
+                                         {{"--train-iters", "10"}, {"--lr", "0.01"}, {"--global-batch-size", "2"},
+                                          {"--eval-iters", "0"}, {"--save", dir.file("ck")}});
+  ASSERT_EQ(trained.status, 0) << trained.output;
+  const ElectraRun eval = run_electra(dir, "eval", 0,
+                                      {{"--train-iters", "10"}, {"--lr", "0.01"}, {"--global-batch-size", "2"},
+                                       {"--eval-iters", "1"}, {"--load", dir.file("ck")}, {"--skip-train", ""}});
+  ASSERT_EQ(eval.status, 0) << eval.output;
+  EXPECT_NE(eval.output.find("disc accuracy value:"), std::string::npos) << eval.output;
+  ASSERT_TRUE(eval.scalars.count("disc accuracy validation")) << eval.output;
+  const auto check = check_first_step(dir, dir.file("ck/iter_0000010/model.safetensors"), 16,
+                                      lmforge::train::SplitKind::VALID, UINT64_MAX - 1);
+  ASSERT_EQ(check.status, 0) << check.output;
+  const double mlm = step_scalar(dir, "mlm_loss"), disc = step_scalar(dir, "disc_loss"), accuracy = step_accuracy(dir);
+  std::printf("validation: eval mlm %.8g disc %.8g accuracy %.8g; check electra-step mlm %.8g disc %.8g accuracy "
+              "%.8g\n", eval.scalars.at("mlm loss validation")[0], eval.scalars.at("disc loss validation")[0],
+              eval.scalars.at("disc accuracy validation")[0], mlm, disc, accuracy);
+  EXPECT_NEAR(eval.scalars.at("mlm loss validation")[0], mlm, 1e-5 * mlm);
+  EXPECT_NEAR(eval.scalars.at("disc loss validation")[0], disc, 1e-5 * disc);
+  EXPECT_NEAR(eval.scalars.at("disc accuracy validation")[0], accuracy, 1e-6);
+  EXPECT_GT(accuracy, 0.5);
 }
 
 // The Hugging Face directories of a trained checkpoint, in both layouts of the projections (E 16: the
