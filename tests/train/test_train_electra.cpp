@@ -285,6 +285,34 @@ TEST(TrainElectra, HuggingFaceDirectoriesGiveLmforgesLogits) {
   }
 }
 
+// --electra-size small fills the sizes, the learning rate and the embedding size that are not given (ELECTRA-Small:
+// 12 layers of 256 with 4 heads and FFN 1024, embedding 128, generator 64 wide, lr 5e-4); a size given wins.
+TEST(TrainElectra, SizePresetFillsWhatIsNotGiven) {
+  TempDir dir;
+  const ElectraRun r = run_electra(dir, "small", 0,
+                                   {{"--num-layers", "-"}, {"--hidden-size", "-"}, {"--num-attention-heads", "-"},
+                                    {"--embedding-size", "-"}, {"--generator-hidden-size", "-"}, {"--lr", "-"},
+                                    {"--train-iters", "1"}, {"--global-batch-size", "2"}, {"--eval-iters", "0"},
+                                    {"--electra-size", "small"}, {"--lr-warmup-iters", "0"},
+                                    {"--lr-decay-style", "constant"}});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--electra-size small: --num-layers, --hidden-size, --num-attention-heads, "
+                          "--ffn-hidden-size, --embedding-size, --generator-hidden-size, --lr, --mask-prob from the "
+                          "preset"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("ELECTRA: discriminator 12 layers, hidden 256, 4 heads, ffn 1024; generator 12 layers, "
+                          "hidden 64, 1 heads, ffn 256; shared embeddings 128 wide"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("learning rate: 5.000000E-04"), std::string::npos) << r.output;
+  const ElectraRun large = run_electra(dir, "large", 0, {{"--electra-size", "large"}, {"--train-iters", "4"},
+                                                         {"--print-samples", "1"}});
+  ASSERT_EQ(large.status, 0) << large.output;
+  // ELECTRA-Large masks 25%; the sizes given here (hidden 32) keep the preset's FFN and embedding size out.
+  EXPECT_NE(large.output.find("--electra-size large: --mask-prob from the preset"), std::string::npos) << large.output;
+}
+
 TEST(TrainElectra, TensorParallelismIsRefusedNamingWhatIsMissing) {
   TempDir dir;
   const ElectraRun r = run_electra(dir, "tp2", 0, {{"--tensor-model-parallel-size", "2"}});
