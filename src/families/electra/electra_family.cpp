@@ -172,7 +172,9 @@ class ElectraFamily final : public ModelFamily {
       "discriminator and hf/generator: Hugging Face ElectraForPreTraining and ElectraForMaskedLM directories "
       "(config.json and model.safetensors each, transformers' names; the generator's copy of the shared "
       "embeddings).\n"
-      "Tensor- and pipeline-parallel sizes above 1 are not implemented for ELECTRA yet (data parallelism is).";
+      "--tensor-model-parallel-size splits the discriminator's layers (whole heads and an equal share of the MLP "
+      "per rank); the embeddings, the generator (1 head wide at Small) and both heads are replicated on the group's "
+      "ranks. Pipeline stages are not implemented for ELECTRA.";
   }
   unsigned flag_groups() const override { return (unsigned)FlagGroup::ELECTRA; }
 
@@ -201,12 +203,12 @@ class ElectraFamily final : public ModelFamily {
   }
 
   void validate(train::TrainOptions& o) const override {
-    if (o.tensor_model_parallel_size > 1)
-      throw Error("--tensor-model-parallel-size " + std::to_string(o.tensor_model_parallel_size) + ": train electra "
-                  "runs on tensor-parallel size 1 only; missing: model::Electra splitting both encoders' attention "
-                  "and MLP over the ranks (the layers support it), a vocabulary-parallel generator head whose Gumbel "
-                  "argmax and masked-LM loss reduce across the ranks, and the discriminator head's replicated "
-                  "gradients; use data parallelism (more ranks, --tensor-model-parallel-size 1)");
+    if (const int T = o.tensor_model_parallel_size; T > 1) {
+      const int ffn = o.ffn_hidden_size > 0 ? o.ffn_hidden_size : 4 * o.hidden_size;
+      if (ffn % T != 0)
+        throw Error("--tensor-model-parallel-size " + std::to_string(T) + " does not divide the discriminator's FFN "
+                    "width " + std::to_string(ffn) + " (each rank takes an equal share of its MLP)");
+    }
     if (o.pipeline_model_parallel_size > 1)
       throw Error("--pipeline-model-parallel-size " + std::to_string(o.pipeline_model_parallel_size) + ": train "
                   "electra runs the generator and the discriminator in one stage (the generator's samples feed the "

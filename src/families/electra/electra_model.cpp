@@ -118,21 +118,20 @@ void write_text_file(const std::string& path, const std::string& text) {
 
 void ElectraModel::write_hugging_face(const std::string& checkpoint_dir) {
   namespace fs = std::filesystem;
-  const param::ParamTable& table = model_.table();
-  std::vector<float> host(model_.num_parameters());
-  model_.backend().copy_to_host(host.data(), model_.params(), host.size() * sizeof(float));
+  // The checkpoint's own file holds the whole tensors whatever this rank holds (tensor-parallel pieces).
+  const checkpoint::SafetensorsFile file((fs::path(checkpoint_dir) / "model.safetensors").string());
   std::vector<checkpoint::TensorRef> disc, gen;
   const std::string prefix = "generator.";
-  for (const param::Parameter& p : table) {
-    const float* data = host.data() + p.offset;
+  for (const param::Parameter& p : whole_table()) {
+    const checkpoint::TensorInfo& t = file.at(p.name);
+    const void* data = file.bytes(t).data();
     if (p.name.rfind(prefix, 0) == 0) {
-      gen.push_back({p.name.substr(prefix.size()), checkpoint::DType::kF32, p.shape, data});
+      gen.push_back({p.name.substr(prefix.size()), t.dtype, t.shape, data});
       continue;
     }
-    disc.push_back({p.name, checkpoint::DType::kF32, p.shape, data});
+    disc.push_back({p.name, t.dtype, t.shape, data});
     // The generator reads the shared embeddings and their LayerNorm (not the discriminator's projection).
-    if (p.name.rfind("electra.embeddings.", 0) == 0)
-      gen.push_back({p.name, checkpoint::DType::kF32, p.shape, data});
+    if (p.name.rfind("electra.embeddings.", 0) == 0) gen.push_back({p.name, t.dtype, t.shape, data});
   }
   const fs::path final_dir = fs::path(checkpoint_dir) / "hf", tmp = fs::path(checkpoint_dir) / "hf.tmp";
   std::error_code ec;
