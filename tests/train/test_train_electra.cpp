@@ -10,8 +10,11 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <regex>
+#include <sstream>
 
 #include "checkpoint/safetensors.h"
+#include "prep/electra_tfrecord.h"
 #include "families/registry.h"
 #include "model/electra_draws.h"
 #include "text/tokenizer_factory.h"
@@ -336,6 +339,42 @@ TEST(TrainElectra, SizePresetFillsWhatIsNotGiven) {
   ASSERT_EQ(large.status, 0) << large.output;
   // ELECTRA-Large masks 25%; the sizes given here (hidden 32) keep the preset's FFN and embedding size out.
   EXPECT_NE(large.output.find("--electra-size large: --mask-prob from the preset"), std::string::npos) << large.output;
+}
+
+// --data-path a text file of sentences: --print-samples shows the train split's samples as the examples
+// build_pretraining_dataset.py wrote for it (its TFRecords of the same file, seed 12345, length 128: example k is
+// record k div 1000 of file k mod 1000), each under its example number.
+TEST(TrainElectra, TextFileSamplesAreTheBuildersExamples) {
+  TempDir dir;
+  const ElectraRun r = run_electra(dir, "text", 0,
+                                   {{"--data-path", shared_path("data/nvhdf5/sample_sentences.txt")},
+                                    {"--seed", "12345"}, {"--seq-length", "128"}, {"--max-position-embeddings", "128"},
+                                    {"--print-samples", "4"}});
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::regex line("\\{\"split\": \"(train|valid|test)\", \"index\": \\d+, \"example\": (\\d+), \"input_ids\": "
+                        "\\[([^\\]]*)\\], \"input_mask\": \\[([^\\]]*)\\], \"segment_ids\": \\[([^\\]]*)\\]\\}");
+  auto values = [](const std::string& list) {
+    std::vector<int64_t> out;
+    std::istringstream in(list);
+    for (std::string v; std::getline(in, v, ',');) out.push_back(std::stoll(v));
+    return out;
+  };
+  int seen = 0;
+  std::istringstream out(r.output);
+  for (std::string l; std::getline(out, l);) {
+    std::smatch m;
+    if (!std::regex_match(l, m, line)) continue;
+    const size_t k = std::stoul(m[2]);
+    const auto file = lmforge::prep::read_tfrecord_file(
+        shared_path("data/electra/tfrecords_s128/pretrain_data.tfrecord-" + std::to_string(k % 1000) + "-of-1000"));
+    ASSERT_LT(k / 1000, file.records.size()) << l;
+    const auto want = lmforge::prep::parse_int64_example(file.records[k / 1000], "example " + std::to_string(k));
+    EXPECT_EQ(values(m[3]), want.at("input_ids")) << "example " << k;
+    EXPECT_EQ(values(m[4]), want.at("input_mask")) << "example " << k;
+    EXPECT_EQ(values(m[5]), want.at("segment_ids")) << "example " << k;
+    seen++;
+  }
+  EXPECT_GE(seen, 8) << r.output;  // 4 of train and validation, the test split's (it has some examples) as well
 }
 
 TEST(TrainElectra, PipelineStagesAreRefused) {
