@@ -6,6 +6,7 @@
 // sample index), and so does an evaluation of a checkpoint on the validation split; the saved Hugging Face
 // directories give, under a float64 PyTorch statement of ElectraForPreTraining and ElectraForMaskedLM
 // (electra_hf_forward.py), lmforge's discriminator and generator logits; pipeline stages are refused.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>

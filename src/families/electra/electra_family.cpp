@@ -1,6 +1,7 @@
 // defines: electra_family() — `lmforge train electra` (google-research/electra's run_pretraining.py on lmforge's
 //          trainer): the --electra-size presets, ElectraConfig from the options, ElectraModel, ElectraTask over
 //          datasets::ElectraPretrainingData, the registry entry
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
