@@ -12,6 +12,7 @@
 #include "cli/device_flag.h"
 #include "cli/flags/aliases.h"
 #include "cli/flags/distributed_gpus.h"
+#include "cli/flags/electra_flags.h"
 #include "cli/flags/fairseq_flags.h"
 #include "cli/flags/older_spellings.h"
 #include "cli/flags/value_range.h"
@@ -234,8 +235,9 @@ void add_common_train_flags(CLI::App* cmd, CommandState& state, const families::
   state.cmd = cmd;
   train::TrainOptions* o = state.options.get();
   const bool encoder_decoder = family.takes(families::FlagGroup::ENCODER_DECODER);
-  // BERT's sizes may come from --bert-config-file; the trainer says which flag is missing.
-  const bool sizes_from_file = family.takes(families::FlagGroup::BERT);
+  // BERT's sizes may come from --bert-config-file, ELECTRA's from --electra-size; the trainer says which flag is
+  // missing.
+  const bool sizes_from_file = family.takes(families::FlagGroup::BERT) || family.takes(families::FlagGroup::ELECTRA);
   if (encoder_decoder) {
     cmd->add_option(flag_names("--num-layers", {Source::kMegatron}), o->num_layers,
                     "Encoder layers (Megatron accepts either name)")
@@ -558,6 +560,7 @@ void add_train_command(CLI::App& app) {
     state.options->model_type = family->name();
     CLI::App* cmd = train->add_subcommand(family->name(), family->help());
     add_common_train_flags(cmd, state, *family);
+    if (family->takes(families::FlagGroup::ELECTRA)) add_electra_flags(cmd, *state.options);
     if (family->takes(families::FlagGroup::BERT)) {
       add_bert_flags(cmd, *state.options);
       auto fairseq = std::make_shared<FairseqFlags>();

@@ -30,6 +30,9 @@ enum class FlagGroup : unsigned {
   // BERT's own flags: --bert-no-binary-head, --bert-post-layernorm, --bert-config-file (then --num-layers,
   // --hidden-size and --num-attention-heads may come from the file), and fairseq's flags (cli/flags/fairseq_flags.h).
   BERT = 1u << 2,
+  // ELECTRA's flags (cli/flags/electra_flags.h): --electra-size presets (then --num-layers, --hidden-size and
+  // --num-attention-heads may be omitted), the generator's size, the loss weight, the masking and sampling.
+  ELECTRA = 1u << 3,
 };
 
 // How `lmforge generate` runs a checkpoint of the family.

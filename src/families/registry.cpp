@@ -11,10 +11,12 @@ namespace lmforge::families {
 const ModelFamily& gpt_family();
 const ModelFamily& bert_family();
 const ModelFamily& t5_family();
+const ModelFamily& electra_family();
 
 const std::vector<const ModelFamily*>& model_families() {
   // Immutable after its first use (a function-local constant, not a mutable global).
-  static const std::vector<const ModelFamily*> families = {&gpt_family(), &bert_family(), &t5_family()};
+  static const std::vector<const ModelFamily*> families = {&gpt_family(), &bert_family(), &t5_family(),
+                                                              &electra_family()};
   return families;
 }
 

@@ -9,8 +9,9 @@ using kernels::Tensor;
 
 Embedding::Embedding(ParameterStore& store, const TensorParallel& tp, EmbeddingSpec spec)
     : store_(store), tp_(tp), spec_(std::move(spec)), dropout_(spec_.dropout, 0, DropoutSite::EMBEDDING) {
+  // Vocabulary-parallel rows within a tensor-parallel group; whole outside one (see Linear).
   word_ = store_.add(spec_.word_name + ".weight", {spec_.padded_vocab, spec_.hidden}, true,
-                     Init::normal(spec_.init_std), /*split_dim=*/0);
+                     Init::normal(spec_.init_std), /*split_dim=*/tp_.size() > 1 ? 0 : -1);
   vocab_offset_ = spec_.padded_vocab / tp_.size() * tp_.rank();
   if (!spec_.position_name.empty())
     position_ = store_.add(spec_.position_name + ".weight", {spec_.max_positions, spec_.hidden}, true,

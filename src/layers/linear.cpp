@@ -17,12 +17,14 @@ Linear::Linear(ParameterStore& store, const TensorParallel& tp, Workspace& works
   int weight_split = -1, bias_split = -1, blocks = 1;
   local_in_ = spec_.in;
   local_out_ = spec_.out;
-  if (spec_.parallelism == Parallelism::COLUMN) {
+  // A layer outside any tensor-parallel group (T 1) registers whole tensors, also in a store whose other layers are
+  // split (ELECTRA's replicated generator beside its tensor-parallel discriminator).
+  if (spec_.parallelism == Parallelism::COLUMN && T > 1) {
     weight_split = in_out ? 1 : 0;
     bias_split = 0;
     blocks = spec_.blocks;
     local_out_ = spec_.out / T;
-  } else if (spec_.parallelism == Parallelism::ROW) {
+  } else if (spec_.parallelism == Parallelism::ROW && T > 1) {
     weight_split = in_out ? 0 : 1;
     local_in_ = spec_.in / T;
   }

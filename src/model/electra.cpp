@@ -122,8 +122,10 @@ struct Electra::Parts {
   layers::TransformerStack::Layers disc_layers, gen_layers;
   std::unique_ptr<layers::LmHead> gen_head;
 
+  // `tp` splits the discriminator's encoder layers (Megatron's column/row-parallel attention and MLP); everything
+  // else is built on `whole` (no group): replicated on every rank of the group, computed alike on each.
   Parts(const ElectraConfig& c, layers::ParameterStore& store, const layers::TensorParallel& tp,
-        layers::Workspace& workspace) {
+        layers::Workspace& workspace, const layers::TensorParallel& whole) {
     const int64_t E = c.embedding_size;
     layers::EmbeddingSpec e;
     e.word_name = "electra.embeddings.word_embeddings";
@@ -135,21 +137,21 @@ struct Electra::Parts {
     e.hidden = E;
     e.init_std = c.init_std;
     e.dropout = 0.0f;  // BERT's embedding dropout comes after the LayerNorm (Electra::embed)
-    embedding = std::make_unique<layers::Embedding>(store, tp, e);
+    embedding = std::make_unique<layers::Embedding>(store, whole, e);
     ln_embedding = std::make_unique<layers::LayerNorm>(store, "electra.embeddings.LayerNorm", E, c.layernorm_eps);
     if (E != c.hidden)
       disc_project = std::make_unique<layers::Linear>(
-          store, tp, workspace, electra_linear("electra.embeddings_project", E, c.hidden, c.init_std));
+          store, whole, workspace, electra_linear("electra.embeddings_project", E, c.hidden, c.init_std));
     disc_layers = electra_encoder(c, discriminator_shape(c), store, tp, workspace);
     // discriminator_predictions: dense(H → H) → GELU → dense_prediction(H → 1), one logit per token.
     disc_dense = std::make_unique<layers::Linear>(
-        store, tp, workspace, electra_linear("discriminator_predictions.dense", c.hidden, c.hidden, c.init_std));
+        store, whole, workspace, electra_linear("discriminator_predictions.dense", c.hidden, c.hidden, c.init_std));
     disc_prediction = std::make_unique<layers::Linear>(
-        store, tp, workspace, electra_linear("discriminator_predictions.dense_prediction", c.hidden, 1, c.init_std));
+        store, whole, workspace, electra_linear("discriminator_predictions.dense_prediction", c.hidden, 1, c.init_std));
     if (E != c.gen_hidden)
       gen_project = std::make_unique<layers::Linear>(
-          store, tp, workspace, electra_linear("generator.electra.embeddings_project", E, c.gen_hidden, c.init_std));
-    gen_layers = electra_encoder(c, generator_shape(c), store, tp, workspace);
+          store, whole, workspace, electra_linear("generator.electra.embeddings_project", E, c.gen_hidden, c.init_std));
+    gen_layers = electra_encoder(c, generator_shape(c), store, whole, workspace);
     // generator_predictions: dense(gen_hidden → E) → GELU → LayerNorm(E), then × word_embeddingsᵀ + output_bias
     // (the tied generator_lm_head); HF's state_dict lists the transform before the bias, which only the order of
     // this table's last tensors shows.
@@ -169,7 +171,7 @@ struct Electra::Parts {
     // One chunk whatever the rows: the sampling reads every slot's logits after the forward.
     head.chunk_rows = INT64_MAX;
     head.logits_in_activation_dtype = false;
-    gen_head = std::make_unique<layers::LmHead>(store, tp, workspace, head);
+    gen_head = std::make_unique<layers::LmHead>(store, whole, workspace, head);
   }
 };
 
@@ -180,9 +182,11 @@ Electra::Electra(const ElectraConfig& config, kernels::Backend& backend, dist::C
       drop_disc_embedding_(config.hidden_dropout, 1 + config.num_layers + config.gen_layers,
                            layers::DropoutSite::EMBEDDING) {
   config_.validate();
-  if (tp_.size() != 1) throw Error("ELECTRA: tensor parallelism is not supported yet (tensor-parallel size " +
-                                   std::to_string(tp_.size()) + ")");
-  Parts p(config_, store_, tp_, workspace_);
+  // Each rank takes whole heads and an equal share of the MLP of every discriminator layer.
+  if (const int T = tp_.size(); T > 1 && (config_.heads % T != 0 || config_.ffn() % T != 0))
+    throw Error("ELECTRA: tensor-parallel size " + std::to_string(T) + " must divide the discriminator's " +
+                std::to_string(config_.heads) + " attention heads and its FFN width " + std::to_string(config_.ffn()));
+  Parts p(config_, store_, tp_, workspace_, replicated_);
   embedding_ = std::move(p.embedding);
   ln_embedding_ = std::move(p.ln_embedding);
   disc_project_ = std::move(p.disc_project);
@@ -199,7 +203,9 @@ Electra::~Electra() = default;
 
 param::ParamTable Electra::parameter_table(const ElectraConfig& config) {
   config.validate();
-  return build_whole_model([&](auto&... a) { return Parts(config, a...); },
+  return build_whole_model([&](auto& store, auto& tp, auto& workspace) {
+                             return Parts(config, store, tp, workspace, tp);
+                           },
                            [](const layers::ParameterStore& whole) { return whole.table(); });
 }
 

@@ -97,9 +97,13 @@ struct ElectraStepRecord {
 // generator.generator_lm_head.bias; its output weight is the shared word table). Every weight [out, in];
 // initialisation N(0, init_std), biases 0, LayerNorms 1/0.
 //
-// This first version runs the whole model on one rank (tensor-parallel size 1, no pipeline stages): the masking,
-// the Gumbel argmax over the [B·N, V] generator logits and the BCE over the [B·L] discriminator logits run on the
-// host over copies made through the backend's copy API (never a host pointer into device memory).
+// Tensor parallelism (`tensor_parallel` of T ranks) splits the discriminator's encoder layers only (whole heads and
+// an equal share of the MLP per rank, Megatron's column/row-parallel layers); the shared embeddings, both
+// projections, the generator (its layers and head: ELECTRA's generator is 1 head wide at Small) and the
+// discriminator's head are replicated, computed alike on every rank of the group, so the masking, the Gumbel argmax
+// over the [B·N, V] generator logits and the BCE over the [B·L] discriminator logits need no exchange. No pipeline
+// stages. Those host steps run over copies made through the backend's copy API (never a host pointer into device
+// memory).
 class Electra : public LanguageModel {
  public:
   Electra(const ElectraConfig& config, kernels::Backend& backend, dist::Communicator* tensor_parallel = nullptr);
@@ -137,6 +141,7 @@ class Electra : public LanguageModel {
   void embed_backward(const kernels::Tensor& d, int64_t rows, Embedded& emb, const layers::Dropout& drop);
 
   ElectraConfig config_;
+  layers::TensorParallel replicated_;  // no group: the layers every rank holds whole (the layers keep a reference)
   std::unique_ptr<layers::Embedding> embedding_;
   std::unique_ptr<layers::LayerNorm> ln_embedding_;
   std::unique_ptr<layers::Linear> disc_project_, gen_project_;  // absent when E equals that network's width

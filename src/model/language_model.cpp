@@ -26,7 +26,7 @@ void check_tensor_parallel_fits(int T, int padded_vocab, int heads, int ffn) {
 
 size_t add_tied_word_copy(layers::ParameterStore& store, const layers::EmbeddingSpec& e) {
   return store.add(e.word_name + ".weight", {e.padded_vocab, e.hidden}, true, layers::Init::normal(e.init_std),
-                   /*split_dim=*/0);
+                   /*split_dim=*/store.table().tp_size() > 1 ? 0 : -1);
 }
 
 void Stage::check(const char* model, int total_layers) const {

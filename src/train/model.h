@@ -21,6 +21,10 @@ const char* split_short_name(SplitKind split);  // "train", "valid", "test" (Meg
 // reads; empty vectors mean "not used" (no loss mask: every position counts; no token types; no padding).
 struct Batch {
   int B = 0, T = 0;
+  // Which samples these are: row b is sample first_sample + b of `split` (tasks whose models key per-sample random
+  // draws by it, ELECTRA's masking and sampling, set them).
+  SplitKind split = SplitKind::TRAIN;
+  int64_t first_sample = 0;
   std::vector<int32_t> tokens;       // model inputs
   std::vector<int32_t> targets;      // what each position predicts
   std::vector<float> loss_mask;      // 1 where the position's loss counts, 0 elsewhere
@@ -76,6 +80,9 @@ class Model {
   virtual std::string describe() const = 0;
   // Model FLOPs of one training step on B×T tokens (throughput figures).
   virtual double training_flops(int B, int T) const = 0;
+  // Called on the writing rank once a checkpoint is in place at `checkpoint_dir`: a model whose checkpoint is not
+  // itself one Hugging Face model adds the directories that are (ELECTRA: hf/discriminator, hf/generator).
+  virtual void write_hugging_face(const std::string& checkpoint_dir) { (void)checkpoint_dir; }
 };
 
 // Where a model's batches come from: its datasets and splits, and the names its losses are logged under (Megatron's
@@ -85,6 +92,9 @@ class Task {
   virtual ~Task() = default;
   virtual std::string name() const = 0;
   virtual std::vector<std::string> loss_names() const = 0;
+  // The weight of each loss in the objective the step minimises and logs as its loss (empty or missing entries:
+  // 1). A logged metric that is not a loss (ELECTRA's discriminator accuracy) has weight 0.
+  virtual std::vector<double> objective_weights() const { return {}; }
   virtual bool has_split(SplitKind split) const = 0;
   virtual int64_t split_size(SplitKind split) const = 0;  // samples available
   // Samples [first, first + micro_batch) of a split into `batch` (an Error when the split has fewer).

@@ -140,6 +140,15 @@ std::vector<AgreedSetting> agreed_settings(const TrainOptions& o) {
   add("--short-seq-prob", num_text(o.short_seq_prob));
   add("--no-bias-gelu-fusion", on_off(o.no_bias_gelu_fusion));
   add("--openai-gelu", on_off(o.openai_gelu));
+  // train electra's own settings (0: the --electra-size preset's).
+  add("--electra-size", o.electra_size);
+  add("--generator-hidden-size", num_text(o.generator_hidden_size));
+  add("--generator-layers", num_text(o.generator_layers));
+  add("--embedding-size", num_text((int64_t)o.embedding_size));
+  add("--disc-weight", num_text(o.disc_weight));
+  add("--sampling-temperature", num_text(o.sampling_temperature));
+  add("--max-predictions-per-seq", num_text((int64_t)o.max_predictions_per_seq));
+  add("--mask-prob (train electra)", num_text(o.electra_mask_prob));
 
   // ---- tokenizer and data ----
   const text::TokenizerOptions& t = o.tokenizer;

@@ -43,6 +43,17 @@ struct TrainOptions {
   int decoder_num_layers = 0;       // --decoder-num-layers (T5; 0: the encoder's --num-layers)
   int decoder_seq_length = 0;       // --decoder-seq-length (T5; required)
 
+  // ---- ELECTRA (`train electra`; families/electra/electra_family.cpp applies the preset and says each default) ----
+  std::string electra_size = "small";    // --electra-size small|base|large: the sizes, lr and batch not given
+  double generator_hidden_size = 0.0;    // --generator-hidden-size: fraction (<= 1) of --hidden-size or a width
+                                         // (0: the preset's, 0.25; base 1/3)
+  double generator_layers = 1.0;         // --generator-layers: fraction (<= 1) of --num-layers or a count
+  int embedding_size = 0;                // --embedding-size (0: the preset's; no preset: --hidden-size)
+  double disc_weight = 50.0;             // --disc-weight: loss = mlm + disc_weight x disc
+  double sampling_temperature = 1.0;     // --sampling-temperature of the generator's Gumbel sampling
+  int max_predictions_per_seq = 0;       // --max-predictions-per-seq (0: int((mask-prob + 0.005) x seq-length))
+  double electra_mask_prob = 0.0;        // --mask-prob of train electra (0: the preset's, 0.15; large 0.25)
+
   // ---- tokenizer (decides the model's vocabulary) ----
   text::TokenizerOptions tokenizer;  // --tokenizer-type, --vocab-file, --merge-file
 

@@ -193,6 +193,7 @@ struct Trainer::Impl {
     const auto t0 = std::chrono::steady_clock::now();
     std::string dir = o.save + "/" + checkpoint::iteration_dir_name(iteration);
     if (comm->rank() == 0) dir = checkpoint::save_checkpoint(o.save, request);  // the other replicas hold copies
+    if (world->rank() == 0) model->write_hugging_face(dir);
     optimizer->release_gathered();
     world->barrier();  // no rank runs ahead (or exits) before the checkpoint is in place
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -633,12 +634,14 @@ void Trainer::run() {
                                                     M > 1 || loss_scale != 1.0, o.clip_grad);
     m.buckets->gather_gradients();
     // The objective is the sum of the task's losses (BERT: lm + sop), each the mean over the global batch's
-    // micro-batches.
+    // micro-batches, weighted as the task says (ELECTRA: mlm + 50·disc; its accuracy does not count).
+    const std::vector<double> weights = m.task->objective_weights();
     std::vector<float> losses;
     double total = 0.0;
-    for (double v : loss_sums) {
+    for (size_t i = 0; i < loss_sums.size(); i++) {
+      const double v = loss_sums[i];
       losses.push_back((float)(v / (double)M));
-      total += v / (double)M;
+      total += (i < weights.size() ? weights[i] : 1.0) * v / (double)M;
     }
     const float loss = (float)total;
     // An overflow under loss scaling (inf or NaN anywhere in the gradients makes the global norm so, on every rank)

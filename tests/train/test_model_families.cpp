@@ -26,12 +26,12 @@ TEST(ModelFamilies, NamesAreUniqueAndLookedUp) {
     EXPECT_FALSE(f->help().empty()) << f->name();
     EXPECT_EQ(&model_family(f->name()), f);
   }
-  EXPECT_EQ(names, (std::set<std::string>{"gpt", "bert", "t5"}));
+  EXPECT_EQ(names, (std::set<std::string>{"gpt", "bert", "t5", "electra"}));
   try {
-    model_family("electra");
+    model_family("xlnet");
     ADD_FAILURE() << "no error for an unknown family";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown model type 'electra' (lmforge train gpt|bert|t5)"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("unknown model type 'xlnet' (lmforge train gpt|bert|t5|electra)"), std::string::npos)
         << e.what();
   }
 }
@@ -42,6 +42,7 @@ TEST(ModelFamilies, CheckpointTypesLeadToTheirFamily) {
   EXPECT_STREQ(checkpoint_family("megatron-bert", "c.json").name(), "bert");
   EXPECT_STREQ(checkpoint_family("bert", "c.json").name(), "bert");
   EXPECT_STREQ(checkpoint_family("lmforge-megatron-t5", "c.json").name(), "t5");
+  EXPECT_STREQ(checkpoint_family("electra", "c.json").name(), "electra");
   try {
     checkpoint_family("llama", "c.json");
     ADD_FAILURE() << "no error for an unknown model_type";
@@ -52,6 +53,7 @@ TEST(ModelFamilies, CheckpointTypesLeadToTheirFamily) {
   EXPECT_EQ(model_family("gpt").generation(), lmforge::families::Generation::CONTINUATION);
   EXPECT_EQ(model_family("bert").generation(), lmforge::families::Generation::NONE);
   EXPECT_EQ(model_family("t5").generation(), lmforge::families::Generation::SPAN_FILLING);
+  EXPECT_EQ(model_family("electra").generation(), lmforge::families::Generation::NONE);
 }
 
 // Each entry's options -> config, model, shape and config.json agree: the model it makes has the parameters its
@@ -66,12 +68,16 @@ TEST(ModelFamilies, EntryPiecesAgree) {
     o.seq_length = 16;
     o.max_position_embeddings = 32;
     o.decoder_seq_length = 8;
+    // ELECTRA's vocabulary is the --vocab-file's lines (no [BOS]/[EOS], no padding), whatever the tokenizer counts.
+    o.tokenizer.vocab_file = LMFORGE_SHARED_DIR "/data/vocab/bert-base-uncased-vocab.txt";
+    const bool electra = std::string(f->name()) == "electra";
     const int64_t vocab = 100;
     const lmforge::train::ModelShape shape = f->shape(o, vocab);
     auto model = f->make_model(o, vocab, lmforge::kernels::cpu_backend(), nullptr, 0);
     EXPECT_EQ(shape.whole_parameters, (int64_t)model->whole_table().whole_numel()) << f->name();
     EXPECT_EQ(shape.whole_parameters, (int64_t)model->table().whole_numel()) << f->name();
-    EXPECT_EQ(shape.padded_vocab, 128) << f->name();  // 100 padded to --make-vocab-size-divisible-by 128
+    // 100 padded to --make-vocab-size-divisible-by 128; ELECTRA: bert-base-uncased's 30522 lines.
+    EXPECT_EQ(shape.padded_vocab, electra ? 30522 : 128) << f->name();
     const auto json = lmforge::checkpoint::parse_json_object(model->config_json(), "config.json");
     const auto it = json.find("model_type");
     ASSERT_NE(it, json.end()) << f->name();
@@ -79,7 +85,9 @@ TEST(ModelFamilies, EntryPiecesAgree) {
     ASSERT_NE(type, nullptr) << f->name();
     EXPECT_EQ(&checkpoint_family(*type, "config.json"), f) << *type;
     o.pipeline_model_parallel_size = 2;  // the log's split: one stack halved, or T5's encoder then decoder stages
-    EXPECT_EQ(f->pipeline_stage_layers(o), std::string(f->name()) == "t5" ? "encoder 2 | decoder 2" : "1 1");
+    // (ELECTRA runs in one stage: its validate() refuses pipeline stages.)
+    EXPECT_EQ(f->pipeline_stage_layers(o),
+              std::string(f->name()) == "t5" ? "encoder 2 | decoder 2" : electra ? "2" : "1 1");
   }
 }
 

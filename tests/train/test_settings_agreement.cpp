@@ -48,6 +48,9 @@ TEST(SettingsAgreement, FirstDifferenceNamesTheFlagAndBothValues) {
   b.schedule.train_samples = 80;
   EXPECT_EQ(train::first_difference(text_of(a), 0, text_of(b), 1), "--train-iters is 20 on rank 0 but unset on rank 1");
   b = a;
+  b.disc_weight = 20.0;
+  EXPECT_EQ(train::first_difference(text_of(a), 0, text_of(b), 1), "--disc-weight is 50 on rank 0 but 20 on rank 1");
+  b = a;
   b.precision.bf16 = true;
   EXPECT_EQ(train::first_difference(text_of(a), 0, text_of(b), 1), "--bf16 is off on rank 0 but on on rank 1");
   // The job's entries come first: a rank of another job is named as such even when its flags differ too.

@@ -6,6 +6,7 @@
 
 #include "cli/flags/deepspeed_config.h"
 #include "cli/flags/value_range.h"
+#include "families/registry.h"
 #include "util/error.h"
 
 namespace lmforge::cli {
@@ -118,7 +119,9 @@ void apply_deepspeed_flags(const OlderSpellings& s, GivenFlags& given, train::Tr
   if (o.micro_batch_size <= 0)
     throw Error("--micro-batch-size is required (Megatron v1: --batch-size; or a DeepSpeed config's "
                 "train_micro_batch_size_per_gpu / train_batch_size)");
-  if (!given.given("--lr") && !(s.deepspeed && o.schedule.lr > 0.0))
+  // (train electra: the --electra-size preset gives the learning rate when the flag does not.)
+  const bool preset_lr = families::model_family(o.model_type).takes(families::FlagGroup::ELECTRA);
+  if (!given.given("--lr") && !(s.deepspeed && o.schedule.lr > 0.0) && !preset_lr)
     throw Error("--lr is required (or a DeepSpeed config's optimizer.params.lr)");
 }
 
