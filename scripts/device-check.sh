@@ -8,7 +8,8 @@
 # and written to OUTDIR/device-check.txt (the throughput table also to OUTDIR/throughput.txt).
 #
 #   bash scripts/device-check.sh --prepare      # here (no GPU): build, pack and check everything the run needs into
-#                                               # build-device-deps/ (git-ignored, < 64 MiB: carry it), then dry-run
+#                                               # build-device-deps/ (git-ignored; carry its bin.tar.xz,
+#                                               # devlibs.tar.xz, data, ref and googletest: < 64 MiB), then dry-run
 #   bash scripts/device-check.sh --dry-run [D]  # here: the whole flow with --device cpu and tiny shapes (parsing,
 #                                               # comparisons, the PyTorch peer's code), no GPU needed
 #   bash scripts/device-check.sh [OUTDIR]       # there (OUTDIR defaults to $OUT, else ./device-check-out)
@@ -114,6 +115,9 @@ if [ $mode = prepare ]; then
     echo "device-check --prepare: the binaries use AMD-only instructions; rebuild with -DLMFORGE_NATIVE=OFF" >&2
     exit 1
   fi
+  # The binaries again as one xz archive (the CUDA kernels of two architectures make them ~30 MB each, ~5 MB packed):
+  # carry build-device-deps/{bin.tar.xz,devlibs.tar.xz,data,ref,googletest} rather than the whole folder.
+  tar -C "$deps" -cf - bin | xz -6 -T2 >"$deps/bin.tar.xz"
   echo "== runtime libraries"
   # The Debian closure of both binaries, without glibc (the GPU machine's is newer) and the CUDA libraries (cuBLASLt
   # alone is ~500 MB; the machine has CUDA 13's). libcudart is small and carried, so only cuBLASLt is searched there.
@@ -147,7 +151,7 @@ if [ $mode = prepare ]; then
   echo "== checks of the run's non-GPU parts"
   bash -n "$0"
   /usr/bin/python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read())' bench/train/train_bench_torch_cuda.py
-  echo "build-device-deps: $(du -sh "$deps" | cut -f1) (the device tool carries 64 MiB)"
+  echo "build-device-deps without bin/: $(du -sh --exclude=bin "$deps" | cut -f1) (the device tool carries 64 MiB)"
   set +e
   # DEVICE_CHECK_SKIP_DRY=1: only when the script's flow has not changed since its last dry run (saves ~5 minutes).
   [ "${DEVICE_CHECK_SKIP_DRY:-0}" = 1 ] || DEVICE_CHECK_STEPS=3 bash "$0" --dry-run "$root/device-check-out/dry-run" || exit 1
@@ -177,6 +181,7 @@ dev=cuda slow=1 budget=${DEVICE_CHECK_BUDGET:-450} py=python3 cpu=()
 # A part's time limit (seconds on the GPU machine), and whether the elapsed time leaves room for it.
 lim() { echo $(($1 * slow)); }
 room() { [ $((SECONDS - t0 + $(lim "$1"))) -le "$budget" ]; }
+if [ ! -x "$deps/bin/lmforge" ] && [ -f "$deps/bin.tar.xz" ]; then tar -C "$deps" -xJf "$deps/bin.tar.xz"; fi
 [ -x "$deps/bin/lmforge" ] || { row "prepared files" "FAIL" "no $deps/bin/lmforge: run --prepare here and carry build-device-deps"; exit 1; }
 echo "== machine"
 if [ $mode = run ]; then
