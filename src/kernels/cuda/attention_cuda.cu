@@ -163,6 +163,11 @@ __global__ void attention_decode_kernel(DView out, float* scratch_scores, DView 
   }
 }
 
+// The dynamic shared memory of a kernel that keeps one head row (hs floats), rounded up to whole 16-byte words:
+// ptxas may merge the loop's remainder reads of the row into one wide read (compute-sanitizer reported a 12-byte
+// read past a 2-float row on an H200), which must stay inside the allocation.
+size_t row_smem(int64_t hs) { return (size_t)((hs + 3) / 4 * 4) * sizeof(float); }
+
 // [B,T,C] viewed as rows b·T + t of C columns with the tensor's row stride.
 DView rows_of(const Tensor& t) { return DView{t.data, t.dtype, t.dim(-1), t.stride()}; }
 
@@ -175,7 +180,7 @@ void rows_forward(const AttentionArgs& a, const Tensor& out, float* lse) {
   const Geometry g = geometry(a);
   Scratch probs((size_t)(g.B * g.H * g.Tq * g.Tk) * sizeof(float));
   const dim3 grid((unsigned)g.Tq, (unsigned)g.H, (unsigned)g.B);
-  attention_forward_kernel<<<grid, kThreads, (size_t)g.hs * sizeof(float), cuda_context().stream>>>(
+  attention_forward_kernel<<<grid, kThreads, row_smem(g.hs), cuda_context().stream>>>(
       rows_of(out), lse, static_cast<float*>(probs.get()), rows_of(a.q), rows_of(a.k), rows_of(a.v), g);
   check_launch("attention_forward (rows)");
 }
@@ -189,10 +194,10 @@ void rows_backward(const AttentionArgs& a, const Tensor& dq, const Tensor& dk, c
   float* p = static_cast<float*>(probs.get());
   const dim3 rows((unsigned)g.Tq, (unsigned)g.H, (unsigned)g.B);
   if (g.Tq > 0) {
-    attention_probs_kernel<<<rows, kThreads, (size_t)g.hs * sizeof(float), s>>>(p, lse, rows_of(a.q), rows_of(a.k),
+    attention_probs_kernel<<<rows, kThreads, row_smem(g.hs), s>>>(p, lse, rows_of(a.q), rows_of(a.k),
                                                                                g);
     check_launch("attention_backward (probabilities)");
-    attention_backward_query_kernel<<<rows, kThreads, (size_t)g.hs * sizeof(float), s>>>(
+    attention_backward_query_kernel<<<rows, kThreads, row_smem(g.hs), s>>>(
         static_cast<float*>(dz.get()), rows_of(dq), rows_of(dout), rows_of(a.k), rows_of(a.v), p, g);
     check_launch("attention_backward (queries)");
   }
