@@ -57,7 +57,7 @@ function(lmforge_tests folder)
     if(folder STREQUAL "cli" OR stem IN_LIST T_RUN_LMFORGE)  # tests that run the executable itself
       add_dependencies(${target} lmforge)
       target_compile_definitions(${target} PRIVATE LMFORGE_EXE="$<TARGET_FILE:lmforge>")
-      if(T_RUN_LMFORGE_LABEL)  # one label only: gtest_discover_tests flattens a list of them
+      if(T_RUN_LMFORGE_LABEL AND stem IN_LIST T_RUN_LMFORGE)  # one label only: gtest_discover_tests flattens a list
         set(labels ${T_RUN_LMFORGE_LABEL})
       endif()
     endif()
