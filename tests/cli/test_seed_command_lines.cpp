@@ -5,8 +5,8 @@
 // seed 004's one-node fairseq line (--lr-scheduler left to its polynomial_decay default, --valid-subset test on
 // NVIDIA's test shards). The launcher lines of seeds 001 and 002 are run here as the single process the launcher
 // would start (the per-family tokenizer default, --kv-channels, and a word-level vocab.json that only sizes the
-// model); seed 002's ds_pretrain_gpt2.sh lines run whole under `lmforge launch`, and seed 004's single-GPU line
-// as one process.
+// model); seed 002's ds_pretrain_gpt2.sh lines and seed 003's deepspeed line run whole under `lmforge launch`,
+// seed 003's environment recipe and seed 004's single-GPU line as one process.
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
@@ -122,6 +122,41 @@ TEST(SeedCommandLines, Seed003HubTokenizerNameFromTheLocalHuggingFaceCache) {
   EXPECT_NE(missing.output.find(dir.file("nothing/hub/models--t5-small/snapshots") + " ($HF_HOME/hub: absent)"),
             std::string::npos)
       << missing.output;
+}
+
+// Seed 003's training lines, as written: `deepspeed --num_gpus 1 pretrain_gpt.py $GPT_ARGS ...` as lmforge launch,
+// and its single-process environment recipe (no WORLD_SIZE: one process, as Megatron reads it). Both give the same
+// losses: one process each, the same flags.
+TEST(SeedCommandLines, Seed003LaunchAndEnvironmentRecipeTrainTheSameRun) {
+  TempDir dir;
+  for (const char* ext : {".bin", ".idx"})
+    copy(shared_path(std::string("data/sample/sample_gpt2_text_document") + ext),
+         dir.file(std::string("my-gpt2_text_document") + ext));
+  copy(shared_path("data/vocab/gpt2-vocab.json"), dir.file("gpt2-vocab.json"));
+  copy(shared_path("data/vocab/gpt2-merges.txt"), dir.file("gpt2-merges.txt"));
+  const std::string g =
+      " --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64 "
+      "--micro-batch-size 2 --global-batch-size 4 --lr 0.00015 --train-iters 20 --lr-decay-iters 320000 "
+      "--lr-decay-style cosine --vocab-file gpt2-vocab.json --merge-file gpt2-merges.txt --lr-warmup-fraction .01 "
+      "--fp16 --log-interval 5 --save-interval 10 --eval-interval 10 --eval-iters 2 --checkpoint-activations "
+      "--data-path my-gpt2_text_document";
+  const auto launched = run_in(dir, "lmforge launch --num_gpus 1 train gpt" + g + " --save ck3 --load ck3");
+  ASSERT_EQ(launched.status, 0) << launched.output;
+  EXPECT_EQ(last_iteration(launched.output), 20) << launched.output;
+  const auto env = run_in(dir, "MASTER_ADDR=localhost MASTER_PORT=9994 RANK=0 LOCAL_RANK=0 lmforge train gpt" + g +
+                                   " --save ck3e --load ck3e");
+  ASSERT_EQ(env.status, 0) << env.output;
+  EXPECT_EQ(last_iteration(env.output), 20) << env.output;
+  // Every logged loss, training and validation (fp16's dynamic loss scale skips the first iterations, as
+  // Megatron's does, so iteration 20 is the one logged training loss).
+  const std::regex loss("lm loss(?: value)?: ([0-9.E+-]+)");
+  auto losses = [&](const std::string& log) {
+    std::vector<std::string> v;
+    for (std::sregex_iterator it(log.begin(), log.end(), loss), end; it != end; ++it) v.push_back((*it)[1]);
+    return v;
+  };
+  EXPECT_EQ(losses(launched.output).size(), 5u) << launched.output;
+  EXPECT_EQ(losses(launched.output), losses(env.output));
 }
 
 // ---- seed 004 (fairseq-style BERT on NVIDIA HDF5 shards) ----
