@@ -3,13 +3,20 @@
 // seed 003's preprocess_data.py line (argparse's --vocab for --vocab-file, --dataset-impl mmap) writing Megatron's
 // bytes, and its hub tokenizer name found in a Hugging Face cache directory (ids against Hugging Face's own);
 // seed 004's one-node fairseq line (--lr-scheduler left to its polynomial_decay default, --valid-subset test on
-// NVIDIA's test shards). The launcher lines of seeds 001 and 002 are run here as the single process the launcher
-// would start (the per-family tokenizer default, --kv-channels, and a word-level vocab.json that only sizes the
-// model); seed 002's ds_pretrain_gpt2.sh lines and seed 003's deepspeed line run whole under `lmforge launch`,
-// seed 003's environment recipe and seed 004's single-GPU line as one process.
+// NVIDIA's test shards). The launcher lines of seeds 001 and 002 are run as the single process the launcher would
+// start (the per-family tokenizer default, --kv-channels, and a word-level vocab.json that only sizes the model) and
+// whole, 2 ranks under torch's launcher (with the --use_env that torch's own check demands beside --no_python),
+// against one process with the same global batch; seed 002's ds_pretrain_gpt2.sh lines and seed 003's deepspeed
+// line run whole under `lmforge launch`, seed 003's environment recipe and seed 004's single-GPU line as one process,
+// seed 004's two-node pair as two commands making 4 ranks.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <simdjson.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <regex>
@@ -44,6 +51,93 @@ int last_iteration(const std::string& log) {
   const std::regex line(" iteration +([0-9]+)/ +[0-9]+ ");
   for (std::sregex_iterator it(log.begin(), log.end(), line), end; it != end; ++it) last = std::stoi((*it)[1]);
   return last;
+}
+
+// Every loss a training log prints, training and validation, in order ("lm loss: X", "lm loss value: X").
+std::vector<double> logged_losses(const std::string& log) {
+  std::vector<double> v;
+  const std::regex loss("lm loss(?: value)?: ([0-9.E+-]+)");
+  for (std::sregex_iterator it(log.begin(), log.end(), loss), end; it != end; ++it) v.push_back(std::stod((*it)[1]));
+  return v;
+}
+
+// A log's logging intervals and evaluations in order: the losses each prints and, for an interval, how many of its
+// iterations fp16's loss scaling skipped (-1 for an evaluation). A launcher may prefix each rank's lines.
+struct LoggedStep {
+  int skipped = -1;
+  std::vector<double> losses;
+};
+std::vector<LoggedStep> logged_steps(const std::string& log) {
+  std::vector<LoggedStep> steps;
+  const std::regex loss("lm loss(?: value)?: ([0-9.E+-]+)"), skipped("number of skipped iterations: +([0-9]+)");
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    const bool interval = line.find(" iteration ") != std::string::npos && line.find("consumed samples") != std::string::npos;
+    if (!interval && line.find("validation loss at") == std::string::npos) continue;
+    LoggedStep step;
+    std::smatch m;
+    if (interval && std::regex_search(line, m, skipped)) step.skipped = std::stoi(m[1]);
+    for (std::sregex_iterator it(line.begin(), line.end(), loss), end; it != end; ++it)
+      step.losses.push_back(std::stod((*it)[1]));
+    steps.push_back(step);
+  }
+  return steps;
+}
+
+// A multi-process run's logged losses equal one process's with the same global batch within `tolerance` (relative,
+// each value). With fp16 the layouts need not skip the same iterations: one process accumulates all its
+// micro-batches' fp16 gradients (4 here), each of 2 ranks half of them before the ranks' sums meet in fp32, so at the
+// loss scale where a sum of 4 just overflows fp16 the one process skips an iteration that the ranks apply (Megatron's
+// fp16 gradients, accumulated and all-reduced in fp16, depend on the layout there too). So every step logged before
+// the first update of either run (all iterations of its interval skipped: the validations at iteration 10 of the
+// fp16 lines) must agree within `tolerance`; from then on an interval where the runs skipped different iterations
+// (printed) moves the losses by what an update of this tiny model does, which `after_updates` bounds — the
+// mixed-precision parity tests' 1e-2 (test_train_mixed_precision: bf16 under data and tensor parallelism).
+void expect_same_losses(const lmforge::testing::CommandResult& many, const lmforge::testing::CommandResult& one,
+                        double tolerance, double after_updates, const std::string& what, int log_interval = 5) {
+  ASSERT_EQ(many.status, 0) << what << ":\n" << many.output;
+  ASSERT_EQ(one.status, 0) << what << " (one process):\n" << one.output;
+  EXPECT_EQ(last_iteration(many.output), 20) << many.output;
+  const std::vector<LoggedStep> a = logged_steps(many.output), b = logged_steps(one.output);
+  ASSERT_GE(b.size(), 4u) << one.output;
+  ASSERT_EQ(a.size(), b.size()) << what << ":\n" << many.output << "\none process:\n" << one.output;
+  bool updated = false;
+  for (size_t step = 0; step < a.size(); step++) {
+    updated |= a[step].skipped >= 0 && std::min(a[step].skipped, b[step].skipped) < log_interval;
+    const double bound = updated ? after_updates : tolerance;
+    if (a[step].skipped != b[step].skipped)
+      std::printf("[ fp16 ] %s: logged step %zu: %d skipped iterations on the ranks, %d in one process\n",
+                  what.c_str(), step, a[step].skipped, b[step].skipped);
+    ASSERT_EQ(a[step].losses.size(), b[step].losses.size()) << what << ": logged step " << step;
+    for (size_t i = 0; i < a[step].losses.size(); i++)
+      EXPECT_NEAR(a[step].losses[i], b[step].losses[i], bound * std::abs(b[step].losses[i]))
+          << what << ": logged step " << step;
+  }
+}
+
+bool have_torch() { return std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0; }
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// The note's `$TL $DIST --no_python`: torch's legacy launcher with 2 processes. Its own check in torch 1.13 (and in
+// every later torch) refuses --no_python without --use_env ("When using the '--no_python' flag, you must also set
+// the '--use_env' flag"), before it starts anything, so the lines run here with --use_env added: that is the only
+// way torch's launcher runs a program that is not Python. Without --use_env it would pass --local_rank=N, which
+// lmforge accepts too (test_torch_launchers.cpp runs that through a Python wrapper).
+std::string torch_launcher() {
+  return "timeout 300 env OMP_NUM_THREADS=1 /usr/bin/python3 -m torch.distributed.launch --redirects 1 --tee 1 "
+         "--nproc_per_node 2 --nnodes 1 --node_rank 0 --master_addr 127.0.0.1 --master_port " +
+         std::to_string(free_port()) + " --use_env --no_python ";
 }
 
 // ---- seed 003 (Megatron-DeepSpeed, Turkish GPT-2) ----
@@ -149,14 +243,8 @@ TEST(SeedCommandLines, Seed003LaunchAndEnvironmentRecipeTrainTheSameRun) {
   EXPECT_EQ(last_iteration(env.output), 20) << env.output;
   // Every logged loss, training and validation (fp16's dynamic loss scale skips the first iterations, as
   // Megatron's does, so iteration 20 is the one logged training loss).
-  const std::regex loss("lm loss(?: value)?: ([0-9.E+-]+)");
-  auto losses = [&](const std::string& log) {
-    std::vector<std::string> v;
-    for (std::sregex_iterator it(log.begin(), log.end(), loss), end; it != end; ++it) v.push_back((*it)[1]);
-    return v;
-  };
-  EXPECT_EQ(losses(launched.output).size(), 5u) << launched.output;
-  EXPECT_EQ(losses(launched.output), losses(env.output));
+  EXPECT_EQ(logged_losses(launched.output).size(), 5u) << launched.output;
+  EXPECT_EQ(logged_losses(launched.output), logged_losses(env.output));
 }
 
 // ---- seed 004 (fairseq-style BERT on NVIDIA HDF5 shards) ----
@@ -237,16 +325,26 @@ void make_seed001_data(const TempDir& dir) {
   copy(shared_path("data/vocab/bert-base-uncased-vocab.txt"), dir.file("d1/bert-large-uncased-vocab.txt"));
 }
 
+const char* const kSeed001Bert =
+    "lmforge train bert --num-layers 2 --hidden-size 64 --num-attention-heads 4 --micro-batch-size 2 "
+    "--global-batch-size 8 --seq-length 64 --max-position-embeddings 64 --train-iters 20 --data-path "
+    "d1/my-bert_text_sentence --vocab-file d1/bert-large-uncased-vocab.txt --data-impl mmap --split 949,50,1 "
+    "--distributed-backend nccl --lr 0.01 --lr-decay-style linear --min-lr 1.0e-5 --lr-decay-iters 20 "
+    "--weight-decay 1e-2 --clip-grad 1.0 --lr-warmup-fraction .02 --log-interval 5 --eval-interval 10 "
+    "--eval-iters 2 --fp16 --optimizer lamb";
+
+const char* const kSeed001T5 =
+    "lmforge train t5 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --kv-channels 16 --ffn-hidden-size "
+    "256 --encoder-seq-length 64 --decoder-seq-length 16 --micro-batch-size 2 --global-batch-size 8 "
+    "--max-position-embeddings 64 --train-iters 20 --lr-decay-iters 20 --data-path d1/my-bert_text_sentence "
+    "--vocab-file d1/bert-large-uncased-vocab.txt --data-impl mmap --split 949,50,1 --lr 11.3e-3 --min-lr 0.00001 "
+    "--lr-decay-style linear --lr-warmup-fraction .32 --weight-decay 1e-2 --clip-grad 1.0 --log-interval 5 "
+    "--eval-interval 10 --eval-iters 2 --fp16 --vocab-extra-ids 100 --optimizer lamb";
+
 TEST(SeedCommandLines, Seed001BertLineTakesPretrainBertsTokenizerDefault) {
   TempDir dir;
   make_seed001_data(dir);
-  const auto r = run_in(
-      dir, "lmforge train bert --num-layers 2 --hidden-size 64 --num-attention-heads 4 --micro-batch-size 2 "
-           "--global-batch-size 8 --seq-length 64 --max-position-embeddings 64 --train-iters 20 --data-path "
-           "d1/my-bert_text_sentence --vocab-file d1/bert-large-uncased-vocab.txt --data-impl mmap --split 949,50,1 "
-           "--distributed-backend nccl --lr 0.01 --lr-decay-style linear --min-lr 1.0e-5 --lr-decay-iters 20 "
-           "--weight-decay 1e-2 --clip-grad 1.0 --lr-warmup-fraction .02 --log-interval 5 --eval-interval 10 "
-           "--eval-iters 2 --fp16 --optimizer lamb");
+  const auto r = run_in(dir, kSeed001Bert);
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(last_iteration(r.output), 20) << r.output;
   const auto help = run_command(std::string(LMFORGE_EXE) + " train bert --help");
@@ -258,13 +356,7 @@ TEST(SeedCommandLines, Seed001BertLineTakesPretrainBertsTokenizerDefault) {
 TEST(SeedCommandLines, Seed001T5LineTakesKvChannels) {
   TempDir dir;
   make_seed001_data(dir);
-  const std::string t5 =
-      "lmforge train t5 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --kv-channels 16 --ffn-hidden-size "
-      "256 --encoder-seq-length 64 --decoder-seq-length 16 --micro-batch-size 2 --global-batch-size 8 "
-      "--max-position-embeddings 64 --train-iters 20 --lr-decay-iters 20 --data-path d1/my-bert_text_sentence "
-      "--vocab-file d1/bert-large-uncased-vocab.txt --data-impl mmap --split 949,50,1 --lr 11.3e-3 --min-lr 0.00001 "
-      "--lr-decay-style linear --lr-warmup-fraction .32 --weight-decay 1e-2 --clip-grad 1.0 --log-interval 5 "
-      "--eval-interval 10 --eval-iters 2 --fp16 --vocab-extra-ids 100 --optimizer lamb";
+  const std::string t5 = kSeed001T5;
   const auto r = run_in(dir, t5);
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(last_iteration(r.output), 20) << r.output;
@@ -307,16 +399,19 @@ void make_seed002_data(const TempDir& dir) {
   ASSERT_TRUE(fs::exists(dir.file("toy/nist02-32k_text_sentence.idx"))) << r.output;
 }
 
+// pretrain_gpt2_distributed.sh's flags (v1.1.5 spellings: --model-parallel-size, --batch-size per rank, --warmup).
+const char* const kSeed002Gpt =
+    "lmforge train gpt --model-parallel-size 1 --num-layers 2 --hidden-size 64 --num-attention-heads 4 "
+    "--batch-size 2 --seq-length 64 --max-position-embeddings 64 --train-iters 20 --lr-decay-iters 320000 "
+    "--save ck2 --load ck2 --data-path toy/nist02-32k_text_sentence --vocab-file toy/vocab.json --merge-file "
+    "toy/bpe32k --data-impl mmap --split 900,50,50 --distributed-backend nccl --lr 0.00015 --lr-decay-style "
+    "cosine --min-lr 1.0e-5 --weight-decay 1e-2 --clip-grad 1.0 --warmup .01 --checkpoint-activations "
+    "--log-interval 5 --save-interval 10 --eval-interval 10 --eval-iters 2 --fp16";
+
 TEST(SeedCommandLines, Seed002WordLevelVocabularySizesTheModelAndGenerateRefusesIt) {
   TempDir dir;
   make_seed002_data(dir);
-  const auto r = run_in(
-      dir, "lmforge train gpt --model-parallel-size 1 --num-layers 2 --hidden-size 64 --num-attention-heads 4 "
-           "--batch-size 2 --seq-length 64 --max-position-embeddings 64 --train-iters 20 --lr-decay-iters 320000 "
-           "--save ck2 --load ck2 --data-path toy/nist02-32k_text_sentence --vocab-file toy/vocab.json --merge-file "
-           "toy/bpe32k --data-impl mmap --split 900,50,50 --distributed-backend nccl --lr 0.00015 --lr-decay-style "
-           "cosine --min-lr 1.0e-5 --weight-decay 1e-2 --clip-grad 1.0 --warmup .01 --checkpoint-activations "
-           "--log-interval 5 --save-interval 10 --eval-interval 10 --eval-iters 2 --fp16");
+  const auto r = run_in(dir, kSeed002Gpt);
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(last_iteration(r.output), 20) << r.output;
   EXPECT_NE(r.output.find("is not a byte-level BPE tokenizer"), std::string::npos) << r.output;
@@ -360,6 +455,55 @@ TEST(SeedCommandLines, Seed002DeepSpeedScriptLinesRunUnderLaunch) {
   const auto hosts = run_in(dir, "lmforge launch --master_port 6030 -i 127.0.0.1:0,1 --hostfile hostfile train gpt" + ds);
   ASSERT_EQ(hosts.status, 0) << hosts.output;
   EXPECT_EQ(last_iteration(hosts.output), 20) << hosts.output;
+}
+
+// ---- the launcher lines whole: 2 processes against one with the same global batch ----
+
+// Seed 001's BERT and T5 lines under torch's launcher (2 ranks, global batch 8 on each side: 4 and 2 micro-batches
+// per rank), fp16 from a loss scale of 2^32 that halves through ~18 overflowing iterations (expect_same_losses: the
+// layouts may skip different iterations at the end).
+TEST(SeedCommandLines, Seed001LinesRunWholeUnderTorchsLauncher) {
+  if (!have_torch()) GTEST_SKIP() << "no torch for /usr/bin/python3 (Debian's python3-torch)";
+  TempDir dir;
+  make_seed001_data(dir);
+  for (const char* line : {kSeed001Bert, kSeed001T5}) {
+    const auto many = run_in(dir, torch_launcher() + line);
+    const auto one = run_in(dir, std::string("timeout 300 ") + line);
+    expect_same_losses(many, one, 1e-6, 1e-2, std::string("2 ranks under torch.distributed.launch: ") + line);
+  }
+}
+
+// Seed 002's pretrain_gpt2_distributed.sh line under torch's launcher: --batch-size is per rank (v1.1.5), so one
+// process with the same global batch is the line with --global-batch-size 4 (and its own checkpoint directory).
+TEST(SeedCommandLines, Seed002DistributedScriptLineRunsWholeUnderTorchsLauncher) {
+  if (!have_torch()) GTEST_SKIP() << "no torch for /usr/bin/python3 (Debian's python3-torch)";
+  TempDir dir;
+  make_seed002_data(dir);
+  const auto many = run_in(dir, torch_launcher() + kSeed002Gpt);
+  ASSERT_TRUE(fs::exists(dir.file("ck2/latest_checkpointed_iteration.txt"))) << many.output;
+  const std::string single =
+      std::regex_replace(std::string(kSeed002Gpt), std::regex("--save ck2 --load ck2"), "--save ck2one --load ck2one");
+  const auto one = run_in(dir, "timeout 300 " + single + " --global-batch-size 4");
+  expect_same_losses(many, one, 1e-6, 1e-2, "pretrain_gpt2_distributed.sh, 2 ranks under torch.distributed.launch");
+}
+
+// Seed 004's two-node line as written: two commands of --distributed-gpus 2 making a world of 4 over tcp://, the
+// first in the background. 4 ranks x --max-sentences 4 x --update-freq 2 = 32 sentences per update, which one
+// process takes as --update-freq 8 (the later value of a repeated flag wins, as in argparse); fp32: every logged
+// step equal, at the parity tests' 1e-6.
+TEST(SeedCommandLines, Seed004TwoNodeLinesMakeAWorldOfFourThatTrainsLikeOneProcess) {
+  TempDir dir;
+  make_seed004_data(dir);
+  const std::string url = "tcp://127.0.0.1:" + std::to_string(free_port());
+  const std::string f = std::string("timeout 300 lmforge train bert ") + kSeed004 +
+                        " --save-dir node2 --distributed-init-method " + url +
+                        " --distributed-world-size 4 --distributed-gpus 2 --distributed-rank ";
+  const auto many = run_in(dir, "{ " + f + "0 & } ; first=$! ; " + f + "2 ; second=$? ; wait $first ; first=$? ; " +
+                                    "[ $first -eq 0 ] || exit $first ; exit $second");
+  const auto one = run_in(dir, std::string("timeout 300 lmforge train bert ") + kSeed004 +
+                                   " --save-dir one --update-freq 8");
+  expect_same_losses(many, one, 1e-6, 1e-6, "seed 004's two commands (4 ranks)");
+  EXPECT_TRUE(fs::exists(dir.file("node2"))) << many.output;
 }
 
 }  // namespace
