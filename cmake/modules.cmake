@@ -49,6 +49,11 @@ function(lmforge_tests folder)
     # optimised builds: at -O3 it took ~40 % more compile time, about half of a clean build's, for nothing the
     # tests need; the libraries under test keep the build's optimisation (the later -O wins). Debug stays -O0.
     target_compile_options(${target} PRIVATE $<$<NOT:$<CONFIG:Debug>>:${LMFORGE_TEST_OPT}>)
+    if(TARGET lmforge_test_pch)  # GoogleTest's and the standard library's headers, parsed once (tests/CMakeLists.txt)
+      target_precompile_headers(${target} REUSE_FROM lmforge_test_pch)
+      # the PCH's flags everywhere (GCC refuses it where -fopenmp's _REENTRANT/_OPENMP differ)
+      target_link_libraries(${target} PRIVATE OpenMP::OpenMP_CXX)
+    endif()
     target_compile_definitions(${target} PRIVATE
       LMFORGE_SHARED_DIR="${LMFORGE_SHARED_DIR}"
       LMFORGE_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
