@@ -82,7 +82,9 @@ function(lmforge_kernels_devices)
   endif()
   if(LMFORGE_CUDA)
     target_compile_definitions(lmforge_kernels PRIVATE LMFORGE_KERNELS_CUDA=1)
-    target_link_libraries(lmforge_kernels PUBLIC CUDA::cudart CUDA::cublasLt)
+    # cuBLASLt is not linked: the backend loads it with dlopen when a GPU is found (kernels/cuda/cublaslt_library.h),
+    # so a command that never uses --device cuda does not load its ~500 MB at start.
+    target_link_libraries(lmforge_kernels PUBLIC CUDA::cudart ${CMAKE_DL_LIBS})
     # Never --use_fast_math: it changes expf, division and sqrt and flushes denormals (the op cases compare against
     # the CPU and a double-precision reference). -lineinfo lets compute-sanitizer name source lines.
     target_compile_options(lmforge_kernels PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra;-lineinfo>")

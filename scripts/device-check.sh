@@ -120,7 +120,8 @@ if [ $mode = prepare ]; then
   tar -C "$deps" -cf - bin | xz -6 -T2 >"$deps/bin.tar.xz"
   echo "== runtime libraries"
   # The Debian closure of both binaries, without glibc (the GPU machine's is newer) and the CUDA libraries (cuBLASLt
-  # alone is ~500 MB; the machine has CUDA 13's). libcudart is small and carried, so only cuBLASLt is searched there.
+  # alone is ~500 MB; the machine has CUDA 13's). libcudart is small and carried, so only cuBLASLt is searched there
+  # (the binaries open it with dlopen when the CUDA backend starts; ldd does not list it).
   ldd "$deps/bin/lmforge" "$deps/bin/kernels_test_ops_cuda" | awk '/=> \//{print $3}' | sort -u |
     grep -vE '/(libc|libm|libpthread|libdl|librt|libresolv|ld-linux-x86-64|libcuda|libcublas|libcublasLt)\.so' \
     >"$deps/libs.txt"
@@ -207,6 +208,8 @@ if [ $mode = run ]; then
     [ -n "$f" ] && lt=$(dirname "$f")
   fi
   echo "cuBLASLt: ${lt:-not found}"
+  # The binaries do not link cuBLASLt (ldd cannot report it missing): --device cuda opens it with dlopen.
+  [ -n "$lt" ] || row "cuBLASLt" "FAIL" "no libcublasLt.so.13 on this machine (--device cuda loads it with dlopen)"
   libs=$libs${lt:+:$lt}
 fi
 lmf() { LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$deps/bin/lmforge" "$@"; }

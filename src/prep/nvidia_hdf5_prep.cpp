@@ -285,10 +285,14 @@ SentenceDocuments read_megatron_sentence_documents(const std::vector<std::string
 }
 
 NvidiaVocabIds nvidia_vocab_ids(const std::string& vocab_file) {
-  const std::vector<std::string> lines = text::read_wordpiece_vocab(vocab_file, text::WordPieceFlavor::kNvidia);
+  return nvidia_vocab_ids(text::read_wordpiece_vocab(vocab_file, text::WordPieceFlavor::kNvidia), vocab_file);
+}
+
+NvidiaVocabIds nvidia_vocab_ids(const std::vector<std::string>& lines, const std::string& vocab_file) {
   // load_vocab: vocab[token] = line number, in an OrderedDict: a repeated token keeps its first place in the key
   // order and takes its last line's id.
-  std::unordered_map<std::string, size_t> key_index;
+  std::unordered_map<std::string_view, size_t> key_index;
+  key_index.reserve(lines.size());
   NvidiaVocabIds v;
   for (size_t line = 0; line < lines.size(); ++line) {
     auto [it, added] = key_index.try_emplace(lines[line], v.words.size());
@@ -357,11 +361,15 @@ std::vector<std::string> nvidia_input_files(const PrepOptions& options) {
   return options.inputs;  // Megatron dataset prefixes
 }
 
-NvidiaTokenizer::NvidiaTokenizer(const PrepOptions& options) : vocab(nvidia_vocab_ids(options.tokenizer.vocab_file)) {
+NvidiaTokenizer::NvidiaTokenizer(const PrepOptions& options) {
+  // The vocabulary is read once for both (reading and checking its lines was a few percent of a small run).
+  const std::string& file = options.tokenizer.vocab_file;
+  std::vector<std::string> lines = text::read_wordpiece_vocab(file, text::WordPieceFlavor::kNvidia);
+  vocab = nvidia_vocab_ids(lines, file);
   text::WordPieceOptions wp;
   wp.flavor = text::WordPieceFlavor::kNvidia;
   wp.lower_case = options.do_lower_case;
-  tokenizer = text::make_bert_wordpiece_tokenizer(options.tokenizer.vocab_file, wp);
+  tokenizer = text::make_bert_wordpiece_tokenizer(std::move(lines), wp, file);
 }
 
 SentenceDocuments read_nvidia_documents(const std::vector<std::string>& files, const NvidiaTokenizer& t,

@@ -65,6 +65,8 @@ SentenceDocuments read_megatron_sentence_documents(const std::vector<std::string
 
 // [CLS], [SEP], [MASK] and list(vocab.keys()) from the vocab.txt (Error naming the file if one is missing).
 NvidiaVocabIds nvidia_vocab_ids(const std::string& vocab_file);
+// The same from the file's lines as text::read_wordpiece_vocab(vocab_file, kNvidia) read them.
+NvidiaVocabIds nvidia_vocab_ids(const std::vector<std::string>& lines, const std::string& vocab_file);
 
 // One output file and the documents (input order) it is made from.
 struct NvidiaOutputFile {

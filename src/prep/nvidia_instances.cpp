@@ -8,6 +8,8 @@
 #include "prep/nvidia_instances.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <numeric>
 #include <string>
@@ -109,7 +111,7 @@ class InstanceBuilder {
       a_ = {sentence_begin(di, chunk_begin), sentence_begin(di, chunk_begin + a_end)};
       bool is_random_next = false;
       // `len(current_chunk) == 1 or rng.random() < 0.5`: no draw for a one-sentence chunk.
-      if (chunk_size == 1 || rng_.random() < 0.5) {
+      if (chunk_size == 1 || rng_.random_below_half()) {
         is_random_next = true;
         const int64_t target_b = target - a_.size();
         int64_t r = 0;
@@ -139,12 +141,21 @@ class InstanceBuilder {
   }
 
   // truncate_seq_pair: the longer of A and B (B on a tie) loses its first or last token, one draw per token.
+  // The ends are kept in locals: through a reference to a_ or b_ every draw stored and reloaded one.
   void truncate(int64_t max_num_tokens) {
-    while (a_.size() + b_.size() > max_num_tokens) {
-      Run& t = a_.size() > b_.size() ? a_ : b_;
-      if (rng_.random() < 0.5) ++t.begin;
-      else --t.end;
+    uint64_t ab = a_.begin, ae = a_.end, bb = b_.begin, be = b_.end;
+    while (int64_t((ae - ab) + (be - bb)) > max_num_tokens) {
+      const bool front = rng_.random_below_half();
+      if (ae - ab > be - bb) {
+        if (front) ++ab;
+        else --ae;
+      } else {
+        if (front) ++bb;
+        else --be;
+      }
     }
+    a_ = {ab, ae};
+    b_ = {bb, be};
   }
 
   // [CLS] A [SEP] B [SEP], then create_masked_lm_predictions()'s draws; the tokens are not touched here.
@@ -167,33 +178,38 @@ class InstanceBuilder {
     // int(round(len(tokens) * masked_lm_prob)): the double product rounded half to even (nearbyint's default mode).
     const auto rounded = static_cast<int64_t>(std::nearbyint(static_cast<double>(n) * o_.masked_lm_prob));
     const size_t num = static_cast<size_t>(std::min<int64_t>(o_.max_predictions_per_seq, std::max<int64_t>(1, rounded)));
-    masked_.clear();
-    for (uint16_t p : candidates_) {
-      if (masked_.size() >= num) break;
+    // The first `num` candidates are masked; listed by position (ascending), which a bit per position gives
+    // without sorting (positions are below max_seq_length <= 512).
+    std::array<uint64_t, kPositionWords> chosen{};
+    const size_t count = std::min(num, candidates_.size());
+    for (size_t m = 0; m < count; ++m) {
+      const uint16_t p = candidates_[m];
       int32_t replacement;
       if (rng_.random() < 0.8) {
         replacement = vocab_.mask;
-      } else if (rng_.random() < 0.5) {
+      } else if (rng_.random_below_half()) {
         replacement = NvidiaInstances::kKeep;
       } else {
         replacement = vocab_.words[size_t(rng_.randint(0, static_cast<int64_t>(vocab_.words.size()) - 1))];
       }
-      masked_.emplace_back(p, replacement);
+      chosen[p >> 6] |= uint64_t(1) << (p & 63);
+      replacement_at_[p] = replacement;
     }
-    std::sort(masked_.begin(), masked_.end());
     NvidiaInstance x;
     x.a_begin = a_.begin;
     x.b_begin = b_.begin;
     x.mask_begin = positions_.size();
     x.a_length = static_cast<uint16_t>(a);
     x.b_length = static_cast<uint16_t>(b);
-    x.mask_count = static_cast<uint16_t>(masked_.size());
+    x.mask_count = static_cast<uint16_t>(count);
     x.is_random_next = is_random_next ? 1 : 0;
     made_.push_back(x);
-    for (const auto& [p, replacement] : masked_) {
-      positions_.push_back(p);
-      replacements_.push_back(replacement);
-    }
+    for (size_t w = 0; w <= (n - 1) >> 6; ++w)
+      for (uint64_t bits = chosen[w]; bits != 0; bits &= bits - 1) {
+        const auto p = static_cast<uint16_t>(w * 64 + size_t(std::countr_zero(bits)));
+        positions_.push_back(p);
+        replacements_.push_back(replacement_at_[p]);
+      }
   }
 
   const SentenceDocuments& docs_;
@@ -206,7 +222,8 @@ class InstanceBuilder {
   std::vector<uint64_t> specials_;
   Run a_, b_;
   std::vector<uint16_t> candidates_;
-  std::vector<std::pair<uint16_t, int32_t>> masked_;  // (position, replacement)
+  static constexpr size_t kPositionWords = 8;  // bits for positions 0..511 (max_seq_length <= 512)
+  std::array<int32_t, 64 * kPositionWords> replacement_at_{};  // the masked positions' replacements, by position
   // The instances in the order they are made, and their masks (gathered into row order at the end)
   std::vector<NvidiaInstance> made_;
   std::vector<uint16_t> positions_;

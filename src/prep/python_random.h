@@ -31,6 +31,14 @@ class PythonRandom {
     const uint32_t a = next32() >> 5, b = next32() >> 6;
     return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0);
   }
+  // random() < 0.5, drawing what random() draws: random() is (a * 2^26 + b) / 2^53 with a = first output >> 5 (27
+  // bits) and b < 2^26, so it is below 2^52 / 2^53 exactly when a < 2^26, i.e. when the first output's top bit is 0.
+  // The truncation's coin flip, without the floating-point product.
+  bool random_below_half() {
+    const uint32_t a = next32();
+    next32();
+    return (a >> 31) == 0;
+  }
   // _randbelow(n), n >= 1: getrandbits(n.bit_length()) until below n (bit_length of n, not n - 1). Inline: the
   // masking's shuffle calls it for every candidate position, the hottest call of the replay.
   uint64_t randbelow(uint64_t n) {
@@ -46,7 +54,9 @@ class PythonRandom {
   // shuffle(x): for i from len-1 down to 1, swap x[i] with x[_randbelow(i + 1)]. The masking's shuffles are most
   // of the replay's draws, so the loop is written for speed: the block position is kept in a local (x's stores could
   // otherwise alias it), and a rejected draw (getrandbits(k) >= i + 1, about one in four) does not branch: it swaps
-  // x[i] with itself and leaves i as it is, where a mispredicted retry loop cost more than the draw.
+  // x[i] with itself and leaves i as it is, where a mispredicted retry loop cost more than the draw. The draws of
+  // one bit length k (i + 1 in [2^(k-1), 2^k)) share their shift, so the loop carries only i -= (j <= i) from draw
+  // to draw (a compare and a subtract), not the bit length of i + 1 as well.
   template <class T>
   void shuffle(std::vector<T>& x) {
     if (x.size() > (uint64_t(1) << 32)) {  // i + 1 needs more than 32 bits: getrandbits of several words
@@ -56,16 +66,19 @@ class PythonRandom {
     T* data = x.data();
     int index = index_;
     for (size_t i = x.size() > 0 ? x.size() - 1 : 0; i > 0;) {
-      if (index >= kN) {
-        regenerate();
-        index = 0;
+      const int shift = std::countl_zero(static_cast<uint32_t>(i + 1));  // getrandbits((i + 1).bit_length())
+      const size_t last = (size_t(1) << (31 - shift)) - 1;               // the smallest i of this bit length
+      while (i >= last && i > 0) {
+        if (index >= kN) {
+          regenerate();
+          index = 0;
+        }
+        const size_t j = tempered_[index++] >> shift;
+        const size_t accept = j <= i;  // j < i + 1, as arithmetic, which compilers keep branch-free
+        const size_t k = i ^ ((i ^ j) & (size_t(0) - accept));
+        std::swap(data[i], data[k]);
+        i -= accept;
       }
-      const uint32_t n = static_cast<uint32_t>(i + 1);
-      const size_t j = tempered_[index++] >> std::countl_zero(n);  // getrandbits(n.bit_length())
-      const size_t accept = j < n;  // as arithmetic, which compilers keep branch-free
-      const size_t k = i ^ ((i ^ j) & (size_t(0) - accept));
-      std::swap(data[i], data[k]);
-      i -= accept;
     }
     index_ = index;
   }

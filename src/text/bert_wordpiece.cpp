@@ -2,6 +2,8 @@
 #include "text/bert_wordpiece.h"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -168,16 +170,18 @@ class PieceMap {
 class PieceTrie {
  public:
   void build(const std::vector<std::string>& tokens) {
-    // Edges go straight into an open-addressing table sized for the worst case (every byte of every token a new
-    // edge), then move to one sized for the edges made: building through a std::unordered_map (a node allocation
-    // and a bucket miss per edge) was most of the tokenizer's construction, which every prep and train run pays.
+    // Edges go straight into an open-addressing table (building through a std::unordered_map, a node allocation
+    // and a bucket miss per edge, was most of the tokenizer's construction, which every prep and train run pays).
+    // It starts at half the vocabulary's bytes and doubles whenever it would be more than half full: a vocabulary's
+    // tokens share prefixes (bert-base-uncased: 201k bytes, 65k edges), so it usually never grows, where a table
+    // sized for every byte an edge (4 MB) spent the build in cache misses and page faults.
     size_t bytes = 0;
     for (const std::string& t : tokens) bytes += t.size();
     size_t cap = 1024;
-    while (cap < bytes * 2) cap <<= 1;
-    shift_ = 64 - __builtin_ctzll(cap);
-    slots_.assign(cap, Edge{kEmpty, 0});
+    while (cap < bytes / 2) cap <<= 1;
+    resize_table(cap);
     ids_.assign(1, -1);
+    ids_.reserve(bytes / 2 + 1);
     size_t edges = 0;
     for (size_t id = 0; id < tokens.size(); ++id) {
       uint32_t node = 0;
@@ -185,28 +189,17 @@ class PieceTrie {
         if (ids_.size() >= (1u << 24) - 1) throw Error("WordPiece vocabulary too large for the trie");
         const uint32_t key = node << 8 | c;
         size_t i = slot_of(key);
-        while (slots_[i].key != kEmpty && slots_[i].key != key) i = (i + 1) & (cap - 1);
+        while (slots_[i].key != kEmpty && slots_[i].key != key) i = (i + 1) & (slots_.size() - 1);
         if (slots_[i].key == kEmpty) {
           slots_[i] = Edge{key, static_cast<uint32_t>(ids_.size())};
           ids_.push_back(-1);
-          ++edges;
+          if (++edges * 2 > slots_.size()) resize_table(slots_.size() * 2);
+          node = static_cast<uint32_t>(ids_.size() - 1);
+          continue;
         }
         node = slots_[i].child;
       }
       if (node != 0) ids_[node] = static_cast<int32_t>(id);  // a repeated token keeps its last id
-    }
-    size_t fitted = 1024;
-    while (fitted < edges * 2) fitted <<= 1;
-    if (fitted < cap) {
-      std::vector<Edge> all = std::move(slots_);
-      shift_ = 64 - __builtin_ctzll(fitted);
-      slots_.assign(fitted, Edge{kEmpty, 0});
-      for (const Edge& e : all) {
-        if (e.key == kEmpty) continue;
-        size_t i = slot_of(e.key);
-        while (slots_[i].key != kEmpty) i = (i + 1) & (fitted - 1);
-        slots_[i] = e;
-      }
     }
     cont_root_ = child(child(0, '#'), '#');
   }
@@ -239,6 +232,18 @@ class PieceTrie {
   struct Edge {
     uint32_t key, child;
   };
+  // A table of `cap` slots (a power of two) holding the edges so far.
+  void resize_table(size_t cap) {
+    std::vector<Edge> old = std::move(slots_);
+    shift_ = 64 - __builtin_ctzll(cap);
+    slots_.assign(cap, Edge{kEmpty, 0});
+    for (const Edge& e : old) {
+      if (e.key == kEmpty) continue;
+      size_t i = slot_of(e.key);
+      while (slots_[i].key != kEmpty) i = (i + 1) & (cap - 1);
+      slots_[i] = e;
+    }
+  }
   size_t slot_of(uint32_t key) const { return (key * 0x9E3779B97F4A7C15ull) >> shift_; }
   std::vector<Edge> slots_;
   std::vector<int32_t> ids_;
@@ -251,7 +256,14 @@ struct BmpEntry {
   CharKind kind;
   uint8_t n;
   uint8_t punct_mask;
-  uint32_t data;  // n == 1: the code point; n > 1: offset into the multi-code-point pool
+  uint32_t data;  // n == 1: the code point; n > 1: offset into its page's pool
+};
+
+// The entries of 256 code points (U+xx00-U+xxFF), made when a text first holds one of them: making all 256 pages
+// (65,536 Unicode lookups) at construction was a few percent of a small prep run, and most text touches a handful.
+struct BmpPage {
+  BmpEntry entries[256];
+  std::vector<uint32_t> pool;  // the outputs of more than one code point
 };
 
 enum AsciiKind : uint8_t { kAsciiWord, kAsciiSpace, kAsciiPunct, kAsciiDelete };
@@ -302,25 +314,12 @@ class BertWordPieceTokenizer final : public Tokenizer {
                        : (r.punct_mask & 1)                              ? kAsciiPunct
                                                                          : kAsciiWord;
     }
-    bmp_.resize(0x10000);
-    for (uint32_t cp = 0; cp < 0x10000; ++cp) {
-      BmpEntry& e = bmp_[cp];
-      if (cp >= 0xD800 && cp < 0xE000) {
-        e = BmpEntry{CharKind::kDelete, 0, 0, 0};
-        continue;
-      }
-      const CharNorm r = bert::normalize_char(cp, flavor_, lower_case_, strip_accents_);
-      e.kind = r.kind;
-      e.n = r.n;
-      e.punct_mask = r.punct_mask;
-      if (r.n == 1) {
-        e.data = r.out[0];
-      } else {
-        e.data = static_cast<uint32_t>(pool_.size());
-        pool_.insert(pool_.end(), r.out, r.out + r.n);
-      }
-    }
   }
+  ~BertWordPieceTokenizer() override {
+    for (auto& page : bmp_pages_) delete page.load(std::memory_order_acquire);
+  }
+  BertWordPieceTokenizer(const BertWordPieceTokenizer&) = delete;
+  BertWordPieceTokenizer& operator=(const BertWordPieceTokenizer&) = delete;
 
   std::unique_ptr<TextEncoder> make_encoder() const override;
 
@@ -363,16 +362,47 @@ class BertWordPieceTokenizer final : public Tokenizer {
   // --- used by the encoder ---
   CharNorm lookup(uint32_t cp) const {
     if (cp >= 0x10000) return bert::normalize_char(cp, flavor_, lower_case_, strip_accents_);
-    const BmpEntry& e = bmp_[cp];
+    const BmpPage& page = bmp_page(cp);
+    const BmpEntry& e = page.entries[cp & 0xFF];
     CharNorm r;
     r.kind = e.kind;
     r.n = e.n;
     r.punct_mask = e.punct_mask;
     if (e.n == 1) r.out[0] = e.data;
-    else std::copy(pool_.begin() + e.data, pool_.begin() + e.data + e.n, r.out);
+    else std::copy(page.pool.begin() + e.data, page.pool.begin() + e.data + e.n, r.out);
     return r;
   }
-  CharKind kind_of(uint32_t cp) const { return cp < 0x10000 ? bmp_[cp].kind : lookup(cp).kind; }
+  CharKind kind_of(uint32_t cp) const { return cp < 0x10000 ? bmp(cp).kind : lookup(cp).kind; }
+  const BmpEntry& bmp(uint32_t cp) const { return bmp_page(cp).entries[cp & 0xFF]; }
+  // The page of BMP code point cp, made by the first thread that needs it (another thread that made it at the same
+  // time drops its copy): the encoders share the tokenizer.
+  const BmpPage& bmp_page(uint32_t cp) const {
+    std::atomic<const BmpPage*>& slot = bmp_pages_[cp >> 8];
+    if (const BmpPage* page = slot.load(std::memory_order_acquire)) return *page;
+    auto page = std::make_unique<BmpPage>();
+    for (uint32_t low = 0; low < 256; ++low) {
+      const uint32_t c = (cp & 0xFF00) | low;
+      BmpEntry& e = page->entries[low];
+      if (c >= 0xD800 && c < 0xE000) {
+        e = BmpEntry{CharKind::kDelete, 0, 0, 0};
+        continue;
+      }
+      const CharNorm r = bert::normalize_char(c, flavor_, lower_case_, strip_accents_);
+      e.kind = r.kind;
+      e.n = r.n;
+      e.punct_mask = r.punct_mask;
+      if (r.n == 1) {
+        e.data = r.out[0];
+      } else {
+        e.data = static_cast<uint32_t>(page->pool.size());
+        page->pool.insert(page->pool.end(), r.out, r.out + r.n);
+      }
+    }
+    const BmpPage* expected = nullptr;
+    if (slot.compare_exchange_strong(expected, page.get(), std::memory_order_acq_rel, std::memory_order_acquire))
+      return *page.release();
+    return *expected;
+  }
 
   PieceMap pieces_;
   PieceTrie trie_;
@@ -388,8 +418,7 @@ class BertWordPieceTokenizer final : public Tokenizer {
   int32_t unk_id_ = -1;
   char ascii_map_[128] = {};
   uint8_t ascii_kind_[128] = {};
-  std::vector<BmpEntry> bmp_;
-  std::vector<uint32_t> pool_;
+  mutable std::array<std::atomic<const BmpPage*>, 256> bmp_pages_{};  // owned; null until bmp_page() makes one
 };
 
 class BertEncoder final : public TextEncoder {
@@ -483,7 +512,7 @@ class BertEncoder final : public TextEncoder {
       const uint32_t cp = next_code_point(p, end);
       if (cp < 0x10000) {
         // Common case: a BMP character that stays one character (a letter continues the word).
-        const BmpEntry& e = t_.bmp_[cp];
+        const BmpEntry& e = t_.bmp(cp);
         if (e.kind == CharKind::kText && e.n == 1) {
           if (e.punct_mask) {
             flush(ids);

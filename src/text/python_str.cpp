@@ -1,6 +1,8 @@
 // defines: is_python_whitespace(), find_invalid_utf8(), python_strip(), python_split()
 #include "text/python_str.h"
 
+#include <cstring>
+
 namespace lmforge::text {
 namespace {
 
@@ -30,6 +32,15 @@ size_t find_invalid_utf8(std::string_view s) {
   const auto* p = reinterpret_cast<const uint8_t*>(s.data());
   const size_t n = s.size();
   for (size_t i = 0; i < n;) {
+    // ASCII, most of most text: 16 bytes at a time while none has its high bit set.
+    while (n - i >= 16) {
+      uint64_t lo, hi;
+      std::memcpy(&lo, p + i, 8);
+      std::memcpy(&hi, p + i + 8, 8);
+      if (((lo | hi) & 0x8080808080808080ull) != 0) break;
+      i += 16;
+    }
+    if (i >= n) break;
     const uint8_t b = p[i];
     if (b < 0x80) {
       ++i;
@@ -53,15 +64,24 @@ size_t find_invalid_utf8(std::string_view s) {
 }
 
 std::string_view python_strip(std::string_view s) {
-  size_t first = s.size(), last = 0;  // [first, last): from the first to past the last non-whitespace character
-  for (size_t i = 0; i < s.size();) {
-    const size_t at = i;
-    if (!is_python_whitespace(decode_at(s, i))) {
-      if (first == s.size()) first = at;
-      last = i;
-    }
+  // [first, last): from the first to past the last non-whitespace character. Only the ends are decoded (from the
+  // back, a character starts at the first byte that is not a continuation byte 10xxxxxx): a line is not scanned.
+  size_t first = 0;
+  while (first < s.size()) {
+    size_t i = first;
+    if (!is_python_whitespace(decode_at(s, i))) break;
+    first = i;
   }
-  return first == s.size() ? s.substr(0, 0) : s.substr(first, last - first);
+  if (first == s.size()) return s.substr(0, 0);
+  size_t last = s.size();
+  while (last > first) {
+    size_t start = last - 1;
+    while (start > first && (static_cast<uint8_t>(s[start]) & 0xC0) == 0x80) --start;
+    size_t i = start;
+    if (!is_python_whitespace(decode_at(s, i))) break;
+    last = start;
+  }
+  return s.substr(first, last - first);
 }
 
 void python_split(std::string_view s, std::vector<std::string_view>& out) {

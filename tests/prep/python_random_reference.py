@@ -1,5 +1,6 @@
 # defines: draws of CPython's own random.Random for lmforge's PythonRandom test: per seed, one line of
-#   "<seed> r:<random() as float.hex>... i:<randint>... s:<shuffle of range(20)>".
+#   "<seed> r:<random() as float.hex>... i:<randint>... s:<shuffle of range(20)> r:... h:<random() < 0.5 as 0/1>...
+#   t:<n>:<shuffle of range(n)>...".
 import random
 
 for seed in (0, 1, 12345, 2**32 + 5, -7, 2**63 - 1):
@@ -13,4 +14,10 @@ for seed in (0, 1, 12345, 2**32 + 5, -7, 2**63 - 1):
     rng.shuffle(x)
     out.append('s:' + ','.join(map(str, x)))
     out.append('r:' + rng.random().hex())
+    for _ in range(8):  # the coin flips of truncate_seq_pair and of "random next" (PythonRandom::random_below_half)
+        out.append('h:' + str(int(rng.random() < 0.5)))
+    for n in (1, 2, 3, 129, 300):  # shuffles across several bit lengths of i + 1
+        x = list(range(n))
+        rng.shuffle(x)
+        out.append('t:' + str(n) + ':' + ','.join(map(str, x)))
     print(' '.join(out))

@@ -94,11 +94,22 @@ TEST(PythonRandom, DrawsEqualCPythonsRandom) {
         std::string got;
         for (int v : x) got += (got.empty() ? "" : ",") + std::to_string(v);
         EXPECT_EQ(got, w.substr(2)) << "seed " << seed;
+      } else if (w.rfind("h:", 0) == 0) {
+        EXPECT_EQ(rng.random_below_half() ? "1" : "0", w.substr(2)) << "seed " << seed;
+      } else if (w.rfind("t:", 0) == 0) {
+        const size_t colon = w.find(':', 2);
+        const int n = std::stoi(w.substr(2, colon - 2));
+        std::vector<uint16_t> x(static_cast<size_t>(n));
+        for (int i = 0; i < n; ++i) x[size_t(i)] = uint16_t(i);
+        rng.shuffle(x);
+        std::string got;
+        for (uint16_t v : x) got += (got.empty() ? "" : ",") + std::to_string(v);
+        EXPECT_EQ(got, w.substr(colon + 1)) << "seed " << seed << ", shuffle of " << n;
       }
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 6 * 15);
+  EXPECT_EQ(checked, 6 * (15 + 8 + 5));
 }
 
 // Acceptance: the shared shard that NVIDIA's create_pretraining_data.py wrote (seq 128, 20 predictions, dupe 5).

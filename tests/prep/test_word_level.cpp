@@ -74,9 +74,26 @@ TEST(WordLevel, SplitIsPythonsStrSplit) {
   EXPECT_EQ(words, expected);
   EXPECT_EQ(lmforge::text::python_strip(" \xc2\x85x y\xe3\x80\x80\n"), "x y");
   EXPECT_EQ(lmforge::text::python_strip("\x0b\x0c"), "");
+  // Only the ends are decoded: whitespace inside stays, a multi-byte character at either end is kept whole.
+  EXPECT_EQ(lmforge::text::python_strip("\xe3\x80\x80\xc3\xa9 \xe3\x80\x80 \xc3\xa9\xc2\x85"), "\xc3\xa9 \xe3\x80\x80 \xc3\xa9");
+  EXPECT_EQ(lmforge::text::python_strip("\xe2\x80\x8b"), "\xe2\x80\x8b");  // U+200B is no whitespace
+  EXPECT_EQ(lmforge::text::python_strip(""), "");
   std::vector<std::string> lines;
   lmforge::text::for_each_universal_line("a\rb\r\rc\r", [&](std::string_view l) { lines.emplace_back(l); });
   EXPECT_EQ(lines, (std::vector<std::string>{"a", "b", "", "c"}));
+}
+
+// Python's strict decoding, also where the ASCII before a bad byte is scanned 16 bytes at a time.
+TEST(WordLevel, InvalidUtf8IsFoundAtItsByteAfterLongAsciiRuns) {
+  using lmforge::text::find_invalid_utf8;
+  const std::string ascii(37, 'a');
+  EXPECT_EQ(find_invalid_utf8(ascii), std::string_view::npos);
+  EXPECT_EQ(find_invalid_utf8(ascii + "\xff" + ascii), 37u);
+  EXPECT_EQ(find_invalid_utf8(std::string(16, 'a') + "\x80"), 16u);
+  EXPECT_EQ(find_invalid_utf8(std::string(32, 'a') + "\xc3"), 32u);  // truncated at the end
+  EXPECT_EQ(find_invalid_utf8(ascii + "\xc3\xa9" + ascii + "\xed\xa0\x80"), 76u);  // a surrogate
+  EXPECT_EQ(find_invalid_utf8(ascii + "\xe2\x82\xac" + ascii + "\xf0\x9f\x98\x80" + ascii), std::string_view::npos);
+  EXPECT_EQ(find_invalid_utf8(ascii + "\xc0\xaf"), 37u);  // overlong
 }
 
 TEST(WordLevel, VocabularyErrorsNameTheFileAndToken) {

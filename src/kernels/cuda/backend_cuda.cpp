@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kernels/backend.h"
+#include "kernels/cuda/cublaslt_library.h"
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/device_choice.h"
 #include "kernels/dispatch.h"
@@ -94,6 +95,8 @@ class CudaBackend final : public Backend {
     ctx_.sm_count = props_.multiProcessorCount;
     ctx_.staging = &staging_;
     check_cuda(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    // cuBLASLt is loaded here, once a GPU is found, not at process start (kernels/cuda/cublaslt_library.h).
+    require_cublaslt();
     check_cublas(cublasLtCreate(&ctx_.lt), "cublasLtCreate");
     ctx_.workspace_bytes = size_t(32) << 20;
     check_cuda(cudaMalloc(&ctx_.workspace, ctx_.workspace_bytes), "cudaMalloc of the cuBLASLt workspace");
