@@ -34,11 +34,12 @@ TEST(PrecisionLog, Bf16NamesTheMatrixProductPathAndWhy) {
   EXPECT_NE(log.find("\nbf16 matrix products: " + lmforge::kernels::bf16_gemm_cpu_path() + "\n"), std::string::npos)
       << log;
   const bool forced = std::getenv("LMFORGE_CPU_BF16_GEMM") != nullptr;
-  if (!forced && !lmforge::kernels::bf16_gemm_native())
+  if (!forced && !lmforge::kernels::bf16_gemm_native()) {
     EXPECT_NE(log.find("bf16 matrix products: fp32 products of widened bf16 operands (this CPU has no "
                        "AVX512-BF16/AMX)\n"),
               std::string::npos)
         << log;
+  }
   std::printf("[ precision ] %s", log.c_str());
   o.bf16 = false;
   EXPECT_EQ(lmforge::train::precision_summary(o, "x").find("bf16 matrix products"), std::string::npos);
