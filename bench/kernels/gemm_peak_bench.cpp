@@ -1,6 +1,6 @@
 // defines: bench_gemm_peak — the fp32 and bf16 GEMM throughput of kernels::linear_forward (OpenBLAS sgemm; oneDNN
-//          bf16 matmul with AVX512-BF16/AMX, else fp32 GEMMs of the widened bf16 operands) on large training-like shapes: the peaks a training step's GFLOP/s is a
-//          fraction of (bench/train/run_mixed_precision_bench.sh)
+//          bf16 matmul with AVX512-BF16/AMX, else fp32 GEMMs of the widened bf16 operands) on large training-like
+//          shapes: the peaks a training step's GFLOP/s is a fraction of (bench/train/run_mixed_precision_bench.sh)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
