@@ -1,6 +1,6 @@
 // defines: bench_gemm_peak — the fp32 and bf16 GEMM throughput of kernels::linear_forward (OpenBLAS sgemm; oneDNN
-//          bf16 matmul with AVX512-BF16) on large training-like shapes: the peaks a training step's GFLOP/s is a
-//          fraction of (bench/train/run_mixed_precision_bench.sh)
+//          bf16 matmul with AVX512-BF16/AMX, else fp32 GEMMs of the widened bf16 operands) on large training-like
+//          shapes: the peaks a training step's GFLOP/s is a fraction of (bench/train/run_mixed_precision_bench.sh)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -47,8 +47,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::printf("backend: %s; bf16 GEMM on AVX512-BF16: %s\n", kernels::cpu_backend().info().c_str(),
-              kernels::bf16_gemm_native() ? "yes" : "no");
+  std::printf("backend: %s; bf16 GEMM: %s\n", kernels::cpu_backend().info().c_str(),
+              kernels::bf16_gemm_cpu_path().c_str());
   // GPT-2 124M's MLP projection at B·T = 512 and 1024, and the LM head's shape of config A.
   const int shapes[][3] = {{1024, 768, 3072}, {512, 768, 3072}, {1024, 256, 50304}};
   for (kernels::DType dtype : {kernels::DType::F32, kernels::DType::BF16}) {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "kernels/tensor.h"
 
@@ -40,10 +41,13 @@ enum class Op : uint8_t {
 const char* op_name(Op op);
 // Whether (device, dtype) implements op (forward and backward).
 bool op_supported(Op op, Device device, DType dtype);
-// Whether BF16 linear layers run on the CPU's bf16 instructions (oneDNN matmul; the CPU has AVX512-BF16). Without
-// them a BF16 linear rounds its operands to bf16 and multiplies them in fp32 with OpenBLAS: the same inputs and
-// fp32 accumulation, slower.
+// Whether BF16 linear layers run on the CPU's bf16 instructions (oneDNN's matmul: the CPU has AVX512-BF16 or AMX,
+// or LMFORGE_CPU_BF16_GEMM=native). Otherwise their products are fp32 GEMMs of the bf16 operands widened exactly to
+// fp32: the same inputs and fp32 accumulation. Chosen once per process.
 bool bf16_gemm_native();
+// That choice for the log: "<what runs the products> (<why>)", e.g. "fp32 products of widened bf16 operands (this
+// CPU has no AVX512-BF16/AMX)".
+std::string bf16_gemm_cpu_path();
 
 // ---- embedding lookup (vocabulary-parallel) ---------------------------------------------------------------------
 // out[n,:] = table[ids[n] − row_offset, :] when row_offset <= ids[n] < row_offset + R, else 0;

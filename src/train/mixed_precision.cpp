@@ -36,24 +36,22 @@ kernels::DType compute_dtype(const MixedPrecisionOptions& o) {
 
 std::string bf16_gemm_description(kernels::Device device) {
   if (device == kernels::Device::CUDA) return "cuBLASLt on the GPU's tensor cores";
-  return kernels::bf16_gemm_native() ? "oneDNN on AVX512-BF16"
-                                     : "no AVX512-BF16 on this CPU: bf16-rounded inputs multiplied in fp32";
+  return kernels::bf16_gemm_cpu_path();
 }
 
 std::string precision_summary(const MixedPrecisionOptions& o, const std::string& bf16_gemm) {
   if (o.bf16)
     return std::string("precision: bf16 — weights: fp32 master copy, bf16 working copy; activations and their "
-                       "gradients: bf16; matrix products: bf16 inputs, fp32 accumulation (") +
-           bf16_gemm +
-           "); logits: bf16 (as Megatron's), their softmax and cross-entropy computed in fp32; LayerNorm "
-           "statistics: fp32; parameter gradients, data-parallel "
-           "reductions and optimizer state: fp32" +
+                       "gradients: bf16; matrix products: bf16 inputs, fp32 accumulation; logits: bf16 (as "
+                       "Megatron's), their softmax and cross-entropy computed in fp32; LayerNorm "
+                       "statistics: fp32; parameter gradients, data-parallel "
+                       "reductions and optimizer state: fp32") +
            (o.loss_scale > 0
                 ? "; static loss scale " + scale_text(o.loss_scale) +
                       " (--loss-scale with --bf16: Megatron's ConstantGradScaler, the loss multiplied by it before the "
                       "backward and the gradients divided by it; an iteration whose gradients overflow is skipped)"
                 : std::string()) +
-           "\n";
+           "\nbf16 matrix products: " + bf16_gemm + "\n";
   if (o.fp16) {
     char scale[160];
     if (o.loss_scale > 0) std::snprintf(scale, sizeof scale, "static loss scale %g", o.loss_scale);

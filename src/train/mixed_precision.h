@@ -25,10 +25,12 @@ struct MixedPrecisionOptions {
 void validate_mixed_precision(const MixedPrecisionOptions& o);
 // The layers' compute/storage dtype: F16, BF16 or F32.
 kernels::DType compute_dtype(const MixedPrecisionOptions& o);
-// One log line naming the compute and storage dtypes of weights, activations, gradients and optimizer state.
-// bf16_gemm: what runs a bf16 matrix product on the run's device (bf16_gemm_description()).
+// One log line naming the compute and storage dtypes of weights, activations, gradients and optimizer state; with
+// --bf16 a second one, "bf16 matrix products: <bf16_gemm>", saying what runs them on the run's device and why
+// (bf16_gemm_description()).
 std::string precision_summary(const MixedPrecisionOptions& o, const std::string& bf16_gemm);
-// "cuBLASLt on the GPU's tensor cores", "oneDNN on AVX512-BF16", or the CPU's widened-fp32 path.
+// "cuBLASLt on the GPU's tensor cores", or the CPU's path with its reason (kernels::bf16_gemm_cpu_path(): oneDNN's
+// bf16 matmul, or fp32 products of widened bf16 operands where the CPU has no AVX512-BF16/AMX).
 std::string bf16_gemm_description(kernels::Device device);
 
 // The grad scaler's settings (optim/grad_scaler.h): enabled by --fp16, and by --bf16 with a static --loss-scale (as

@@ -1,13 +1,16 @@
 // defines: tests of mixed precision in `lmforge train gpt`: --bf16 and --fp16 training of a tiny GPT tracks the fp32
 //          losses (within a stated tolerance) without being fp32 in disguise; bf16 under data and tensor
 //          parallelism; fp16 loss scaling as Megatron's DynamicGradScaler (a forced overflow skips the iteration
-//          and halves the scale, logged as Megatron logs it); the scaler's state resumes exactly from a checkpoint
+//          and halves the scale, logged as Megatron logs it); the scaler's state resumes exactly from a checkpoint;
+//          the start-up line naming the path of bf16 matrix products and why
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 
+#include "kernels/ops.h"
 #include "train/mixed_precision.h"
 #include "train_run_util.h"
 #include "trainer_test_util.h"
@@ -18,6 +21,29 @@ using namespace train_runs;
 using lmforge::optim::LossScaler;
 using lmforge::train::MixedPrecisionOptions;
 using lmforge::train::TrainOptions;
+
+// ---- the start-up log ---------------------------------------------------------------------------------------------
+
+// A --bf16 run's log says what runs its matrix products on the CPU and why (kernels/cpu/lowp.h's choice: oneDNN's
+// bf16 matmul where the CPU has AVX512-BF16 or AMX, else fp32 products of the widened bf16 operands).
+TEST(PrecisionLog, Bf16NamesTheMatrixProductPathAndWhy) {
+  MixedPrecisionOptions o;
+  o.bf16 = true;
+  const std::string log = lmforge::train::precision_summary(o, lmforge::train::bf16_gemm_description(
+                                                                   lmforge::kernels::Device::CPU));
+  EXPECT_NE(log.find("\nbf16 matrix products: " + lmforge::kernels::bf16_gemm_cpu_path() + "\n"), std::string::npos)
+      << log;
+  const bool forced = std::getenv("LMFORGE_CPU_BF16_GEMM") != nullptr;
+  if (!forced && !lmforge::kernels::bf16_gemm_native()) {
+    EXPECT_NE(log.find("bf16 matrix products: fp32 products of widened bf16 operands (this CPU has no "
+                       "AVX512-BF16/AMX)\n"),
+              std::string::npos)
+        << log;
+  }
+  std::printf("[ precision ] %s", log.c_str());
+  o.bf16 = false;
+  EXPECT_EQ(lmforge::train::precision_summary(o, "x").find("bf16 matrix products"), std::string::npos);
+}
 
 // ---- the flags as the grad scaler's settings (the scaler's rules: tests/optim/test_grad_scaler.cpp) ------------
 
@@ -85,6 +111,9 @@ TEST_F(MixedPrecisionRuns, Bf16TracksFp32) {
   const TrainRun bf16 = train(*dir_, "bf16", 0, {{"--bf16", ""}});
   EXPECT_NE(bf16.output.find("precision: bf16"), std::string::npos) << bf16.output;
   EXPECT_NE(bf16.output.find("loss scale: 1.0 |"), std::string::npos) << bf16.output;
+  EXPECT_NE(bf16.output.find("\nbf16 matrix products: " + lmforge::kernels::bf16_gemm_cpu_path() + "\n"),
+            std::string::npos)
+      << bf16.output;
   expect_tracks(bf16, *fp32_, 1e-3, "bf16");
 }
 

@@ -14,7 +14,12 @@ namespace lmforge::kernels::cpu {
 // exp(x) = 2^n · e^r with n = round(x·log2 e), |r| <= ln2/2; e^r by Cephes' degree-7 polynomial (error ~1 ulp).
 #pragma omp declare simd
 inline float fast_exp(float x) {
-  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  // x clamped to [-87, 88] (a NaN stays NaN) by bit masks, not `x < -87 ? -87 : ...`: GCC keeps a float ternary a
+  // branch under its default -ftrapping-math and then vectorises no loop calling this without AVX-512's masked
+  // moves (on an AVX2 CPU the cross-entropy and softmax loops ran scalar). Same results bit for bit.
+  const uint32_t below = 0u - (uint32_t)(x < -87.0f), above = 0u - (uint32_t)(x > 88.0f);
+  x = std::bit_cast<float>((std::bit_cast<uint32_t>(x) & ~(below | above)) |
+                           (std::bit_cast<uint32_t>(-87.0f) & below) | (std::bit_cast<uint32_t>(88.0f) & above));
   // Adding and subtracting 1.5·2^23 rounds to the nearest integer in float arithmetic.
   float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = x - n * 0.693359375f - n * -2.12194440e-4f;

@@ -1,11 +1,12 @@
-// defines: the CPU linear layer (forward, backward) in fp32, on bf16 (oneDNN's bf16 matmul where the CPU has
-//          AVX512-BF16) and on f16 storage, its registration, and bf16_gemm_native().
+// defines: the CPU linear layer (forward, backward) in fp32, on bf16 (gemm_bf16(): oneDNN's bf16 matmul or fp32
+//          products of the widened operands, per CPU) and on f16 storage, its registration, bf16_gemm_native() and
+//          bf16_gemm_cpu_path().
 //
 //   fp32: gemm() (gemm/gemm_f32.cpp) straight on the operands.
-//   bf16: bf16 operands, fp32 accumulation in oneDNN's matmul (AVX512-BF16), outputs and activation gradients in
-//         bf16 or fp32, weight and bias gradients accumulated in their own dtype (fp32 for a model's fp32 main
-//         gradients). Without AVX512-BF16 the fp32 path on operands converted to fp32: the same inputs and fp32
-//         accumulation, slower.
+//   bf16: bf16 operands, fp32 accumulation in gemm_bf16() (oneDNN's matmul where the CPU has AVX512-BF16 or AMX,
+//         else fp32 GEMMs of the exactly widened operands: cpu/lowp.h's bf16_gemm_choice()), outputs and activation
+//         gradients in bf16 or fp32, weight and bias gradients accumulated in their own dtype (fp32 for a model's
+//         fp32 main gradients).
 //   f16:  Debian's oneDNN 2.6 has no f16 matmul, and fp16 GEMMs on GPUs (Megatron's) multiply fp16 inputs with fp32
 //         accumulation, so here: f16 operand blocks are converted (F16C) into fp32 scratch reused from call to call,
 //         multiplied by the fp32 GEMM (oneDNN's AVX-512 matmul), and every f16 result is rounded ONCE from its fp32
@@ -312,7 +313,7 @@ LinearDims linear_dims(const Tensor& inp, const Tensor& weight, WeightLayout lay
   return {(int)inp.rows(), (int)inp.dim(-1), (int)(layout == WeightLayout::IN_OUT ? weight.dim(1) : weight.dim(0))};
 }
 
-// fp32, and bf16 without AVX512-BF16, on operands converted into fp32 temporaries.
+// fp32 (and the generic path of any dtype) on operands seen through AsF32.
 void linear_forward_f32(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
                         WeightLayout layout) {
   const LinearDims d = linear_dims(inp, weight, layout);
@@ -357,9 +358,8 @@ void linear_backward_f16(const Tensor& dinp, const Tensor& dweight, const Tensor
 void register_linear(KernelTable& t) {
   t.add<Kernel::LINEAR_FORWARD>(Device::CPU, DType::F32, linear_forward_f32);
   t.add<Kernel::LINEAR_BACKWARD>(Device::CPU, DType::F32, linear_backward_f32);
-  const bool native = bf16_gemm_native();
-  t.add<Kernel::LINEAR_FORWARD>(Device::CPU, DType::BF16, native ? linear_forward_bf16 : linear_forward_f32);
-  t.add<Kernel::LINEAR_BACKWARD>(Device::CPU, DType::BF16, native ? linear_backward_bf16 : linear_backward_f32);
+  t.add<Kernel::LINEAR_FORWARD>(Device::CPU, DType::BF16, linear_forward_bf16);
+  t.add<Kernel::LINEAR_BACKWARD>(Device::CPU, DType::BF16, linear_backward_bf16);
   t.add<Kernel::LINEAR_FORWARD>(Device::CPU, DType::F16, linear_forward_f16);
   t.add<Kernel::LINEAR_BACKWARD>(Device::CPU, DType::F16, linear_backward_f16);
 }
@@ -368,6 +368,13 @@ void register_linear(KernelTable& t) {
 
 namespace lmforge::kernels {
 
-bool bf16_gemm_native() { return cpu::has_avx512_bf16(); }
+bool bf16_gemm_native() { return cpu::bf16_gemm_choice().path == cpu::Bf16GemmChoice::NATIVE; }
+
+std::string bf16_gemm_cpu_path() {
+  const cpu::Bf16GemmChoice& c = cpu::bf16_gemm_choice();
+  return std::string(c.path == cpu::Bf16GemmChoice::NATIVE ? "oneDNN's bf16 matmul"
+                                                           : "fp32 products of widened bf16 operands") +
+         " (" + c.why + ")";
+}
 
 }  // namespace lmforge::kernels

@@ -1,12 +1,15 @@
-// defines: bf16/f16 conversions, has_avx512_bf16(), AsF32
+// defines: bf16/f16 conversions, has_avx512_bf16(), has_amx_bf16(), choose_bf16_gemm(), bf16_gemm_choice(), AsF32
 #include "kernels/cpu/lowp.h"
 
 #include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/cpu/cpu_common.h"
+#include "util/error.h"
 
 namespace lmforge::kernels::cpu {
 
@@ -110,6 +113,31 @@ bool has_avx512_bf16() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
   return (a >> 5) & 1u;
+}
+
+bool has_amx_bf16() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  return (d >> 22) & 1u;
+}
+
+Bf16GemmChoice choose_bf16_gemm(const char* env, bool avx512_bf16, bool amx_bf16) {
+  if (env != nullptr && *env != '\0') {
+    if (std::strcmp(env, "native") == 0) return {Bf16GemmChoice::NATIVE, "LMFORGE_CPU_BF16_GEMM=native"};
+    if (std::strcmp(env, "widen") == 0) return {Bf16GemmChoice::WIDEN, "LMFORGE_CPU_BF16_GEMM=widen"};
+    throw Error(std::string("LMFORGE_CPU_BF16_GEMM=") + env +
+                ": expected native or widen (or unset: chosen from the CPU)");
+  }
+  if (amx_bf16)
+    return {Bf16GemmChoice::NATIVE, avx512_bf16 ? "this CPU has AMX-BF16 and AVX512-BF16" : "this CPU has AMX-BF16"};
+  if (avx512_bf16) return {Bf16GemmChoice::NATIVE, "this CPU has AVX512-BF16"};
+  return {Bf16GemmChoice::WIDEN, "this CPU has no AVX512-BF16/AMX"};
+}
+
+const Bf16GemmChoice& bf16_gemm_choice() {
+  static const Bf16GemmChoice choice =
+      choose_bf16_gemm(std::getenv("LMFORGE_CPU_BF16_GEMM"), has_avx512_bf16(), has_amx_bf16());
+  return choice;
 }
 
 AsF32::AsF32(const Tensor& t, Mode mode) : t_(t), mode_(mode) {

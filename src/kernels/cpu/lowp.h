@@ -1,10 +1,12 @@
 // defines: the CPU's low-precision storage helpers: bf16/f16 <-> f32 conversion (round to nearest even),
-//          AsF32 (an op operand seen as fp32: converted in, and for outputs back out), has_avx512_bf16()
+//          AsF32 (an op operand seen as fp32: converted in, and for outputs back out), has_avx512_bf16(),
+//          has_amx_bf16(), Bf16GemmChoice with choose_bf16_gemm() / bf16_gemm_choice() (how bf16 matrix products run)
 #pragma once
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "kernels/tensor.h"
 
@@ -35,6 +37,25 @@ void from_f32_rows(void* dst, DType dtype, const float* src, int64_t rows, int64
 // The CPU implements the AVX512-BF16 instructions (vdpbf16ps) that oneDNN's bf16 GEMMs use (cpuid leaf 7,
 // sub-leaf 1, eax bit 5).
 bool has_avx512_bf16();
+// The CPU has AMX tiles with bf16 (cpuid leaf 7, sub-leaf 0, edx bit 22), which oneDNN's bf16 matmul also uses.
+bool has_amx_bf16();
+
+// How bf16 matrix products (gemm_bf16()) run on this CPU:
+//   NATIVE: oneDNN's bf16 matmul (gemm/gemm_bf16_onednn.cpp) on the CPU's bf16 instructions;
+//   WIDEN:  fp32 products of the bf16 operands widened exactly to fp32 (gemm/gemm_bf16_widen.cpp) through the fp32
+//           GEMM. Where the CPU has neither AVX512-BF16 nor AMX, oneDNN emulates bf16 arithmetic and ran slower than
+//           the fp32 GEMM on the same operands (bench/train/RESULTS.md); both accumulate in fp32, so the two agree
+//           to the reordering of fp32 sums.
+// `why` says what decided it, for the training log.
+struct Bf16GemmChoice {
+  enum Path { NATIVE, WIDEN } path;
+  std::string why;
+};
+// The choice for a CPU with the given flags and LMFORGE_CPU_BF16_GEMM = `env` (nullptr or "": unset; "native" or
+// "widen" force a path, for tests and comparisons); anything else throws an Error naming the variable.
+Bf16GemmChoice choose_bf16_gemm(const char* env, bool avx512_bf16, bool amx_bf16);
+// This process's choice: made once, from cpuid and the environment at the first call.
+const Bf16GemmChoice& bf16_gemm_choice();
 
 // An op's floating operand as fp32. An F32 view is used as it is; a BF16 or F16 view is converted into an fp32
 // temporary of the same layout (rows at the view's row stride) — for IN and INOUT — and an OUT or INOUT temporary

@@ -1,4 +1,5 @@
-// defines: gemm_bf16() — row-major bf16 matrix products with fp32 accumulation through oneDNN's matmul
+// defines: gemm_bf16_onednn() — row-major bf16 matrix products with fp32 accumulation through oneDNN's matmul
+//          (gemm_bf16()'s native path, gemm/gemm_bf16_widen.cpp)
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstdlib>
@@ -49,8 +50,8 @@ void* scratchpad(size_t bytes) {
 
 }  // namespace
 
-void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B,
-               int ldb, bool accumulate, void* C, DType c_dtype, int ldc, const float* bias) {
+void gemm_bf16_onednn(bool trans_a, bool trans_b, int M, int N, int K, const uint16_t* A, int lda,
+                      const uint16_t* B, int ldb, bool accumulate, void* C, DType c_dtype, int ldc, const float* bias) {
   using dt = dnnl::memory::data_type;
   // Transposed operands go to oneDNN as strided memory descriptors (no copy): its brgemm matmul packs them itself.
   // Measured here (oneDNN 2.6.3, AVX512-BF16, one thread, CPU time): the LM head's weight gradient
@@ -69,7 +70,13 @@ void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, const uint16_t* 
     ops.append_sum(1.0f);
     attr.set_post_ops(ops);
   }
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, bias_md, c_md), attr, engine());
+  dnnl::matmul::primitive_desc pd;
+  try {
+    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, bias_md, c_md), attr, engine());
+  } catch (const dnnl::error& e) {  // oneDNN 2.6 has bf16 matmuls only on CPUs with AVX-512
+    throw Error(std::string("gemm_bf16: oneDNN has no bf16 matmul for this CPU (") + e.what() +
+                "); LMFORGE_CPU_BF16_GEMM=widen runs bf16 products as fp32 products of the widened operands");
+  }
   const dnnl::matmul mm(pd);
   dnnl::stream s(engine());
   dnnl::memory a(a_md, engine(), const_cast<uint16_t*>(A)), b(b_md, engine(), const_cast<uint16_t*>(B)),
