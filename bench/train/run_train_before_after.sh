@@ -37,7 +37,7 @@ frac() {
 gpt_line() {
   local w c g
   w=$(echo "$3" | grep -E "^$2 A:" | grep -oE '[0-9]+ tok/s' | cut -d' ' -f1)
-  g=$(echo "$3" | grep -E "^$2 A:" | grep -oE '[0-9.]+ GFLOP/s' | cut -d' ' -f1)
+  g=$(echo "$3" | grep -E "^$2 A:" | grep -oE '[0-9.]+ GFLOP/s' | tail -1 | cut -d' ' -f1)  # not the GFLOP/step
   c=$(echo "$3" | grep -E "^$2 A cpu:" | grep -oE '[0-9]+ tok/cpu-s' | cut -d' ' -f1)
   echo "$1 gpt-A${4:+-bf16}: $w tok/s, $c tok/cpu-s, $(frac "$c" "$(awk -v g="$g" -v w="$w" 'BEGIN { print g * 1e9 / w }')" \
     "$([ -n "${4:-}" ] && echo bf16 || echo f32)")"
