@@ -56,9 +56,9 @@ bert_t5() {
     m=$(echo "$line" | cut -d' ' -f2)
     w=$(echo "$line" | grep -oE '[0-9]+ tok/s' | head -1 | cut -d' ' -f1)
     c=$(echo "$line" | grep -oE '[0-9]+ tok/cpu-s' | head -1 | cut -d' ' -f1)
-    g=$(echo "$line" | grep -oE '[0-9.]+ GFLOP/s' | head -1 | cut -d' ' -f1)
-    [ -z "$g" ] || printf -v "fpt_$m" '%s' "$(awk -v g="$g" -v w="$w" 'BEGIN { print g * 1e9 / w }')"
-    local f=fpt_$m
+    g=$(echo "$line" | grep -oE '[0-9.]+ GFLOP/s' | head -1 | cut -d' ' -f1 || true)  # the peer prints none
+    local f=fpt_${m%%-*}  # bert-base -> fpt_bert, t5-small -> fpt_t5
+    [ -z "$g" ] || printf -v "$f" '%s' "$(awk -v g="$g" -v w="$w" 'BEGIN { print g * 1e9 / w }')"
     echo "$label $m: $w tok/s, $c tok/cpu-s, $(frac "$c" "${!f}" f32)"
   done <<< "$out"
 }
