@@ -54,7 +54,7 @@ peer_blas_dir() {
     (cd "$cache" && rm -f libopenblas0-openmp_*.deb && apt-get download -q libopenblas0-openmp >/dev/null 2>&1 &&
       dpkg -x libopenblas0-openmp_*.deb .) || true
   fi
-  [ -e "$dir/libblas.so.3" ] && echo "$dir"
+  if [ -e "$dir/libblas.so.3" ]; then echo "$dir"; fi
 }
 
 # bench_header "$@": prints the CPU, command, commit and load; sets ours, peer, peer_bf16(_why), core, and (unless
