@@ -6,8 +6,10 @@
 # the fake ids by scatter, BCE over the real tokens, loss = mlm + 50·disc, torch.optim.AdamW(foreach=True); dropout
 # 0.1 as ELECTRA trains (--no-dropout: off). Synthetic examples (every position a real token: [CLS] ids [SEP]).
 # The step is what lmforge's trainer times: zero_grad + forward + backward + AdamW. Prints wall and CPU time (user +
-# sys of the process) per step and tokens/s over the steps after the first.
+# sys of the process) per step and tokens/s over the steps after the first, and the model's training flops per step
+# (model_flops; --flops-only prints just that line, for lmforge's side of run_electra_train_bench.sh).
 #   usage: electra_train_bench_torch.py [--steps N] [--batch B] [--threads 2] [--seq 128] [--bf16] [--no-dropout]
+#          [--flops-only]
 import argparse
 import math
 import resource
@@ -116,6 +118,20 @@ class Electra(nn.Module):
         return mlm + 50.0 * disc
 
 
+def model_flops(B, T, N, layers=12, H=256, ffn=1024, E=128, gH=64, V=30522):
+    """Training flops of one step of this model (the Electra above): 6 flops per multiply-add of every linear map
+    over the rows it sees (forward, input gradient, weight gradient) and 12·T·width per token and layer for the
+    attention products (QKᵀ and PV, forward and backward); embeddings, norms and softmax not counted. The
+    generator's layers have width gH, heads of 64, ffn 4·gH; its head runs on the N masked slots only."""
+    M = B * T
+    mac = M * E * H + M * E * gH  # disc_project, gen_project
+    mac += layers * M * (4 * H * H + 2 * H * ffn)  # discriminator layers (q|k|v, out, fc, proj)
+    mac += layers * M * (4 * gH * gH + 2 * gH * 4 * gH)  # generator layers
+    mac += M * H * H + M * H  # disc_dense, disc_out
+    mac += B * N * (gH * E + E * V)  # gen_dense, the tied MLM head over the slots
+    return 6.0 * mac + 12.0 * M * T * layers * (H + gH)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=4)
@@ -124,11 +140,16 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--no-dropout", action="store_true")
+    ap.add_argument("--flops-only", action="store_true", help="print the model's GFLOP per step and stop")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     B, T = a.batch, a.seq
     N = int((0.15 + 0.005) * T)
+    flops = model_flops(B, T, N)
+    if a.flops_only:
+        print("electra-small B=%d T=%d: %.3f GFLOP/step" % (B, T, flops / 1e9))
+        return
     model = Electra(T, p=0.0 if a.no_dropout else 0.1)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=5e-4, eps=1e-6, weight_decay=0.01, foreach=True)
@@ -149,8 +170,8 @@ def main():
         print("torch electra step %d: loss %.4f, %.1f ms, cpu %.1f s" % (step + 1, loss.item(), 1e3 * times[-1], cpus[-1]))
     tokens = B * T * (len(times) - 1)
     if tokens > 0:
-        print("torch electra-small%s: %.0f tok/s, %.0f tok/cpu-s" % ("-bf16" if a.bf16 else "", tokens / sum(times[1:]),
-                                                                    tokens / sum(cpus[1:])))
+        print("torch electra-small%s: %.0f tok/s, %.0f tok/cpu-s, %.3f GFLOP/step" % (
+            "-bf16" if a.bf16 else "", tokens / sum(times[1:]), tokens / sum(cpus[1:]), flops / 1e9))
 
 
 if __name__ == "__main__":

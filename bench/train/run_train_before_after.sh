@@ -5,9 +5,12 @@
 # T5-small fp32 (bench_bert_t5_train / bert_t5_train_bench_torch.py, 3 steps). Printed per row and round: wall
 # tokens/s and tokens per CPU-second (user+sys); on a loaded machine read the CPU figures.
 #   usage: bench/train/run_train_before_after.sh COMMIT [ROUNDS (default 2)]
-#   BUILD_DIR: this checkout's build (default build); TORCH_BLAS_DIR: the peer's BLAS, as in run_train_bench.sh.
-# Each side uses the OpenBLAS core the environment picks; OPENBLAS_CORETYPE=SkylakeX is added as a second pass
-# only on a CPU with AVX-512 (elsewhere that kernel dies with an illegal instruction).
+#   BUILD_DIR: this checkout's build (default build); TORCH_BLAS_DIR: the peer's BLAS, as in run_train_bench.sh;
+#   STEPS: timed steps of every row (default 4 for GPT, 3 for BERT/T5; 1 for a quick check of the script).
+# The CPU line, the GEMM peaks and the peer at its best on this CPU (OpenBLAS's OpenMP build with the best
+# OPENBLAS_CORETYPE for both sides, tuned malloc; its bf16 autocast only where oneDNN has bf16 kernels) come from
+# bench/train/common.sh; every row also gives its GFLOP per CPU-second as a fraction of the measured peak of its
+# precision (per cpu-s).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -21,47 +24,54 @@ for b in "$wt/build" "$build"; do
     -DLMFORGE_TESTS=OFF -DLMFORGE_CUDA=OFF >/dev/null
   cmake --build "$b" --target bench_train bench_bert_t5_train -j2 >/dev/null
 done
+source "$root/bench/train/common.sh"
+bench_header "$@"
+echo "before = $before, after = $(git rev-parse --short HEAD)$(git diff --quiet || echo ' + uncommitted changes')"
 export OMP_NUM_THREADS=2
-tuned_malloc=(MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=100000000000)
-peer=(env "${tuned_malloc[@]}" ${TORCH_BLAS_DIR:+LD_LIBRARY_PATH=$TORCH_BLAS_DIR} /usr/bin/python3)
-cores=(default)
-grep -q avx512f /proc/cpuinfo && cores+=(SkylakeX)
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-); avx512f $(grep -c avx512f /proc/cpuinfo) of $(nproc) cpus"
-echo "before = $before, after = $(git rev-parse --short HEAD)$(git diff --quiet || echo ' + uncommitted changes'); load $(cut -d' ' -f1-3 /proc/loadavg)"
-# gpt <label> <binary> [--bf16]: "<label> gpt-A[-bf16]: W tok/s, C tok/cpu-s"
-gpt() {
-  local out; out=$("$2" --config A --steps 4 ${3:-})
-  echo "$1 gpt-A${3:+-bf16}: $(echo "$out" | grep -E '^lmforge A:' | grep -oE '[0-9]+ tok/s'), $(echo "$out" | grep -E '^lmforge A cpu:' | grep -oE '[0-9]+ tok/cpu-s')"
+# frac <tok/cpu-s> <flop per token> <f32|bf16>: the CPU-second fraction of the measured peak
+frac() {
+  local p=$peak_f32_cpu; [ "$3" = bf16 ] && p=$peak_bf16_cpu
+  awk -v c="$1" -v f="$2" -v p="$p" -v d="$3" 'BEGIN { printf "%.1f %% of the %s peak per cpu-s", 100 * c * f / 1e9 / p, d }'
 }
+# gpt_line <label> <side> <output> [--bf16]: "<label> gpt-A[-bf16]: W tok/s, C tok/cpu-s, F % of the peak"
+gpt_line() {
+  local w c g
+  w=$(echo "$3" | grep -E "^$2 A:" | grep -oE '[0-9]+ tok/s' | cut -d' ' -f1)
+  g=$(echo "$3" | grep -E "^$2 A:" | grep -oE '[0-9.]+ GFLOP/s' | tail -1 | cut -d' ' -f1)  # not the GFLOP/step
+  c=$(echo "$3" | grep -E "^$2 A cpu:" | grep -oE '[0-9]+ tok/cpu-s' | cut -d' ' -f1)
+  echo "$1 gpt-A${4:+-bf16}: $w tok/s, $c tok/cpu-s, $(frac "$c" "$(awk -v g="$g" -v w="$w" 'BEGIN { print g * 1e9 / w }')" \
+    "$([ -n "${4:-}" ] && echo bf16 || echo f32)")"
+}
+gpt() { gpt_line "$1" lmforge "$("${ours[@]}" "$2" --config A --steps "${STEPS:-4}" ${3:-})" ${3:-}; }
 gpt_peer() {
-  local out; out=$("${peer[@]}" "$root/bench/train/train_bench_torch.py" --config A --steps 4 --threads 2 ${1:-})
-  echo "peer   gpt-A${1:+-bf16}: $(echo "$out" | grep -E '^torch A:' | grep -oE '[0-9]+ tok/s'), $(echo "$out" | grep -E '^torch A cpu:' | grep -oE '[0-9]+ tok/cpu-s')"
+  gpt_line "peer  " torch "$("${peer[@]}" "$root/bench/train/train_bench_torch.py" --config A --steps "${STEPS:-4}" --threads 2 ${1:-})" \
+    ${1:-}
 }
-# bert_t5 <label> <command...>: one line per model, "<label> <model>: W tok/s, C tok/cpu-s"
+# bert_t5 <label> <command...>: one line per model, "<label> <model>: W tok/s, C tok/cpu-s, F % of the peak"; the
+# flop per token of each model is taken from lmforge's lines (fpt_bert, fpt_t5: the peer prints none)
 bert_t5() {
-  local label=$1; shift
-  "$@" --model both --steps 3 | grep -E '^(lmforge|torch) (bert|t5)' | while read -r line; do
-    echo "$label $(echo "$line" | cut -d' ' -f2): $(echo "$line" | grep -oE '[0-9]+ tok/s' | head -1), $(echo "$line" |
-      grep -oE '[0-9]+ tok/cpu-s' | head -1)"
-  done
+  local label=$1 out line m w c g; shift
+  out=$("$@" --model both --steps "${STEPS:-3}" | grep -E '^(lmforge|torch) (bert|t5)')
+  while read -r line; do
+    m=$(echo "$line" | cut -d' ' -f2)
+    w=$(echo "$line" | grep -oE '[0-9]+ tok/s' | head -1 | cut -d' ' -f1)
+    c=$(echo "$line" | grep -oE '[0-9]+ tok/cpu-s' | head -1 | cut -d' ' -f1)
+    g=$(echo "$line" | grep -oE '[0-9.]+ GFLOP/s' | head -1 | cut -d' ' -f1 || true)  # the peer prints none
+    local f=fpt_${m%%-*}  # bert-base -> fpt_bert, t5-small -> fpt_t5
+    [ -z "$g" ] || printf -v "$f" '%s' "$(awk -v g="$g" -v w="$w" 'BEGIN { print g * 1e9 / w }')"
+    echo "$label $m: $w tok/s, $c tok/cpu-s, $(frac "$c" "${!f}" f32)"
+  done <<< "$out"
 }
-env_core=${OPENBLAS_CORETYPE:-}
-for core in "${cores[@]}"; do
-  if [ "$core" = SkylakeX ]; then export OPENBLAS_CORETYPE=SkylakeX
-  elif [ -n "$env_core" ]; then export OPENBLAS_CORETYPE=$env_core
-  else unset OPENBLAS_CORETYPE; fi
-  for r in $(seq 1 "$rounds"); do
-    echo "== OPENBLAS_CORETYPE=$core, round $r"
-    for flag in "" --bf16; do
-      gpt "before" "$wt/build/bench/bench_train" $flag
-      gpt "after " "$build/bench/bench_train" $flag
-      # PyTorch's bf16 autocast on a CPU without AVX512-BF16/AMX takes over ten minutes for these 4 steps.
-      if [ -z "$flag" ] || grep -q 'avx512_bf16\|amx_bf16' /proc/cpuinfo; then gpt_peer $flag
-      else echo "peer   gpt-A-bf16: not run (no AVX512-BF16 or AMX on this CPU)"; fi
-    done
-    bert_t5 "before" "$wt/build/bench/bench_bert_t5_train"
-    bert_t5 "after " "$build/bench/bench_bert_t5_train"
-    bert_t5 "peer  " "${peer[@]}" "$root/bench/train/bert_t5_train_bench_torch.py" --threads 2
+for r in $(seq 1 "$rounds"); do
+  echo "== round $r"
+  for flag in "" --bf16; do
+    gpt "before" "$wt/build/bench/bench_train" $flag
+    gpt "after " "$build/bench/bench_train" $flag
+    if [ -z "$flag" ] || [ "$peer_bf16" = 1 ]; then gpt_peer $flag
+    else echo "peer   gpt-A-bf16: skipped ($peer_bf16_why)"; fi
   done
+  bert_t5 "before" "${ours[@]}" "$wt/build/bench/bench_bert_t5_train"
+  bert_t5 "after " "${ours[@]}" "$build/bench/bench_bert_t5_train"
+  bert_t5 "peer  " "${peer[@]}" "$root/bench/train/bert_t5_train_bench_torch.py" --threads 2
 done
 echo "load at the end $(cut -d' ' -f1-3 /proc/loadavg)"
