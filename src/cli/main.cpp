@@ -12,9 +12,11 @@
 #include "cli/flags/abbreviations.h"
 #include "cli/last_value_wins.h"
 #include "dist/launcher.h"
+#include "kernels/cpu/omp_spin.h"
 #include "util/error.h"
 
 int main(int argc, char** argv) {
+  lmforge::kernels::cpu::use_short_omp_spin(argv);  // may restart the program (kernels/cpu/omp_spin.h)
   CLI::App app{"lmforge: prepare corpora and pretrain GPT/BERT-class language models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "lmforge 0.1.0");
