@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/omp_spin.h"
 #include "model/bert.h"
 #include "model/t5.h"
 #include "optim/adamw.h"
@@ -147,6 +148,7 @@ void bench_t5(int B, int steps) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kernels::cpu::use_short_omp_spin(argv);  // as lmforge does (kernels/cpu/omp_spin.h)
   std::string which = "both";
   int steps = 3, batch_bert = 4, batch_t5 = 2;
   for (int i = 1; i + 1 < argc; i += 2) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/omp_spin.h"
 #include "kernels/ops.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
@@ -106,6 +107,7 @@ void run(const BenchConfig& bc, int steps, kernels::DType dtype) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kernels::cpu::use_short_omp_spin(argv);  // as lmforge does (kernels/cpu/omp_spin.h)
   std::string which = "A", recompute;
   int steps = 8, seq = 0, batch = 0;
   kernels::DType dtype = kernels::DType::F32;

@@ -12,9 +12,29 @@
 #include "cli/flags/abbreviations.h"
 #include "cli/last_value_wins.h"
 #include "dist/launcher.h"
+#include "kernels/cpu/omp_spin.h"
 #include "util/error.h"
 
+namespace {
+
+// The commands that run training or decoding steps (hundreds of OpenMP regions each, with serial code between
+// them), the only ones worth restarting for a shorter OpenMP spin: the first word that is not a flag (torch's
+// launcher may put --local_rank=N before it). prep, merge and inspect keep their start-up at one process image
+// (prep's nvidia-hdf5 runs in ~0.4 s of CPU, of which a second start would be a tenth).
+bool runs_training_steps(int argc, char** argv) {
+  for (int i = 1; i < argc; i++) {
+    if (argv[i][0] == '-') continue;
+    const std::string word = argv[i];
+    return word == "train" || word == "generate" || word == "check";
+  }
+  return false;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  if (runs_training_steps(argc, argv))
+    lmforge::kernels::cpu::use_short_omp_spin(argv);  // may restart the program (kernels/cpu/omp_spin.h)
   CLI::App app{"lmforge: prepare corpora and pretrain GPT/BERT-class language models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "lmforge 0.1.0");

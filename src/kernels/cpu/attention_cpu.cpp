@@ -82,6 +82,7 @@ void head_forward(const Head& hd, float* P, const AttentionShape& s, int b, int 
       for (int j = 0; j < end; j++)
         if (pad[j] == 0) p[j] = -INFINITY;
     float maxv = -INFINITY;
+#pragma omp simd reduction(max : maxv)
     for (int j = 0; j < end; j++) maxv = p[j] > maxv ? p[j] : maxv;
     if (maxv == -INFINITY) {  // no key to attend: probabilities 0, output 0
       for (int j = 0; j < Tk; j++) p[j] = 0.0f;

@@ -1,4 +1,4 @@
-// defines: what the CPU kernels share: fast_exp(), fast_tanh(), kParallelMin, gemm() (one OpenMP team over
+// defines: what the CPU kernels share: pick(), fast_exp(), fast_tanh(), kParallelMin, gemm() (one OpenMP team over
 //          single-threaded OpenBLAS), use_single_threaded_blas(), column_sums()
 #pragma once
 #include <bit>
@@ -9,17 +9,26 @@
 
 namespace lmforge::kernels::cpu {
 
+// c ? a : b as a bit mask, which vectorises: GCC 12 does not if-convert `x < lo ? lo : x` on floats inside
+// `omp simd` loops ("control flow in loop"), so every loop calling fast_exp() (the softmax over 50k vocabulary
+// columns, the GELU, the attention softmax) ran scalar.
+#pragma omp declare simd
+inline float pick(bool c, float a, float b) {
+  const int32_t m = -static_cast<int32_t>(c);
+  return std::bit_cast<float>((std::bit_cast<int32_t>(a) & m) | (std::bit_cast<int32_t>(b) & ~m));
+}
+
 // expf that vectorises inside `omp simd` loops (glibc's expf does not at -O3 without -ffast-math, and the
 // softmax over 50k vocabulary columns and the GELU's tanh are dominated by it otherwise).
 // exp(x) = 2^n · e^r with n = round(x·log2 e), |r| <= ln2/2; e^r by Cephes' degree-7 polynomial (error ~1 ulp).
 #pragma omp declare simd
 inline float fast_exp(float x) {
-  // x clamped to [-87, 88] (a NaN stays NaN) by bit masks, not `x < -87 ? -87 : ...`: GCC keeps a float ternary a
-  // branch under its default -ftrapping-math and then vectorises no loop calling this without AVX-512's masked
-  // moves (on an AVX2 CPU the cross-entropy and softmax loops ran scalar). Same results bit for bit.
-  const uint32_t below = 0u - (uint32_t)(x < -87.0f), above = 0u - (uint32_t)(x > 88.0f);
-  x = std::bit_cast<float>((std::bit_cast<uint32_t>(x) & ~(below | above)) |
-                           (std::bit_cast<uint32_t>(-87.0f) & below) | (std::bit_cast<uint32_t>(88.0f) & above));
+  // Clamped to [-87, 88] (e^x stays a normal float); a NaN compares false and goes through as NaN. pick(), not
+  // `x < -87 ? -87 : x`: GCC keeps a float ternary a branch under its default -ftrapping-math and then vectorises
+  // no loop calling this without AVX-512's masked moves (on an AVX2 CPU the cross-entropy, softmax and GELU loops
+  // ran scalar). Same results bit for bit.
+  x = pick(x < -87.0f, -87.0f, x);
+  x = pick(x > 88.0f, 88.0f, x);
   // Adding and subtracting 1.5·2^23 rounds to the nearest integer in float arithmetic.
   float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = x - n * 0.693359375f - n * -2.12194440e-4f;

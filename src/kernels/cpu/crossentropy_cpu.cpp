@@ -12,6 +12,11 @@ namespace {
 
 // ---- fp32 ---------------------------------------------------------------------------------------------------------
 
+// Rows are taken a few at a time (dynamic schedule) rather than in one half per thread: on a loaded machine a thread
+// that loses its core then holds up only its current rows (gemm_f32.cpp says more). A row's result does not depend
+// on which thread computes it.
+constexpr int kRowsPerTake = 16;
+
 // One row's maximum and Σexp(l − m) (with its target logit): the same code for the two-pass and one-pass calls,
 // so their results agree bit for bit.
 inline float row_max_of(const float* l, int V) {
@@ -29,20 +34,20 @@ inline void row_sumexp(float* sumexp, float* target_logit, const float* l, float
 }
 
 void crossentropy_row_max_rows(float* row_max, const float* logits, int N, int V) {
-#pragma omp parallel for schedule(static) if ((size_t)N * V >= kParallelMin)
+#pragma omp parallel for schedule(dynamic, kRowsPerTake) if ((size_t)N * V >= kParallelMin)
   for (int n = 0; n < N; n++) row_max[n] = row_max_of(logits + (size_t)n * V, V);
 }
 
 void crossentropy_sumexp_rows(float* sumexp, float* target_logit, const float* logits, const float* m,
                          const int32_t* targets, int64_t col_offset, int N, int V) {
-#pragma omp parallel for schedule(static) if ((size_t)N * V >= kParallelMin)
+#pragma omp parallel for schedule(dynamic, kRowsPerTake) if ((size_t)N * V >= kParallelMin)
   for (int n = 0; n < N; n++)
     row_sumexp(sumexp + n, target_logit + n, logits + (size_t)n * V, m[n], targets[n], col_offset, V);
 }
 
 void crossentropy_stats_rows(float* row_max, float* sumexp, float* target_logit, const float* logits,
                         const int32_t* targets, int64_t col_offset, int N, int V) {
-#pragma omp parallel for schedule(static) if ((size_t)N * V >= kParallelMin)
+#pragma omp parallel for schedule(dynamic, kRowsPerTake) if ((size_t)N * V >= kParallelMin)
   for (int n = 0; n < N; n++) {
     const float* l = logits + (size_t)n * V;
     row_max[n] = row_max_of(l, V);
@@ -52,7 +57,7 @@ void crossentropy_stats_rows(float* row_max, float* sumexp, float* target_logit,
 
 void crossentropy_backward_rows(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
                            const float* dloss, int64_t col_offset, int N, int V) {
-#pragma omp parallel for schedule(static) if ((size_t)N * V >= kParallelMin)
+#pragma omp parallel for schedule(dynamic, kRowsPerTake) if ((size_t)N * V >= kParallelMin)
   for (int n = 0; n < N; n++) {
     const float* l = logits + (size_t)n * V;
     float* d = dlogits + (size_t)n * V;

@@ -10,10 +10,26 @@
 namespace lmforge::kernels::cpu {
 namespace {
 // Row-major C[M,N] = op(A)[M,K]·op(B)[K,N] + beta·C, split over the threads of ONE OpenMP team, each thread
-// calling single-threaded OpenBLAS on its block of C's rows (or columns, whichever dimension is longer).
+// calling single-threaded OpenBLAS on blocks of C's rows (or columns, whichever dimension is longer).
 // Why not OpenBLAS's own threads: its pthread pool and OpenMP's team both busy-wait after their work, so
 // alternating GEMMs with OpenMP loops makes the two pools fight over the cores (10 AdamW steps of the parity
 // test's small model: 522 ms with both pools, 23 ms with one). One pool, split by us, has no such hand-over.
+
+// Rows (or columns) of C per block: about kBlocksPerThread blocks per thread, taken one at a time (dynamic
+// schedule), so that on a loaded machine a thread whose core was taken away holds up only its current block while
+// the other takes the rest; with one half per thread the other spun at the region's barrier for the whole
+// remaining half (in profiles of 2-thread steps on a machine at load 10, libgomp's spin-wait was 30 % of the CPU
+// time). Each block repacks the other operand (the shorter side's), so blocks stay at least kMinBlock long.
+// Multiples of 16 (whole AVX-512 vectors and OpenBLAS's register tiles). Which thread takes a block does not change
+// its result: every block is the same call whichever thread runs it.
+constexpr int kBlocksPerThread = 4, kMinBlock = 128;
+int gemm_chunk(int len, int threads) {
+  int chunk = (len + threads * kBlocksPerThread - 1) / (threads * kBlocksPerThread);
+  if (chunk < kMinBlock) chunk = kMinBlock;
+  const int even = (len + threads - 1) / threads;  // never fewer blocks than threads
+  if (chunk > even) chunk = even;
+  return (chunk + 15) / 16 * 16;
+}
 }  // namespace
 
 // Products of at least this many flops go to oneDNN where fp32_gemm_uses_onednn(): below it, the primitive look-up
@@ -71,20 +87,17 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int l
   }
   const bool split_rows = M >= N;
   const int len = split_rows ? M : N;
-  // Blocks are multiples of 16 rows/columns (whole AVX-512 vectors, and OpenBLAS's register tiles).
-  const int chunk = ((len + threads - 1) / threads + 15) / 16 * 16;
-#pragma omp parallel num_threads(threads)
-  {
-    const int i0 = omp_get_thread_num() * chunk;
+  const int chunk = gemm_chunk(len, threads), blocks = (len + chunk - 1) / chunk;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (int blk = 0; blk < blocks; blk++) {
+    const int i0 = blk * chunk;
     const int i1 = i0 + chunk < len ? i0 + chunk : len;
-    if (i0 < i1) {
-      if (split_rows) {
-        const float* a = trans_a ? A + i0 : A + (size_t)i0 * lda;
-        cblas_sgemm(CblasRowMajor, ta, tb, i1 - i0, N, K, 1.0f, a, lda, B, ldb, beta, C + (size_t)i0 * ldc, ldc);
-      } else {
-        const float* b = trans_b ? B + (size_t)i0 * ldb : B + i0;
-        cblas_sgemm(CblasRowMajor, ta, tb, M, i1 - i0, K, 1.0f, A, lda, b, ldb, beta, C + i0, ldc);
-      }
+    if (split_rows) {
+      const float* a = trans_a ? A + i0 : A + (size_t)i0 * lda;
+      cblas_sgemm(CblasRowMajor, ta, tb, i1 - i0, N, K, 1.0f, a, lda, B, ldb, beta, C + (size_t)i0 * ldc, ldc);
+    } else {
+      const float* b = trans_b ? B + (size_t)i0 * ldb : B + i0;
+      cblas_sgemm(CblasRowMajor, ta, tb, M, i1 - i0, K, 1.0f, A, lda, b, ldb, beta, C + i0, ldc);
     }
   }
 }
