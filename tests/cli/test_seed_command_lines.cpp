@@ -99,7 +99,7 @@ void expect_same_losses(const lmforge::testing::CommandResult& many, const lmfor
   ASSERT_EQ(one.status, 0) << what << " (one process):\n" << one.output;
   EXPECT_EQ(last_iteration(many.output), 20) << many.output;
   const std::vector<LoggedStep> a = logged_steps(many.output), b = logged_steps(one.output);
-  ASSERT_GE(b.size(), 4u) << one.output;
+  ASSERT_GE(b.size(), 2u) << one.output;  // (fairseq's lines log the last iteration and the final validation)
   ASSERT_EQ(a.size(), b.size()) << what << ":\n" << many.output << "\none process:\n" << one.output;
   bool updated = false;
   for (size_t step = 0; step < a.size(); step++) {
