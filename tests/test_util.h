@@ -1,5 +1,8 @@
 // defines: small helpers shared by tests: a temporary directory, whole-file reads, running a command, loss_lines()
 #pragma once
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
@@ -76,6 +79,20 @@ inline std::vector<std::string> loss_lines(const std::string& log) {
     if (line.find("validation loss at") != std::string::npos) out.push_back(line);
   }
   return out;
+}
+
+// A TCP port on the loopback interface that was free a moment ago (bound to port 0, read back, closed): for
+// rendezvous and launcher tests that would otherwise collide on a fixed port when ctest runs them side by side.
+inline int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
 }
 
 }  // namespace lmforge::testing

@@ -117,17 +117,7 @@ void expect_same_losses(const lmforge::testing::CommandResult& many, const lmfor
 
 bool have_torch() { return std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0; }
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using lmforge::testing::free_port;
 
 // The note's `$TL $DIST --no_python`: torch's legacy launcher with 2 processes. Its own check in torch 1.13 (and in
 // every later torch) refuses --no_python without --use_env ("When using the '--no_python' flag, you must also set

@@ -205,17 +205,7 @@ TEST(TrainFairseq, SaveDirResumesAndKeepsTheNewestIntervalCheckpoints) {
 
 // ---- ranks started by hand ------------------------------------------------------------------------------------
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using lmforge::testing::free_port;
 
 pid_t spawn(const std::string& command) {
   const pid_t pid = ::fork();
