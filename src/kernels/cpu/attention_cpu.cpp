@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <vector>
 
@@ -84,7 +85,10 @@ void head_forward(const Head& hd, float* P, const AttentionShape& s, int b, int 
     float maxv = -INFINITY;
 #pragma omp simd reduction(max : maxv)
     for (int j = 0; j < end; j++) maxv = p[j] > maxv ? p[j] : maxv;
-    if (maxv == -INFINITY) {  // no key to attend: probabilities 0, output 0
+    // No key to attend (every score -inf): probabilities 0, output 0. Tested as "not above -FLT_MAX", not as
+    // == -inf: OpenMP starts each lane of a max reduction at the type's least value, which GCC takes as -inf and
+    // clang as -FLT_MAX, so with clang an all-masked row ended at -FLT_MAX and its softmax divided 0 by 0.
+    if (!(maxv > -FLT_MAX)) {
       for (int j = 0; j < Tk; j++) p[j] = 0.0f;
       continue;
     }
