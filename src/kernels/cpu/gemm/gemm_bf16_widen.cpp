@@ -133,6 +133,39 @@ int64_t wide_block_len(int64_t len, int64_t other, int64_t limit) {
   return std::max<int64_t>(16, limit / std::max<int64_t>(other, 1) / 16 * 16);
 }
 
+// One block of C, rows [m0, m0 + mlen) and columns [n0, n0 + nlen): op(A)·op(B) summed over K in chunks of kc
+// (+ bias, + C when accumulating), a bf16 C rounded once at the end. Each operand block is widened into the scratch
+// unless it already holds that block (`cache`: the one split dimension leaves the other operand's block the same
+// from call to call, so it is widened once). team: the OpenMP team shares each pass (else the calling thread alone).
+struct WidenedOperands {
+  WideMat a{}, b{};
+  int64_t a_key[2] = {-1, -1}, b_key[2] = {-1, -1};  // which block each scratch holds
+};
+void multiply_wide_block(bool trans_a, bool trans_b, int K, const uint16_t* A, int lda, const uint16_t* B, int ldb,
+                         bool accumulate, void* C, DType c_dtype, int ldc, const float* bias, int64_t m0, int64_t mlen,
+                         int64_t n0, int64_t nlen, int64_t kc, WidenScratch& s, WidenedOperands& cache, bool team) {
+  WideBlock block = start_wide_block(C, c_dtype, ldc, accumulate, bias, m0, mlen, n0, nlen, s.c, team);
+  if (K <= 0 && block.beta == 0.0f) {  // an empty sum: the products are 0
+    for (int64_t r = 0; r < mlen; r++) std::fill_n(block.p + r * block.ld, nlen, 0.0f);
+  }
+  for (int64_t k0 = 0; k0 < K; k0 += kc) {
+    const int64_t klen = std::min<int64_t>(kc, K - k0);
+    if (cache.a_key[0] != m0 || cache.a_key[1] != k0) {
+      cache.a = widen_block(A, lda, trans_a, m0, mlen, k0, klen, s.a, team);
+      cache.a_key[0] = m0, cache.a_key[1] = k0;
+    }
+    if (cache.b_key[0] != k0 || cache.b_key[1] != n0) {
+      cache.b = widen_block(B, ldb, trans_b, k0, klen, n0, nlen, s.b, team);
+      cache.b_key[0] = k0, cache.b_key[1] = n0;
+    }
+    gemm(trans_a, trans_b, (int)mlen, (int)nlen, (int)klen, cache.a.p, cache.a.ld, cache.b.p, cache.b.ld, block.beta,
+         block.p, block.ld);
+    block.beta = 1.0f;
+  }
+  if (c_dtype != DType::F32)
+    finish_wide_bf16(block, static_cast<uint16_t*>(C), ldc, accumulate, bias, m0, mlen, n0, nlen, team);
+}
+
 // Team blocks: large blocks, each widened by the whole team and multiplied by the team's gemm() (which gives a CPU
 // with AVX-512F oneDNN's multi-threaded fp32 matmul).
 void widened_team_blocks(bool trans_a, bool trans_b, int M, int N, int K, const uint16_t* A, int lda,
@@ -154,33 +187,12 @@ void widened_team_blocks(bool trans_a, bool trans_b, int M, int N, int K, const 
   }
   // Only one dimension is split, so one operand's block stays the same over the loop: it is widened once (the
   // keys say which block a scratch holds).
-  WideMat wa{}, wb{};
-  int64_t wa_key[2] = {-1, -1}, wb_key[2] = {-1, -1};
+  WidenedOperands cache;
   for (int64_t m0 = 0; m0 < M; m0 += mb) {
     const int64_t mlen = std::min<int64_t>(mb, M - m0);
-    for (int64_t n0 = 0; n0 < N; n0 += nb) {
-      const int64_t nlen = std::min<int64_t>(nb, N - n0);
-      WideBlock block = start_wide_block(C, c_dtype, ldc, accumulate, bias, m0, mlen, n0, nlen, s.c, true);
-      if (K <= 0 && block.beta == 0.0f) {  // an empty sum: the products are 0
-        for (int64_t r = 0; r < mlen; r++) std::fill_n(block.p + r * block.ld, nlen, 0.0f);
-      }
-      for (int64_t k0 = 0; k0 < K; k0 += kb) {
-        const int64_t klen = std::min<int64_t>(kb, K - k0);
-        if (wa_key[0] != m0 || wa_key[1] != k0) {
-          wa = widen_block(A, lda, trans_a, m0, mlen, k0, klen, s.a, true);
-          wa_key[0] = m0, wa_key[1] = k0;
-        }
-        if (wb_key[0] != k0 || wb_key[1] != n0) {
-          wb = widen_block(B, ldb, trans_b, k0, klen, n0, nlen, s.b, true);
-          wb_key[0] = k0, wb_key[1] = n0;
-        }
-        gemm(trans_a, trans_b, (int)mlen, (int)nlen, (int)klen, wa.p, wa.ld, wb.p, wb.ld, block.beta, block.p,
-             block.ld);
-        block.beta = 1.0f;
-      }
-      if (c_scratch)
-        finish_wide_bf16(block, static_cast<uint16_t*>(C), ldc, accumulate, bias, m0, mlen, n0, nlen, true);
-    }
+    for (int64_t n0 = 0; n0 < N; n0 += nb)
+      multiply_wide_block(trans_a, trans_b, K, A, lda, B, ldb, accumulate, C, c_dtype, ldc, bias, m0, mlen, n0,
+                          std::min<int64_t>(nb, N - n0), kb, s, cache, true);
   }
 }
 
@@ -213,31 +225,12 @@ void widened_thread_slabs(bool trans_a, bool trans_b, int M, int N, int K, const
   try {
     WidenScratch& s = widen_scratch();
     const int64_t s0 = (int64_t)omp_get_thread_num() * slab, s1 = std::min<int64_t>(S, s0 + slab);
-    WideMat wa{}, wb{};
-    int64_t wa_key[2] = {-1, -1}, wb_key[2] = {-1, -1};  // which block the scratch holds
+    WidenedOperands cache;
     for (int64_t c0 = s0; c0 < s1; c0 += sc) {
       const int64_t len = std::min(sc, s1 - c0);
       const int64_t m0 = split_m ? c0 : 0, mlen = split_m ? len : M, n0 = split_m ? 0 : c0, nlen = split_m ? N : len;
-      WideBlock block = start_wide_block(C, c_dtype, ldc, accumulate, bias, m0, mlen, n0, nlen, s.c, false);
-      if (K <= 0 && block.beta == 0.0f) {  // an empty sum: the products are 0
-        for (int64_t r = 0; r < mlen; r++) std::fill_n(block.p + r * block.ld, nlen, 0.0f);
-      }
-      for (int64_t k0 = 0; k0 < K; k0 += kc) {
-        const int64_t klen = std::min<int64_t>(kc, K - k0);
-        if (wa_key[0] != m0 || wa_key[1] != k0) {
-          wa = widen_block(A, lda, trans_a, m0, mlen, k0, klen, s.a, false);
-          wa_key[0] = m0, wa_key[1] = k0;
-        }
-        if (wb_key[0] != k0 || wb_key[1] != n0) {
-          wb = widen_block(B, ldb, trans_b, k0, klen, n0, nlen, s.b, false);
-          wb_key[0] = k0, wb_key[1] = n0;
-        }
-        gemm(trans_a, trans_b, (int)mlen, (int)nlen, (int)klen, wa.p, wa.ld, wb.p, wb.ld, block.beta, block.p,
-             block.ld);
-        block.beta = 1.0f;
-      }
-      if (c_dtype != DType::F32)
-        finish_wide_bf16(block, static_cast<uint16_t*>(C), ldc, accumulate, bias, m0, mlen, n0, nlen, false);
+      multiply_wide_block(trans_a, trans_b, K, A, lda, B, ldb, accumulate, C, c_dtype, ldc, bias, m0, mlen, n0, nlen,
+                          kc, s, cache, false);
     }
   } catch (...) {  // an exception may not leave a parallel region: the first one is rethrown after it
 #pragma omp critical(gemm_bf16_widened_error)
