@@ -96,10 +96,10 @@ GlooRun train_by_hand(const TempDir& dir, const std::string& name, int np, const
   return out;
 }
 
-// Rank 0 logs the 20 iterations; no other rank logs any.
+// Rank 0 logs the 10 iterations; no other rank logs any.
 void expect_one_logger(const GlooRun& g) {
   ASSERT_FALSE(g.logs.empty());
-  EXPECT_EQ(iteration_lines(g.logs[0]), 20u) << g.logs[0];
+  EXPECT_EQ(iteration_lines(g.logs[0]), 10u) << g.logs[0];
   for (size_t r = 1; r < g.logs.size(); r++) EXPECT_EQ(iteration_lines(g.logs[r]), 0u) << g.logs[r];
 }
 
@@ -169,7 +169,7 @@ TEST_F(TrainParallel, PipelineOverGlooEqualsMpiBitForBit) {
   EXPECT_EQ(g.run.valid, m.valid);
   ASSERT_EQ(g.logs.size(), 2u);
   EXPECT_EQ(iteration_lines(g.logs[0]), 0u) << g.logs[0];
-  EXPECT_EQ(iteration_lines(g.logs[1]), 20u) << g.logs[1];
+  EXPECT_EQ(iteration_lines(g.logs[1]), 10u) << g.logs[1];
 }
 
 // Two "hosts" (network namespaces joined by a veth pair, each rank also with its own hostname and PID space) with

@@ -71,12 +71,23 @@ TEST(LossScaleOptions, Fp16AloneScalesUnderTheFlagsValues) {
 
 // ---- training runs through the executable ------------------------------------------------------------------------
 
+// The runs here take 20 iterations, not the layout tests' 10: the precisions' bounds below are over 20 steps, and
+// the fp16 runs from an overflowing scale need iterations left to train after their skips.
+Flags twenty(Flags flags) {
+  flags["--train-iters"] = "20";
+  flags["--eval-interval"] = "10";
+  return flags;
+}
+TrainRun train20(const TempDir& dir, const std::string& name, int np, const Flags& overrides = {}) {
+  return train(dir, name, np, twenty(overrides));
+}
+
 // One fp32 run shared by the tests (20 iterations, dropout 0.1).
 class MixedPrecisionRuns : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir;
-    fp32_ = new TrainRun(train_reference(*dir_, "fp32"));
+    fp32_ = new TrainRun(train_reference(*dir_, "fp32", twenty({})));
   }
   static void TearDownTestSuite() {
     delete fp32_;
@@ -108,7 +119,7 @@ void expect_tracks(const TrainRun& got, const TrainRun& fp32, double tolerance, 
 // bf16 (8 significant bits) moves the losses of this tiny model by ~1e-4 relative over 20 steps (they sit near
 // log V); 1e-3 is the bound.
 TEST_F(MixedPrecisionRuns, Bf16TracksFp32) {
-  const TrainRun bf16 = train(*dir_, "bf16", 0, {{"--bf16", ""}});
+  const TrainRun bf16 = train20(*dir_, "bf16", 0, {{"--bf16", ""}});
   EXPECT_NE(bf16.output.find("precision: bf16"), std::string::npos) << bf16.output;
   EXPECT_NE(bf16.output.find("loss scale: 1.0 |"), std::string::npos) << bf16.output;
   EXPECT_NE(bf16.output.find("\nbf16 matrix products: " + lmforge::kernels::bf16_gemm_cpu_path() + "\n"),
@@ -119,7 +130,7 @@ TEST_F(MixedPrecisionRuns, Bf16TracksFp32) {
 
 // fp16 (11 significant bits) with a loss scale that never overflows here: closer to fp32 than bf16, no skips.
 TEST_F(MixedPrecisionRuns, Fp16WithoutOverflowTracksFp32) {
-  const TrainRun fp16 = train(*dir_, "fp16", 0, {{"--fp16", ""}, {"--initial-loss-scale", "1024"}});
+  const TrainRun fp16 = train20(*dir_, "fp16", 0, {{"--fp16", ""}, {"--initial-loss-scale", "1024"}});
   EXPECT_NE(fp16.output.find("precision: fp16"), std::string::npos) << fp16.output;
   EXPECT_EQ(fp16.output.find("number of skipped iterations:   1"), std::string::npos) << fp16.output;
   expect_tracks(fp16, *fp32_, 1e-4, "fp16");
@@ -128,10 +139,10 @@ TEST_F(MixedPrecisionRuns, Fp16WithoutOverflowTracksFp32) {
 // bf16 under data parallelism (fp32 reductions) and tensor parallelism (bf16 activations summed in fp32) tracks
 // the single-process bf16 run; the order of sums differs, which bf16 rounding can amplify a little.
 TEST_F(MixedPrecisionRuns, Bf16DataAndTensorParallel) {
-  const TrainRun single = train(*dir_, "bf16-single", 0, {{"--bf16", ""}});
+  const TrainRun single = train20(*dir_, "bf16-single", 0, {{"--bf16", ""}});
   ASSERT_EQ(single.status, 0) << single.output;
-  const TrainRun dp = train(*dir_, "bf16-dp2", 2, {{"--bf16", ""}});
-  const TrainRun tp = train(*dir_, "bf16-tp2", 2, {{"--bf16", ""}, {"--tensor-model-parallel-size", "2"}});
+  const TrainRun dp = train20(*dir_, "bf16-dp2", 2, {{"--bf16", ""}});
+  const TrainRun tp = train20(*dir_, "bf16-tp2", 2, {{"--bf16", ""}, {"--tensor-model-parallel-size", "2"}});
   for (const auto* r : {&dp, &tp}) {
     ASSERT_EQ(r->status, 0) << r->output;
     ASSERT_EQ(r->loss.size(), single.loss.size());
@@ -145,7 +156,7 @@ TEST_F(MixedPrecisionRuns, Bf16DataAndTensorParallel) {
 // A loss scale of 2^24 overflows fp16 at once: with --hysteresis 1 every such iteration is skipped and halves the
 // scale until the gradients fit; the skipped iterations leave the weights and schedule alone.
 TEST_F(MixedPrecisionRuns, Fp16OverflowSkipsTheIterationAndHalvesTheScale) {
-  const TrainRun r = train(*dir_, "fp16-overflow", 0,
+  const TrainRun r = train20(*dir_, "fp16-overflow", 0,
                            {{"--fp16", ""}, {"--initial-loss-scale", "16777216"}, {"--hysteresis", "1"}});
   ASSERT_EQ(r.status, 0) << r.output;
   std::istringstream in(r.output);
@@ -180,7 +191,7 @@ TEST_F(MixedPrecisionRuns, Fp16OverflowSkipsTheIterationAndHalvesTheScale) {
 // now print identical iteration lines (losses, grad norms, skips, scales) and still train.
 TEST_F(MixedPrecisionRuns, Fp16DataParallelIsDeterministic) {
   const Flags flags = {{"--fp16", ""}, {"--initial-loss-scale", "16777216"}, {"--hysteresis", "1"}};
-  const TrainRun a = train(*dir_, "fp16-dp2-a", 2, flags), b = train(*dir_, "fp16-dp2-b", 2, flags);
+  const TrainRun a = train20(*dir_, "fp16-dp2-a", 2, flags), b = train20(*dir_, "fp16-dp2-b", 2, flags);
   ASSERT_EQ(a.status, 0) << a.output;
   ASSERT_EQ(b.status, 0) << b.output;
   auto iteration_lines = [](const std::string& out) {

@@ -41,14 +41,16 @@ TEST(OlderSpellings, MegatronV1ScriptGivesTheLossesOfTodaysFlags) {
                     {"--save", dir.file("ckpt-v1")}, {"--load", dir.file("ckpt-v1")}, {"--data-impl", "mmap"},
                     {"--distributed-backend", "nccl"}, {"--lr-decay-style", "cosine"}, {"--min-lr", "1.0e-5"},
                     {"--weight-decay", "1e-2"}, {"--clip-grad", "1.0"}, {"--warmup", ".01"},
-                    {"--checkpoint-activations", ""}, {"--save-interval", "10000"}, {"--fp16", ""}};
+                    {"--checkpoint-activations", ""}, {"--save-interval", "10000"}, {"--fp16", ""},
+                    {"--train-iters", "20"}, {"--eval-interval", "10"}};  // fp16 from 2^32: skips before it trains
   const Flags today = {{"--micro-batch-size", "2"}, {"--global-batch-size", "4"}, {"--lr-warmup-iters", "-"},
                        {"--tensor-model-parallel-size", "1"}, {"--lr-decay-iters", "16"},
                        {"--save", dir.file("ckpt-today")}, {"--load", dir.file("ckpt-today")},
                        {"--lr-decay-style", "cosine"}, {"--min-lr", "1.0e-5"}, {"--weight-decay", "1e-2"},
                        {"--clip-grad", "1.0"}, {"--lr-warmup-fraction", ".01"},
                        {"--recompute-granularity", "full"}, {"--recompute-method", "uniform"},
-                       {"--save-interval", "10000"}, {"--fp16", ""}};
+                       {"--save-interval", "10000"}, {"--fp16", ""},
+                       {"--train-iters", "20"}, {"--eval-interval", "10"}};
   Flags today1 = today;
   today1["--global-batch-size"] = "2";
   const TrainRun old_run = train(dir, "v1", 0, v1), new_run = train(dir, "today", 0, today1);
