@@ -4,6 +4,7 @@
 // The CPU kernels' Philox4x32-10 (the one dropout masks come from); a pure function, usable on the host whatever
 // the run's device.
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/philox_lanes.h"
 
 namespace lmforge::model {
 namespace {
@@ -23,33 +24,14 @@ struct Stream {
   Stream(const ElectraDrawKey& k, uint64_t sample, ElectraDrawSite site)
       : key{(uint32_t)k.seed, (uint32_t)(k.seed >> 32)},
         stream(mix(mix(mix(k.iteration) ^ sample) ^ (0x454c4543ull << 8 | (uint64_t)site))) {}
-  // Elements [i, i + kLanes) at once: the same Philox4x32-10 rounds as kernels::cpu::philox4x32_10 written over
-  // lanes, which the compiler vectorises (the 32 x 32 → 64-bit products as packed multiplies); a sampling step draws
-  // [B·N, vocab] of these (~18.5M at ELECTRA-Small's batch 32), one scalar Philox block each.
-  static constexpr int kLanes = 8;
+  // Elements [i, i + kPhiloxLanes) at once (the lanes' Philox: a sampling step draws [B·N, vocab] of these, ~18.5M
+  // at ELECTRA-Small's batch 32).
   void block(uint64_t i, double* out) const {
-    uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
-    for (int l = 0; l < kLanes; l++)
-      c0[l] = (uint32_t)(i + l), c1[l] = (uint32_t)((i + l) >> 32), c2[l] = (uint32_t)stream,
-      c3[l] = (uint32_t)(stream >> 32);
-    uint32_t k0 = key[0], k1 = key[1];
-    for (int round = 0; round < 10; round++) {
-      if (round > 0) k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
+    uint32_t w[4][kernels::cpu::kPhiloxLanes];
+    kernels::cpu::philox4x32_10_lanes(i, stream, key[0], key[1], w);
 #pragma omp simd
-      for (int l = 0; l < kLanes; l++) {
-        const uint64_t p0 = (uint64_t)0xD2511F53u * c0[l], p1 = (uint64_t)0xCD9E8D57u * c2[l];
-        const uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0, hi1 = (uint32_t)(p1 >> 32),
-                       lo1 = (uint32_t)p1;
-        c0[l] = hi1 ^ c1[l] ^ k0;
-        c1[l] = lo1;
-        c2[l] = hi0 ^ c3[l] ^ k1;
-        c3[l] = lo0;
-      }
-    }
-#pragma omp simd
-    for (int l = 0; l < kLanes; l++) {
-      const uint64_t bits = ((uint64_t)(c0[l] >> 5) << 26) + (c1[l] >> 6);
-      out[l] = (double)bits * (1.0 / 9007199254740992.0);
+    for (int l = 0; l < kernels::cpu::kPhiloxLanes; l++) {
+      out[l] = kernels::cpu::philox_uniform53(w[0][l], w[1][l]);
     }
   }
   double at(uint64_t i) const {
@@ -71,7 +53,7 @@ void electra_uniform_row(const ElectraDrawKey& key, uint64_t sample, ElectraDraw
                          uint64_t n, double* out) {
   const Stream s(key, sample, site);
   uint64_t j = 0;
-  for (; j + Stream::kLanes <= n; j += Stream::kLanes) s.block(first + j, out + j);
+  for (; j + kernels::cpu::kPhiloxLanes <= n; j += kernels::cpu::kPhiloxLanes) s.block(first + j, out + j);
   for (; j < n; j++) out[j] = s.at(first + j);
 }
 
