@@ -101,7 +101,8 @@ TEST(ElectraMasking, GumbelSamplingEqualsThePlainArgmaxOverEveryDraw) {
       double best = -INFINITY;
       int32_t arg = 0;
       for (int64_t v = 0; v < V; v++) {
-        const double x = (double)logits[(size_t)(m * V + v)] / T - std::log(-std::log(u[(size_t)(m * V + v)] + 1e-9) + 1e-9);
+        const size_t i = (size_t)(m * V + v);
+        const double x = (double)logits[i] / T - std::log(-std::log(u[i] + 1e-9) + 1e-9);
         if (x > best) best = x, arg = (int32_t)v;
       }
       ASSERT_EQ(got[(size_t)m], arg) << "row " << m << ", temperature " << T;
