@@ -4,6 +4,7 @@
 // The CPU kernels' Philox4x32-10 (the one dropout masks come from); a pure function, usable on the host whatever
 // the run's device.
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/philox_lanes.h"
 
 namespace lmforge::model {
 namespace {
@@ -23,6 +24,16 @@ struct Stream {
   Stream(const ElectraDrawKey& k, uint64_t sample, ElectraDrawSite site)
       : key{(uint32_t)k.seed, (uint32_t)(k.seed >> 32)},
         stream(mix(mix(mix(k.iteration) ^ sample) ^ (0x454c4543ull << 8 | (uint64_t)site))) {}
+  // Elements [i, i + kPhiloxLanes) at once (the lanes' Philox: a sampling step draws [B·N, vocab] of these, ~18.5M
+  // at ELECTRA-Small's batch 32).
+  void block(uint64_t i, double* out) const {
+    uint32_t w[4][kernels::cpu::kPhiloxLanes];
+    kernels::cpu::philox4x32_10_lanes(i, stream, key[0], key[1], w);
+#pragma omp simd
+    for (int l = 0; l < kernels::cpu::kPhiloxLanes; l++) {
+      out[l] = kernels::cpu::philox_uniform53(w[0][l], w[1][l]);
+    }
+  }
   double at(uint64_t i) const {
     const uint32_t counter[4] = {(uint32_t)i, (uint32_t)(i >> 32), (uint32_t)stream, (uint32_t)(stream >> 32)};
     uint32_t w[4];
@@ -41,7 +52,9 @@ double electra_uniform(const ElectraDrawKey& key, uint64_t sample, ElectraDrawSi
 void electra_uniform_row(const ElectraDrawKey& key, uint64_t sample, ElectraDrawSite site, uint64_t first,
                          uint64_t n, double* out) {
   const Stream s(key, sample, site);
-  for (uint64_t j = 0; j < n; j++) out[j] = s.at(first + j);
+  uint64_t j = 0;
+  for (; j + kernels::cpu::kPhiloxLanes <= n; j += kernels::cpu::kPhiloxLanes) s.block(first + j, out + j);
+  for (; j < n; j++) out[j] = s.at(first + j);
 }
 
 }  // namespace lmforge::model

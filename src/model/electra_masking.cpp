@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <omp.h>
 #include <string>
 
 #include "util/error.h"
@@ -77,21 +78,58 @@ ElectraMasked electra_mask(const int32_t* ids, const int32_t* input_mask, int B,
   return m;
 }
 
+namespace {
+
+// The reference's noise g(u) = −log(−log(u + 1e-9) + 1e-9), in double; nondecreasing in u.
+inline double gumbel_noise(double u) { return -std::log(-std::log(u + 1e-9) + 1e-9); }
+
+// How far below the needed noise a skipped draw's noise must lie: far above the rounding of g (a few ulps of values
+// up to ~21) and of the sums z/T + g, so a skipped draw's x is below the row's best however those round.
+constexpr double kSkipMargin = 1e-6;
+
+// The largest uniform that certainly cannot win: every u < the result has g(u) < t − kSkipMargin/2, t = the noise a
+// draw needs to beat the row's best with the row's largest scaled logit. From the inverse
+// u = exp(−(exp(−t') − 1e-9)) − 1e-9 at t' = t − kSkipMargin, then checked through g itself, so what is skipped
+// rests only on g's monotonicity, not on the inverse's accuracy. −1 (skip nothing) where t is not finite, the
+// inverse leaves (0, 1) or the check fails.
+double losing_uniform(double t) {
+  if (!std::isfinite(t)) return -1.0;
+  const double u = std::exp(-(std::exp(-(t - kSkipMargin)) - 1e-9)) - 1e-9;
+  if (!(u > 0.0 && u < 1.0) || !(gumbel_noise(u) < t - 0.5 * kSkipMargin)) return -1.0;
+  return u;
+}
+
+}  // namespace
+
 std::vector<int32_t> electra_gumbel_sample(const float* logits, int64_t M, int64_t V, double temperature,
                                            const std::function<void(int64_t m, double* u)>& gumbel_row) {
   std::vector<int32_t> out((size_t)M);
-  std::vector<double> row((size_t)V);
+  // One row of uniforms per thread, allocated here (an allocation failing inside the parallel region could not
+  // throw out of it).
+  const int threads = M > 1 ? std::max(1, omp_get_max_threads()) : 1;
+  std::vector<double> rows((size_t)threads * (size_t)V);
+  // Rows are independent: each thread takes whole rows, so the result is the same on any team.
+#pragma omp parallel for schedule(dynamic, 4) num_threads(threads) if (threads > 1)
   for (int64_t m = 0; m < M; m++) {
     const float* z = logits + m * V;
-    gumbel_row(m, row.data());
-    const double* u = row.data();
-    double best = -INFINITY;
+    double* u = rows.data() + (size_t)omp_get_thread_num() * (size_t)V;
+    gumbel_row(m, u);
+    // softmax is monotone, so argmax(softmax(z/T + g)) = argmax(z/T + g), the first maximum winning. A draw can win
+    // only if z_v/T + g(u_v) > best, which needs g(u_v) > best − max_v z_v/T: draws below losing_uniform() of that
+    // are skipped without their two logarithms (nearly all of a row once a good best is found: with V 30522 and
+    // logits near each other the winner's noise is ~log V ≈ 10, so draws below ~1 − 5e-5 cannot win). The result
+    // is the argmax over every draw, as computed before.
+    double zmax = -INFINITY;
+    for (int64_t v = 0; v < V; v++) zmax = std::max(zmax, (double)z[v] / temperature);
+    double best = -INFINITY, skip_below = -1.0;
     int64_t arg = 0;
     for (int64_t v = 0; v < V; v++) {
-      // softmax is monotone, so argmax(softmax(z/T + g)) = argmax(z/T + g).
-      const double g = -std::log(-std::log(u[v] + 1e-9) + 1e-9);
-      const double x = (double)z[v] / temperature + g;
-      if (x > best) best = x, arg = v;
+      if (u[v] < skip_below) continue;
+      const double x = (double)z[v] / temperature + gumbel_noise(u[v]);
+      if (x > best) {
+        best = x, arg = v;
+        skip_below = losing_uniform(best - zmax);
+      }
     }
     out[(size_t)m] = (int32_t)arg;
   }

@@ -37,7 +37,9 @@ ElectraMasked electra_mask(const int32_t* ids, const int32_t* input_mask, int B,
 
 // sample_from_softmax: argmax_v(logits[m, v] / T + g), g = −log(−log(u + 1e-9) + 1e-9), in double, over M rows of
 // V logits; the first maximum wins (as tf.argmax). logits fp32 [M, V]; gumbel_row(m, u) writes row m's V uniforms
-// into u (one row at a time: a step's [B·N, V] uniforms are never held at once).
+// into u (one row at a time: a step's [B·N, V] uniforms are never held at once). Rows are sampled on the OpenMP
+// team, so gumbel_row is called from several threads at once (for different rows): it must be safe to be, and must
+// not throw (an exception cannot leave the parallel region).
 std::vector<int32_t> electra_gumbel_sample(const float* logits, int64_t M, int64_t V, double temperature,
                                            const std::function<void(int64_t m, double* u)>& gumbel_row);
 

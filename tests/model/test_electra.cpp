@@ -34,6 +34,20 @@ TEST(ElectraDraws, UniformAndAPureFunctionOfSeedIterationSampleSiteAndElement) {
   EXPECT_NE(u, electra_uniform({1235, 7}, 3, ElectraDrawSite::KEEP, 5));
 }
 
+// A row is drawn eight elements at a time (electra_draws.cpp): it must equal its elements drawn one by one, wherever
+// it starts and ends and across the counter's high word.
+TEST(ElectraDraws, ARowEqualsItsElementsDrawnOneByOne) {
+  const ElectraDrawKey key{0x123456789abcdefull, 42};
+  for (const uint64_t first : {uint64_t(0), uint64_t(3), (uint64_t(1) << 32) - 5}) {
+    for (const uint64_t n : {uint64_t(1), uint64_t(7), uint64_t(8), uint64_t(29)}) {
+      std::vector<double> row(n);
+      electra_uniform_row(key, 9, ElectraDrawSite::GUMBEL, first, n, row.data());
+      for (uint64_t j = 0; j < n; j++)
+        ASSERT_EQ(row[j], electra_uniform(key, 9, ElectraDrawSite::GUMBEL, first + j)) << first << " + " << j;
+    }
+  }
+}
+
 ElectraConfig small_config() {
   ElectraConfig c;
   c.vocab_size = 300;

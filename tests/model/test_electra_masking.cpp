@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "model/electra_masking.h"
@@ -68,6 +69,46 @@ TEST(ElectraMasking, GumbelArgmaxAddsTheNoiseToTheScaledLogits) {
   EXPECT_EQ(s, (std::vector<int32_t>{1, 2}));
   // A low temperature lets the logit win.
   EXPECT_EQ(electra_gumbel_sample(logits.data(), 2, 3, 0.1, rows)[1], 0);
+}
+
+// The sampler skips the logarithms of draws that cannot win (electra_gumbel_sample); its choices must be the plain
+// argmax over every draw: rows of flat, spread and peaked logits, temperatures below and above 1, uniforms near 0
+// and 1 (u + 1e-9 rounding to 1 and above), exact ties (the first wins), and on a team of threads.
+TEST(ElectraMasking, GumbelSamplingEqualsThePlainArgmaxOverEveryDraw) {
+  const int64_t M = 64, V = 3001;
+  std::mt19937_64 rng(17);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> logits((size_t)(M * V));
+  std::vector<double> u((size_t)(M * V));
+  for (int64_t m = 0; m < M; m++) {
+    const float spread = m % 4 == 0 ? 0.02f : m % 4 == 1 ? 1.0f : m % 4 == 2 ? 8.0f : 0.0f;
+    for (int64_t v = 0; v < V; v++) {
+      logits[(size_t)(m * V + v)] = spread * normal(rng);
+      double x = unit(rng);
+      if (m % 8 == 5 && v % 97 == 0) x = 1.0 - std::ldexp(1.0, -53) * (double)(1 + v % 5);  // u + 1e-9 >= 1
+      if (m % 8 == 6 && v % 89 == 0) x = std::ldexp(1.0, -40) * (double)(v % 3);             // near and at 0
+      u[(size_t)(m * V + v)] = x;
+    }
+  }
+  // Row 7: two equal best draws on equal logits; the first must win.
+  std::fill(logits.begin() + 7 * V, logits.begin() + 8 * V, 0.0f);
+  u[(size_t)(7 * V + 100)] = u[(size_t)(7 * V + 2000)] = 0.9999999;
+  const auto rows = [&](int64_t m, double* out) { std::copy_n(u.begin() + m * V, V, out); };
+  for (double T : {1.0, 0.25, 3.0}) {
+    const std::vector<int32_t> got = electra_gumbel_sample(logits.data(), M, V, T, rows);
+    for (int64_t m = 0; m < M; m++) {
+      double best = -INFINITY;
+      int32_t arg = 0;
+      for (int64_t v = 0; v < V; v++) {
+        const size_t i = (size_t)(m * V + v);
+        const double x = (double)logits[i] / T - std::log(-std::log(u[i] + 1e-9) + 1e-9);
+        if (x > best) best = x, arg = (int32_t)v;
+      }
+      ASSERT_EQ(got[(size_t)m], arg) << "row " << m << ", temperature " << T;
+    }
+    EXPECT_EQ(got[7], 100);
+  }
 }
 
 TEST(ElectraMasking, DuplicatedPositionsGetTheFloorAverageAndEqualSamplesAreReal) {

@@ -10,6 +10,7 @@
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/lowp.h"
+#include "kernels/cpu/philox_lanes.h"
 #include "kernels/dispatch.h"
 
 namespace lmforge::kernels::cpu {
@@ -34,6 +35,15 @@ void row_factors(const DropoutKey& key, uint64_t base, int n, float* f) {
   uint64_t i = base;
   int done = 0;
   while (done < n) {
+    if (i % 4 == 0 && n - done >= 4 * kPhiloxLanes) {  // whole blocks: kPhiloxLanes at once (philox_lanes.h)
+      uint32_t w[4][kPhiloxLanes];
+      philox4x32_10_lanes(i / 4, key.stream, k[0], k[1], w);
+      for (int l = 0; l < kPhiloxLanes; l++)
+        for (int r = 0; r < 4; r++)
+          f[done + 4 * l + r] = (float)(w[r][l] >> 8) * (1.0f / 16777216.0f) >= key.p ? scale : 0.0f;
+      i += 4 * kPhiloxLanes, done += 4 * kPhiloxLanes;
+      continue;
+    }
     const uint64_t j = i / 4;
     const uint32_t counter[4] = {(uint32_t)j, (uint32_t)(j >> 32), (uint32_t)key.stream, (uint32_t)(key.stream >> 32)};
     uint32_t w[4];

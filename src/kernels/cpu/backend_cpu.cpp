@@ -19,6 +19,23 @@
 namespace lmforge::kernels {
 namespace {
 
+// Buffers of kChunk·2 bytes and more are zeroed and copied by all threads in chunks: one thread cannot saturate
+// memory bandwidth, and the other would wait. From 2 MB: a training step zeroes many gradient buffers of exactly
+// 4 MB ([4096, 256] fp32: ELECTRA-Small's batch at hidden 256), which the earlier bound (more than 4 MB) left to one
+// thread (memset on the main thread twice the other's share of a step's samples), and ELECTRA copies its 74 MB of
+// generator logits to the host every step.
+constexpr size_t kChunk = size_t(1) << 20;
+void chunked_copy(void* dst, const void* src, size_t bytes) {
+  char* d = static_cast<char*>(dst);
+  const char* from = static_cast<const char*>(src);
+  const int64_t chunks = (int64_t)((bytes + kChunk - 1) / kChunk);
+#pragma omp parallel for schedule(static) if (bytes >= kChunk * 2)
+  for (int64_t i = 0; i < chunks; i++) {
+    const size_t begin = (size_t)i * kChunk;
+    std::memcpy(d + begin, from + begin, std::min(kChunk, bytes - begin));
+  }
+}
+
 class CpuBackend final : public Backend {
  public:
   const char* name() const override { return "cpu"; }
@@ -40,18 +57,16 @@ class CpuBackend final : public Backend {
     return p;
   }
   void free(void* p) override { std::free(p); }
-  void copy_to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void copy_to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void copy_on_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy_to_device(void* dst, const void* src, size_t bytes) override { chunked_copy(dst, src, bytes); }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override { chunked_copy(dst, src, bytes); }
+  void copy_on_device(void* dst, const void* src, size_t bytes) override { chunked_copy(dst, src, bytes); }
   void fill_zero(void* p, size_t bytes) override {
-    // Large buffers are zeroed by all threads: one thread cannot saturate memory bandwidth.
     char* c = static_cast<char*>(p);
-    const size_t chunk = size_t(1) << 20;
-    const int64_t chunks = (int64_t)((bytes + chunk - 1) / chunk);
-#pragma omp parallel for schedule(static) if (bytes > chunk * 4)
+    const int64_t chunks = (int64_t)((bytes + kChunk - 1) / kChunk);
+#pragma omp parallel for schedule(static) if (bytes >= kChunk * 2)
     for (int64_t i = 0; i < chunks; i++) {
-      const size_t begin = (size_t)i * chunk;
-      std::memset(c + begin, 0, std::min(chunk, bytes - begin));
+      const size_t begin = (size_t)i * kChunk;
+      std::memset(c + begin, 0, std::min(kChunk, bytes - begin));
     }
   }
   // Whole pages inside the range go back to the system (private anonymous memory reads as zeros afterwards); the
@@ -70,6 +85,7 @@ class CpuBackend final : public Backend {
     if (madvise((void*)pa, pb - pa, MADV_DONTNEED) != 0) std::memset((void*)pa, 0, pb - pa);
   }
   void synchronize() override {}
+
   void set_num_threads(int n) override {
     if (n <= 0) return;
     // OpenBLAS itself stays single-threaded: the ops split GEMMs over the OpenMP team (see gemm() in

@@ -1,5 +1,7 @@
 // defines: the CPU bias add (in place) and its gradient, the column sums (fp32: column_sums(); bf16 / f16 storage:
 //          column_sums_lowp(), also the linear layer's bias gradient), and the registration
+#include <omp.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -10,13 +12,30 @@
 
 namespace lmforge::kernels::cpu {
 
+namespace {
+
+// Columns per thread block: at most kMaxColumnBlock, and narrower (down to 16, one cache line of fp32) so that there
+// are two blocks per thread where the columns allow. Each column is summed over the rows in order by one thread
+// whatever the block width, so the width changes no result. Why: with blocks of 256, a bias gradient of 256 columns
+// or fewer (ELECTRA-Small's every encoder bias but the FFN's, all of its generator's) was summed over the 4096
+// rows of a batch by one thread while the other waited (column_sums ~1 % of a step's samples, nearly all on the
+// main thread).
+constexpr int64_t kMaxColumnBlock = 256;
+int64_t column_block(int64_t OC) {
+  const int64_t parts = 2 * (int64_t)omp_get_max_threads();
+  const int64_t width = ((OC + parts - 1) / parts + 15) / 16 * 16;
+  return std::clamp<int64_t>(width, 16, kMaxColumnBlock);
+}
+
+}  // namespace
+
 void column_sums(float* acc_out, const float* x, int N, int OC) {
-  const int block = 256;
+  const int block = (int)column_block(OC);
   const int nblocks = (OC + block - 1) / block;
 #pragma omp parallel for schedule(static) if ((size_t)N * OC >= kParallelMin)
   for (int k = 0; k < nblocks; k++) {
     int o0 = k * block, o1 = o0 + block < OC ? o0 + block : OC;
-    float acc[block];
+    float acc[kMaxColumnBlock];
     for (int o = o0; o < o1; o++) acc[o - o0] = 0.0f;
     for (int n = 0; n < N; n++) {
       const float* d = x + (size_t)n * OC;
@@ -31,12 +50,12 @@ void column_sums(float* acc_out, const float* x, int N, int OC) {
 void column_sums_lowp(const Tensor& acc, const Tensor& x) {
   const Ref a(acc), d(x);
   const int64_t N = x.rows(), OC = x.dim(-1);
-  constexpr int64_t block = 256;
+  const int64_t block = column_block(OC);
   const int64_t nblocks = (OC + block - 1) / block;
 #pragma omp parallel for schedule(static) if ((size_t)(N * OC) >= kParallelMin)
   for (int64_t k = 0; k < nblocks; k++) {
     const int64_t o0 = k * block, w = std::min(block, OC - o0);
-    float sum[block] = {}, buf[block];
+    float sum[kMaxColumnBlock] = {}, buf[kMaxColumnBlock];
     for (int64_t n = 0; n < N; n++) {
       const float* v = d.load(n, o0, w, buf);
 #pragma omp simd

@@ -1,10 +1,12 @@
 // defines: Philox4x32-10, the CPU dropout (forward, backward) over it in fp32 and on bf16 / f16 storage, its
 //          registration, and dropout_keep()
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/lowp_blocks.h"
+#include "kernels/cpu/philox_lanes.h"
 #include "kernels/dispatch.h"
 
 namespace lmforge::kernels::cpu {
@@ -28,17 +30,9 @@ void philox4x32_10(const uint32_t counter[4], const uint32_t key[2], uint32_t ou
 
 namespace {
 
-// The keep factors (0 or 1/(1−p)) of elements [4j, 4j+4): one Philox block.
-inline void block_factors(const DropoutKey& key, uint64_t j, float scale, float f[4]) {
-  const uint32_t counter[4] = {(uint32_t)j, (uint32_t)(j >> 32), (uint32_t)key.stream, (uint32_t)(key.stream >> 32)};
-  const uint32_t k[2] = {(uint32_t)key.seed, (uint32_t)(key.seed >> 32)};
-  uint32_t w[4];
-  philox4x32_10(counter, k, w);
-  for (int i = 0; i < 4; i++) f[i] = (float)(w[i] >> 8) * (1.0f / 16777216.0f) >= key.p ? scale : 0.0f;
-}
-
-// y[i] (=, or += with add) factor(base + i)·x[i] over n elements, blocks of 4 in parallel; base is a multiple of 4
-// (a piece of a larger tensor, e.g. one block of the low-precision kernels).
+// y[i] (=, or += with add) factor(base + i)·x[i] over n elements, factor 0 or 1/(1−p) from word i % 4 of Philox block
+// i / 4; groups of kPhiloxLanes blocks (philox_lanes.h: the blocks' rounds vectorised) in parallel. base is a
+// multiple of 4 (a piece of a larger tensor, e.g. one block of the low-precision kernels).
 void dropout_apply(float* y, const float* x, size_t n, const DropoutKey& key, uint64_t base, bool add) {
   const float scale = 1.0f / (1.0f - key.p);
   if (key.p <= 0.0f) {
@@ -46,13 +40,18 @@ void dropout_apply(float* y, const float* x, size_t n, const DropoutKey& key, ui
     else if (y != x) std::memcpy(y, x, n * sizeof(float));
     return;
   }
-  const int64_t blocks = (int64_t)((n + 3) / 4);
+  constexpr size_t kGroup = 4 * kPhiloxLanes;
+  const int64_t groups = (int64_t)((n + kGroup - 1) / kGroup);
+  const uint32_t k0 = (uint32_t)key.seed, k1 = (uint32_t)(key.seed >> 32);
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t j = 0; j < blocks; j++) {
-    float f[4];
-    block_factors(key, base / 4 + (uint64_t)j, scale, f);
-    const size_t first = (size_t)j * 4;
-    for (size_t i = 0; i < 4 && first + i < n; i++) {
+  for (int64_t g = 0; g < groups; g++) {
+    uint32_t w[4][kPhiloxLanes];
+    philox4x32_10_lanes(base / 4 + (uint64_t)g * kPhiloxLanes, key.stream, k0, k1, w);
+    float f[kGroup];
+    for (int l = 0; l < kPhiloxLanes; l++)
+      for (int r = 0; r < 4; r++) f[4 * l + r] = (float)(w[r][l] >> 8) * (1.0f / 16777216.0f) >= key.p ? scale : 0.0f;
+    const size_t first = (size_t)g * kGroup, m = std::min(kGroup, n - first);
+    for (size_t i = 0; i < m; i++) {
       const float v = f[i] * x[first + i];
       if (add) y[first + i] += v;
       else y[first + i] = v;

@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -250,19 +249,25 @@ void linear_backward_gemm(float* dinp, float* dweight, float* dbias, const float
 
 // ---- bf16 ---------------------------------------------------------------------------------------------------------
 
-// An operand as bf16: a BF16 view as it is, an F32 one rounded into a temporary (what storing it in bf16 would
-// have given). Contiguous operands only (ops.cpp checks linear's).
+// An operand as bf16: a BF16 view as it is, an F32 one rounded into `scratch` (what storing it in bf16 would have
+// given). Contiguous operands only (ops.cpp checks linear's). The scratch is the calling thread's, kept across calls
+// (one per role, below): a bf16 step rounds the generator head's fp32 logit gradient ([B·N, vocab], 37 MB at
+// ELECTRA-Small's batch 32) here every step, and a fresh allocation page-faulted all of it each time.
 class AsBF16 {
  public:
-  explicit AsBF16(const Tensor& t) {
+  AsBF16(const Tensor& t, GrowingBuffer& scratch) {
     if (t.dtype == DType::BF16) {
       p_ = static_cast<const uint16_t*>(t.data);
       return;
     }
     const size_t n = (size_t)t.numel();
-    temp_.reset(new uint16_t[n > 0 ? n : 1]);
+    uint16_t* dst;
+    try {
+      dst = static_cast<uint16_t*>(scratch.get(std::max<size_t>(n, 1) * sizeof(uint16_t)));
+    } catch (const std::bad_alloc&) {
+      throw Error("linear (bf16): cannot allocate " + std::to_string(n * 2) + " bytes of scratch");
+    }
     const float* src = static_cast<const float*>(t.data);
-    uint16_t* dst = temp_.get();
 #pragma omp parallel for simd schedule(static) if (parallel : n >= kParallelMin * 4)
     for (size_t i = 0; i < n; i++) dst[i] = f32_to_bf16(src[i]);
     p_ = dst;
@@ -271,12 +276,19 @@ class AsBF16 {
 
  private:
   const uint16_t* p_ = nullptr;
-  std::unique_ptr<uint16_t[]> temp_;
 };
+struct Bf16Slots {
+  GrowingBuffer x, w, dy;
+};
+Bf16Slots& bf16_slots() {
+  thread_local Bf16Slots s;
+  return s;
+}
 
 void linear_forward_bf16_gemm(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias, int N,
                               int IC, int OC, WeightLayout layout) {
-  const AsBF16 x(inp), w(weight);
+  Bf16Slots& s = bf16_slots();
+  const AsBF16 x(inp, s.x), w(weight, s.w);
   const AsF32 b(bias, AsF32::IN);
   // out[N,OC] = inp[N,IC]·W (IN_OUT: W [IC,OC]) or inp·Wᵀ (OUT_IN: W [OC,IC]), + b
   const bool in_out = layout == WeightLayout::IN_OUT;
@@ -285,16 +297,17 @@ void linear_forward_bf16_gemm(const Tensor& out, const Tensor& inp, const Tensor
 
 void linear_backward_bf16_gemm(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                                const Tensor& inp, const Tensor& weight, int N, int IC, int OC, WeightLayout layout) {
-  const AsBF16 dy(dout);
+  Bf16Slots& s = bf16_slots();
+  const AsBF16 dy(dout, s.dy);
   const bool in_out = layout == WeightLayout::IN_OUT;
   if (dinp.present()) {
     // dinp[N,IC] += dout[N,OC]·Wᵀ (W [IC,OC]) or dout·W (W [OC,IC])
-    const AsBF16 w(weight);
+    const AsBF16 w(weight, s.w);
     gemm_bf16(false, in_out, N, IC, OC, dy.get(), OC, w.get(), in_out ? OC : IC, true, dinp.data, dinp.dtype, IC,
               nullptr);
   }
   if (dweight.present()) {
-    const AsBF16 x(inp);
+    const AsBF16 x(inp, s.x);
     if (in_out)  // dW[IC,OC] += inpᵀ·dout
       gemm_bf16(true, false, IC, OC, N, x.get(), IC, dy.get(), OC, true, dweight.data, dweight.dtype, OC, nullptr);
     else  // dW[OC,IC] += doutᵀ·inp
