@@ -7,5 +7,4 @@ cd "$(dirname "$0")/.."
 generator=()
 [ -f build/CMakeCache.txt ] || generator=(-G Ninja)
 cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
-# One job more than cores: linking, the tests' discovery runs and reading sources leave a core idle at times.
-cmake --build build -j"$(( $(nproc) + 1 ))"
+cmake --build build -j"$(nproc)"
