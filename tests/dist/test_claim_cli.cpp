@@ -242,17 +242,26 @@ TEST(ClaimPrepCli, InspectShowsShardsClaimersHeartbeatsAndTheEnd) {
   Child a(cmd, dir.file("a.log"));
   const auto [shard, pid] = first_claim(dir.file("s.shards/claims"));
   ASSERT_GE(shard, 0) << a.log();
-  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
   char name[32];
   std::snprintf(name, sizeof name, "shard-%06d", shard);
-  auto r = run_command(inspect);
+  // The claim file comes first, the claimer's status names the shard at its next write: stopping the claimer in
+  // between (a loaded machine) left a status without it, so wait for the status to name the shard before stopping.
+  const std::regex on_shard("pid " + std::to_string(pid) + " \\(token [0-9a-f]{16}\\): heartbeat [0-9.]+ s ago, on " +
+                            name);
+  lmforge::testing::CommandResult r;
+  for (auto start = std::chrono::steady_clock::now();
+       std::chrono::steady_clock::now() - start < std::chrono::seconds(20);
+       std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
+    r = run_command(inspect);
+    if (r.status == 0 && std::regex_search(r.output, on_shard)) break;
+  }
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  r = run_command(inspect);
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("12 shards, 11.8 MB"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("done 0 (0.0 MB), claimed 1, free 11"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("claimers:        1 live, 0 without"), std::string::npos) << r.output;
-  EXPECT_TRUE(std::regex_search(r.output, std::regex("pid " + std::to_string(pid) + " \\(token [0-9a-f]{16}\\): "
-                                                     "heartbeat [0-9.]+ s ago, on " + name)))
-      << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, on_shard)) << r.output;
   EXPECT_NE(r.output.find("assembled:       no"), std::string::npos) << r.output;
   // Past the lease the stopped claimer and its claim are shown as expired.
   std::this_thread::sleep_for(std::chrono::milliseconds(2600));
