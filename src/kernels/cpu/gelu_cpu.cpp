@@ -77,44 +77,31 @@ inline float gelu_erf_grad(float x, float d) {
   return d * (normal_cdf(x) + x * fast_exp(-0.5f * x * x) * kInvSqrt2Pi);
 }
 
-void gelu_forward_n(float* out, const float* inp, size_t n, GeluKind kind) {
-  if (kind == GeluKind::TANH) {
-    if (n < kParallelMin) {
-#pragma omp simd
-      for (size_t i = 0; i < n; i++) out[i] = gelu_tanh(inp[i]);
-      return;
-    }
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) out[i] = gelu_tanh(inp[i]);
-    return;
-  }
+// body(i) for every i < n, vectorised, and over the OpenMP team from kParallelMin elements on (below that, starting
+// the team costs more than the loop).
+template <class Body>
+inline void each_element(size_t n, Body body) {
   if (n < kParallelMin) {
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) out[i] = inp[i] * normal_cdf(inp[i]);
+    for (size_t i = 0; i < n; i++) body(i);
     return;
   }
 #pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; i++) out[i] = inp[i] * normal_cdf(inp[i]);
+  for (size_t i = 0; i < n; i++) body(i);
+}
+
+void gelu_forward_n(float* out, const float* inp, size_t n, GeluKind kind) {
+  if (kind == GeluKind::TANH)
+    each_element(n, [=](size_t i) { out[i] = gelu_tanh(inp[i]); });
+  else
+    each_element(n, [=](size_t i) { out[i] = inp[i] * normal_cdf(inp[i]); });
 }
 
 void gelu_backward_n(float* dinp, const float* inp, const float* dout, size_t n, GeluKind kind) {
-  if (kind == GeluKind::TANH) {
-    if (n < kParallelMin) {
-#pragma omp simd
-      for (size_t i = 0; i < n; i++) dinp[i] += gelu_tanh_grad(inp[i], dout[i]);
-      return;
-    }
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) dinp[i] += gelu_tanh_grad(inp[i], dout[i]);
-    return;
-  }
-  if (n < kParallelMin) {
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) dinp[i] += gelu_erf_grad(inp[i], dout[i]);
-    return;
-  }
-#pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; i++) dinp[i] += gelu_erf_grad(inp[i], dout[i]);
+  if (kind == GeluKind::TANH)
+    each_element(n, [=](size_t i) { dinp[i] += gelu_tanh_grad(inp[i], dout[i]); });
+  else
+    each_element(n, [=](size_t i) { dinp[i] += gelu_erf_grad(inp[i], dout[i]); });
 }
 
 void gelu_forward_f32(const Tensor& out, const Tensor& inp, GeluKind kind) {
