@@ -44,12 +44,17 @@ void print_ids(const char* what, const std::vector<int32_t>& ids) {
   std::fputc('\n', stderr);
 }
 
-// Streams `produced` as text: each call writes what the ids decoded so far add to the text already written.
+// Streams `produced` as text: each call writes what the ids decoded so far add to the text already written. The
+// prompt's ids are decoded with them: tokenizers that join tokens with a space (NullTokenizer, WordLevel) or glue
+// word pieces decode a continuation differently alone ("1 2 3" then "144" must read "1 2 3 144").
 class TextStream {
  public:
-  explicit TextStream(const text::Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+  TextStream(const text::Tokenizer& tokenizer, const std::vector<int32_t>& prompt)
+      : tokenizer_(tokenizer), ids_(prompt), prompt_ids_(prompt.size()), printed_(tokenizer.decode(prompt).size()) {}
   void emit(const std::vector<int32_t>& produced, bool final) {
-    const std::string text = tokenizer_.decode(produced);
+    ids_.resize(prompt_ids_);
+    ids_.insert(ids_.end(), produced.begin(), produced.end());
+    const std::string text = tokenizer_.decode(ids_);
     const size_t upto = final ? text.size() : stable_prefix(text);
     if (upto > printed_) {
       std::fwrite(text.data() + printed_, 1, upto - printed_, stdout);
@@ -60,7 +65,9 @@ class TextStream {
 
  private:
   const text::Tokenizer& tokenizer_;
-  size_t printed_ = 0;
+  std::vector<int32_t> ids_;  // the prompt's, then the produced ones
+  size_t prompt_ids_;
+  size_t printed_;            // bytes of the decoded text written (the prompt's are written as the user gave them)
 };
 
 // Span filling with a T5 checkpoint: the prompt (with literal <extra_id_N> sentinels) goes to the encoder; the
@@ -86,7 +93,7 @@ void run_t5(const GenerateCommandOptions& o, const text::Tokenizer& tokenizer, k
   std::fputc('\n', stdout);
   std::fflush(stdout);
   std::vector<int32_t> produced;
-  TextStream stream(tokenizer);
+  TextStream stream(tokenizer, {});  // the decoder's output alone, on a line of its own
   const auto t0 = std::chrono::steady_clock::now();
   train::generate_t5(*model, prompt, vocab.bos, options, [&](int32_t id) {
     produced.push_back(id);
@@ -146,7 +153,8 @@ void add_generate_command(CLI::App& app) {
   add_device_flag(cmd, o->device);
 
   cmd->callback([o] {
-    if (o->tokenizer.vocab_file.empty()) throw Error("--vocab-file is required (to encode the prompt)");
+    if (o->tokenizer.vocab_file.empty() && o->tokenizer.type != "NullTokenizer")
+      throw Error("--vocab-file is required (to encode the prompt)");
     // Everything that can be wrong with the flags or files is checked before the model runs.
     const auto tokenizer = text::make_tokenizer(o->tokenizer);
     kernels::Backend& backend = kernels::backend_for(o->device);
@@ -171,7 +179,7 @@ void add_generate_command(CLI::App& app) {
     std::fwrite(o->prompt.data(), 1, o->prompt.size(), stdout);
     std::fflush(stdout);
     std::vector<int32_t> produced;
-    TextStream stream(*tokenizer);
+    TextStream stream(*tokenizer, prompt);
     const auto t0 = std::chrono::steady_clock::now();
     train::generate(*model, prompt, options, [&](int32_t id) {
       produced.push_back(id);

@@ -122,7 +122,7 @@ void run_inspect(const InspectOptions& o, std::ostream& out) {
   auto ds = data::IndexedDataset::open(o.prefix);  // validates; corruption is an Error naming file and field
   std::unique_ptr<text::Tokenizer> tok;
   const bool tokenizer_given = !o.tokenizer.vocab_file.empty() || !o.tokenizer.model_file.empty() ||
-                               !o.tokenizer.name_or_path.empty();
+                               !o.tokenizer.name_or_path.empty() || o.tokenizer.vocab_size != 0;
   if (!o.documents.empty() && tokenizer_given) tok = text::make_tokenizer(o.tokenizer);
   const data::DatasetStats stats = data::compute_dataset_stats(*ds);
   if (o.json) {

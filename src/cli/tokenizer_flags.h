@@ -14,10 +14,17 @@ inline void add_tokenizer_flags(CLI::App* command, text::TokenizerOptions& optio
                       "PretrainedFromHF (any tokenizer.json, needs --tokenizer-name-or-path), SentencePieceTokenizer, "
                       "GPTSentencePieceTokenizer or Llama2Tokenizer (a SentencePiece .model, needs --tokenizer-model), "
                       "WordLevel (whitespace-separated words looked up in a vocab.json, needs --vocab-file; see "
-                      "--unk-token, --eod-token)")
+                      "--unk-token, --eod-token), NullTokenizer (text that is token ids already, \"17 4 256\", needs "
+                      "--vocab-size)")
       ->capture_default_str();
   command->add_option("--vocab-file", options.vocab_file,
                       "Vocabulary: GPT-2's vocab.json (encoder.json), BERT's vocab.txt or WordLevel's vocab.json");
+  command->add_option("--vocab-size", options.vocab_size,
+                      "NullTokenizer: the number of token ids before the end-of-document id (Megatron's \"size of "
+                      "vocab before EOD or padding\"). Text is integers in [0, vocab-size] separated by single "
+                      "spaces; the end-of-document id (--append-eod) is vocab-size itself, so the vocabulary has "
+                      "vocab-size + 1 ids before --make-vocab-size-divisible-by pads it")
+      ->check(at_least(1));
   command->add_option("--merge-file", options.merge_file, "GPT-2 BPE merges (merges.txt / vocab.bpe)");
   command->add_option("--tokenizer-name-or-path", options.name_or_path,
                       "PretrainedFromHF: a Hugging Face tokenizer.json, or a local directory holding one (and "

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -72,6 +73,27 @@ struct PrepWorker {
 
 namespace {
 
+// What a block held before a line was encoded, so that a line a tokenizer refuses part-way leaves nothing behind.
+struct LineMark {
+  std::vector<std::array<size_t, 3>> sizes;  // per key: ids, sequence_lengths, sequences_per_document
+};
+
+LineMark mark_line(const Block& block) {
+  LineMark mark;
+  for (const KeyTokens& k : block.keys) mark.sizes.push_back({k.ids.size(), k.sequence_lengths.size(), k.sequences_per_document.size()});
+  return mark;
+}
+
+void undo_line(Block& block, const LineMark& mark) {
+  for (size_t k = 0; k < block.keys.size(); ++k) {
+    block.keys[k].ids.resize(mark.sizes[k][0]);
+    block.keys[k].sequence_lengths.resize(mark.sizes[k][1]);
+    block.keys[k].sequences_per_document.resize(mark.sizes[k][2]);
+  }
+}
+
+void encode_document(Block& block, PrepWorker& worker, const PrepOptions& options, std::optional<int32_t> eod);
+
 // --input-format text: every line (as Python's text-mode readlines() cuts them: a lone '\r' ends one too) is one
 // document of one sequence, its ids and then the EOD, so that an empty line still gives its EOD, as the word-level
 // script that reads this format writes it. Without --append-eod an empty line is an empty document. Invalid UTF-8
@@ -113,7 +135,14 @@ void encode_block(Block& block, PrepWorker& worker, const PrepOptions& options, 
                " bytes (--max-line-bytes raises the limit)";
     } else if (options.input_format == "text") {
       pos = next;
-      encode_text_line(block, worker, line, eod);
+      const LineMark mark = mark_line(block);
+      try {
+        encode_text_line(block, worker, line, eod);
+      } catch (const Error& e) {  // a tokenizer that refuses a text (NullTokenizer: not token ids)
+        undo_line(block, mark);
+        block.invalid.push_back({line_number, e.what()});
+        if (!options.skip_invalid) return;
+      }
       continue;
     } else {
       reason = worker.parser.parse(line, readable_end - (pos + line.size()), worker.doc);
@@ -124,32 +153,45 @@ void encode_block(Block& block, PrepWorker& worker, const PrepOptions& options, 
       if (!options.skip_invalid) return;  // the writer stops at the first invalid line anyway
       continue;
     }
+    const LineMark mark = mark_line(block);
+    try {
+      encode_document(block, worker, options, eod);
+    } catch (const Error& e) {  // a tokenizer that refuses a text (NullTokenizer: not token ids)
+      undo_line(block, mark);
+      block.invalid.push_back({line_number, e.what()});
+      if (!options.skip_invalid) return;
+      continue;
+    }
     block.invalid_utf8 += worker.doc.invalid_utf8_replaced;
     block.lone_surrogates += worker.doc.lone_surrogates_replaced;
-    for (size_t k = 0; k < options.json_keys.size(); ++k) {
-      KeyTokens& out = block.keys[k];
-      uint32_t sequences = 0;
-      // Megatron: each sentence that yields tokens is one sequence; empty ones are dropped; EOD joins the last.
-      const std::vector<std::string_view>* sentences = &worker.doc.texts[k];
-      if (worker.splitter && !worker.doc.is_list[k]) {  // a list value is already split
-        worker.sentences.clear();
-        for (std::string_view text : worker.doc.texts[k]) worker.splitter->split(text, worker.sentences);
-        sentences = &worker.sentences;
-      }
-      for (std::string_view sentence : *sentences) {
-        const size_t before = out.ids.size();
-        worker.encoder->encode(sentence, out.ids);
-        const size_t count = out.ids.size() - before;
-        if (count == 0) continue;
-        out.sequence_lengths.push_back(static_cast<int32_t>(count));
-        ++sequences;
-      }
-      if (sequences > 0 && eod) {
-        out.ids.push_back(*eod);
-        ++out.sequence_lengths.back();
-      }
-      out.sequences_per_document.push_back(sequences);
+  }
+}
+
+// One parsed JSON line's keys: its sentences' ids, sequence lengths and EOD, appended to the block.
+void encode_document(Block& block, PrepWorker& worker, const PrepOptions& options, std::optional<int32_t> eod) {
+  for (size_t k = 0; k < options.json_keys.size(); ++k) {
+    KeyTokens& out = block.keys[k];
+    uint32_t sequences = 0;
+    // Megatron: each sentence that yields tokens is one sequence; empty ones are dropped; EOD joins the last.
+    const std::vector<std::string_view>* sentences = &worker.doc.texts[k];
+    if (worker.splitter && !worker.doc.is_list[k]) {  // a list value is already split
+      worker.sentences.clear();
+      for (std::string_view text : worker.doc.texts[k]) worker.splitter->split(text, worker.sentences);
+      sentences = &worker.sentences;
     }
+    for (std::string_view sentence : *sentences) {
+      const size_t before = out.ids.size();
+      worker.encoder->encode(sentence, out.ids);
+      const size_t count = out.ids.size() - before;
+      if (count == 0) continue;
+      out.sequence_lengths.push_back(static_cast<int32_t>(count));
+      ++sequences;
+    }
+    if (sequences > 0 && eod) {
+      out.ids.push_back(*eod);
+      ++out.sequence_lengths.back();
+    }
+    out.sequences_per_document.push_back(sequences);
   }
 }
 

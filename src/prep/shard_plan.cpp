@@ -213,6 +213,8 @@ ShardPlan make_shard_plan(const PrepOptions& options, uint64_t shard_bytes, bool
     d.push_back(std::string("special-tokens: ") + (options.tokenizer.add_special_tokens ? "yes" : "no"));
   d.push_back("tokenizer-model: " + (options.tokenizer.model_file.empty() ? "-" : file_fingerprint(options.tokenizer.model_file)));
   d.push_back("vocab-extra-ids: " + std::to_string(options.tokenizer.vocab_extra_ids));
+  // Only for NullTokenizer (the others reject the option), so other plans keep their descriptions.
+  if (options.tokenizer.type == "NullTokenizer") d.push_back("vocab-size: " + std::to_string(options.tokenizer.vocab_size));
   std::string keys;
   for (const auto& k : options.json_keys) keys += (keys.empty() ? "" : " ") + k;
   d.push_back("json-keys: " + keys);

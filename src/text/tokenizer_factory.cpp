@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 #include <iostream>
 #include <regex>
 #include <set>
@@ -15,6 +16,7 @@
 #include "text/bert_wordpiece.h"
 #include "text/gpt2_bpe.h"
 #include "text/hf_tokenizer_json.h"
+#include "text/null_tokenizer.h"
 #include "text/sentencepiece_tokenizer.h"
 #include "text/word_level.h"
 #include "util/error.h"
@@ -154,6 +156,21 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
       options.type != "BertWordPieceLowerCase" && options.type != "BertWordPieceCase")
     throw Error("--vocab-extra-ids applies to --tokenizer-type SentencePieceTokenizer, BertWordPieceLowerCase and "
                 "BertWordPieceCase only");
+  // Text that is token ids already (Megatron-core's functional tests and mock data run on it).
+  if (options.type == "NullTokenizer") {
+    for (const auto& [flag, value] : {std::pair<const char*, const std::string&>{"--vocab-file", options.vocab_file},
+                                      {"--merge-file", options.merge_file},
+                                      {"--tokenizer-model", options.model_file},
+                                      {"--tokenizer-name-or-path", options.name_or_path},
+                                      {"--eod-token", options.eod_token}})
+      if (!value.empty())
+        throw Error(std::string(flag) + " does not apply to --tokenizer-type NullTokenizer (its text is token ids; "
+                    "--vocab-size gives the vocabulary)");
+    return make_null_tokenizer(options.vocab_size);
+  }
+  if (options.vocab_size != 0)
+    throw Error("--vocab-size applies to --tokenizer-type NullTokenizer only (" + options.type +
+                " takes its vocabulary size from its vocabulary file)");
   if (options.type == "GPT2BPETokenizer") {
     if (options.vocab_file.empty()) throw Error("--tokenizer-type GPT2BPETokenizer needs --vocab-file (vocab.json)");
     if (options.merge_file.empty()) throw Error("--tokenizer-type GPT2BPETokenizer needs --merge-file (merges.txt)");
@@ -196,7 +213,7 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
     throw Error("--eod-token applies to --tokenizer-type PretrainedFromHF and WordLevel only");
   throw Error("--tokenizer-type: unknown tokenizer \"" + options.type +
               "\"; valid types: GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase, PretrainedFromHF, "
-              "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer, WordLevel");
+              "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer, WordLevel, NullTokenizer");
 }
 
 }  // namespace lmforge::text

@@ -11,7 +11,8 @@ namespace lmforge::text {
 struct TokenizerOptions {
   std::string type = "GPT2BPETokenizer";  // GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase,
                                           // PretrainedFromHF, SentencePieceTokenizer,
-                                          // GPTSentencePieceTokenizer, Llama2Tokenizer, WordLevel
+                                          // GPTSentencePieceTokenizer, Llama2Tokenizer, WordLevel,
+                                          // NullTokenizer
   std::string vocab_file;                 // vocab.json (GPT-2) or vocab.txt (WordPiece)
   std::string merge_file;                 // merges.txt (GPT-2 only)
   // PretrainedFromHF: a tokenizer.json file or a directory holding one (hf_tokenizer_json.h).
@@ -27,6 +28,9 @@ struct TokenizerOptions {
   std::string model_file;
   // WordLevel: the token every word missing from --vocab-file becomes (--unk-token).
   std::string unk_token = "<unk>";
+  // NullTokenizer: ids before the end-of-document id (--vocab-size; Megatron's "size of vocab before EOD or
+  // padding"); 0: not given. Other types reject it (their vocabulary file decides the size).
+  int64_t vocab_size = 0;
   int vocab_extra_ids = 0;  // SentencePieceTokenizer, BertWordPiece*: T5's <extra_id_N> sentinels (--vocab-extra-ids)
   // GPT2BPETokenizer for a caller that needs only the vocabulary size and the end-of-text id (training and
   // evaluation on data tokenized already): a vocab.json + merges pair that a byte-level BPE cannot use (the Megatron

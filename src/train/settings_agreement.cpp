@@ -153,6 +153,7 @@ std::vector<AgreedSetting> agreed_settings(const TrainOptions& o) {
   // ---- tokenizer and data ----
   const text::TokenizerOptions& t = o.tokenizer;
   add("--tokenizer-type", t.type);
+  add("--vocab-size", num_text(t.vocab_size));
   for (const auto& [flag, path] : {std::pair<const char*, const std::string&>{"--vocab-file", t.vocab_file},
                                    {"--merge-file", t.merge_file},
                                    {"--tokenizer-model", t.model_file},

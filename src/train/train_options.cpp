@@ -50,8 +50,9 @@ void validate_train_options(TrainOptions& o) {
 
   if (o.data_path.empty()) throw Error("--data-path is required (a dataset prefix made by `lmforge prep`)");
   data_prefixes(o.data_path);
-  if (o.tokenizer.vocab_file.empty())
-    throw Error("--vocab-file is required: the tokenizer decides the model's vocabulary size");
+  if (o.tokenizer.vocab_file.empty() && o.tokenizer.type != "NullTokenizer")
+    throw Error("--vocab-file is required: the tokenizer decides the model's vocabulary size (or --tokenizer-type "
+                "NullTokenizer --vocab-size N for data whose ids need no vocabulary file)");
 
   validate_mixed_precision(o.precision);
   // Megatron's rules (arguments.py): --recompute-activations is selective; a method only goes with full. (Megatron

@@ -393,7 +393,9 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
     const int64_t max_id = data::max_token_id(prefix);
     if (max_id >= vocab)
       throw Error(prefix + ".bin: holds token id " + int_text(max_id) + ", outside the vocabulary of " + int_text(vocab) +
-                  " tokens (" + m.tokenizer->type_name() + " from " + o.tokenizer.vocab_file +
+                  " tokens (" + m.tokenizer->type_name() +
+                  (o.tokenizer.type == "NullTokenizer" ? " of --vocab-size " + int_text(o.tokenizer.vocab_size)
+                                                       : " from " + o.tokenizer.vocab_file) +
                   "); was the dataset made with another tokenizer?");
   }
   if (o.threads > 0) m.backend->set_num_threads(o.threads);

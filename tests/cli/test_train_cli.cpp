@@ -1,12 +1,14 @@
 // `lmforge train gpt` and `lmforge generate` as a user runs them: bad flags fail with a clear message before any
 // work (no index cache, no checkpoint), a Megatron-made dataset trains, --exit-interval + --load resumes with the
-// same logged losses, and generate streams the same greedy text with and without its KV cache.
+// same logged losses, and generate streams the same greedy text with and without its KV cache; text that is token
+// ids (NullTokenizer) preps, trains and generates ids joined as Megatron detokenizes them.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <vector>
 
@@ -194,6 +196,36 @@ TEST(TrainCli, MegatronDatasetTrainsResumesAndGenerates) {
   EXPECT_EQ(too_long.status, 1) << too_long.output;
   EXPECT_NE(too_long.output.find("exceeds the model's max-position-embeddings 32"), std::string::npos)
       << too_long.output;
+}
+
+// --tokenizer-type NullTokenizer end to end: prep of id text, training, and generation whose continuation reads on
+// from the prompt ("1 2 3" then " 144 ...": the ids are decoded with the prompt's, as Megatron's detokenize joins
+// the whole sequence).
+TEST(TrainCli, NullTokenizerIdsPrepTrainAndGenerate) {
+  TempDir dir;
+  {
+    std::ofstream corpus(dir.file("ids.jsonl"));
+    uint32_t x = 12345;
+    for (int doc = 0; doc < 400; ++doc) {
+      corpus << "{\"text\": \"";
+      for (int t = 0; t < 40; ++t) corpus << (t ? " " : "") << ((x = x * 1103515245u + 12345u) >> 16) % 200;
+      corpus << "\"}\n";
+    }
+  }
+  const std::string null_tokenizer = " --tokenizer-type NullTokenizer --vocab-size 200";
+  const auto prep = run_command(std::string(LMFORGE_EXE) + " prep --input " + dir.file("ids.jsonl") +
+                                " --output-prefix " + dir.file("ids") + null_tokenizer + " --append-eod");
+  ASSERT_EQ(prep.status, 0) << prep.output;
+  const std::string ckpt = dir.file("ckpt");
+  const auto train = run_command(train_command(dir, {{"--vocab-file", "-"}, {"--merge-file", "-"},
+                                                     {"--tokenizer-type", "NullTokenizer"}, {"--vocab-size", "200"},
+                                                     {"--data-path", dir.file("ids_text_document")}, {"--save", ckpt}}));
+  ASSERT_EQ(train.status, 0) << train.output;
+  EXPECT_NE(train.output.find("vocab 201 (padded 256)"), std::string::npos) << train.output;
+  const auto gen = run_command(std::string(LMFORGE_EXE) + " generate --load " + ckpt + null_tokenizer +
+                               " --prompt '1 2 3' --greedy --ignore-eos --max-new-tokens 5 2>/dev/null | cat");
+  ASSERT_EQ(gen.status, 0) << gen.output;
+  EXPECT_TRUE(std::regex_match(gen.output, std::regex("1 2 3( [0-9]+){5}\n"))) << gen.output;
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // run_prep end to end: Megatron's bytes on the shared sample, order independence of workers, compressed inputs,
-// every kind of bad input, malformed text repair, empty documents and several keys.
+// every kind of bad input, malformed text repair, empty documents and several keys; a text the tokenizer refuses
+// (NullTokenizer's non-ids) named by file and line, or skipped whole.
 #include <gtest/gtest.h>
 
 #include "data/indexed_dataset.h"
@@ -248,6 +249,48 @@ TEST(Prep, BertSampleCorpusIsByteIdenticalToMegatron) {
   o.progress_seconds = 1e9;
   const auto summary = lmforge::prep::run_prep(o);
   expect_same_dataset_bytes(summary.outputs.at(0), lmforge::testing::shared_path("data/sample/sample_bert_text_document"));
+}
+
+}  // namespace
+
+namespace {
+
+lmforge::prep::PrepOptions null_tokenizer_options(const std::string& input, const std::string& prefix) {
+  lmforge::prep::PrepOptions o;
+  o.inputs = {input};
+  o.output_prefix = prefix;
+  o.tokenizer.type = "NullTokenizer";
+  o.tokenizer.vocab_size = 1000;
+  o.append_eod = true;
+  o.progress_seconds = 1e9;
+  return o;
+}
+
+TEST(Prep, ATextTheTokenizerRefusesIsNamedByLineOrSkippedWhole) {
+  TempDir dir;
+  // line 3's second key is not ids: with --skip-invalid the whole line goes, its first key's ids too.
+  write_file(dir.file("in.jsonl"), "{\"a\": \"1 2\", \"b\": \"3\"}\n{\"a\": \"4\", \"b\": \"5 6\"}\n"
+                                   "{\"a\": \"7 8\", \"b\": \"9 x\"}\n{\"a\": \"10\", \"b\": \"11\"}\n");
+  auto o = null_tokenizer_options(dir.file("in.jsonl"), dir.file("out"));
+  o.json_keys = {"a", "b"};
+  const std::string error = error_of(o);
+  EXPECT_NE(error.find(dir.file("in.jsonl") + ":3: NullTokenizer: \"x\" is not a token id"), std::string::npos)
+      << error;
+  expect_no_dataset(dir.file("out_a_document"));
+  o.skip_invalid = true;
+  const auto summary = lmforge::prep::run_prep(o);
+  EXPECT_EQ(summary.skipped_lines, 1u);
+  const std::vector<std::vector<int32_t>> want_a = {{1, 2, 1000}, {4, 1000}, {10, 1000}};
+  const std::vector<std::vector<int32_t>> want_b = {{3, 1000}, {5, 6, 1000}, {11, 1000}};
+  for (const auto& [key, want] : {std::pair{"a", want_a}, std::pair{"b", want_b}}) {
+    auto ds = lmforge::data::IndexedDataset::open(dir.file("out_") + key + "_document");
+    ASSERT_EQ(ds->document_count(), want.size()) << key;
+    for (size_t d = 0; d < want.size(); ++d) {
+      std::vector<int32_t> ids;
+      ds->read_sequence(d, ids);  // one sequence per document here
+      EXPECT_EQ(ids, want[d]) << key << " document " << d;
+    }
+  }
 }
 
 }  // namespace

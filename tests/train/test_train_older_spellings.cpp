@@ -197,7 +197,8 @@ TEST_F(TrainParallel, ZeroStage2FromADeepSpeedConfigReproducesOneProcess) {
   EXPECT_EQ(zero2x4.grad_norm, zero1.grad_norm);
   const double whole = held_gradient_megabytes(zero1.output), shard = held_gradient_megabytes(zero2x4.output);
   ASSERT_GT(whole, 0) << zero1.output;
-  EXPECT_NEAR(shard / whole, 0.25, 0.001) << zero2x4.output;
+  // (the log prints 3 decimals of ~0.24 and ~0.06 MB: the ratio is known to 0.01)
+  EXPECT_NEAR(shard / whole, 0.25, 0.01) << zero2x4.output;
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ TEST_F(TrainParallel, TwoAndFourDataParallelRanksReproduceOneProcess) {
                                 std::regex("data parallel: ([0-9]+) of ([0-9]+) bucket reductions started during")))
       << small.output;
   EXPECT_GT(std::stol(m[1]), 0) << small.output;
-  EXPECT_EQ(std::stol(m[2]), 10 * 328) << small.output;  // 1,636,224 parameters in 5000-element buckets, 10 steps
+  EXPECT_EQ(std::stol(m[2]), 10 * 12) << small.output;  // 59,264 parameters in 5000-element buckets, 10 steps
 }
 
 // "optimizer state: X MB on this rank" from rank 0's log.
@@ -46,7 +46,8 @@ TEST_F(TrainParallel, DistributedOptimizerEqualsDataParallelWithAQuarterOfTheSta
   EXPECT_EQ(zero.grad_norm, plain.grad_norm);
   const double full = optimizer_megabytes(plain.output), shard = optimizer_megabytes(zero.output);
   ASSERT_GT(full, 0) << plain.output;
-  EXPECT_NEAR(shard / full, 0.25, 0.001) << plain.output << zero.output;
+  // (the log prints 3 decimals of ~0.5 and ~0.12 MB: the ratio is known to 0.005)
+  EXPECT_NEAR(shard / full, 0.25, 0.005) << plain.output << zero.output;
   // One process with the flag: the whole state, same losses.
   const TrainRun zero1 = train(*dir_, "zero1", 0, {{"--use-distributed-optimizer", ""}});
   expect_parity(zero1, *single_, 1e-6, "1 rank distributed optimizer");
@@ -54,7 +55,7 @@ TEST_F(TrainParallel, DistributedOptimizerEqualsDataParallelWithAQuarterOfTheSta
 
 
 // LAMB's trust ratio needs each tensor's whole norms. With 5000-element buckets each of the 2 ranks owns half of
-// every bucket, so shard boundaries fall inside wte (50304 x 32), every matrix and most vectors: the partial sums
+// every bucket, so shard boundaries fall inside wte (1024 x 32), every matrix and most vectors: the partial sums
 // of p² and u² must be all-reduced for the losses to match one process. Dropout stays on (masks are keyed by the
 // global micro-batch, so any layout drops the same elements) and is off in the --lamb-all-tensors run.
 TEST_F(TrainParallel, LambWithTheDistributedOptimizerCuttingTensorsReproducesOneProcess) {
@@ -94,7 +95,7 @@ TEST_F(TrainParallel, SgdWithTheDistributedOptimizerReproducesOneProcess) {
   const TrainRun zero2 = train(*dir_, "sgd-zero2", 2, zero);
   expect_parity(zero2, single, 1e-6, "DP=2 distributed SGD with momentum");
   // The distributed momentum buffers are half the replicated ones (4 bytes per parameter in all).
-  EXPECT_NEAR(optimizer_megabytes(zero2.output), 1636224 * 4 / 2 / 1e6, 0.01) << zero2.output;
+  EXPECT_NEAR(optimizer_megabytes(zero2.output), 59264 * 4 / 2 / 1e6, 0.001) << zero2.output;
 }
 
 }  // namespace

@@ -101,7 +101,7 @@ TEST_F(PipelineParallel, CheckpointFromOneLayoutResumesUnderAnother) {
     ASSERT_GE(model.size(), 8u) << iter;
     std::memcpy(&header_bytes, model.data(), 8);
     const std::string header = model.substr(8, header_bytes);
-    for (const char* name : {"\"transformer.wte.weight\":{\"dtype\":\"F32\",\"shape\":[50304,32]",
+    for (const char* name : {"\"transformer.wte.weight\":{\"dtype\":\"F32\",\"shape\":[1024,32]",
                              "\"transformer.h.0.attn.c_attn.weight\":{\"dtype\":\"F32\",\"shape\":[32,96]",
                              "\"transformer.h.3.mlp.c_proj.weight\":{\"dtype\":\"F32\",\"shape\":[128,32]",
                              "\"transformer.ln_f.weight\":{\"dtype\":\"F32\",\"shape\":[32]"}) {
