@@ -60,7 +60,7 @@ TEST(FlagAbbreviations, TrainResolvesMegatronsFlagsAndRefusesAmbiguousOnes) {
             (Args{"train", "t5", "--kv-channels", "16", "--encoder-seq-length", "64"}));
   // Megatron's arguments.py has --vocab-file, --vocab-size and --vocab-extra-ids: argparse refuses --vocab there.
   const std::string e = c.error({"train", "bert", "--vocab", "vocab.txt"});
-  EXPECT_NE(e.find("lmforge train bert: ambiguous option: --vocab could match --vocab-file, --vocab-extra-ids"),
+  EXPECT_NE(e.find("lmforge train bert: ambiguous option: --vocab could match --vocab-file, --vocab-size, --vocab-extra-ids"),
             std::string::npos)
       << e;
 }

@@ -37,6 +37,16 @@ Flags model_flags(const TempDir& dir, const std::string& model) {
   return f;
 }
 
+// `flags` on the sentence-level sample with a 2,996-word vocabulary (train/tiny_vocab_data.h) unless they name
+// their own: for the tests that compare runs with one another (a vocabulary of 30,522 made the LM head nearly all
+// of every tiny run).
+Flags tiny_vocab(Flags flags) {
+  const lmforge::testing::TinyBertVocab tiny = lmforge::testing::tiny_bert_vocab();
+  flags.emplace("--vocab-file", tiny.vocab_file);
+  flags.emplace("--data-path", tiny.data_prefix);
+  return flags;
+}
+
 std::string command(const TempDir& dir, const std::string& model, const Flags& overrides) {
   Flags flags = model_flags(dir, model);
   for (const auto& [k, v] : overrides) flags[k] = v;

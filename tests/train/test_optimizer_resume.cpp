@@ -20,7 +20,7 @@ using lmforge::train::TrainOptions;
 
 // The trainer tests' tiny GPT with another optimizer (SGD wants a larger learning rate).
 TrainOptions tiny_options(const TempDir& tmp, const std::string& optimizer) {
-  TrainOptions o = trainer_tests::tiny_options(tmp);
+  TrainOptions o = trainer_tests::tiny_vocab_options(tmp);
   o.schedule.lr = optimizer == "sgd" ? 0.5 : 0.02;
   o.schedule.min_lr = o.schedule.lr / 10;
   o.optimizer.kind = optimizer;

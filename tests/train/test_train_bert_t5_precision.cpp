@@ -1,5 +1,5 @@
 // defines: tests of mixed precision and activation recomputation in `lmforge train bert` and `lmforge train t5`
-//          (tiny models on Megatron's sentence-level sample dataset, dropout on): every recomputation setting gives
+//          (tiny models on Megatron's sentence-level sample with a 2,996-word vocabulary, dropout on): every recomputation setting gives
 //          bit-identical fp32 losses and gradient norms; --bf16 and --fp16 track the fp32 losses within stated
 //          tolerances without being fp32 in disguise; a forced fp16 overflow skips the iteration and halves the scale
 #include <algorithm>
@@ -12,6 +12,12 @@ namespace {
 
 using namespace train_runs;
 using namespace bert_t5_runs;
+
+// The tiny models on the sample with 2,996 words (bert_t5_runs::tiny_vocab(): these tests compare runs with one
+// another).
+ModelRun run_tiny(const TempDir& dir, const std::string& model, const std::string& name, int np, const Flags& flags = {}) {
+  return run(dir, model, name, np, tiny_vocab(flags));
+}
 
 std::vector<std::string> tags_of(const std::string& model) {
   if (model == "bert") return {"lm loss", "sop loss", "grad-norm", "lm loss validation", "sop loss validation"};
@@ -37,17 +43,17 @@ void expect_bit_identical(const ModelRun& got, const ModelRun& want, const std::
 // Two layers: uniform chunks of two hold the whole stack, block 1 recomputes one layer and keeps the other.
 void expect_recomputation_is_exact(const std::string& model) {
   TempDir dir;
-  const ModelRun plain = run(dir, model, "plain", 0);
-  expect_bit_identical(run(dir, model, "selective", 0, {{"--recompute-activations", ""}}), plain, model, "selective");
-  expect_bit_identical(run(dir, model, "uniform", 0,
+  const ModelRun plain = run_tiny(dir, model, "plain", 0);
+  expect_bit_identical(run_tiny(dir, model, "selective", 0, {{"--recompute-activations", ""}}), plain, model, "selective");
+  expect_bit_identical(run_tiny(dir, model, "uniform", 0,
                            {{"--recompute-granularity", "full"}, {"--recompute-method", "uniform"},
                             {"--recompute-num-layers", "2"}}),
                        plain, model, "full uniform 2");
-  expect_bit_identical(run(dir, model, "block", 0,
+  expect_bit_identical(run_tiny(dir, model, "block", 0,
                            {{"--recompute-granularity", "full"}, {"--recompute-method", "block"},
                             {"--recompute-num-layers", "1"}}),
                        plain, model, "full block 1");
-  const ModelRun v1 = run(dir, model, "v1", 0, {{"--checkpoint-activations", ""}});
+  const ModelRun v1 = run_tiny(dir, model, "v1", 0, {{"--checkpoint-activations", ""}});
   expect_bit_identical(v1, plain, model, "--checkpoint-activations");
   EXPECT_NE(v1.output.find("activation recomputation: full, uniform, 1 layer per chunk"), std::string::npos)
       << v1.output;
@@ -89,11 +95,11 @@ void expect_tracks(const ModelRun& got, const ModelRun& fp32, const std::string&
 // times closer (1e-4).
 void expect_mixed_precision_tracks(const std::string& model) {
   TempDir dir;
-  const ModelRun fp32 = run(dir, model, "fp32", 0);
-  const ModelRun bf16 = run(dir, model, "bf16", 0, {{"--bf16", ""}});
+  const ModelRun fp32 = run_tiny(dir, model, "fp32", 0);
+  const ModelRun bf16 = run_tiny(dir, model, "bf16", 0, {{"--bf16", ""}});
   EXPECT_NE(bf16.output.find("precision: bf16"), std::string::npos) << bf16.output;
   expect_tracks(bf16, fp32, model, 1e-3, model + " bf16");
-  const ModelRun fp16 = run(dir, model, "fp16", 0, {{"--fp16", ""}, {"--initial-loss-scale", "1024"}});
+  const ModelRun fp16 = run_tiny(dir, model, "fp16", 0, {{"--fp16", ""}, {"--initial-loss-scale", "1024"}});
   EXPECT_NE(fp16.output.find("precision: fp16"), std::string::npos) << fp16.output;
   EXPECT_EQ(fp16.output.find("number of skipped iterations:   1"), std::string::npos) << fp16.output;
   expect_tracks(fp16, fp32, model, 1e-4, model + " fp16");
@@ -107,7 +113,7 @@ TEST(TrainT5MixedPrecision, Bf16AndFp16TrackFp32) { expect_mixed_precision_track
 void expect_overflow_skips(const std::string& model) {
   TempDir dir;
   const ModelRun r =
-      run(dir, model, "overflow", 0, {{"--fp16", ""}, {"--initial-loss-scale", "16777216"}, {"--hysteresis", "1"}});
+      run_tiny(dir, model, "overflow", 0, {{"--fp16", ""}, {"--initial-loss-scale", "16777216"}, {"--hysteresis", "1"}});
   ASSERT_EQ(r.status, 0) << r.output;
   std::istringstream in(r.output);
   int skipped = 0, lines = 0;

@@ -79,9 +79,9 @@ void expect_same_run(const DeviceRun& got, const DeviceRun& want, const std::str
     EXPECT_EQ(got.evals[i].losses, want.evals[i].losses) << what << " " << want.evals[i].name;
 }
 
-// tiny_options(), shorter: the guarded device pays an mprotect per op and per copy.
+// tiny_vocab_options(), shorter: the guarded device pays an mprotect per op and per copy.
 TrainOptions tiny_gpt(const TempDir& tmp) {
-  TrainOptions o = tiny_options(tmp);
+  TrainOptions o = tiny_vocab_options(tmp);
   o.schedule.train_iters = 4;
   o.eval_interval = 2;
   o.threads = 1;

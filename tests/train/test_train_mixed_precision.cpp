@@ -213,7 +213,7 @@ TEST_F(MixedPrecisionRuns, Fp16DataParallelIsDeterministic) {
 // scale changing during the run (window 2 doubles it every other clean step until it overflows).
 TEST(MixedPrecisionResume, Fp16ScalerStateResumesExactly) {
   TempDir tmp;
-  TrainOptions o = trainer_tests::tiny_options(tmp);
+  TrainOptions o = trainer_tests::tiny_vocab_options(tmp);
   o.precision.fp16 = true;
   o.precision.initial_loss_scale = 65536;
   o.precision.loss_scale_window = 2;
@@ -227,14 +227,14 @@ TEST(MixedPrecisionResume, Fp16ScalerStateResumesExactly) {
 // bf16: the same resume, the working copy rebuilt from the loaded fp32 weights.
 TEST(MixedPrecisionResume, Bf16ResumesExactly) {
   TempDir tmp;
-  TrainOptions o = trainer_tests::tiny_options(tmp);
+  TrainOptions o = trainer_tests::tiny_vocab_options(tmp);
   o.precision.bf16 = true;
   trainer_tests::expect_resume_bit_identical(o);
 }
 
 TEST(MixedPrecisionFlags, Fp16AndBf16ExcludeEachOther) {
   TempDir tmp;
-  TrainOptions o = trainer_tests::tiny_options(tmp);
+  TrainOptions o = trainer_tests::tiny_vocab_options(tmp);
   o.precision.fp16 = o.precision.bf16 = true;
   std::ostringstream log;
   EXPECT_THROW(lmforge::train::Trainer(o, log), std::exception);

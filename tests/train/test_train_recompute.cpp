@@ -79,7 +79,7 @@ TEST(Recompute, TensorParallelSelectiveAndFullAreBitIdentical) {
 TEST(Recompute, FlagRulesAreMegatrons) {
   TempDir tmp;
   auto refused = [&](auto set, const std::string& message) {
-    lmforge::train::TrainOptions o = trainer_tests::tiny_options(tmp);
+    lmforge::train::TrainOptions o = trainer_tests::tiny_vocab_options(tmp);
     set(o);
     try {
       lmforge::train::validate_train_options(o);

@@ -24,6 +24,7 @@
 
 #include "dist/mpi_test_util.h"
 #include "test_util.h"
+#include "train/tiny_vocab_data.h"
 #include "util/strings.h"
 
 // One executable includes this once: plain (non-inline) definitions are fine.
@@ -112,29 +113,7 @@ std::map<std::string, std::vector<float>> read_scalars(const std::string& dir) {
 
 using Flags = std::map<std::string, std::string>;
 
-// Megatron's sample dataset with a vocabulary of 1,001 ids (NullTokenizer --vocab-size 1000): each GPT-2 id taken
-// modulo 1000, GPT-2's end of text (50256) the NullTokenizer's end of document (1000). The documents, sequences and
-// so the samples are the sample's own (the .idx is copied), only the ids differ. The tests that train a tiny GPT
-// compare layouts, resumes and spellings with one another: a vocabulary of 50,257 made the LM head and
-// cross-entropy over 50,304 columns nearly all of every run, and 1,024 padded columns (still padded, still cut in
-// parts by tensor parallelism) keep every path they cover. Written once per temporary directory.
-std::string tiny_vocab_data(const TempDir& dir) {
-  const std::string prefix = dir.file("tiny_vocab_document");
-  if (fs::exists(prefix + ".idx")) return prefix;
-  const std::string source = shared_path("data/sample/sample_gpt2_text_document");
-  std::string bin = read_file(source + ".bin");  // uint16 ids (the .idx says so; checked by the runs that read it)
-  for (size_t at = 0; at + 2 <= bin.size(); at += 2) {
-    uint16_t id;
-    std::memcpy(&id, bin.data() + at, 2);
-    id = id == 50256 ? 1000 : id % 1000;
-    std::memcpy(bin.data() + at, &id, 2);
-  }
-  lmforge::testing::write_file(prefix + ".bin", bin);
-  lmforge::testing::write_file(prefix + ".idx", read_file(source + ".idx"));
-  return prefix;
-}
-
-// A tiny GPT on that data; 10 iterations of a global batch of 4 one-sample micro-batches (evaluated at 5 and 10),
+// A tiny GPT on the GPT-2 sample with 1,001 ids (train/tiny_vocab_data.h); 10 iterations of a global batch of 4 one-sample micro-batches (evaluated at 5 and 10),
 // with Megatron's dropout (0.1, said explicitly): every layout and resume must draw the single process's masks.
 // ~60 tests make several runs each; each layout's claim (every iteration's loss, gradient norm and validation loss
 // equal to one process's) holds at 10 iterations as at 20.
@@ -146,7 +125,7 @@ Flags tiny_flags(const TempDir& dir) {
           {"--split", "949,50,1"}, {"--log-interval", "1"}, {"--eval-interval", "5"}, {"--eval-iters", "2"},
           {"--data-cache-path", dir.file("cache")}, {"--train-iters", "10"}, {"--threads", "1"},
           {"--tokenizer-type", "NullTokenizer"}, {"--vocab-size", "1000"},
-          {"--data-path", tiny_vocab_data(dir)}};
+          {"--data-path", lmforge::testing::tiny_vocab_data()}};
 }
 
 std::string train_args(const TempDir& dir, const Flags& overrides) {

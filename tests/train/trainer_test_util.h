@@ -1,4 +1,5 @@
-// defines: helpers of the trainer tests: tiny_options() (a tiny GPT on the shared sample dataset) and
+// defines: helpers of the trainer tests: tiny_options() (a tiny GPT on the shared sample dataset),
+//          tiny_vocab_options() (the same on the sample with 1,001 ids, for tests comparing runs with each other) and
 //          expect_resume_bit_identical() (an uninterrupted run against a stopped, saved and resumed one)
 #pragma once
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "train/tiny_vocab_data.h"
 #include "train/trainer.h"
 
 namespace trainer_tests {
@@ -52,10 +54,21 @@ inline TrainOptions tiny_options(const TempDir& tmp) {
   return o;
 }
 
+// tiny_options() on the GPT-2 sample with 1,001 ids (NullTokenizer; train/tiny_vocab_data.h): the same model with a
+// 1,024-column LM head, for the tests that compare runs with one another (devices, resumes, precisions).
+inline TrainOptions tiny_vocab_options(const TempDir& tmp) {
+  TrainOptions o = tiny_options(tmp);
+  o.tokenizer = {};
+  o.tokenizer.type = "NullTokenizer";
+  o.tokenizer.vocab_size = lmforge::testing::kTinyVocabSize;
+  o.data_path = {lmforge::testing::tiny_vocab_data()};
+  return o;
+}
+
 // 6 iterations straight, against 3 + save + exit, then --load and 3 more.
 // Returns the uninterrupted run's iteration records.
 inline std::vector<lmforge::train::IterationRecord> expect_resume_bit_identical(TrainOptions options) {
-  EXPECT_TRUE(fs::exists(kData + ".bin")) << "shared sample dataset missing";
+  EXPECT_TRUE(fs::exists(options.data_path.at(0) + ".bin")) << "dataset missing";
   TempDir tmp;
   options.data_cache_path = tmp.file("cache");
   std::ostringstream log_a, log_b1, log_b2;
