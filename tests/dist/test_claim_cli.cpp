@@ -244,18 +244,21 @@ TEST(ClaimPrepCli, InspectShowsShardsClaimersHeartbeatsAndTheEnd) {
   ASSERT_GE(shard, 0) << a.log();
   char name[32];
   std::snprintf(name, sizeof name, "shard-%06d", shard);
-  // The claim file comes first, the claimer's status names the shard at its next write: stopping the claimer in
-  // between (a loaded machine) left a status without it, so wait for the status to name the shard before stopping.
+  // The claim file comes first; the claimer's status names the shard at its heartbeat's next write (every quarter
+  // lease, 0.5 s of wall time). Stopped at once, the status could lack the shard (a loaded machine); left running
+  // until the status names it, the claimer could finish a 1 MB shard first. So it is stopped at once and let run
+  // 5 ms at a time until its status names the shard: its heartbeat is due by the clock, its shard barely moves.
   const std::regex on_shard("pid " + std::to_string(pid) + " \\(token [0-9a-f]{16}\\): heartbeat [0-9.]+ s ago, on " +
                             name);
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
   lmforge::testing::CommandResult r;
-  for (auto start = std::chrono::steady_clock::now();
-       std::chrono::steady_clock::now() - start < std::chrono::seconds(20);
-       std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
+  for (int slice = 0; slice < 1000; ++slice) {
     r = run_command(inspect);
     if (r.status == 0 && std::regex_search(r.output, on_shard)) break;
+    ::kill(pid, SIGCONT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ::kill(pid, SIGSTOP);
   }
-  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
   r = run_command(inspect);
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("12 shards, 11.8 MB"), std::string::npos) << r.output;
