@@ -156,9 +156,10 @@ void Attention::forward(const Tensor& out, const Tensor& x, const Tensor& memory
 
 // The saved state of the call in `sv`, as the device keeps it (kernels::attention_saved: the probabilities
 // [B, H/T, Tq, Tk] on the CPU, the per-row log-sum-exp [B, H/T, Tq] on CUDA); with recompute_core it is not kept
-// between the forward and the backward, so one scratch buffer serves every call.
+// between the forward and the backward, so the workspace's one ATTENTION_CORE buffer serves every call of every
+// layer (a buffer per layer would hold as much as the kept states: GPT-2 124M at 1,024 tokens, 604 MB).
 Tensor Attention::probs(Saved& sv) {
-  kernels::Buffer& buf = spec_.recompute_core ? core_probs_ : sv.probs;
+  kernels::Buffer& buf = spec_.recompute_core ? workspace_.buffer(Slot::ATTENTION_CORE) : sv.probs;
   const kernels::Device dev = backend_.device();
   buf.resize(backend_, kernels::DType::F32,
              (size_t)kernels::attention_saved_numel(dev, sv.B, local_heads_, sv.Tq, sv.Tk));

@@ -2,10 +2,13 @@
 // layer once; block: the first num_layers), and the stack's output and every gradient are bit for bit those of a
 // stack that kept its activations (dropout on, so the recomputed forward must draw the same masks); several
 // micro-batches in flight, each in its own caller-owned Saved (a 1F1B stage), give bit for bit the gradients of
-// running them one after the other, each forward once; Recompute::validate takes Megatron's settings only.
+// running them one after the other, each forward once; selective recomputation (the attention cores) keeps no
+// layer's attention probabilities between its forward and backward, in any layer's own memory either;
+// Recompute::validate takes Megatron's settings only.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <memory>
 #include <random>
 #include <vector>
@@ -173,6 +176,85 @@ TEST(TransformerStack, MicroBatchesInFlightEachInTheirOwnSavedMatchOneAtATime) {
       EXPECT_EQ(inflight.stack.layer_forwards(), 3 * L);
     }
   }
+}
+
+// The CPU backend, counting the bytes it holds (alloc minus free).
+class CountingBackend final : public kernels::Backend {
+ public:
+  kernels::Device device() const override { return cpu_.device(); }
+  const char* name() const override { return cpu_.name(); }
+  std::string info() const override { return cpu_.info(); }
+  void* alloc(size_t bytes) override {
+    void* p = cpu_.alloc(bytes);
+    live_[p] = bytes;
+    held_ += bytes;
+    return p;
+  }
+  void free(void* p) override {
+    if (const auto it = live_.find(p); it != live_.end()) held_ -= it->second, live_.erase(it);
+    cpu_.free(p);
+  }
+  void copy_to_device(void* d, const void* s, size_t n) override { cpu_.copy_to_device(d, s, n); }
+  void copy_to_host(void* d, const void* s, size_t n) override { cpu_.copy_to_host(d, s, n); }
+  void copy_on_device(void* d, const void* s, size_t n) override { cpu_.copy_on_device(d, s, n); }
+  void fill_zero(void* p, size_t n) override { cpu_.fill_zero(p, n); }
+  void synchronize() override { cpu_.synchronize(); }
+  void set_num_threads(int n) override { cpu_.set_num_threads(n); }
+  int num_threads() const override { return cpu_.num_threads(); }
+  size_t held() const { return held_; }
+
+ private:
+  kernels::Backend& cpu_ = kernels::cpu_backend();
+  std::map<void*, size_t> live_;
+  size_t held_ = 0;
+};
+
+// Bytes the backend holds after a forward of 6 layers over 64 tokens (the saved states alive, as before a backward),
+// with and without selective recomputation; the run's gradients with it.
+struct HeldAfterForward {
+  size_t bytes = 0;
+  std::vector<float> dx;
+};
+
+HeldAfterForward held_after_forward(bool selective) {
+  constexpr int kB = 2, kT = 64, kL = 6;
+  CountingBackend be;
+  layers::TensorParallel tp;
+  layers::ParameterStore store{be, 0, 1};
+  layers::Workspace ws{be};
+  layers::TransformerStack::Layers list;
+  for (int l = 0; l < kL; l++) {
+    layers::TransformerLayerSpec s = spec(l, C, H);
+    s.attention.recompute_core = selective;
+    list.push_back(std::make_unique<layers::TransformerLayer>(store, tp, ws, s));
+  }
+  layers::Recompute recompute;
+  if (selective) recompute.granularity = "selective";
+  layers::TransformerStack stack(std::move(list), recompute);
+  store.allocate();
+  store.init(7);
+  std::vector<float> x((size_t)(kB * kT * C), 0.5f), d((size_t)(kB * kT * C), 1.0f);
+  for (size_t i = 0; i < x.size(); i++) x[i] = (float)((i * 37) % 11) / 11.0f - 0.5f;
+  layers::ForwardStep step;
+  step.training = true;
+  step.seed = 9;
+  layers::TransformerStack::Saved saved;
+  stack.forward(kernels::make_view(x.data(), {kB * kT, C}), {kB, kT, {}, {}, {}, 0}, step, saved);
+  HeldAfterForward r;
+  r.bytes = be.held();
+  stack.backward(kernels::make_view(d.data(), {kB * kT, C}), Tensor{}, saved);
+  r.dx = d;
+  return r;
+}
+
+// Selective recomputation drops the attention probabilities [B, H, T, T] of every layer between its forward and its
+// backward: one scratch buffer of the shared workspace serves them all. (A scratch buffer per layer held as much as
+// keeping them: GPT-2 124M at 1,024 tokens used 3,338 MB with and without selective recomputation.)
+TEST(TransformerStack, SelectiveRecomputationHoldsOneLayersAttentionStateNotOnePerLayer) {
+  const size_t probs = 2 * 2 * 64 * 64 * sizeof(float);  // one layer's [B, H, T, T]
+  const HeldAfterForward kept = held_after_forward(false), selective = held_after_forward(true);
+  EXPECT_GE(kept.bytes, selective.bytes + 5 * probs) << "kept " << kept.bytes << " B, selective " << selective.bytes;
+  EXPECT_EQ(selective.dx, kept.dx);  // and the gradients are the kept run's
 }
 
 TEST(TransformerStack, ValidateTakesMegatronsSettingsOnly) {
