@@ -69,30 +69,34 @@ struct PrepWorker {
   std::optional<text::SentenceSplitter> splitter;  // with --split-sentences (ICU iterators are per thread)
   std::vector<std::string_view> sentences;
   std::string repaired;  // --input-format text: a line with invalid UTF-8, repaired
+  std::vector<std::array<size_t, 3>> line_start;  // encode_line(): each key's sizes before the line
 };
 
 namespace {
 
-// What a block held before a line was encoded, so that a line a tokenizer refuses part-way leaves nothing behind.
-struct LineMark {
-  std::vector<std::array<size_t, 3>> sizes;  // per key: ids, sequence_lengths, sequences_per_document
-};
+void encode_document(Block& block, PrepWorker& worker, const PrepOptions& options, std::optional<int32_t> eod);
 
-LineMark mark_line(const Block& block) {
-  LineMark mark;
-  for (const KeyTokens& k : block.keys) mark.sizes.push_back({k.ids.size(), k.sequence_lengths.size(), k.sequences_per_document.size()});
-  return mark;
-}
-
-void undo_line(Block& block, const LineMark& mark) {
-  for (size_t k = 0; k < block.keys.size(); ++k) {
-    block.keys[k].ids.resize(mark.sizes[k][0]);
-    block.keys[k].sequence_lengths.resize(mark.sizes[k][1]);
-    block.keys[k].sequences_per_document.resize(mark.sizes[k][2]);
+// Runs `encode`, which appends one line's tokens to the block. A text the tokenizer refuses (an Error from it;
+// NullTokenizer: not token ids) leaves nothing of the line in the block, whatever keys or sentences came before it,
+// and makes the line invalid with that reason; false then.
+template <class Encode>
+bool encode_line(Block& block, PrepWorker& worker, uint64_t line_number, Encode encode) {
+  worker.line_start.clear();
+  for (const KeyTokens& k : block.keys)
+    worker.line_start.push_back({k.ids.size(), k.sequence_lengths.size(), k.sequences_per_document.size()});
+  try {
+    encode();
+    return true;
+  } catch (const Error& e) {
+    for (size_t k = 0; k < block.keys.size(); ++k) {
+      block.keys[k].ids.resize(worker.line_start[k][0]);
+      block.keys[k].sequence_lengths.resize(worker.line_start[k][1]);
+      block.keys[k].sequences_per_document.resize(worker.line_start[k][2]);
+    }
+    block.invalid.push_back({line_number, e.what()});
+    return false;
   }
 }
-
-void encode_document(Block& block, PrepWorker& worker, const PrepOptions& options, std::optional<int32_t> eod);
 
 // --input-format text: every line (as Python's text-mode readlines() cuts them: a lone '\r' ends one too) is one
 // document of one sequence, its ids and then the EOD, so that an empty line still gives its EOD, as the word-level
@@ -135,14 +139,9 @@ void encode_block(Block& block, PrepWorker& worker, const PrepOptions& options, 
                " bytes (--max-line-bytes raises the limit)";
     } else if (options.input_format == "text") {
       pos = next;
-      const LineMark mark = mark_line(block);
-      try {
-        encode_text_line(block, worker, line, eod);
-      } catch (const Error& e) {  // a tokenizer that refuses a text (NullTokenizer: not token ids)
-        undo_line(block, mark);
-        block.invalid.push_back({line_number, e.what()});
-        if (!options.skip_invalid) return;
-      }
+      if (!encode_line(block, worker, line_number, [&] { encode_text_line(block, worker, line, eod); }) &&
+          !options.skip_invalid)
+        return;  // the writer stops at the first invalid line anyway
       continue;
     } else {
       reason = worker.parser.parse(line, readable_end - (pos + line.size()), worker.doc);
@@ -153,12 +152,7 @@ void encode_block(Block& block, PrepWorker& worker, const PrepOptions& options, 
       if (!options.skip_invalid) return;  // the writer stops at the first invalid line anyway
       continue;
     }
-    const LineMark mark = mark_line(block);
-    try {
-      encode_document(block, worker, options, eod);
-    } catch (const Error& e) {  // a tokenizer that refuses a text (NullTokenizer: not token ids)
-      undo_line(block, mark);
-      block.invalid.push_back({line_number, e.what()});
+    if (!encode_line(block, worker, line_number, [&] { encode_document(block, worker, options, eod); })) {
       if (!options.skip_invalid) return;
       continue;
     }
@@ -231,7 +225,7 @@ struct PieceEncoders::Impl {
 
 PieceEncoders::PieceEncoders(const PrepOptions& options, const text::Tokenizer& tokenizer)
     : impl(std::make_unique<Impl>(Impl{tbb::enumerable_thread_specific<PrepWorker>([&options, &tokenizer] {
-        PrepWorker w{JsonDocumentParser(options.json_keys), tokenizer.make_encoder(), {}, {}, {}, {}, {}};
+        PrepWorker w{JsonDocumentParser(options.json_keys), tokenizer.make_encoder(), {}, {}, {}, {}, {}, {}};
         if (options.split_sentences)
           w.splitter.emplace(text::SentenceSplitOptions{options.lang, options.keep_newlines});
         return w;
