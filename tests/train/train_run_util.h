@@ -1,6 +1,6 @@
 // defines: helpers for tests that run `lmforge train gpt` under mpirun: TensorBoard scalars read back at float
 //          precision (TFRecord framing and protobuf wire format, independent of the writer), a tiny GPT's flags on
-//          Megatron's sample dataset, train() runs and expect_parity(), run_and_read() and reference_run() (a
+//          Megatron's sample dataset with 1,001 ids (train/tiny_vocab_data.h), train() runs and expect_parity(), run_and_read() and reference_run() (a
 //          one-process reference run made once for all the test processes of a build), a fixture holding the
 //          one-process run, and kill_rank_mid_run() (an mpirun job whose rank is SIGKILLed while it trains)
 #pragma once
@@ -113,8 +113,9 @@ std::map<std::string, std::vector<float>> read_scalars(const std::string& dir) {
 
 using Flags = std::map<std::string, std::string>;
 
-// A tiny GPT on the GPT-2 sample with 1,001 ids (train/tiny_vocab_data.h); 10 iterations of a global batch of 4 one-sample micro-batches (evaluated at 5 and 10),
-// with Megatron's dropout (0.1, said explicitly): every layout and resume must draw the single process's masks.
+// A tiny GPT on the GPT-2 sample with 1,001 ids (NullTokenizer, train/tiny_vocab_data.h); 10 iterations of a global
+// batch of 4 one-sample micro-batches (evaluated at 5 and 10), with Megatron's dropout (0.1, said explicitly): every
+// layout and resume must draw the single process's masks.
 // ~60 tests make several runs each; each layout's claim (every iteration's loss, gradient norm and validation loss
 // equal to one process's) holds at 10 iterations as at 20.
 Flags tiny_flags(const TempDir& dir) {
