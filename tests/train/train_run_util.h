@@ -1,8 +1,9 @@
 // defines: helpers for tests that run `lmforge train gpt` under mpirun: TensorBoard scalars read back at float
 //          precision (TFRecord framing and protobuf wire format, independent of the writer), a tiny GPT's flags on
-//          Megatron's sample dataset with 1,001 ids (train/tiny_vocab_data.h), train() runs and expect_parity(), run_and_read() and reference_run() (a
-//          one-process reference run made once for all the test processes of a build), a fixture holding the
-//          one-process run, and kill_rank_mid_run() (an mpirun job whose rank is SIGKILLed while it trains)
+//          Megatron's sample dataset with 1,001 ids (train/tiny_vocab_data.h), train() runs and expect_parity(),
+//          run_and_read() and reference_run() (a one-process reference run made once for all the test processes of
+//          a build), a fixture holding the one-process run, and kill_rank_mid_run() (an mpirun job whose rank is
+//          SIGKILLed while it trains)
 #pragma once
 #include <gtest/gtest.h>
 #include <signal.h>
