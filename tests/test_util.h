@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -81,9 +83,37 @@ inline std::vector<std::string> loss_lines(const std::string& log) {
   return out;
 }
 
-// A TCP port on the loopback interface that was free a moment ago (bound to port 0, read back, closed): for
-// rendezvous and launcher tests that would otherwise collide on a fixed port when ctest runs them side by side.
+// Whether a TCP port of the loopback interface can be bound now.
+inline bool loopback_port_free(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  if (fd >= 0) ::close(fd);
+  return ok;
+}
+
+// A TCP port on the loopback interface, free when chosen: for rendezvous and launcher tests that would otherwise
+// collide on a fixed port when ctest runs them side by side. Taken below the kernel's ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range): a port the kernel handed out for bind(0) could be given again to another
+// test's outgoing connection before the rank that listens on it binds it (a rank 0 then failed with "Address
+// already in use" while its peers waited for it). Random from the process id and the clock, so tests started
+// together pick different ports; where the range leaves no room below it, the kernel's choice.
 inline int free_port() {
+  int ephemeral_low = 32768;
+  if (std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range"); range) range >> ephemeral_low;
+  constexpr int kFirst = 10000;
+  if (ephemeral_low > kFirst + 1000) {
+    uint64_t x = static_cast<uint64_t>(::getpid()) * 0x9E3779B97F4A7C15ull ^
+                 static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    for (int attempt = 0; attempt < 200; ++attempt) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift64
+      const int port = kFirst + static_cast<int>(x % static_cast<uint64_t>(ephemeral_low - kFirst));
+      if (loopback_port_free(port)) return port;
+    }
+  }
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;

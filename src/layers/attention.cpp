@@ -115,8 +115,7 @@ void Attention::forward(const Tensor& out, const Tensor& x, const Tensor& memory
     sv.qkv_act.resize(backend_, workspace_.dtype(), (size_t)(Nq * 3 * Cl));
     const Tensor qkv = sv.qkv_act.view({Nq, 3 * Cl});
     if (spec_.qkv_per_head) {
-      per_head_.resize(backend_, kernels::DType::F32, (size_t)(Nq * 3 * Cl));
-      const Tensor ph = per_head_.view({Nq, 3 * Cl});
+      const Tensor ph = sized(backend_, workspace_.buffer(Slot::PER_HEAD), kernels::DType::F32, Nq, 3 * Cl);
       qkv_->forward(ph, x);
       const Tensor parts[3] = {columns2d(qkv, 0, Cl), columns2d(qkv, Cl, Cl), columns2d(qkv, 2 * Cl, Cl)};
       per_head_copy(parts, 3, ph, local_heads_, Cl / local_heads_, true);
@@ -135,8 +134,7 @@ void Attention::forward(const Tensor& out, const Tensor& x, const Tensor& memory
     const Tensor va = sv.kv_act.view({2, Nk, Cl}).slice0(1, 1).reshaped({Nk, Cl});
     q_->forward(qa, x);
     if (kv_) {
-      per_head_.resize(backend_, kernels::DType::F32, (size_t)(Nk * 2 * Cl));
-      const Tensor ph = per_head_.view({Nk, 2 * Cl});
+      const Tensor ph = sized(backend_, workspace_.buffer(Slot::PER_HEAD), kernels::DType::F32, Nk, 2 * Cl);
       kv_->forward(ph, sv.memory);
       const Tensor parts[2] = {ka, va};
       per_head_copy(parts, 2, ph, local_heads_, Cl / local_heads_, true);
@@ -196,8 +194,7 @@ void Attention::backward(const Tensor& dx, const Tensor& dmemory, const Tensor& 
                                 columns(qkv, B, Tq, Cl, Cl), columns(qkv, B, Tq, 2 * Cl, Cl), p, (int)local_heads_, mask(), sv.key_padding,
                                 sv.dropout);
     if (spec_.qkv_per_head) {
-      d_per_head_.resize(backend_, kernels::DType::F32, (size_t)(Nq * 3 * Cl));
-      const Tensor dph = d_per_head_.view({Nq, 3 * Cl});
+      const Tensor dph = sized(backend_, workspace_.buffer(Slot::D_PER_HEAD), kernels::DType::F32, Nq, 3 * Cl);
       const Tensor parts[3] = {columns2d(dqkv, 0, Cl), columns2d(dqkv, Cl, Cl), columns2d(dqkv, 2 * Cl, Cl)};
       per_head_copy(parts, 3, dph, local_heads_, Cl / local_heads_, false);
       qkv_->backward(dx, dph, sv.x);
@@ -219,8 +216,7 @@ void Attention::backward(const Tensor& dx, const Tensor& dmemory, const Tensor& 
   q_->backward(dx, dq, sv.x);
   const Tensor dmem = spec_.cross ? dmemory : dx;
   if (kv_) {
-    d_per_head_.resize(backend_, kernels::DType::F32, (size_t)(Nk * 2 * Cl));
-    const Tensor dph = d_per_head_.view({Nk, 2 * Cl});
+    const Tensor dph = sized(backend_, workspace_.buffer(Slot::D_PER_HEAD), kernels::DType::F32, Nk, 2 * Cl);
     const Tensor parts[2] = {dk, dv};
     per_head_copy(parts, 2, dph, local_heads_, Cl / local_heads_, false);
     kv_->backward(dmem, dph, sv.memory);
@@ -251,8 +247,7 @@ void Attention::decode_begin_cross(const Tensor& memory, int B, int Tk) {
   vcache_.resize(backend_, kernels::DType::F32, (size_t)(Nk * Cl));
   const Tensor ka = kcache_.view({Nk, Cl}), va = vcache_.view({Nk, Cl});
   if (kv_) {
-    per_head_.resize(backend_, kernels::DType::F32, (size_t)(Nk * 2 * Cl));
-    const Tensor ph = per_head_.view({Nk, 2 * Cl});
+    const Tensor ph = sized(backend_, workspace_.buffer(Slot::PER_HEAD), kernels::DType::F32, Nk, 2 * Cl);
     kv_->forward(ph, memory);
     const Tensor parts[2] = {ka, va};
     per_head_copy(parts, 2, ph, local_heads_, Cl / local_heads_, true);
@@ -291,8 +286,7 @@ void Attention::decode_forward(const Tensor& out, const Tensor& x, int pos) {
   if (spec_.fused_qkv) {
     const Tensor qkv = dec_qkv_.view({B, 3 * Cl});
     if (spec_.qkv_per_head) {
-      per_head_.resize(backend_, kernels::DType::F32, (size_t)(B * 3 * Cl));
-      const Tensor ph = per_head_.view({B, 3 * Cl});
+      const Tensor ph = sized(backend_, workspace_.buffer(Slot::PER_HEAD), kernels::DType::F32, B, 3 * Cl);
       qkv_->forward(ph, x);
       const Tensor parts[3] = {columns2d(qkv, 0, Cl), columns2d(qkv, Cl, Cl), columns2d(qkv, 2 * Cl, Cl)};
       per_head_copy(parts, 3, ph, local_heads_, Cl / local_heads_, true);

@@ -96,7 +96,6 @@ class Attention {
   kernels::Backend& backend_;
   int64_t local_heads_ = 0, local_c_ = 0;
   std::unique_ptr<Linear> qkv_, q_, k_, v_, kv_, out_;
-  kernels::Buffer per_head_, d_per_head_;  // per-head projection outputs (qkv_per_head / fused_kv) and gradients
   // key/value cache
   int cache_B_ = 0, cache_len_ = 0;
   kernels::Buffer kcache_, vcache_, dec_qkv_, dec_heads_, dec_scores_;

@@ -27,6 +27,8 @@ enum class Slot : size_t {
   PARTIAL,      // column-parallel backward: this rank's part of an input gradient [N,in]
   ATTENTION_CORE,  // selective recomputation: the attention core's saved state of the call running (always fp32;
                    // Attention::probs), one for every layer since none keeps it between its forward and backward
+  PER_HEAD,        // fp32: q|k|v or k|v projection outputs in Megatron's per-head row order, before they are split
+  D_PER_HEAD,      // fp32: their gradients, gathered back into that order
   COUNT
 };
 
@@ -40,7 +42,8 @@ class Workspace {
   kernels::DType dtype() const { return dtype_; }
   // A view of `shape` in the slot (grown when needed; contents undefined unless zero).
   kernels::Tensor take(Slot slot, std::initializer_list<int64_t> shape, bool zero = false);
-  // The slot's buffer itself, for a caller that sizes it in its own dtype (ATTENTION_CORE: fp32 in every precision).
+  // The slot's buffer itself, for a caller that sizes it in its own dtype (ATTENTION_CORE, PER_HEAD, D_PER_HEAD: fp32
+  // in every precision).
   kernels::Buffer& buffer(Slot slot) { return buffers_[(size_t)slot]; }
 
  private:

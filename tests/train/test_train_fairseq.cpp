@@ -256,31 +256,43 @@ struct Job {
 // --distributed-init-method.
 Job by_hand(const TempDir& dir, const std::string& name, const std::string& model, Flags flags, int np,
             bool slow_rank1, bool fairseq_port = false) {
-  const int port = free_port();
   const std::string tb = dir.file("tb-" + name);
   flags["--tensorboard-dir"] = tb;
-  if (fairseq_port) flags["--distributed-port"] = std::to_string(port);
-  else flags["--distributed-init-method"] = "tcp://127.0.0.1:" + std::to_string(port);
   flags["--distributed-world-size"] = std::to_string(np);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < np; r++) {
-    flags["--distributed-rank"] = std::to_string(r);
-    const std::string log = dir.file(name + "-" + std::to_string(r) + ".log");
-    const std::string place = !slow_rank1 ? "" : r == 0 ? "taskset -c 0 " : "taskset -c 1 nice -n 5 ";
-    pids.push_back(spawn(place +
-                         "env OMP_NUM_THREADS=1 MASTER_ADDR=127.0.0.1 " + command_line(model, flags) + " > " + log +
-                         " 2>&1"));
+  auto log_of = [&](int r) { return dir.file(name + "-" + std::to_string(r) + ".log"); };
+  // free_port()'s port was free a moment ago; a test beside this one (ctest -j) may take it first, and rank 0 then
+  // cannot listen ("Address already in use") while the others wait for it until their timeout: start again on
+  // another port (the others killed at once).
+  for (int attempt = 1;; ++attempt) {
+    const int port = free_port();
+    if (fairseq_port) flags["--distributed-port"] = std::to_string(port);
+    else flags["--distributed-init-method"] = "tcp://127.0.0.1:" + std::to_string(port);
+    std::vector<pid_t> pids;
+    for (int r = 0; r < np; r++) {
+      flags["--distributed-rank"] = std::to_string(r);
+      const std::string place = !slow_rank1 ? "" : r == 0 ? "taskset -c 0 " : "taskset -c 1 nice -n 5 ";
+      pids.push_back(spawn(place + "env OMP_NUM_THREADS=1 MASTER_ADDR=127.0.0.1 " + command_line(model, flags) +
+                           " > " + log_of(r) + " 2>&1"));
+    }
+    Job job;
+    bool port_taken = false;
+    for (int r = 0; r < np && !port_taken; r++) {
+      const int status = wait_for(pids[(size_t)r], 400);
+      const std::string text = lmforge::testing::read_file(log_of(r));
+      if (r == 0 && status != 0 && attempt < 3 && text.find("Address already in use") != std::string::npos) {
+        for (int other = 1; other < np; other++) ::kill(pids[(size_t)other], SIGKILL);
+        for (int other = 1; other < np; other++) wait_for(pids[(size_t)other], 10);
+        port_taken = true;
+        continue;
+      }
+      if (r == 0) job.log0 = text;
+      job.logs += "---- rank " + std::to_string(r) + " (exit " + std::to_string(status) + ")\n" + text;
+      if (status != 0) job.status = status;
+    }
+    if (port_taken) continue;
+    if (job.status == 0 && fs::exists(tb)) job.scalars = read_scalars(tb);
+    return job;
   }
-  Job job;
-  for (int r = 0; r < np; r++) {
-    const int status = wait_for(pids[(size_t)r], 400);
-    const std::string text = lmforge::testing::read_file(dir.file(name + "-" + std::to_string(r) + ".log"));
-    if (r == 0) job.log0 = text;
-    job.logs += "---- rank " + std::to_string(r) + " (exit " + std::to_string(status) + ")\n" + text;
-    if (status != 0) job.status = status;
-  }
-  if (job.status == 0 && fs::exists(tb)) job.scalars = read_scalars(tb);
-  return job;
 }
 
 std::map<std::string, std::vector<float>> single_scalars(const TempDir& dir, const std::string& name,
