@@ -153,8 +153,6 @@ void add_generate_command(CLI::App& app) {
   add_device_flag(cmd, o->device);
 
   cmd->callback([o] {
-    if (o->tokenizer.vocab_file.empty() && o->tokenizer.type != "NullTokenizer")
-      throw Error("--vocab-file is required (to encode the prompt)");
     // Everything that can be wrong with the flags or files is checked before the model runs.
     const auto tokenizer = text::make_tokenizer(o->tokenizer);
     kernels::Backend& backend = kernels::backend_for(o->device);

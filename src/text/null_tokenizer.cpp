@@ -2,6 +2,8 @@
 #include "text/null_tokenizer.h"
 
 #include <charconv>
+#include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -74,9 +76,8 @@ class NullTokenizer final : public Tokenizer {
 }  // namespace
 
 std::unique_ptr<Tokenizer> make_null_tokenizer(int64_t vocab_size) {
-  if (vocab_size < 1 || vocab_size >= INT32_MAX)
-    throw Error("--tokenizer-type NullTokenizer needs --vocab-size: the number of token ids before the "
-                "end-of-document id, at least 1 and below 2^31 - 1 (got " + std::to_string(vocab_size) + ")");
+  // check_tokenizer_options() has refused any other size, naming --vocab-size
+  if (vocab_size < 1 || vocab_size >= INT32_MAX) throw std::invalid_argument("make_null_tokenizer: vocab_size");
   return std::make_unique<NullTokenizer>(vocab_size);
 }
 

@@ -17,6 +17,7 @@ namespace lmforge::text {
 // (the end-of-document id may be written in the text), and a piece that is not an integer (two spaces in a row, a
 // word, an empty text given a space) is an Error naming the piece (prep adds the file and line); Megatron stops at
 // such input with a Python traceback. An empty text encodes to no ids (prep's empty document).
+// vocab_size in [1, 2^31 - 1) (check_tokenizer_options() says so to users).
 std::unique_ptr<Tokenizer> make_null_tokenizer(int64_t vocab_size);
 
 }  // namespace lmforge::text

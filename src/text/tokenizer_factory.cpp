@@ -4,6 +4,7 @@
 
 #include <simdjson.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -146,18 +147,20 @@ std::string find_hf_tokenizer(const std::string& name_or_path) {
               "tokenizer.json");
 }
 
-std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
-  if (!options.add_special_tokens && options.type != "PretrainedFromHF")
+void check_tokenizer_options(const TokenizerOptions& options) {
+  const std::string& type = options.type;
+  if (!options.add_special_tokens && type != "PretrainedFromHF")
     throw Error("--no-special-tokens applies to --tokenizer-type PretrainedFromHF only");
   // Megatron appends <extra_id_N> to its BERT and SentencePiece vocabularies (GPT-2 ignores the flag); elsewhere the
   // flag is refused rather than silently changing nothing.
   if (options.vocab_extra_ids < 0) throw Error("--vocab-extra-ids must be >= 0");
-  if (options.vocab_extra_ids != 0 && options.type != "SentencePieceTokenizer" &&
-      options.type != "BertWordPieceLowerCase" && options.type != "BertWordPieceCase")
+  if (options.vocab_extra_ids != 0 && type != "SentencePieceTokenizer" && type != "BertWordPieceLowerCase" &&
+      type != "BertWordPieceCase")
     throw Error("--vocab-extra-ids applies to --tokenizer-type SentencePieceTokenizer, BertWordPieceLowerCase and "
                 "BertWordPieceCase only");
-  // Text that is token ids already (Megatron-core's functional tests and mock data run on it).
-  if (options.type == "NullTokenizer") {
+  const bool sentencepiece =
+      type == "SentencePieceTokenizer" || type == "GPTSentencePieceTokenizer" || type == "Llama2Tokenizer";
+  if (type == "NullTokenizer") {
     for (const auto& [flag, value] : {std::pair<const char*, const std::string&>{"--vocab-file", options.vocab_file},
                                       {"--merge-file", options.merge_file},
                                       {"--tokenizer-model", options.model_file},
@@ -166,54 +169,61 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
       if (!value.empty())
         throw Error(std::string(flag) + " does not apply to --tokenizer-type NullTokenizer (its text is token ids; "
                     "--vocab-size gives the vocabulary)");
-    return make_null_tokenizer(options.vocab_size);
+    if (options.vocab_size < 1 || options.vocab_size >= INT32_MAX)
+      throw Error("--tokenizer-type NullTokenizer needs --vocab-size: the number of token ids before the "
+                  "end-of-document id, at least 1 and below 2^31 - 1 (got " + std::to_string(options.vocab_size) + ")");
+    return;
   }
   if (options.vocab_size != 0)
-    throw Error("--vocab-size applies to --tokenizer-type NullTokenizer only (" + options.type +
+    throw Error("--vocab-size applies to --tokenizer-type NullTokenizer only (" + type +
                 " takes its vocabulary size from its vocabulary file)");
-  if (options.type == "GPT2BPETokenizer") {
+  if (type == "GPT2BPETokenizer") {
     if (options.vocab_file.empty()) throw Error("--tokenizer-type GPT2BPETokenizer needs --vocab-file (vocab.json)");
     if (options.merge_file.empty()) throw Error("--tokenizer-type GPT2BPETokenizer needs --merge-file (merges.txt)");
-    return make_gpt2_tokenizer(options);
-  }
-  // Megatron's type names mean Megatron's (Google BERT's) behaviour, so its datasets come out byte for byte.
-  if (options.type == "BertWordPieceLowerCase" || options.type == "BertWordPieceCase") {
-    if (options.vocab_file.empty()) throw Error("--tokenizer-type " + options.type + " needs --vocab-file (vocab.txt)");
-    return make_bert_wordpiece_tokenizer(options.vocab_file, options.type == "BertWordPieceLowerCase",
-                                         WordPieceFlavor::kMegatron, options.vocab_extra_ids);
-  }
-  // Any Hugging Face tokenizer.json, ids as HF's encode(text, add_special_tokens) (Megatron: True).
-  if (options.type == "PretrainedFromHF") {
+  } else if (type == "BertWordPieceLowerCase" || type == "BertWordPieceCase") {
+    if (options.vocab_file.empty()) throw Error("--tokenizer-type " + type + " needs --vocab-file (vocab.txt)");
+  } else if (type == "PretrainedFromHF") {
     if (options.name_or_path.empty())
       throw Error("--tokenizer-type PretrainedFromHF needs --tokenizer-name-or-path (a tokenizer.json file, a "
                   "directory holding one, or a hub name in the local Hugging Face cache)");
+  } else if (sentencepiece) {
+    if (options.model_file.empty())
+      throw Error("--tokenizer-type " + type + " needs --tokenizer-model (a SentencePiece .model file)");
+  } else if (type == "WordLevel") {
+    if (options.vocab_file.empty()) throw Error("--tokenizer-type WordLevel needs --vocab-file (vocab.json)");
+  } else {
+    throw Error("--tokenizer-type: unknown tokenizer \"" + type +
+                "\"; valid types: GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase, PretrainedFromHF, "
+                "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer, WordLevel, NullTokenizer");
+  }
+  if (!options.eod_token.empty() && type != "PretrainedFromHF" && type != "WordLevel")
+    throw Error("--eod-token applies to --tokenizer-type PretrainedFromHF and WordLevel only");
+}
+
+std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
+  check_tokenizer_options(options);
+  const std::string& type = options.type;
+  // Text that is token ids already (Megatron-core's functional tests and mock data run on it).
+  if (type == "NullTokenizer") return make_null_tokenizer(options.vocab_size);
+  if (type == "GPT2BPETokenizer") return make_gpt2_tokenizer(options);
+  // Megatron's type names mean Megatron's (Google BERT's) behaviour, so its datasets come out byte for byte.
+  if (type == "BertWordPieceLowerCase" || type == "BertWordPieceCase")
+    return make_bert_wordpiece_tokenizer(options.vocab_file, type == "BertWordPieceLowerCase",
+                                         WordPieceFlavor::kMegatron, options.vocab_extra_ids);
+  // Any Hugging Face tokenizer.json, ids as HF's encode(text, add_special_tokens) (Megatron: True).
+  if (type == "PretrainedFromHF") {
     HfTokenizerOptions hf;
     hf.eod_token = options.eod_token;
     hf.add_special_tokens = options.add_special_tokens;
     return load_hf_tokenizer(find_hf_tokenizer(options.name_or_path), hf);
   }
-  // SentencePiece .model types, as Megatron's three wrappers of it (sentencepiece_tokenizer.h).
-  if (options.type == "SentencePieceTokenizer" || options.type == "GPTSentencePieceTokenizer" ||
-      options.type == "Llama2Tokenizer") {
-    if (options.model_file.empty())
-      throw Error("--tokenizer-type " + options.type + " needs --tokenizer-model (a SentencePiece .model file)");
-    if (!options.eod_token.empty())
-      throw Error("--eod-token applies to --tokenizer-type PretrainedFromHF and WordLevel only");
-    SentencePieceFlavor flavor = options.type == "SentencePieceTokenizer"      ? SentencePieceFlavor::kMegatron
-                                 : options.type == "GPTSentencePieceTokenizer" ? SentencePieceFlavor::kGpt
-                                                                               : SentencePieceFlavor::kLlama2;
-    return make_sentencepiece_tokenizer(options.model_file, flavor, options.vocab_extra_ids);
-  }
   // Whitespace words looked up in a vocab.json (the Megatron v1.1.5 project's word-level preprocessor).
-  if (options.type == "WordLevel") {
-    if (options.vocab_file.empty()) throw Error("--tokenizer-type WordLevel needs --vocab-file (vocab.json)");
-    return make_word_level_tokenizer(options.vocab_file, options.unk_token, options.eod_token);
-  }
-  if (!options.eod_token.empty())
-    throw Error("--eod-token applies to --tokenizer-type PretrainedFromHF and WordLevel only");
-  throw Error("--tokenizer-type: unknown tokenizer \"" + options.type +
-              "\"; valid types: GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase, PretrainedFromHF, "
-              "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer, WordLevel, NullTokenizer");
+  if (type == "WordLevel") return make_word_level_tokenizer(options.vocab_file, options.unk_token, options.eod_token);
+  // SentencePiece .model types, as Megatron's three wrappers of it (sentencepiece_tokenizer.h).
+  const SentencePieceFlavor flavor = type == "SentencePieceTokenizer"      ? SentencePieceFlavor::kMegatron
+                                     : type == "GPTSentencePieceTokenizer" ? SentencePieceFlavor::kGpt
+                                                                           : SentencePieceFlavor::kLlama2;
+  return make_sentencepiece_tokenizer(options.model_file, flavor, options.vocab_extra_ids);
 }
 
 }  // namespace lmforge::text

@@ -40,6 +40,11 @@ struct TokenizerOptions {
   bool size_and_eod_only = false;
 };
 
+// The flags' checks alone, before any file is read: an unknown type, a flag the type does not take, a file or size
+// the type needs and was not given (Error naming the flags). Commands call it before any work; make_tokenizer()
+// calls it first.
+void check_tokenizer_options(const TokenizerOptions& options);
+
 // Unknown type, missing or unreadable files, malformed vocabularies: Error naming the flag, file and line.
 // The notice of an accepted size-and-eod-only vocabulary goes to std::cerr.
 std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options);

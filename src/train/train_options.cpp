@@ -6,6 +6,7 @@
 
 #include "optim/factory.h"
 #include "optim/lr_schedule.h"
+#include "text/tokenizer_factory.h"
 #include "families/registry.h"
 #include "util/error.h"
 #include "util/strings.h"
@@ -50,9 +51,9 @@ void validate_train_options(TrainOptions& o) {
 
   if (o.data_path.empty()) throw Error("--data-path is required (a dataset prefix made by `lmforge prep`)");
   data_prefixes(o.data_path);
-  if (o.tokenizer.vocab_file.empty() && o.tokenizer.type != "NullTokenizer")
-    throw Error("--vocab-file is required: the tokenizer decides the model's vocabulary size (or --tokenizer-type "
-                "NullTokenizer --vocab-size N for data whose ids need no vocabulary file)");
+  // The tokenizer decides the model's vocabulary size: its flags are checked before any work (its files when it is
+  // made, after the layout checks).
+  text::check_tokenizer_options(o.tokenizer);
 
   validate_mixed_precision(o.precision);
   // Megatron's rules (arguments.py): --recompute-activations is selective; a method only goes with full. (Megatron

@@ -65,7 +65,14 @@ TEST(TrainCli, BadFlagsFailClearlyBeforeAnyWork) {
       {{{"--lr-decay-style", "stepwise"}}, "--lr-decay-style"},
       {{{"--eval-interval", "0"}}, "--eval-interval must be a positive integer"},
       {{{"--data-path", "-"}}, "lmforge train: error: --data-path is required"},
-      {{{"--vocab-file", "-"}}, "--vocab-file is required"},
+      {{{"--vocab-file", "-"}}, "--tokenizer-type GPT2BPETokenizer needs --vocab-file"},
+      {{{"--tokenizer-type", "NullTokenizer"}, {"--vocab-file", "-"}, {"--merge-file", "-"}},
+       "--tokenizer-type NullTokenizer needs --vocab-size"},
+      // A SentencePiece model needs no --vocab-file (it was required of every tokenizer): its vocabulary is checked
+      // against the data's ids.
+      {{{"--tokenizer-type", "GPTSentencePieceTokenizer"}, {"--vocab-file", "-"}, {"--merge-file", "-"},
+        {"--tokenizer-model", std::string(LMFORGE_SOURCE_DIR) + "/tests/text/spm_fixtures/tiny_unigram.model"}},
+       "holds token id 50256, outside the vocabulary of"},
       {{{"--tokenizer-type", "BertWordPieceLowerCase"}, {"--merge-file", "-"},
         {"--vocab-file", shared_path("data/vocab/bert-base-uncased-vocab.txt")}},
        "holds token id 50256, outside the vocabulary of 30524 tokens"},
