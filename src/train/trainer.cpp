@@ -394,8 +394,10 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
     if (max_id >= vocab)
       throw Error(prefix + ".bin: holds token id " + int_text(max_id) + ", outside the vocabulary of " + int_text(vocab) +
                   " tokens (" + m.tokenizer->type_name() +
-                  (o.tokenizer.type == "NullTokenizer" ? " of --vocab-size " + int_text(o.tokenizer.vocab_size)
-                                                       : " from " + o.tokenizer.vocab_file) +
+                  (o.tokenizer.type == "NullTokenizer"   ? " of --vocab-size " + int_text(o.tokenizer.vocab_size)
+                   : !o.tokenizer.model_file.empty()     ? " from " + o.tokenizer.model_file
+                   : !o.tokenizer.name_or_path.empty()   ? " from " + o.tokenizer.name_or_path
+                                                         : " from " + o.tokenizer.vocab_file) +
                   "); was the dataset made with another tokenizer?");
   }
   if (o.threads > 0) m.backend->set_num_threads(o.threads);

@@ -72,7 +72,8 @@ TEST(TrainCli, BadFlagsFailClearlyBeforeAnyWork) {
       // against the data's ids.
       {{{"--tokenizer-type", "GPTSentencePieceTokenizer"}, {"--vocab-file", "-"}, {"--merge-file", "-"},
         {"--tokenizer-model", std::string(LMFORGE_SOURCE_DIR) + "/tests/text/spm_fixtures/tiny_unigram.model"}},
-       "holds token id 50256, outside the vocabulary of"},
+       "tokens (GPTSentencePieceTokenizer from " + std::string(LMFORGE_SOURCE_DIR) +
+           "/tests/text/spm_fixtures/tiny_unigram.model)"},
       {{{"--tokenizer-type", "BertWordPieceLowerCase"}, {"--merge-file", "-"},
         {"--vocab-file", shared_path("data/vocab/bert-base-uncased-vocab.txt")}},
        "holds token id 50256, outside the vocabulary of 30524 tokens"},
