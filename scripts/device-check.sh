@@ -21,8 +21,8 @@
 # carried binaries cannot run there).
 #
 # Budget on an H100 (device time; the machine's start is extra): unpack 10 s, op cases ≤ 150 s (+ ≤ 60 s for the
-# fallback GEMM, ≤ 60 s for the row attention kernels), six small parity runs + two two-rank runs + resume + generate
-# ≈ 1 min, throughput: lmforge ≤ 150 s, PyTorch eager ≤ 90 s, torch.compile ≤ 150 s. Each part runs only while the
+# fallback GEMM, ≤ 60 s each for the WMMA flash and the row attention kernels), six small parity runs + two
+# two-rank runs + resume + generate ≈ 1 min, throughput: lmforge ≤ 150 s, PyTorch eager ≤ 90 s, torch.compile ≤ 150 s. Each part runs only while the
 # elapsed time (DEVICE_CHECK_BUDGET, default 450 s) leaves room (the rows say when one was skipped). Measured on the
 # H100 (2026-11-27): the whole check 104 s, the op cases 3 s, each parity run ~1 s.
 #
@@ -268,15 +268,18 @@ if [ $mode = run ] && room 60; then
   case $rc in 0) res=ok ;; 124) res=TIMEOUT ;; *) res=FAIL ;; esac
   row "op cases, fallback GEMM" "$res" "$(summary "$out/ops-gemm-fallback.txt"), $((SECONDS - s0)) s"
 fi
-if [ $mode = run ] && room 40; then
-  s0=$SECONDS
-  # The row kernels the flash attention falls back to (head sizes other than 32/64/128): every attention case again.
-  LMFORGE_CUDA_ATTENTION=rows timeout 60 "${ops_env[@]}" "$ops" --gtest_filter='OpCasesCuda.*:AttentionCuda.*' \
-    >"$out/ops-attention-rows.txt" 2>&1
-  rc=$?
-  case $rc in 0) res=ok ;; 124) res=TIMEOUT ;; *) res=FAIL ;; esac
-  row "op cases, row attention kernels" "$res" "$(summary "$out/ops-attention-rows.txt"), $((SECONDS - s0)) s"
-fi
+# The attention paths the tensor-core kernels fall back to: the WMMA flash kernels (f32, head size 128, unaligned
+# rows) and the row kernels (other head sizes): every attention case again on each.
+for path in flash rows; do
+  if [ $mode = run ] && room 40; then
+    s0=$SECONDS
+    LMFORGE_CUDA_ATTENTION=$path timeout 60 "${ops_env[@]}" "$ops" --gtest_filter='OpCasesCuda.*:AttentionCuda.*' \
+      >"$out/ops-attention-$path.txt" 2>&1
+    rc=$?
+    case $rc in 0) res=ok ;; 124) res=TIMEOUT ;; *) res=FAIL ;; esac
+    row "op cases, $path attention kernels" "$res" "$(summary "$out/ops-attention-$path.txt"), $((SECONDS - s0)) s"
+  fi
+done
 
 # ---- parity: GPT, BERT, T5 on cuda against the CPU's losses ---------------------------------------------------------
 tmp=$out/tmp

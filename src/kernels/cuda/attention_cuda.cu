@@ -1,5 +1,6 @@
-// defines: the CUDA multi-head attention (ops.h): forward and backward entry points (the flash kernels of
-//          attention_flash_cuda.cu where they apply, the row kernels here otherwise), the row kernels, and
+// defines: the CUDA multi-head attention (ops.h): forward and backward entry points (the tensor-core kernels of
+//          attention_mma_cuda.cu, then the flash kernels of attention_flash_cuda.cu where they apply, the row kernels
+//          here otherwise), the row kernels, and
 //          key/value-cache decode. Causal, key-padding and cross (Tq != Tk) masks; attention dropout with the CPU's
 //          Philox keys at the element's index in the whole model's [B, total_heads, Tq, Tk] probabilities, so the
 //          keep decisions are the CPU's. Every dtype; scores and sums in fp32.
@@ -214,7 +215,10 @@ void attention_forward_cuda(const Tensor& out, const Tensor& saved, const Tensor
   const AttentionArgs a{q, k, v, heads, mask, key_padding, dropout};
   if (q.dim(0) * q.dim(1) * heads == 0) return;
   float* lse = f32(saved, "saved log-sum-exp");
-  if (!cuda_context().attention_rows && flash_forward(a, out, lse)) return;
+  using K = CudaContext::AttentionKernels;
+  const K first = cuda_context().attention;
+  if (first == K::TENSOR_CORES && mma_forward(a, out, lse)) return;
+  if (first != K::ROWS && flash_forward(a, out, lse)) return;
   rows_forward(a, out, lse);
 }
 
@@ -225,7 +229,10 @@ void attention_backward_cuda(const Tensor& dq, const Tensor& dk, const Tensor& d
   const AttentionArgs a{q, k, v, heads, mask, key_padding, dropout};
   if (q.dim(0) * heads == 0) return;
   const float* lse = f32(saved, "saved log-sum-exp");
-  if (!cuda_context().attention_rows && flash_backward(a, dq, dk, dv, dout, out, lse)) return;
+  using K = CudaContext::AttentionKernels;
+  const K first = cuda_context().attention;
+  if (first == K::TENSOR_CORES && mma_backward(a, dq, dk, dv, dout, out, lse)) return;
+  if (first != K::ROWS && flash_backward(a, dq, dk, dv, dout, out, lse)) return;
   rows_backward(a, dq, dk, dv, dout, lse);
 }
 

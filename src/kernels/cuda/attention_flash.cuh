@@ -1,10 +1,11 @@
-// defines: what the CUDA attention files share: AttentionArgs (the op's operands), Geometry (sizes, masks and the
-//          dropout key as a kernel argument, with allowed() and factor()), geometry(), and the flash attention entry
-//          points of attention_flash_cuda.cu, which attention_cuda.cu calls before its row kernels. Private to the
-//          CUDA backend; C++17.
+// defines: what the CUDA attention files share: AttentionArgs (the op's operands), geometry() (the Geometry of
+//          attention_geometry.cuh for them), and the entry points of the tensor-core kernels (attention_mma_cuda.cu)
+//          and the WMMA flash kernels (attention_flash_cuda.cu), which attention_cuda.cu tries in that order before
+//          its row kernels. Private to the CUDA backend; C++17.
 #pragma once
 #include <cmath>
 
+#include "kernels/cuda/attention_geometry.cuh"
 #include "kernels/cuda/cuda_device.cuh"
 #include "kernels/ops.h"
 
@@ -20,26 +21,6 @@ struct AttentionArgs {
   const AttentionDropout& dropout;
 };
 
-struct Geometry {
-  int64_t B, Tq, Tk, H, hs;
-  float scale;             // 1/√hs
-  bool causal;
-  const int32_t* padding;  // [B,Tk] or nullptr
-  float p;                 // dropout probability (0: none)
-  uint64_t seed, stream;
-  int64_t head_offset, total_heads;
-
-  __device__ bool allowed(int64_t b, int64_t t, int64_t j) const {
-    return (!causal || j <= t) && (padding == nullptr || padding[b * Tk + j] != 0);
-  }
-  // 1/(1−p) or 0 for probability (b,h,t,j); 1 without dropout.
-  __device__ float factor(int64_t b, int64_t h, int64_t t, int64_t j) const {
-    if (p <= 0.0f) return 1.0f;
-    const uint64_t i = (uint64_t)((((b * total_heads + head_offset + h) * Tq + t) * Tk) + j);
-    return dropout_factor(p, seed, stream, i);
-  }
-};
-
 inline Geometry geometry(const AttentionArgs& a) {
   Geometry g{};
   g.B = a.q.dim(0), g.Tq = a.q.dim(1), g.Tk = a.k.dim(1), g.H = a.heads, g.hs = a.q.dim(2) / a.heads;
@@ -51,6 +32,15 @@ inline Geometry geometry(const AttentionArgs& a) {
   g.total_heads = a.dropout.total_heads > 0 ? a.dropout.total_heads : a.heads;
   return g;
 }
+
+// D[(b·H + h)·Tq + t] = dout_t·out_t over head h's columns (the backward's row dots), queued on the stream.
+void attention_row_dots(float* D, const Tensor& dout, const Tensor& out, const Geometry& g);
+
+// The tensor-core forward and backward (attention_mma_cuda.cu): bf16 or f16 q, k, v (and dout) with 16-byte
+// aligned rows, head size 32 or 64; false, with nothing queued, where they do not apply.
+bool mma_forward(const AttentionArgs& a, const Tensor& out, float* lse);
+bool mma_backward(const AttentionArgs& a, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                  const Tensor& out, const float* lse);
 
 // The flash forward (out, lse [B,H,Tq] written) or backward (dq, dk, dv accumulated); false, with nothing queued,
 // where it does not apply (a head size other than 32, 64 or 128; more shared memory than the device gives a block),

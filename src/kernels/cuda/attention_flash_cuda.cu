@@ -513,8 +513,7 @@ bool backward_as(const AttentionArgs& a, const Tensor& dq, const Tensor& dk, con
   Scratch d((size_t)(g.B * g.H * g.Tq) * sizeof(float));
   float* D = static_cast<float*>(d.get());
   if (g.Tq > 0) {
-    flash_rowdot_kernel<<<blocks_for(g.B * g.H * g.Tq * 32, 256), 256, 0, s>>>(D, rows_of(dout), rows_of(out), g);
-    check_launch("attention_backward (flash, row dots)");
+    attention_row_dots(D, dout, out, g);
     flash_dq_kernel<T, HS><<<dim3((unsigned)((g.Tq + S::R - 1) / S::R), (unsigned)g.H, (unsigned)g.B), S::W * 32,
                              DqLayout<T, HS>::bytes, s>>>(rows_of(dq), lse, D, rows_of(a.q), rows_of(a.k),
                                                           rows_of(a.v), rows_of(dout), g);
@@ -559,6 +558,13 @@ bool backward_hs(const AttentionArgs& a, const Tensor& dq, const Tensor& dk, con
 }
 
 }  // namespace
+
+void attention_row_dots(float* D, const Tensor& dout, const Tensor& out, const Geometry& g) {
+  if (g.B * g.H * g.Tq == 0) return;
+  flash_rowdot_kernel<<<blocks_for(g.B * g.H * g.Tq * 32, 256), 256, 0, cuda_context().stream>>>(
+      D, rows_of(dout), rows_of(out), g);
+  check_launch("attention_backward (row dots)");
+}
 
 bool flash_forward(const AttentionArgs& a, const Tensor& out, float* lse) {
   const int64_t hs = a.q.dim(2) / a.heads;

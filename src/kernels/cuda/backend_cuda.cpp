@@ -108,8 +108,16 @@ class CudaBackend final : public Backend {
     plain_malloc_ = mode != nullptr && std::strcmp(mode, "plain") == 0;
     const char* gemm = std::getenv("LMFORGE_CUDA_GEMM");
     ctx_.gemm_fallback = gemm != nullptr && std::strcmp(gemm, "fallback") == 0;
-    const char* attention = std::getenv("LMFORGE_CUDA_ATTENTION");
-    ctx_.attention_rows = attention != nullptr && std::strcmp(attention, "rows") == 0;
+    if (const char* attention = std::getenv("LMFORGE_CUDA_ATTENTION"); attention != nullptr && *attention != 0) {
+      using K = CudaContext::AttentionKernels;
+      if (std::strcmp(attention, "rows") == 0) ctx_.attention = K::ROWS;
+      else if (std::strcmp(attention, "flash") == 0) ctx_.attention = K::FLASH;
+      else if (std::strcmp(attention, "mma") == 0) ctx_.attention = K::TENSOR_CORES;
+      else
+        throw Error(std::string("LMFORGE_CUDA_ATTENTION=") + attention +
+                    " is not one of mma (the default: tensor-core kernels first), flash (the WMMA flash kernels "
+                    "first) or rows (the row kernels only)");
+    }
     check_cuda(cudaDeviceGetAttribute(&ctx_.max_smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_),
                "cudaDeviceGetAttribute (shared memory per block)");
     if (!plain_malloc_) {
@@ -137,7 +145,9 @@ class CudaBackend final : public Backend {
            version(runtime) + ", cuBLASLt " + std::to_string(cublasLtGetVersion()) +
            (plain_malloc_ ? ", cudaMalloc per buffer" : ", stream-ordered pool") +
            (ctx_.gemm_fallback ? ", fallback GEMM kernel (LMFORGE_CUDA_GEMM)" : "") +
-           (ctx_.attention_rows ? ", row attention kernels (LMFORGE_CUDA_ATTENTION)" : "");
+           (ctx_.attention == CudaContext::AttentionKernels::ROWS    ? ", row attention kernels (LMFORGE_CUDA_ATTENTION)"
+            : ctx_.attention == CudaContext::AttentionKernels::FLASH ? ", WMMA flash attention kernels (LMFORGE_CUDA_ATTENTION)"
+                                                                     : "");
   }
   void* alloc(size_t bytes) override {
     bind_thread();

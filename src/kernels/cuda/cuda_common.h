@@ -65,9 +65,12 @@ struct CudaContext {
   // shape, dtypes, transposes, alignments and epilogue, and the reused buffers of operands rounded to bf16/f16.
   std::shared_ptr<GemmState> gemm;
   HostStaging* staging = nullptr;  // owned by the backend
-  // LMFORGE_CUDA_ATTENTION=rows: attention through the row kernels (attention_cuda.cu) instead of the flash kernels
-  // (attention_flash_cuda.cu), so the GPU check can compare the two and fall back.
-  bool attention_rows = false;
+  // Which attention kernels run first (attention_cuda.cu). Unset: the tensor-core kernels (attention_mma_cuda.cu)
+  // where they apply, then the WMMA flash kernels (attention_flash_cuda.cu), then the row kernels;
+  // LMFORGE_CUDA_ATTENTION=flash starts at the flash kernels, =rows takes the row kernels only, so the GPU check
+  // runs every path over the same op cases.
+  enum class AttentionKernels { TENSOR_CORES, FLASH, ROWS };
+  AttentionKernels attention = AttentionKernels::TENSOR_CORES;
   int max_smem_optin = 0;  // shared memory a block may opt in to (bytes; the flash kernels' limit)
 };
 

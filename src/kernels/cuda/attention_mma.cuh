@@ -1,0 +1,433 @@
+// defines: the tensor-core attention kernels (FlashAttention-2: Dao, 2023) for 16-bit q, k, v (bf16 or f16) and
+//          head sizes 32 and 64: mma_forward_kernel() (online softmax, the row log-sum-exp saved), mma_dq_kernel()
+//          and mma_dkv_kernel() (the backward, p = exp(s − lse) recomputed; no atomics, so runs are bit-identical).
+//          Launched by attention_mma_cuda.cu; also compiled on the CPU under tests/kernels/warp_emulator.h, whose
+//          tests run this source against a double-precision reference.
+//
+// Math (ops.h, as attention_flash_cuda.cu): s_tj = q_t·k_j/√hs over the allowed keys (causal j <= t, key padding);
+// p = softmax_j s; out_t = Σ_j drop(p_tj)·v_j; lse_t = log Σ_j exp(s_tj) (+inf for a row without allowed keys).
+// Scores are kept in base 2 (x = s·log2(e)/√hs, so exp becomes one exp2f): m = max_j x, l = Σ_j 2^(x − m),
+// lse = (m + log2 l)·ln 2. Forward, key tile by key tile: m' = max(m, max_j x_j); α = 2^(m − m'); l' = α·l + Σ 2^(x − m');
+// O' = α·O + Σ_j drop(2^(x_j − m'))·v_j; out = O/l. Backward with D_t = dout_t·out_t: dP_tj = dout_t·v_j,
+// dS_tj = p_tj·(drop_tj·dP_tj − D_t); dV_j += Σ_t drop(p_tj)·dout_t; dK_j += Σ_t dS_tj·q_t/√hs;
+// dQ_t += Σ_j dS_tj·k_j/√hs. Dropout: the CPU's Philox keep decision of element ((b·total_heads + head_offset + h)·Tq
+// + t)·Tk + j (Geometry::factor), the statistics on the undropped p.
+//
+// Work split (warp_mma.cuh has the register layouts): a CTA of 4 warps; each warp owns 16 rows of the CTA's 64
+// (queries in the forward and dq kernels, keys in the dk/dv kernel) and keeps their operand fragments (q, or k and
+// v, and dout) in registers for the whole kernel; the other side streams through shared memory in tiles of 64 rows,
+// two stages deep (cp.async loads the next tile while the tensor cores work on this one). Scores, probabilities and
+// accumulators never leave registers: a score tile's C fragments are the A fragments of the next product once
+// rounded to T (probabilities and dS enter the second product in T, as in FlashAttention), and a row's max and sum
+// are reduced over the 4 lanes that hold it. Causal: key tiles after a query tile's last row are never loaded, and a
+// warp skips a tile none of its rows can see; causal grids start with the longest rows (query tiles from the end).
+// Shared memory rows are HS + 8 elements (16 bytes of padding: ldmatrix's 8 row addresses fall on distinct banks).
+//
+// Per CTA, hs 64: forward 46.6 KB, dq 55.8 KB, dk/dv 56.3 KB of shared memory (hs 32: 26.1 / 31.2 / 31.7 KB).
+// FLOP per GPT-2 124M step (B 16, T 1024, causal): forward 2 products, backward 7 (S recomputed in both backward
+// kernels, dP in both): 1.39 TFLOP.
+#pragma once
+#include <cstdint>
+
+#include "kernels/cuda/attention_geometry.cuh"
+#include "kernels/cuda/warp_mma.cuh"
+
+namespace lmforge::kernels::cuda::mma_attention {
+
+// Rows b·T + t of a [B·T, stride] 16-bit operand; head h's columns start at h·hs.
+template <class T>
+struct Operand {
+  const T* p;
+  int64_t stride;  // elements between row starts (a multiple of 8: 16-byte rows for cp.async)
+};
+
+constexpr int kWarps = 4, kRows = 16 * kWarps, kTile = 64;
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+
+template <int HS>
+__host__ __device__ constexpr int ld() {
+  return HS + 8;
+}
+// Dynamic shared memory of each kernel (bytes).
+template <int HS>
+__host__ __device__ constexpr int forward_smem(int elem) {
+  return (kRows + 4 * kTile) * ld<HS>() * elem + 2 * kTile * 4;
+}
+template <int HS>
+__host__ __device__ constexpr int dq_smem(int elem) {
+  return (2 * kRows + 4 * kTile) * ld<HS>() * elem + 2 * kTile * 4;
+}
+template <int HS>
+__host__ __device__ constexpr int dkv_smem(int elem) {
+  return (2 * kRows + 4 * kTile) * ld<HS>() * elem + 4 * kTile * 4;
+}
+
+__device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+// Rows [row0, row0 + R) of op's columns [col0, col0 + HS) into dst[R][ld], zeros from row `valid` on; every thread
+// of the CTA issues its share of cp.async copies (the caller commits and waits).
+template <class T, int HS, int R>
+__device__ __forceinline__ void load_tile(T* dst, Operand<T> op, int64_t row0, int64_t valid, int64_t col0) {
+  constexpr int chunks = HS / 8;  // 16-byte pieces of a row
+  for (int i = threadIdx.x; i < R * chunks; i += kWarps * 32) {
+    const int r = i / chunks, c = i % chunks;
+    const bool full = r < valid;
+    cp_async_16(dst + r * ld<HS>() + c * 8, full ? op.p + (row0 + r) * op.stride + col0 + c * 8 : op.p, full);
+  }
+}
+
+// The A fragments of rows 0..15 of m[.][ld], columns 0..16·KS.
+template <class T, int KS, int LD>
+__device__ __forceinline__ void load_a(uint32_t (&a)[KS][4], const T* m) {
+  const int lane = threadIdx.x % 32;
+  LMFORGE_UNROLL
+  for (int kk = 0; kk < KS; kk++) ldmatrix_x4(a[kk], m + (lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+}
+
+// acc[N/8] += A·Mᵀ: A 16 × 16·KS (fragments a), M the N × 16·KS row-major tile m[N][LD] (S = Q·Kᵀ: B[k][n] = M[n][k]
+// is "col" B read straight by ldmatrix; one x4 gives two 8-column n tiles).
+template <class T, int KS, int N, int LD>
+__device__ __forceinline__ void mma_abt(float (&acc)[N / 8][4], const uint32_t (&a)[KS][4], const T* m) {
+  const int lane = threadIdx.x % 32;
+  LMFORGE_UNROLL
+  for (int kk = 0; kk < KS; kk++)
+    LMFORGE_UNROLL
+    for (int np = 0; np < N / 16; np++) {
+      uint32_t b[4];
+      ldmatrix_x4(b, m + (np * 16 + lane % 8 + (lane / 16) * 8) * LD + kk * 16 + ((lane / 8) % 2) * 8);
+      mma_16816<T>(acc[2 * np], a[kk], b[0], b[1]);
+      mma_16816<T>(acc[2 * np + 1], a[kk], b[2], b[3]);
+    }
+}
+
+// acc[N/8] += A·M: A 16 × 16·KS (fragments a), M the 16·KS × N row-major tile m[16·KS][LD] (O += P·V: B = M read
+// transposed by ldmatrix.trans).
+template <class T, int KS, int N, int LD>
+__device__ __forceinline__ void mma_ab(float (&acc)[N / 8][4], const uint32_t (&a)[KS][4], const T* m) {
+  const int lane = threadIdx.x % 32;
+  LMFORGE_UNROLL
+  for (int kk = 0; kk < KS; kk++)
+    LMFORGE_UNROLL
+    for (int np = 0; np < N / 16; np++) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, m + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * LD + np * 16 + (lane / 16) * 8);
+      mma_16816<T>(acc[2 * np], a[kk], b[0], b[1]);
+      mma_16816<T>(acc[2 * np + 1], a[kk], b[2], b[3]);
+    }
+}
+
+// A fragments (16 × N, rounded to T) from fp32 C fragments of 16 × N: n tiles 2kk and 2kk+1 are k-step kk.
+template <class T, int N>
+__device__ __forceinline__ void c_to_a(uint32_t (&a)[N / 16][4], const float (&c)[N / 8][4]) {
+  LMFORGE_UNROLL
+  for (int kk = 0; kk < N / 16; kk++) {
+    a[kk][0] = pack2<T>(c[2 * kk][0], c[2 * kk][1]);
+    a[kk][1] = pack2<T>(c[2 * kk][2], c[2 * kk][3]);
+    a[kk][2] = pack2<T>(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+    a[kk][3] = pack2<T>(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+  }
+}
+
+// The max (or sum) of a row over the 4 lanes holding it.
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, shfl_xor(v, 1));
+  return fmaxf(v, shfl_xor(v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += shfl_xor(v, 1);
+  return v + shfl_xor(v, 2);
+}
+
+// 0 for a key inside the sequence and not padded, −inf otherwise: added to the tile's scores.
+__device__ __forceinline__ float key_bias(const Geometry& g, int64_t b, int64_t j) {
+  return j < g.Tk && (g.padding == nullptr || g.padding[b * g.Tk + j] != 0) ? 0.0f : -INFINITY;
+}
+
+// Query tile of a forward or dq CTA: causal grids run the longest rows first.
+__device__ __forceinline__ int64_t query_tile(const Geometry& g) {
+  const int64_t tiles = (g.Tq + kRows - 1) / kRows;
+  return (g.causal ? tiles - 1 - (int64_t)blockIdx.x : (int64_t)blockIdx.x) * kRows;
+}
+
+// ---- forward -----------------------------------------------------------------------------------------------------
+// One CTA per (query tile, head, batch): out rows written, lse [B,H,Tq] saved.
+template <class T, int HS, class OutView>
+__global__ void __launch_bounds__(kWarps * 32)
+    mma_forward_kernel(OutView out, float* lse, Operand<T> q, Operand<T> k, Operand<T> v, Geometry g) {
+  constexpr int LD = ld<HS>(), KS = HS / 16, NT = kTile;
+  LMFORGE_SMEM(smem);
+  T* qs = reinterpret_cast<T*>(smem);
+  T* ks = qs + kRows * LD;    // [2][NT][LD]
+  T* vs = ks + 2 * NT * LD;   // [2][NT][LD]
+  float* kbias = reinterpret_cast<float*>(vs + 2 * NT * LD);  // [2][NT]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t q0 = query_tile(g), h = blockIdx.y, b = blockIdx.z, col0 = h * HS;
+  const int64_t kend = g.causal ? min64(g.Tk, q0 + kRows) : g.Tk;  // causal: no key after the tile's last row
+  const int tiles = (int)((kend + NT - 1) / NT);
+  auto load_keys = [&](int kt, int stage) {
+    const int64_t k0 = (int64_t)kt * NT;
+    load_tile<T, HS, NT>(ks + stage * NT * LD, k, b * g.Tk + k0, g.Tk - k0, col0);
+    load_tile<T, HS, NT>(vs + stage * NT * LD, v, b * g.Tk + k0, g.Tk - k0, col0);
+    for (int i = threadIdx.x; i < NT; i += kWarps * 32) kbias[stage * NT + i] = key_bias(g, b, k0 + i);
+  };
+  load_tile<T, HS, kRows>(qs, q, b * g.Tq + q0, g.Tq - q0, col0);
+  if (tiles > 0) load_keys(0, 0);
+  cp_async_commit();
+  cp_async_wait_all();
+  __syncthreads();
+  uint32_t qf[KS][4];
+  load_a<T, KS, LD>(qf, qs + warp * 16 * LD);
+  float o[HS / 8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  const float scale2 = g.scale * kLog2e;
+  const int64_t tw = q0 + warp * 16, trow[2] = {tw + lane / 4, tw + lane / 4 + 8};
+  for (int kt = 0; kt < tiles; kt++) {
+    const int stage = kt & 1;
+    const int64_t k0 = (int64_t)kt * NT;
+    if (kt + 1 < tiles) load_keys(kt + 1, stage ^ 1);  // that stage was last read before the previous barrier
+    cp_async_commit();
+    if (!(g.causal && k0 > tw + 15)) {  // warp-uniform: some row of the warp sees a key of this tile
+      const T* kst = ks + stage * NT * LD;
+      const float* kb = kbias + stage * NT;
+      float s[NT / 8][4] = {};
+      mma_abt<T, KS, NT, LD>(s, qf, kst);
+      float mx[2] = {-INFINITY, -INFINITY};
+      LMFORGE_UNROLL
+      for (int nt = 0; nt < NT / 8; nt++)
+        LMFORGE_UNROLL
+        for (int i = 0; i < 4; i++) {
+          const int r = i / 2, jc = nt * 8 + 2 * (lane % 4) + i % 2;
+          float x = s[nt][i] * scale2 + kb[jc];
+          if (g.causal && k0 + jc > trow[r]) x = -INFINITY;
+          s[nt][i] = x;
+          mx[r] = fmaxf(mx[r], x);
+        }
+      float alpha[2], base[2];
+      LMFORGE_UNROLL
+      for (int r = 0; r < 2; r++) {
+        const float mn = fmaxf(m[r], quad_max(mx[r]));
+        base[r] = mn == -INFINITY ? 0.0f : mn;  // a row with no allowed key yet: every p and α is 0
+        alpha[r] = exp2f(m[r] - base[r]);
+        m[r] = mn;
+        l[r] *= alpha[r];
+      }
+      LMFORGE_UNROLL
+      for (int nt = 0; nt < NT / 8; nt++)
+        LMFORGE_UNROLL
+        for (int i = 0; i < 4; i++) {
+          const int r = i / 2;
+          const float p = exp2f(s[nt][i] - base[r]);
+          l[r] += p;
+          const int64_t j = k0 + nt * 8 + 2 * (lane % 4) + i % 2;
+          s[nt][i] = g.p > 0.0f && p != 0.0f && trow[r] < g.Tq ? p * g.factor(b, h, trow[r], j) : p;
+        }
+      LMFORGE_UNROLL
+      for (int n = 0; n < HS / 8; n++)
+        LMFORGE_UNROLL
+        for (int i = 0; i < 4; i++) o[n][i] *= alpha[i / 2];
+      uint32_t pa[NT / 16][4];
+      c_to_a<T, NT>(pa, s);
+      mma_ab<T, NT / 16, HS, LD>(o, pa, vs + stage * NT * LD);
+    }
+    cp_async_wait_all();
+    __syncthreads();  // the next tile has landed; this stage is free for the load after next
+  }
+  LMFORGE_UNROLL
+  for (int r = 0; r < 2; r++) {
+    l[r] = quad_sum(l[r]);
+    const int64_t t = trow[r];
+    if (t >= g.Tq) continue;
+    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    LMFORGE_UNROLL
+    for (int n = 0; n < HS / 8; n++)
+      LMFORGE_UNROLL
+      for (int e = 0; e < 2; e++) out.st(b * g.Tq + t, col0 + n * 8 + 2 * (lane % 4) + e, o[n][2 * r + e] * inv);
+    if (lane % 4 == 0) lse[(b * g.H + h) * g.Tq + t] = l[r] > 0.0f ? (m[r] + log2f(l[r])) * kLn2 : INFINITY;
+  }
+}
+
+// ---- backward ----------------------------------------------------------------------------------------------------
+// dq_t += Σ_j dS_tj·k_j/√hs: one CTA per (query tile, head, batch), over the key tiles. D [B,H,Tq] = dout·out rows.
+template <class T, int HS, class GradView>
+__global__ void __launch_bounds__(kWarps * 32)
+    mma_dq_kernel(GradView dq, const float* lse, const float* D, Operand<T> q, Operand<T> k, Operand<T> v,
+                  Operand<T> dout, Geometry g) {
+  constexpr int LD = ld<HS>(), KS = HS / 16, NT = kTile;
+  LMFORGE_SMEM(smem);
+  T* qs = reinterpret_cast<T*>(smem);
+  T* dos = qs + kRows * LD;
+  T* ks = dos + kRows * LD;   // [2][NT][LD]
+  T* vs = ks + 2 * NT * LD;   // [2][NT][LD]
+  float* kbias = reinterpret_cast<float*>(vs + 2 * NT * LD);  // [2][NT]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t q0 = query_tile(g), h = blockIdx.y, b = blockIdx.z, col0 = h * HS;
+  const int64_t kend = g.causal ? min64(g.Tk, q0 + kRows) : g.Tk;
+  const int tiles = (int)((kend + NT - 1) / NT);
+  auto load_keys = [&](int kt, int stage) {
+    const int64_t k0 = (int64_t)kt * NT;
+    load_tile<T, HS, NT>(ks + stage * NT * LD, k, b * g.Tk + k0, g.Tk - k0, col0);
+    load_tile<T, HS, NT>(vs + stage * NT * LD, v, b * g.Tk + k0, g.Tk - k0, col0);
+    for (int i = threadIdx.x; i < NT; i += kWarps * 32) kbias[stage * NT + i] = key_bias(g, b, k0 + i);
+  };
+  load_tile<T, HS, kRows>(qs, q, b * g.Tq + q0, g.Tq - q0, col0);
+  load_tile<T, HS, kRows>(dos, dout, b * g.Tq + q0, g.Tq - q0, col0);
+  if (tiles > 0) load_keys(0, 0);
+  cp_async_commit();
+  cp_async_wait_all();
+  __syncthreads();
+  uint32_t qf[KS][4], df[KS][4];
+  load_a<T, KS, LD>(qf, qs + warp * 16 * LD);
+  load_a<T, KS, LD>(df, dos + warp * 16 * LD);
+  const int64_t tw = q0 + warp * 16, trow[2] = {tw + lane / 4, tw + lane / 4 + 8};
+  float lse2[2], drow[2];  // the row's lse in base 2 (+inf past Tq: p = 0) and D
+  LMFORGE_UNROLL
+  for (int r = 0; r < 2; r++) {
+    const bool in = trow[r] < g.Tq;
+    lse2[r] = in ? lse[(b * g.H + h) * g.Tq + trow[r]] * kLog2e : INFINITY;
+    drow[r] = in ? D[(b * g.H + h) * g.Tq + trow[r]] : 0.0f;
+  }
+  const float scale2 = g.scale * kLog2e;
+  float acc[HS / 8][4] = {};
+  for (int kt = 0; kt < tiles; kt++) {
+    const int stage = kt & 1;
+    const int64_t k0 = (int64_t)kt * NT;
+    if (kt + 1 < tiles) load_keys(kt + 1, stage ^ 1);
+    cp_async_commit();
+    if (!(g.causal && k0 > tw + 15)) {
+      const T* kst = ks + stage * NT * LD;
+      const float* kb = kbias + stage * NT;
+      float s[NT / 8][4] = {}, dp[NT / 8][4] = {};
+      mma_abt<T, KS, NT, LD>(s, qf, kst);
+      mma_abt<T, KS, NT, LD>(dp, df, vs + stage * NT * LD);
+      LMFORGE_UNROLL
+      for (int nt = 0; nt < NT / 8; nt++)
+        LMFORGE_UNROLL
+        for (int i = 0; i < 4; i++) {
+          const int r = i / 2, jc = nt * 8 + 2 * (lane % 4) + i % 2;
+          const int64_t j = k0 + jc;
+          float ds = 0.0f;
+          if (kb[jc] == 0.0f && !(g.causal && j > trow[r])) {
+            const float p = exp2f(s[nt][i] * scale2 - lse2[r]);
+            const float f = g.p > 0.0f && p != 0.0f ? g.factor(b, h, trow[r], j) : 1.0f;
+            ds = p * (f * dp[nt][i] - drow[r]);
+          }
+          s[nt][i] = ds;
+        }
+      uint32_t da[NT / 16][4];
+      c_to_a<T, NT>(da, s);
+      mma_ab<T, NT / 16, HS, LD>(acc, da, kst);
+    }
+    cp_async_wait_all();
+    __syncthreads();
+  }
+  LMFORGE_UNROLL
+  for (int r = 0; r < 2; r++) {
+    if (trow[r] >= g.Tq) continue;
+    const int64_t row = b * g.Tq + trow[r];
+    LMFORGE_UNROLL
+    for (int n = 0; n < HS / 8; n++)
+      LMFORGE_UNROLL
+      for (int e = 0; e < 2; e++) {
+        const int64_t col = col0 + n * 8 + 2 * (lane % 4) + e;
+        dq.st(row, col, dq.ld(row, col) + acc[n][2 * r + e] * g.scale);
+      }
+  }
+}
+
+// dv_j += Σ_t drop(p_tj)·dout_t and dk_j += Σ_t dS_tj·q_t/√hs: one CTA per (key tile, head, batch), over the query
+// tiles (causal: from the tile holding its first key). The warp's products run transposed: Sᵀ = K_w·Qᵀ, dPᵀ =
+// V_w·doutᵀ, so the warp's 16 keys are the rows of every fragment.
+template <class T, int HS, class GradView>
+__global__ void __launch_bounds__(kWarps * 32)
+    mma_dkv_kernel(GradView dk, GradView dv, const float* lse, const float* D, Operand<T> q, Operand<T> k,
+                   Operand<T> v, Operand<T> dout, Geometry g) {
+  constexpr int LD = ld<HS>(), KS = HS / 16, NT = kTile;
+  LMFORGE_SMEM(smem);
+  T* ks = reinterpret_cast<T*>(smem);
+  T* vs = ks + kRows * LD;
+  T* qs = vs + kRows * LD;    // [2][NT][LD]
+  T* dos = qs + 2 * NT * LD;  // [2][NT][LD]
+  float* lse_s = reinterpret_cast<float*>(dos + 2 * NT * LD);  // [2][NT], base 2, +inf past Tq
+  float* d_s = lse_s + 2 * NT;                                  // [2][NT]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t k0 = (int64_t)blockIdx.x * kRows, h = blockIdx.y, b = blockIdx.z, col0 = h * HS;
+  const int64_t tbegin = g.causal ? k0 / NT * NT : 0;  // causal: queries t >= j >= k0
+  const int tiles = g.Tq > tbegin ? (int)((g.Tq - tbegin + NT - 1) / NT) : 0;
+  auto load_queries = [&](int it, int stage) {
+    const int64_t t0 = tbegin + (int64_t)it * NT;
+    load_tile<T, HS, NT>(qs + stage * NT * LD, q, b * g.Tq + t0, g.Tq - t0, col0);
+    load_tile<T, HS, NT>(dos + stage * NT * LD, dout, b * g.Tq + t0, g.Tq - t0, col0);
+    for (int i = threadIdx.x; i < NT; i += kWarps * 32) {
+      const bool in = t0 + i < g.Tq;
+      lse_s[stage * NT + i] = in ? lse[(b * g.H + h) * g.Tq + t0 + i] * kLog2e : INFINITY;
+      d_s[stage * NT + i] = in ? D[(b * g.H + h) * g.Tq + t0 + i] : 0.0f;
+    }
+  };
+  load_tile<T, HS, kRows>(ks, k, b * g.Tk + k0, g.Tk - k0, col0);
+  load_tile<T, HS, kRows>(vs, v, b * g.Tk + k0, g.Tk - k0, col0);
+  if (tiles > 0) load_queries(0, 0);
+  cp_async_commit();
+  cp_async_wait_all();
+  __syncthreads();
+  uint32_t kf[KS][4], vf[KS][4];
+  load_a<T, KS, LD>(kf, ks + warp * 16 * LD);
+  load_a<T, KS, LD>(vf, vs + warp * 16 * LD);
+  const int64_t jw = k0 + warp * 16, jrow[2] = {jw + lane / 4, jw + lane / 4 + 8};
+  bool key_ok[2];
+  LMFORGE_UNROLL
+  for (int r = 0; r < 2; r++) key_ok[r] = key_bias(g, b, jrow[r]) == 0.0f;
+  const float scale2 = g.scale * kLog2e;
+  float dka[HS / 8][4] = {}, dva[HS / 8][4] = {};
+  for (int it = 0; it < tiles; it++) {
+    const int stage = it & 1;
+    const int64_t t0 = tbegin + (int64_t)it * NT;
+    if (it + 1 < tiles) load_queries(it + 1, stage ^ 1);
+    cp_async_commit();
+    if (!(g.causal && t0 + NT - 1 < jw)) {  // some query of the tile sees one of the warp's keys
+      const T* qst = qs + stage * NT * LD;
+      const T* dost = dos + stage * NT * LD;
+      const float* ls = lse_s + stage * NT;
+      const float* dd = d_s + stage * NT;
+      float st[NT / 8][4] = {}, dpt[NT / 8][4] = {};
+      mma_abt<T, KS, NT, LD>(st, kf, qst);
+      mma_abt<T, KS, NT, LD>(dpt, vf, dost);
+      LMFORGE_UNROLL
+      for (int nt = 0; nt < NT / 8; nt++)
+        LMFORGE_UNROLL
+        for (int i = 0; i < 4; i++) {
+          const int r = i / 2, tc = nt * 8 + 2 * (lane % 4) + i % 2;
+          const int64_t t = t0 + tc;
+          float pd = 0.0f, ds = 0.0f;
+          if (key_ok[r] && !(g.causal && jrow[r] > t)) {
+            const float p = exp2f(st[nt][i] * scale2 - ls[tc]);
+            const float f = g.p > 0.0f && p != 0.0f ? g.factor(b, h, t, jrow[r]) : 1.0f;
+            pd = p * f;
+            ds = p * (f * dpt[nt][i] - dd[tc]);
+          }
+          st[nt][i] = pd;
+          dpt[nt][i] = ds;
+        }
+      uint32_t a[NT / 16][4];
+      c_to_a<T, NT>(a, st);
+      mma_ab<T, NT / 16, HS, LD>(dva, a, dost);
+      c_to_a<T, NT>(a, dpt);
+      mma_ab<T, NT / 16, HS, LD>(dka, a, qst);
+    }
+    cp_async_wait_all();
+    __syncthreads();
+  }
+  LMFORGE_UNROLL
+  for (int r = 0; r < 2; r++) {
+    if (jrow[r] >= g.Tk) continue;
+    const int64_t row = b * g.Tk + jrow[r];
+    LMFORGE_UNROLL
+    for (int n = 0; n < HS / 8; n++)
+      LMFORGE_UNROLL
+      for (int e = 0; e < 2; e++) {
+        const int64_t col = col0 + n * 8 + 2 * (lane % 4) + e;
+        dv.st(row, col, dv.ld(row, col) + dva[n][2 * r + e]);
+        dk.st(row, col, dk.ld(row, col) + dka[n][2 * r + e] * g.scale);
+      }
+  }
+}
+
+}  // namespace lmforge::kernels::cuda::mma_attention

@@ -1,0 +1,128 @@
+// defines: mma_forward() and mma_backward(), the launches of the tensor-core attention kernels (attention_mma.cuh)
+//          for bf16 and f16 operands of head size 32 or 64 with 16-byte aligned rows; attention_cuda.cu tries them
+//          first (LMFORGE_CUDA_ATTENTION=flash or rows skips them), and the WMMA flash kernels and the row kernels
+//          serve the rest.
+#include "kernels/cuda/attention_flash.cuh"
+#include "kernels/cuda/attention_mma.cuh"
+#include "kernels/cuda/cuda_common.h"
+#include "kernels/cuda/cuda_device.cuh"
+
+namespace lmforge::kernels::cuda {
+namespace {
+
+using mma_attention::kRows;
+using mma_attention::kWarps;
+using mma_attention::Operand;
+
+DView rows_of(const Tensor& t) { return DView{t.data, t.dtype, t.dim(-1), t.stride()}; }
+
+template <class T>
+Operand<T> operand(const Tensor& t) {
+  return Operand<T>{static_cast<const T*>(t.data), t.stride()};
+}
+
+// cp.async moves 16-byte pieces: the rows must start on 16-byte boundaries.
+bool rows_aligned(const Tensor& t) {
+  return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.stride() * (int64_t)dtype_size(t.dtype) % 16 == 0;
+}
+
+// Whether the kernel's shared memory fits a block on this device; sets the kernel's opt-in limit when it does.
+template <class Kernel>
+bool fits(Kernel kernel, int bytes) {
+  if (bytes > cuda_context().max_smem_optin) return false;
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+             "cudaFuncSetAttribute (tensor-core attention shared memory)");
+  return true;
+}
+
+unsigned tiles(int64_t n) { return (unsigned)((n + kRows - 1) / kRows); }
+
+template <class T, int HS>
+bool forward_as(const AttentionArgs& a, const Tensor& out, float* lse) {
+  auto kernel = mma_attention::mma_forward_kernel<T, HS, DView>;
+  const int bytes = mma_attention::forward_smem<HS>(sizeof(T));
+  if (!fits(kernel, bytes)) return false;
+  const Geometry g = geometry(a);
+  if (g.Tq > 0)
+    kernel<<<dim3(tiles(g.Tq), (unsigned)g.H, (unsigned)g.B), kWarps * 32, bytes, cuda_context().stream>>>(
+        rows_of(out), lse, operand<T>(a.q), operand<T>(a.k), operand<T>(a.v), g);
+  check_launch("attention_forward (tensor cores)");
+  return true;
+}
+
+template <class T, int HS>
+bool backward_as(const AttentionArgs& a, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                 const Tensor& out, const float* lse) {
+  auto dq_kernel = mma_attention::mma_dq_kernel<T, HS, DView>;
+  auto dkv_kernel = mma_attention::mma_dkv_kernel<T, HS, DView>;
+  const int dq_bytes = mma_attention::dq_smem<HS>(sizeof(T)), dkv_bytes = mma_attention::dkv_smem<HS>(sizeof(T));
+  if (!fits(dq_kernel, dq_bytes) || !fits(dkv_kernel, dkv_bytes)) return false;
+  const Geometry g = geometry(a);
+  cudaStream_t s = cuda_context().stream;
+  Scratch d((size_t)(g.B * g.H * g.Tq) * sizeof(float));
+  float* D = static_cast<float*>(d.get());
+  attention_row_dots(D, dout, out, g);
+  const Operand<T> q = operand<T>(a.q), k = operand<T>(a.k), v = operand<T>(a.v), o = operand<T>(dout);
+  if (g.Tq > 0) {
+    dq_kernel<<<dim3(tiles(g.Tq), (unsigned)g.H, (unsigned)g.B), kWarps * 32, dq_bytes, s>>>(rows_of(dq), lse, D, q,
+                                                                                            k, v, o, g);
+    check_launch("attention_backward (tensor cores, dq)");
+  }
+  if (g.Tk > 0) {
+    dkv_kernel<<<dim3(tiles(g.Tk), (unsigned)g.H, (unsigned)g.B), kWarps * 32, dkv_bytes, s>>>(
+        rows_of(dk), rows_of(dv), lse, D, q, k, v, o, g);
+    check_launch("attention_backward (tensor cores, dk dv)");
+  }
+  return true;
+}
+
+// The operands' 16-bit dtype where all of them have it and their rows suit cp.async; F32 (no tensor-core path)
+// otherwise.
+DType staged_dtype(std::initializer_list<const Tensor*> staged) {
+  const DType d = (*staged.begin())->dtype;
+  if (d != DType::BF16 && d != DType::F16) return DType::F32;
+  for (const Tensor* t : staged)
+    if (t->dtype != d || !rows_aligned(*t)) return DType::F32;
+  return d;
+}
+
+template <class T>
+bool forward_hs(const AttentionArgs& a, const Tensor& out, float* lse, int64_t hs) {
+  switch (hs) {
+    case 32: return forward_as<T, 32>(a, out, lse);
+    case 64: return forward_as<T, 64>(a, out, lse);
+    default: return false;
+  }
+}
+template <class T>
+bool backward_hs(const AttentionArgs& a, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                 const Tensor& out, const float* lse, int64_t hs) {
+  switch (hs) {
+    case 32: return backward_as<T, 32>(a, dq, dk, dv, dout, out, lse);
+    case 64: return backward_as<T, 64>(a, dq, dk, dv, dout, out, lse);
+    default: return false;
+  }
+}
+
+}  // namespace
+
+bool mma_forward(const AttentionArgs& a, const Tensor& out, float* lse) {
+  const int64_t hs = a.q.dim(2) / a.heads;
+  switch (staged_dtype({&a.q, &a.k, &a.v})) {
+    case DType::BF16: return forward_hs<__nv_bfloat16>(a, out, lse, hs);
+    case DType::F16: return forward_hs<__half>(a, out, lse, hs);
+    default: return false;
+  }
+}
+
+bool mma_backward(const AttentionArgs& a, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                  const Tensor& out, const float* lse) {
+  const int64_t hs = a.q.dim(2) / a.heads;
+  switch (staged_dtype({&a.q, &a.k, &a.v, &dout})) {
+    case DType::BF16: return backward_hs<__nv_bfloat16>(a, dq, dk, dv, dout, out, lse, hs);
+    case DType::F16: return backward_hs<__half>(a, dq, dk, dv, dout, out, lse, hs);
+    default: return false;
+  }
+}
+
+}  // namespace lmforge::kernels::cuda
