@@ -7,9 +7,11 @@
 //          after another.
 //
 // Include it before the kernels: it defines LMFORGE_WARP_EMULATION (so warp_mma.cuh defines nothing) and the CUDA
-// qualifiers as nothing. What it cannot show: speed, bank conflicts, and races that the real cp.async's latency
-// would expose (compute-sanitizer's racecheck on a GPU covers those). A kernel whose lanes disagree on a collective
-// hangs here as on a GPU; the test's CTest timeout ends it.
+// qualifiers as nothing. It stops the process, naming the access, where a GPU would fault: ldmatrix rows and cp.async
+// destinations outside the block's shared memory or off 16 bytes, cp.async sources off 16 bytes (global reads
+// outside the operands show under the sanitizer build). What it cannot show: speed, bank conflicts, and races that
+// the real cp.async's latency would expose (compute-sanitizer's racecheck on a GPU covers those). A kernel whose
+// lanes disagree on a collective hangs here as on a GPU; the test's CTest timeout ends it.
 #pragma once
 #define LMFORGE_WARP_EMULATION 1
 
@@ -17,11 +19,15 @@
 #include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
+
+#include "kernels/cpu/lowp.h"  // the f16 conversions
 
 #define __global__
 #define __device__
@@ -91,23 +97,14 @@ inline float to_float(bf16 x) {
   std::memcpy(&f, &u, 4);
   return f;
 }
-inline float to_float(f16 x) {
-  _Float16 h;
-  std::memcpy(&h, &x.bits, 2);
-  return (float)h;
-}
+inline float to_float(f16 x) { return kernels::cpu::f16_to_f32(x.bits); }
 // Round to nearest even (finite inputs).
 inline bf16 to_bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   return bf16{(uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16)};
 }
-inline f16 to_f16(float f) {
-  const _Float16 h = (_Float16)f;
-  f16 r;
-  std::memcpy(&r.bits, &h, 2);
-  return r;
-}
+inline f16 to_f16(float f) { return f16{kernels::cpu::f32_to_f16(f)}; }
 template <class T>
 T from_float(float f);
 template <>
@@ -143,6 +140,19 @@ inline void launch(Dim3 grid, int threads, size_t smem_bytes, const std::functio
 
 }  // namespace lmforge::emu
 
+namespace lmforge::emu {
+// What the GPU would fault on: a shared-memory access outside the block's allocation or off its alignment.
+inline void check_shared(const void* p, size_t bytes, size_t align, const char* what) {
+  const Block& b = *state().block;
+  const auto* c = static_cast<const unsigned char*>(p);
+  if (c < b.smem.data() || c + bytes > b.smem.data() + b.smem.size() || (uintptr_t)p % align != 0) {
+    std::fprintf(stderr, "warp emulator: %s at shared offset %td (%zu bytes, alignment %zu) outside or misaligned in "
+                         "%zu bytes\n", what, c - b.smem.data(), bytes, align, b.smem.size());
+    std::abort();
+  }
+}
+}  // namespace lmforge::emu
+
 inline void __syncthreads() { ::lmforge::emu::state().block->barrier.arrive_and_wait(); }
 inline void __syncwarp() {
   ::lmforge::emu::ThreadState& s = ::lmforge::emu::state();
@@ -153,6 +163,7 @@ namespace lmforge::kernels::cuda {
 
 // Register i of lane l: tile i's row l/4 (its address from lane 8i + l/4), elements 2(l%4) and 2(l%4) + 1.
 inline void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+  emu::check_shared(row, 16, 16, "ldmatrix row");
   emu::exchange({(uint64_t)(uintptr_t)row}, [&](const std::array<emu::Slot, 32>& slots, int lane) {
     for (int i = 0; i < 4; i++)
       std::memcpy(&r[i], reinterpret_cast<const unsigned char*>(slots[8 * i + lane / 4][0]) + 4 * (lane % 4), 4);
@@ -160,6 +171,7 @@ inline void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
 }
 // .trans: register i of lane l holds tile i's column l/4 at rows 2(l%4) (low half) and 2(l%4) + 1 (high half).
 inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
+  emu::check_shared(row, 16, 16, "ldmatrix row");
   emu::exchange({(uint64_t)(uintptr_t)row}, [&](const std::array<emu::Slot, 32>& slots, int lane) {
     for (int i = 0; i < 4; i++) {
       uint16_t lo, hi;
@@ -204,6 +216,11 @@ uint32_t pack2(float lo, float hi) {
 }
 
 inline void cp_async_16(void* dst, const void* src, bool full) {
+  emu::check_shared(dst, 16, 16, "cp.async destination");
+  if (full && (uintptr_t)src % 16 != 0) {
+    std::fprintf(stderr, "warp emulator: cp.async source %p is not 16-byte aligned\n", src);
+    std::abort();
+  }
   if (full) std::memcpy(dst, src, 16);
   else std::memset(dst, 0, 16);
 }
