@@ -169,9 +169,10 @@ TEST(OpCasesCuda, MatchesCpuF32) {
 }
 
 // Every attention case, small and large (the flash kernels' tiles, head sizes and many-block grids are in the large
-// list, which the test above leaves out), forward and backward on every CUDA dtype against CPU fp32. CTest runs this
-// binary's op cases a second time with LMFORGE_CUDA_ATTENTION=rows (KernelsOpsCudaRowAttention), so the row kernels
-// pass the same cases.
+// list, which the test above leaves out), forward and backward on every CUDA dtype against CPU fp32. By default the
+// bf16/f16 cases of head size 32 and 64 take the tensor-core kernels; CTest runs this binary's op cases again with
+// LMFORGE_CUDA_ATTENTION=flash and =rows (KernelsOpsCudaFlashAttention, KernelsOpsCudaRowAttention), so the WMMA
+// flash kernels and the row kernels pass the same cases.
 TEST(AttentionCuda, EveryCaseMatchesCpuF32) {
   SKIP_WITHOUT_CUDA();
   if (!op_supported(Op::ADD, Device::CPU, DType::F32))
