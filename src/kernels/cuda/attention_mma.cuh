@@ -186,6 +186,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (kt + 1 < tiles) load_keys(kt + 1, stage ^ 1);  // that stage was last read before the previous barrier
     cp_async_commit();
     if (!(g.causal && k0 > tw + 15)) {  // warp-uniform: some row of the warp sees a key of this tile
+      __syncwarp();  // ldmatrix and mma are .aligned: the whole warp, converged after the loads' uneven loops
       const T* kst = ks + stage * NT * LD;
       const float* kb = kbias + stage * NT;
       float s[NT / 8][4] = {};
@@ -224,6 +225,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int n = 0; n < HS / 8; n++)
         LMFORGE_UNROLL
         for (int i = 0; i < 4; i++) o[n][i] *= alpha[i / 2];
+      __syncwarp();  // reconverged after the dropout branch
       uint32_t pa[NT / 16][4];
       c_to_a<T, NT>(pa, s);
       mma_ab<T, NT / 16, HS, LD>(o, pa, vs + stage * NT * LD);
@@ -293,6 +295,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (kt + 1 < tiles) load_keys(kt + 1, stage ^ 1);
     cp_async_commit();
     if (!(g.causal && k0 > tw + 15)) {
+      __syncwarp();
       const T* kst = ks + stage * NT * LD;
       const float* kb = kbias + stage * NT;
       float s[NT / 8][4] = {}, dp[NT / 8][4] = {};
@@ -312,6 +315,7 @@ __global__ void __launch_bounds__(kWarps * 32)
           }
           s[nt][i] = ds;
         }
+      __syncwarp();
       uint32_t da[NT / 16][4];
       c_to_a<T, NT>(da, s);
       mma_ab<T, NT / 16, HS, LD>(acc, da, kst);
@@ -383,6 +387,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (it + 1 < tiles) load_queries(it + 1, stage ^ 1);
     cp_async_commit();
     if (!(g.causal && t0 + NT - 1 < jw)) {  // some query of the tile sees one of the warp's keys
+      __syncwarp();
       const T* qst = qs + stage * NT * LD;
       const T* dost = dos + stage * NT * LD;
       const float* ls = lse_s + stage * NT;
@@ -406,6 +411,7 @@ __global__ void __launch_bounds__(kWarps * 32)
           st[nt][i] = pd;
           dpt[nt][i] = ds;
         }
+      __syncwarp();
       uint32_t a[NT / 16][4];
       c_to_a<T, NT>(a, st);
       mma_ab<T, NT / 16, HS, LD>(dva, a, dost);
