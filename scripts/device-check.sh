@@ -357,6 +357,20 @@ V=50304 warm=3
 flops=$(awk -v L=$L -v C=$C -v V=$V -v T="$tt" 'BEGIN { N = V*C + 1024*C + L*(12*C*C + 13*C) + 2*C;
                                                      printf "%.0f", 6*N + 6*L*C*T }')
 peak_tflops=989  # H100 SXM dense bf16, datasheet
+# The second basis (cuda-notes: report both): this GPU's bf16 GEMM peak measured now, torch.mm 8192³ (random data).
+measured_tflops=0
+if [ $mode = run ] && "$py" -c 'import torch' 2>/dev/null && room 30; then
+  timeout 60 "$py" bench/kernels/gemm_peak_torch_cuda.py >"$out/gemm-peak.txt" 2>&1
+  measured_tflops=$(sed -n 's/^peak cuda bf16: \([0-9]*\) TFLOP\/s.*/\1/p' "$out/gemm-peak.txt")
+  measured_tflops=${measured_tflops:-0}
+  row "bf16 GEMM peak (torch.mm 8192³)" "$([ "$measured_tflops" -gt 0 ] && echo ok || echo FAIL)" \
+    "$measured_tflops TFLOP/s, the second MFU basis"
+fi
+# MFU of r tokens/s: "datasheet % / measured-peak %" (the second "n/a" where no peak was measured).
+mfu_of() {
+  awk -v f="$flops" -v r="$1" -v p=$peak_tflops -v m="$measured_tflops" 'BEGIN {
+    printf "%.1f%%/", 100*f*r/(p*1e12); if (m > 0) printf "%.1f%%", 100*f*r/(m*1e12); else printf "n/a" }'
+}
 mem_watch() {  # samples the GPU's used memory (MiB) into $1 until killed
   [ $mode = run ] || return 0
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 250 >"$1" 2>/dev/null &
@@ -367,7 +381,7 @@ mem_peak() {
   sort -n "$1" 2>/dev/null | tail -1
 }
 declare -a tp=()
-tp_row() { tp+=("$(printf '%-30s %10s %9s %7s %10s  %s' "$@")"); }
+tp_row() { tp+=("$(printf '%-30s %10s %9s %13s %10s  %s' "$@")"); }
 tp_row "run" "tokens/s" "ms/step" "MFU" "peak MiB" "notes"
 ours=0
 if room 150; then
@@ -387,7 +401,7 @@ if room 150; then
   done_steps=$(grep -c '^ iteration ' "$out/throughput-lmforge.txt")
   if [ "$(awk -v m="$ms" 'BEGIN{print (m > 0)}')" = 1 ]; then
     ours=$(awk -v b="$tb" -v t="$tt" -v m="$ms" 'BEGIN { printf "%.0f", b*t/(m/1000) }')
-    mfu=$(awk -v f="$flops" -v r="$ours" -v p=$peak_tflops 'BEGIN { printf "%.1f%%", 100*f*r/(p*1e12) }')
+    mfu=$(mfu_of "$ours")
     tp_row "lmforge $dev bf16" "$ours" "$ms" "$mfu" "${mem:-n/a}" "median of $((done_steps - warm)) steps after $warm (rc $rc)"
     row "throughput lmforge" "ok" "$ours tokens/s, $ms ms/step, MFU $mfu, peak ${mem:-n/a} MiB"
   else
@@ -415,7 +429,7 @@ peer() {  # label, seconds, extra flags
   fi
   tok=$(sed -n 's/.*tokens_per_s=\([0-9]*\).*/\1/p' <<<"$line")
   ms=$(sed -n 's/.*step_ms=\([0-9.]*\).*/\1/p' <<<"$line")
-  mfu=$(awk -v f="$flops" -v r="$tok" -v p=$peak_tflops 'BEGIN { printf "%.1f%%", 100*f*r/(p*1e12) }')
+  mfu=$(mfu_of "$tok")
   tp_row "$label bf16" "$tok" "$ms" "$mfu" "${mem:-n/a}" "$(head -1 "$out/throughput-$label.txt" | cut -d, -f2-4)"
   local ratio
   ratio=$(awk -v a="$ours" -v b="$tok" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
@@ -429,8 +443,9 @@ else
   row "throughput PyTorch" "FAIL" "no $py with torch"
 fi
 {
-  echo "GPT-2 ${L} layers x $C, vocab $V, B=$tb T=$tt, bf16; MFU on $peak_tflops TFLOP/s (H100 SXM bf16 dense) of"
-  echo "6N + 6LCT = $flops FLOP/token; peak memory: nvidia-smi's used memory of the GPU (whole process)"
+  echo "GPT-2 ${L} layers x $C, vocab $V, B=$tb T=$tt, bf16; MFU of 6N + 6LCT = $flops FLOP/token on $peak_tflops"
+  echo "TFLOP/s (H100 SXM bf16 dense, datasheet) / on $measured_tflops TFLOP/s (this GPU's torch.mm 8192³ bf16, measured"
+  echo "in this run; 0: not measured); peak memory: nvidia-smi's used memory of the GPU (whole process)"
   for r in "${tp[@]}"; do echo "$r"; done
 } | tee "$out/throughput.txt"
 if [ $mode = run ]; then nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv 2>&1 | tail -1; fi
