@@ -238,4 +238,7 @@ inline float shfl_xor(float v, int mask) {
   return r;
 }
 
+// ex2.approx: std::exp2 (the device's result is within about 2⁻²² of it).
+inline float fast_exp2(float x) { return std::exp2(x); }
+
 }  // namespace lmforge::kernels::cuda

@@ -6,7 +6,7 @@
 //
 // Math (ops.h, as attention_flash_cuda.cu): s_tj = q_t·k_j/√hs over the allowed keys (causal j <= t, key padding);
 // p = softmax_j s; out_t = Σ_j drop(p_tj)·v_j; lse_t = log Σ_j exp(s_tj) (+inf for a row without allowed keys).
-// Scores are kept in base 2 (x = s·log2(e)/√hs, so exp becomes one exp2f): m = max_j x, l = Σ_j 2^(x − m),
+// Scores are kept in base 2 (x = s·log2(e)/√hs, so exp becomes one ex2.approx, relative error 2⁻²²): m = max_j x, l = Σ_j 2^(x − m),
 // lse = (m + log2 l)·ln 2. Forward, key tile by key tile: m' = max(m, max_j x_j); α = 2^(m − m'); l' = α·l + Σ 2^(x − m');
 // O' = α·O + Σ_j drop(2^(x_j − m'))·v_j; out = O/l. Backward with D_t = dout_t·out_t: dP_tj = dout_t·v_j,
 // dS_tj = p_tj·(drop_tj·dP_tj − D_t); dV_j += Σ_t drop(p_tj)·dout_t; dK_j += Σ_t dS_tj·q_t/√hs;
@@ -143,6 +143,13 @@ __device__ __forceinline__ float key_bias(const Geometry& g, int64_t b, int64_t 
   return j < g.Tk && (g.padding == nullptr || g.padding[b * g.Tk + j] != 0) ? 0.0f : -INFINITY;
 }
 
+// Whether a key tile [k0, k0 + kTile) needs the per-element mask for the warp's 16 query rows from tw: key padding,
+// keys past the end, or causal keys after the warp's first row. Warp-uniform; the other tiles skip the mask's
+// shared-memory reads and compares (at head size 64 the element-wise work per tile rivals its tensor-core work).
+__device__ __forceinline__ bool tile_masked(const Geometry& g, int64_t k0, int64_t tw) {
+  return g.padding != nullptr || k0 + kTile > g.Tk || (g.causal && k0 + kTile - 1 > tw);
+}
+
 // Query tile of a forward or dq CTA: causal grids run the longest rows first.
 __device__ __forceinline__ int64_t query_tile(const Geometry& g) {
   const int64_t tiles = (g.Tq + kRows - 1) / kRows;
@@ -192,22 +199,32 @@ __global__ void __launch_bounds__(kWarps * 32)
       float s[NT / 8][4] = {};
       mma_abt<T, KS, NT, LD>(s, qf, kst);
       float mx[2] = {-INFINITY, -INFINITY};
-      LMFORGE_UNROLL
-      for (int nt = 0; nt < NT / 8; nt++)
+      if (tile_masked(g, k0, tw)) {
         LMFORGE_UNROLL
-        for (int i = 0; i < 4; i++) {
-          const int r = i / 2, jc = nt * 8 + 2 * (lane % 4) + i % 2;
-          float x = s[nt][i] * scale2 + kb[jc];
-          if (g.causal && k0 + jc > trow[r]) x = -INFINITY;
-          s[nt][i] = x;
-          mx[r] = fmaxf(mx[r], x);
-        }
+        for (int nt = 0; nt < NT / 8; nt++)
+          LMFORGE_UNROLL
+          for (int i = 0; i < 4; i++) {
+            const int r = i / 2, jc = nt * 8 + 2 * (lane % 4) + i % 2;
+            float x = s[nt][i] * scale2 + kb[jc];
+            if (g.causal && k0 + jc > trow[r]) x = -INFINITY;
+            s[nt][i] = x;
+            mx[r] = fmaxf(mx[r], x);
+          }
+      } else {  // every key of the tile allowed for every row of the warp
+        LMFORGE_UNROLL
+        for (int nt = 0; nt < NT / 8; nt++)
+          LMFORGE_UNROLL
+          for (int i = 0; i < 4; i++) {
+            s[nt][i] *= scale2;
+            mx[i / 2] = fmaxf(mx[i / 2], s[nt][i]);
+          }
+      }
       float alpha[2], base[2];
       LMFORGE_UNROLL
       for (int r = 0; r < 2; r++) {
         const float mn = fmaxf(m[r], quad_max(mx[r]));
         base[r] = mn == -INFINITY ? 0.0f : mn;  // a row with no allowed key yet: every p and α is 0
-        alpha[r] = exp2f(m[r] - base[r]);
+        alpha[r] = fast_exp2(m[r] - base[r]);
         m[r] = mn;
         l[r] *= alpha[r];
       }
@@ -216,7 +233,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         LMFORGE_UNROLL
         for (int i = 0; i < 4; i++) {
           const int r = i / 2;
-          const float p = exp2f(s[nt][i] - base[r]);
+          const float p = fast_exp2(s[nt][i] - base[r]);
           l[r] += p;
           const int64_t j = k0 + nt * 8 + 2 * (lane % 4) + i % 2;
           s[nt][i] = g.p > 0.0f && p != 0.0f && trow[r] < g.Tq ? p * g.factor(b, h, trow[r], j) : p;
@@ -301,6 +318,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       float s[NT / 8][4] = {}, dp[NT / 8][4] = {};
       mma_abt<T, KS, NT, LD>(s, qf, kst);
       mma_abt<T, KS, NT, LD>(dp, df, vs + stage * NT * LD);
+      const bool masked = tile_masked(g, k0, tw);
       LMFORGE_UNROLL
       for (int nt = 0; nt < NT / 8; nt++)
         LMFORGE_UNROLL
@@ -308,8 +326,8 @@ __global__ void __launch_bounds__(kWarps * 32)
           const int r = i / 2, jc = nt * 8 + 2 * (lane % 4) + i % 2;
           const int64_t j = k0 + jc;
           float ds = 0.0f;
-          if (kb[jc] == 0.0f && !(g.causal && j > trow[r])) {
-            const float p = exp2f(s[nt][i] * scale2 - lse2[r]);
+          if (!masked || (kb[jc] == 0.0f && !(g.causal && j > trow[r]))) {
+            const float p = fast_exp2(s[nt][i] * scale2 - lse2[r]);
             const float f = g.p > 0.0f && p != 0.0f ? g.factor(b, h, trow[r], j) : 1.0f;
             ds = p * (f * dp[nt][i] - drow[r]);
           }
@@ -395,6 +413,9 @@ __global__ void __launch_bounds__(kWarps * 32)
       float st[NT / 8][4] = {}, dpt[NT / 8][4] = {};
       mma_abt<T, KS, NT, LD>(st, kf, qst);
       mma_abt<T, KS, NT, LD>(dpt, vf, dost);
+      // Masked unless every query of the tile sees every key of the warp: causal needs t0 >= the warp's last key,
+      // padding and the keys' end are per key (the queries past Tq have lse +inf, so p = 0 there anyway).
+      const bool masked = (g.causal && t0 < jw + 15) || g.padding != nullptr || jw + 16 > g.Tk;
       LMFORGE_UNROLL
       for (int nt = 0; nt < NT / 8; nt++)
         LMFORGE_UNROLL
@@ -402,8 +423,8 @@ __global__ void __launch_bounds__(kWarps * 32)
           const int r = i / 2, tc = nt * 8 + 2 * (lane % 4) + i % 2;
           const int64_t t = t0 + tc;
           float pd = 0.0f, ds = 0.0f;
-          if (key_ok[r] && !(g.causal && jrow[r] > t)) {
-            const float p = exp2f(st[nt][i] * scale2 - ls[tc]);
+          if (!masked || (key_ok[r] && !(g.causal && jrow[r] > t))) {
+            const float p = fast_exp2(st[nt][i] * scale2 - ls[tc]);
             const float f = g.p > 0.0f && p != 0.0f ? g.factor(b, h, t, jrow[r]) : 1.0f;
             pd = p * f;
             ds = p * (f * dpt[nt][i] - dd[tc]);

@@ -2,7 +2,7 @@
 //          ldmatrix_x4_trans() (four 8×8 16-bit tiles from shared memory into registers), mma_16816() (D += A·B on
 //          a 16×16 A, a 16×8 B, fp32 accumulators), cp_async_16() / cp_async_commit() / cp_async_wait_all()
 //          (16-byte global → shared copies that run behind the arithmetic, zero-filling where told), pack2()
-//          (two floats rounded into one 32-bit register of two 16-bit values), shfl_xor(), and LMFORGE_SMEM /
+//          (two floats rounded into one 32-bit register of two 16-bit values), shfl_xor(), fast_exp2(), and LMFORGE_SMEM /
 //          LMFORGE_UNROLL. sm_80 and later (the backend refuses older GPUs).
 //
 // Where LMFORGE_WARP_EMULATION is defined (tests/kernels/warp_emulator.h, included first), this header defines
@@ -87,6 +87,14 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
 __device__ __forceinline__ float shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
+
+// 2^x by the special-function unit (relative error about 2⁻²², subnormal results kept; 2^−inf = +0): one
+// instruction where exp2f() without --use_fast_math adds range handling, on the attention kernels' every score.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
 
 }  // namespace lmforge::kernels::cuda
 #endif  // LMFORGE_WARP_EMULATION
