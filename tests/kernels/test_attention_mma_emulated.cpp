@@ -3,8 +3,8 @@
 // layouts) against a double-precision forward and backward written here, with the dropout decisions of the op
 // cases' independent Philox (op_cases.h). On a GPU, the same kernels run the CUDA op cases
 // (tests/kernels/test_ops_cuda.cpp). Shapes cover partial tiles, causal tiles skipped and masked, key padding with
-// a batch row that sees no key, cross attention, dropout with a head offset, strided fused q|k|v rows and both
-// 16-bit types at head sizes 32 and 64.
+// a batch row that sees no key, cross attention, dropout with a head offset, strided fused q|k|v rows, both
+// 16-bit types at head sizes 32 and 64, and both sources of the backward's row dots D.
 #include "kernels/warp_emulator.h"  // first: the CUDA qualifiers and primitives the kernels use
 //
 #include <gtest/gtest.h>
@@ -27,6 +27,7 @@ struct Setup {
   float p;  // dropout
   int64_t head_offset, total_heads;
   bool fused;  // q, k, v, dout rows of stride 3·C (a fused q|k|v operand), else C
+  bool dots_in_dq = true;  // the dq kernel forms D from the staged out tile (else D is given)
 };
 
 // A host view of fp32 rows, as DView is on the device.
@@ -161,19 +162,27 @@ void check(const Setup& s, double tolerance) {
   emu::launch(qgrid, 128, mma_attention::forward_smem<HS>(2), [&] {
     mma_attention::mma_forward_kernel<T, HS, HostView>(HostView{out.data(), C}, lse.data(), oq, ok, ov, g);
   });
-  // D_t = dout_t·out_t per head, from the forward's own output (as attention_row_dots does on the device).
-  std::vector<float> D((size_t)(s.B * s.H * s.Tq));
-  for (int64_t b = 0; b < s.B; b++)
-    for (int64_t h = 0; h < s.H; h++)
-      for (int64_t t = 0; t < s.Tq; t++) {
-        double d = 0;
-        for (int64_t c = 0; c < HS; c++) d += at(dout, stride, b * s.Tq + t, h * HS + c) * out[(size_t)((b * s.Tq + t) * C + h * HS + c)];
-        D[(size_t)((b * s.H + h) * s.Tq + t)] = (float)d;
-      }
+  // The backward sees the forward's output as stored, rounded to T. D_t = dout_t·out_t per head: formed by the dq
+  // kernel from the staged tiles, or (the path for an output of another dtype) given, as attention_row_dots does.
+  std::vector<T> out_t(out.size());
+  for (size_t i = 0; i < out.size(); i++) out_t[i] = emu::from_float<T>(out[i]);
+  std::vector<float> D((size_t)(s.B * s.H * s.Tq), NAN);
+  Operand<T> staged_out{out_t.data(), C};
+  if (!s.dots_in_dq) {
+    staged_out.p = nullptr;
+    for (int64_t b = 0; b < s.B; b++)
+      for (int64_t h = 0; h < s.H; h++)
+        for (int64_t t = 0; t < s.Tq; t++) {
+          double d = 0;
+          for (int64_t c = 0; c < HS; c++) d += at(dout, stride, b * s.Tq + t, h * HS + c) * at(out_t, C, b * s.Tq + t, h * HS + c);
+          D[(size_t)((b * s.H + h) * s.Tq + t)] = (float)d;
+        }
+  }
   // The backward accumulates: start from ones, take them off after.
   std::vector<float> dq((size_t)(s.B * s.Tq * C), 1.0f), dk((size_t)(s.B * s.Tk * C), 1.0f), dv(dk);
   emu::launch(qgrid, 128, mma_attention::dq_smem<HS>(2), [&] {
-    mma_attention::mma_dq_kernel<T, HS, HostView>(HostView{dq.data(), C}, lse.data(), D.data(), oq, ok, ov, od, g);
+    mma_attention::mma_dq_kernel<T, HS, HostView>(HostView{dq.data(), C}, lse.data(), D.data(), staged_out, oq, ok,
+                                                   ov, od, g);
   });
   emu::launch(kgrid, 128, mma_attention::dkv_smem<HS>(2), [&] {
     mma_attention::mma_dkv_kernel<T, HS, HostView>(HostView{dk.data(), C}, HostView{dv.data(), C}, lse.data(),
@@ -202,8 +211,8 @@ TEST(AttentionMmaEmulated, CrossAttentionPaddingDropoutHeadOffsetHs32) {
   check<emu::bf16, 32>({2, 70, 77, 1, false, true, 0.2f, 1, 3, false}, kBf16);
 }
 
-TEST(AttentionMmaEmulated, F16FusedRowsTwoHeadsNoMaskHs64) {
-  check<emu::f16, 64>({1, 64, 64, 2, false, false, 0.0f, 0, 2, true}, kF16);
+TEST(AttentionMmaEmulated, F16FusedRowsTwoHeadsNoMaskGivenRowDotsHs64) {
+  check<emu::f16, 64>({1, 64, 64, 2, false, false, 0.0f, 0, 2, true, false}, kF16);
 }
 
 TEST(AttentionMmaEmulated, F16CausalPaddingDropoutHs32) {

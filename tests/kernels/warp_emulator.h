@@ -238,6 +238,9 @@ inline float shfl_xor(float v, int mask) {
   return r;
 }
 
+inline float to_f32(emu::bf16 x) { return emu::to_float(x); }
+inline float to_f32(emu::f16 x) { return emu::to_float(x); }
+
 // ex2.approx: std::exp2 (the device's result is within about 2⁻²² of it).
 inline float fast_exp2(float x) { return std::exp2(x); }
 

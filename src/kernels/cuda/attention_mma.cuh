@@ -23,7 +23,7 @@
 // warp skips a tile none of its rows can see; causal grids start with the longest rows (query tiles from the end).
 // Shared memory rows are HS + 8 elements (16 bytes of padding: ldmatrix's 8 row addresses fall on distinct banks).
 //
-// Per CTA, hs 64: forward 46.6 KB, dq 55.8 KB, dk/dv 56.3 KB of shared memory (hs 32: 26.1 / 31.2 / 31.7 KB).
+// Per CTA, hs 64: forward 46.6 KB, dq 65.3 KB, dk/dv 56.3 KB of shared memory (hs 32: 26.1 / 36.6 / 31.7 KB).
 // FLOP per GPT-2 124M step (B 16, T 1024, causal): forward 2 products, backward 7 (S recomputed in both backward
 // kernels, dP in both): 1.39 TFLOP.
 #pragma once
@@ -55,7 +55,7 @@ __host__ __device__ constexpr int forward_smem(int elem) {
 }
 template <int HS>
 __host__ __device__ constexpr int dq_smem(int elem) {
-  return (2 * kRows + 4 * kTile) * ld<HS>() * elem + 2 * kTile * 4;
+  return (3 * kRows + 4 * kTile) * ld<HS>() * elem + (2 * kTile + kRows) * 4;
 }
 template <int HS>
 __host__ __device__ constexpr int dkv_smem(int elem) {
@@ -265,18 +265,22 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 // ---- backward ----------------------------------------------------------------------------------------------------
-// dq_t += Σ_j dS_tj·k_j/√hs: one CTA per (query tile, head, batch), over the key tiles. D [B,H,Tq] = dout·out rows.
+// dq_t += Σ_j dS_tj·k_j/√hs: one CTA per (query tile, head, batch), over the key tiles. D [B,H,Tq] holds the rows'
+// dout·out: with out.p set, this kernel forms it from the staged dout and out tiles and writes it for the dk/dv
+// kernel (launched after it on the stream); with out.p null it reads D (attention_row_dots()).
 template <class T, int HS, class GradView>
 __global__ void __launch_bounds__(kWarps * 32)
-    mma_dq_kernel(GradView dq, const float* lse, const float* D, Operand<T> q, Operand<T> k, Operand<T> v,
+    mma_dq_kernel(GradView dq, const float* lse, float* D, Operand<T> out, Operand<T> q, Operand<T> k, Operand<T> v,
                   Operand<T> dout, Geometry g) {
   constexpr int LD = ld<HS>(), KS = HS / 16, NT = kTile;
   LMFORGE_SMEM(smem);
   T* qs = reinterpret_cast<T*>(smem);
   T* dos = qs + kRows * LD;
-  T* ks = dos + kRows * LD;   // [2][NT][LD]
+  T* os = dos + kRows * LD;
+  T* ks = os + kRows * LD;    // [2][NT][LD]
   T* vs = ks + 2 * NT * LD;   // [2][NT][LD]
   float* kbias = reinterpret_cast<float*>(vs + 2 * NT * LD);  // [2][NT]
+  float* d_s = kbias + 2 * NT;                                 // [kRows]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t q0 = query_tile(g), h = blockIdx.y, b = blockIdx.z, col0 = h * HS;
   const int64_t kend = g.causal ? min64(g.Tk, q0 + kRows) : g.Tk;
@@ -289,6 +293,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   };
   load_tile<T, HS, kRows>(qs, q, b * g.Tq + q0, g.Tq - q0, col0);
   load_tile<T, HS, kRows>(dos, dout, b * g.Tq + q0, g.Tq - q0, col0);
+  if (out.p != nullptr) load_tile<T, HS, kRows>(os, out, b * g.Tq + q0, g.Tq - q0, col0);
   if (tiles > 0) load_keys(0, 0);
   cp_async_commit();
   cp_async_wait_all();
@@ -297,12 +302,23 @@ __global__ void __launch_bounds__(kWarps * 32)
   load_a<T, KS, LD>(qf, qs + warp * 16 * LD);
   load_a<T, KS, LD>(df, dos + warp * 16 * LD);
   const int64_t tw = q0 + warp * 16, trow[2] = {tw + lane / 4, tw + lane / 4 + 8};
+  if (out.p != nullptr) {  // D of the warp's 16 rows: two lanes per row, half of its columns each
+    const int row = warp * 16 + lane / 2, c0 = (lane % 2) * (HS / 2);
+    float d = 0.0f;
+    for (int c = 0; c < HS / 2; c++) d += to_f32(dos[row * LD + c0 + c]) * to_f32(os[row * LD + c0 + c]);
+    d += shfl_xor(d, 1);
+    if (lane % 2 == 0) {
+      d_s[row] = d;
+      if (q0 + row < g.Tq) D[(b * g.H + h) * g.Tq + q0 + row] = d;
+    }
+    __syncwarp();  // the warp reads its own rows' D below
+  }
   float lse2[2], drow[2];  // the row's lse in base 2 (+inf past Tq: p = 0) and D
   LMFORGE_UNROLL
   for (int r = 0; r < 2; r++) {
     const bool in = trow[r] < g.Tq;
     lse2[r] = in ? lse[(b * g.H + h) * g.Tq + trow[r]] * kLog2e : INFINITY;
-    drow[r] = in ? D[(b * g.H + h) * g.Tq + trow[r]] : 0.0f;
+    drow[r] = !in ? 0.0f : out.p != nullptr ? d_s[trow[r] - q0] : D[(b * g.H + h) * g.Tq + trow[r]];
   }
   const float scale2 = g.scale * kLog2e;
   float acc[HS / 8][4] = {};

@@ -61,11 +61,15 @@ bool backward_as(const AttentionArgs& a, const Tensor& dq, const Tensor& dk, con
   cudaStream_t s = cuda_context().stream;
   Scratch d((size_t)(g.B * g.H * g.Tq) * sizeof(float));
   float* D = static_cast<float*>(d.get());
-  attention_row_dots(D, dout, out, g);
+  // The dq kernel forms D = dout·out itself from an output of the operands' type with cp.async-able rows (the
+  // forward's own); any other output goes through the row-dot kernel first.
+  const bool dots_in_dq = out.dtype == a.q.dtype && rows_aligned(out);
+  if (!dots_in_dq) attention_row_dots(D, dout, out, g);
   const Operand<T> q = operand<T>(a.q), k = operand<T>(a.k), v = operand<T>(a.v), o = operand<T>(dout);
+  const Operand<T> staged_out = dots_in_dq ? operand<T>(out) : Operand<T>{nullptr, 0};
   if (g.Tq > 0) {
-    dq_kernel<<<dim3(tiles(g.Tq), (unsigned)g.H, (unsigned)g.B), kWarps * 32, dq_bytes, s>>>(rows_of(dq), lse, D, q,
-                                                                                            k, v, o, g);
+    dq_kernel<<<dim3(tiles(g.Tq), (unsigned)g.H, (unsigned)g.B), kWarps * 32, dq_bytes, s>>>(rows_of(dq), lse, D,
+                                                                                            staged_out, q, k, v, o, g);
     check_launch("attention_backward (tensor cores, dq)");
   }
   if (g.Tk > 0) {

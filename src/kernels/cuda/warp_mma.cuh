@@ -2,7 +2,8 @@
 //          ldmatrix_x4_trans() (four 8×8 16-bit tiles from shared memory into registers), mma_16816() (D += A·B on
 //          a 16×16 A, a 16×8 B, fp32 accumulators), cp_async_16() / cp_async_commit() / cp_async_wait_all()
 //          (16-byte global → shared copies that run behind the arithmetic, zero-filling where told), pack2()
-//          (two floats rounded into one 32-bit register of two 16-bit values), shfl_xor(), fast_exp2(), and LMFORGE_SMEM /
+//          (two floats rounded into one 32-bit register of two 16-bit values), to_f32(), shfl_xor(), fast_exp2(), and
+//          LMFORGE_SMEM /
 //          LMFORGE_UNROLL. sm_80 and later (the backend refuses older GPUs).
 //
 // Where LMFORGE_WARP_EMULATION is defined (tests/kernels/warp_emulator.h, included first), this header defines
@@ -76,6 +77,9 @@ __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
   const __half2 v = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
 }
+
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
 
 // 16 bytes from global src to shared dst (both 16-byte aligned), or 16 zero bytes when !full (src is not read).
 __device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool full) {
