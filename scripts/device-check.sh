@@ -268,8 +268,8 @@ if [ $mode = run ] && room 60; then
   case $rc in 0) res=ok ;; 124) res=TIMEOUT ;; *) res=FAIL ;; esac
   row "op cases, fallback GEMM" "$res" "$(summary "$out/ops-gemm-fallback.txt"), $((SECONDS - s0)) s"
 fi
-# The attention paths the tensor-core kernels fall back to: the WMMA flash kernels (f32, head size 128, unaligned
-# rows) and the row kernels (other head sizes): every attention case again on each.
+# The attention paths the tensor-core kernels fall back to: the WMMA flash kernels (f32, unaligned rows) and the row
+# kernels (other head sizes): every attention case again on each.
 for path in flash rows; do
   if [ $mode = run ] && room 40; then
     s0=$SECONDS

@@ -4,7 +4,7 @@
 // cases' independent Philox (op_cases.h). On a GPU, the same kernels run the CUDA op cases
 // (tests/kernels/test_ops_cuda.cpp). Shapes cover partial tiles, causal tiles skipped and masked, key padding with
 // a batch row that sees no key, cross attention, dropout with a head offset, strided fused q|k|v rows, both
-// 16-bit types at head sizes 32 and 64, and both sources of the backward's row dots D.
+// 16-bit types, head sizes 32, 64 and 128, and both sources of the backward's row dots D.
 #include "kernels/warp_emulator.h"  // first: the CUDA qualifiers and primitives the kernels use
 //
 #include <gtest/gtest.h>
@@ -192,6 +192,11 @@ void check(const Setup& s, double tolerance) {
     for (float& e : *x) e -= 1.0f;
 
   const Reference want = reference(s, HS, stride, q, k, v, dout, pad);
+  for (const std::vector<double>* x : {&want.out, &want.dq, &want.dk, &want.dv}) {  // no vacuous comparison
+    double largest = 0;
+    for (double e : *x) largest = std::max(largest, std::abs(e));
+    ASSERT_GT(largest, 1e-6) << "the reference is all zeros: the case tests nothing";
+  }
   EXPECT_LE(relative_error(out, want.out), tolerance) << "out";
   EXPECT_LE(relative_error(lse, want.lse), 1e-5) << "lse";
   EXPECT_LE(relative_error(dq, want.dq), tolerance) << "dq";
@@ -217,6 +222,11 @@ TEST(AttentionMmaEmulated, F16FusedRowsTwoHeadsNoMaskGivenRowDotsHs64) {
 
 TEST(AttentionMmaEmulated, F16CausalPaddingDropoutHs32) {
   check<emu::f16, 32>({2, 77, 77, 1, true, true, 0.1f, 0, 1, true}, kF16);
+}
+
+// Head size 128: the backward's 32-row tiles and the dk/dv kernel's k, v fragments reloaded per tile.
+TEST(AttentionMmaEmulated, CausalPaddingDropoutHs128) {
+  check<emu::bf16, 128>({2, 70, 70, 1, true, true, 0.1f, 0, 1, false}, kBf16);
 }
 
 // The emulator itself: one mma, its operands placed in the lanes' registers by the PTX ISA's fragment tables

@@ -170,7 +170,7 @@ TEST(OpCasesCuda, MatchesCpuF32) {
 
 // Every attention case, small and large (the flash kernels' tiles, head sizes and many-block grids are in the large
 // list, which the test above leaves out), forward and backward on every CUDA dtype against CPU fp32. By default the
-// bf16/f16 cases of head size 32 and 64 take the tensor-core kernels; CTest runs this binary's op cases again with
+// bf16/f16 cases of head size 32, 64 and 128 take the tensor-core kernels; CTest runs this binary's op cases again with
 // LMFORGE_CUDA_ATTENTION=flash and =rows (KernelsOpsCudaFlashAttention, KernelsOpsCudaRowAttention), so the WMMA
 // flash kernels and the row kernels pass the same cases.
 TEST(AttentionCuda, EveryCaseMatchesCpuF32) {

@@ -37,7 +37,7 @@ inline Geometry geometry(const AttentionArgs& a) {
 void attention_row_dots(float* D, const Tensor& dout, const Tensor& out, const Geometry& g);
 
 // The tensor-core forward and backward (attention_mma_cuda.cu): bf16 or f16 q, k, v (and dout) with 16-byte
-// aligned rows, head size 32 or 64; false, with nothing queued, where they do not apply.
+// aligned rows, head size 32, 64 or 128; false, with nothing queued, where they do not apply.
 bool mma_forward(const AttentionArgs& a, const Tensor& out, float* lse);
 bool mma_backward(const AttentionArgs& a, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
                   const Tensor& out, const float* lse);

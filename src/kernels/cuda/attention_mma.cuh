@@ -1,5 +1,5 @@
 // defines: the tensor-core attention kernels (FlashAttention-2: Dao, 2023) for 16-bit q, k, v (bf16 or f16) and
-//          head sizes 32 and 64: mma_forward_kernel() (online softmax, the row log-sum-exp saved), mma_dq_kernel()
+//          head sizes 32, 64 and 128: mma_forward_kernel() (online softmax, the row log-sum-exp saved), mma_dq_kernel()
 //          and mma_dkv_kernel() (the backward, p = exp(s − lse) recomputed; no atomics, so runs are bit-identical).
 //          Launched by attention_mma_cuda.cu; also compiled on the CPU under tests/kernels/warp_emulator.h, whose
 //          tests run this source against a double-precision reference.
@@ -15,8 +15,8 @@
 //
 // Work split (warp_mma.cuh has the register layouts): a CTA of 4 warps; each warp owns 16 rows of the CTA's 64
 // (queries in the forward and dq kernels, keys in the dk/dv kernel) and keeps their operand fragments (q, or k and
-// v, and dout) in registers for the whole kernel; the other side streams through shared memory in tiles of 64 rows,
-// two stages deep (cp.async loads the next tile while the tensor cores work on this one). Scores, probabilities and
+// v, and dout) in registers for the whole kernel (head size 128: k and v reloaded per tile); the other side streams
+// through shared memory in tiles of 64 rows (the backward at head size 128: 32), two stages deep (cp.async loads the next tile while the tensor cores work on this one). Scores, probabilities and
 // accumulators never leave registers: a score tile's C fragments are the A fragments of the next product once
 // rounded to T (probabilities and dS enter the second product in T, as in FlashAttention), and a row's max and sum
 // are reduced over the 4 lanes that hold it. Causal: key tiles after a query tile's last row are never loaded, and a
@@ -49,17 +49,29 @@ __host__ __device__ constexpr int ld() {
   return HS + 8;
 }
 // Dynamic shared memory of each kernel (bytes).
+// The backward kernels' streaming tile (keys for dq, queries for dk/dv): 64 rows, 32 at head size 128, where the
+// fragments of a 64-wide tile and the 128-wide accumulators would not fit 255 registers.
+template <int HS>
+__host__ __device__ constexpr int backward_tile() {
+  return HS > 64 ? 32 : 64;
+}
+// Whether the dk/dv kernel keeps its warp's k and v fragments in registers for the whole kernel (head size 128
+// reloads them from shared memory for each tile instead: 64 fewer registers, two ldmatrix passes more per tile).
+template <int HS>
+__host__ __device__ constexpr bool resident_kv() {
+  return HS <= 64;
+}
 template <int HS>
 __host__ __device__ constexpr int forward_smem(int elem) {
   return (kRows + 4 * kTile) * ld<HS>() * elem + 2 * kTile * 4;
 }
 template <int HS>
 __host__ __device__ constexpr int dq_smem(int elem) {
-  return (3 * kRows + 4 * kTile) * ld<HS>() * elem + (2 * kTile + kRows) * 4;
+  return (3 * kRows + 4 * backward_tile<HS>()) * ld<HS>() * elem + (2 * backward_tile<HS>() + kRows) * 4;
 }
 template <int HS>
 __host__ __device__ constexpr int dkv_smem(int elem) {
-  return (2 * kRows + 4 * kTile) * ld<HS>() * elem + 4 * kTile * 4;
+  return (2 * kRows + 4 * backward_tile<HS>()) * ld<HS>() * elem + 4 * backward_tile<HS>() * 4;
 }
 
 __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -143,11 +155,11 @@ __device__ __forceinline__ float key_bias(const Geometry& g, int64_t b, int64_t 
   return j < g.Tk && (g.padding == nullptr || g.padding[b * g.Tk + j] != 0) ? 0.0f : -INFINITY;
 }
 
-// Whether a key tile [k0, k0 + kTile) needs the per-element mask for the warp's 16 query rows from tw: key padding,
+// Whether a key tile [k0, k0 + nt) needs the per-element mask for the warp's 16 query rows from tw: key padding,
 // keys past the end, or causal keys after the warp's first row. Warp-uniform; the other tiles skip the mask's
 // shared-memory reads and compares (at head size 64 the element-wise work per tile rivals its tensor-core work).
-__device__ __forceinline__ bool tile_masked(const Geometry& g, int64_t k0, int64_t tw) {
-  return g.padding != nullptr || k0 + kTile > g.Tk || (g.causal && k0 + kTile - 1 > tw);
+__device__ __forceinline__ bool tile_masked(const Geometry& g, int64_t k0, int64_t tw, int nt) {
+  return g.padding != nullptr || k0 + nt > g.Tk || (g.causal && k0 + nt - 1 > tw);
 }
 
 // Query tile of a forward or dq CTA: causal grids run the longest rows first.
@@ -199,7 +211,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       float s[NT / 8][4] = {};
       mma_abt<T, KS, NT, LD>(s, qf, kst);
       float mx[2] = {-INFINITY, -INFINITY};
-      if (tile_masked(g, k0, tw)) {
+      if (tile_masked(g, k0, tw, NT)) {
         LMFORGE_UNROLL
         for (int nt = 0; nt < NT / 8; nt++)
           LMFORGE_UNROLL
@@ -272,7 +284,7 @@ template <class T, int HS, class GradView>
 __global__ void __launch_bounds__(kWarps * 32)
     mma_dq_kernel(GradView dq, const float* lse, float* D, Operand<T> out, Operand<T> q, Operand<T> k, Operand<T> v,
                   Operand<T> dout, Geometry g) {
-  constexpr int LD = ld<HS>(), KS = HS / 16, NT = kTile;
+  constexpr int LD = ld<HS>(), KS = HS / 16, NT = backward_tile<HS>();
   LMFORGE_SMEM(smem);
   T* qs = reinterpret_cast<T*>(smem);
   T* dos = qs + kRows * LD;
@@ -334,7 +346,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       float s[NT / 8][4] = {}, dp[NT / 8][4] = {};
       mma_abt<T, KS, NT, LD>(s, qf, kst);
       mma_abt<T, KS, NT, LD>(dp, df, vs + stage * NT * LD);
-      const bool masked = tile_masked(g, k0, tw);
+      const bool masked = tile_masked(g, k0, tw, NT);
       LMFORGE_UNROLL
       for (int nt = 0; nt < NT / 8; nt++)
         LMFORGE_UNROLL
@@ -378,7 +390,7 @@ template <class T, int HS, class GradView>
 __global__ void __launch_bounds__(kWarps * 32)
     mma_dkv_kernel(GradView dk, GradView dv, const float* lse, const float* D, Operand<T> q, Operand<T> k,
                    Operand<T> v, Operand<T> dout, Geometry g) {
-  constexpr int LD = ld<HS>(), KS = HS / 16, NT = kTile;
+  constexpr int LD = ld<HS>(), KS = HS / 16, NT = backward_tile<HS>();
   LMFORGE_SMEM(smem);
   T* ks = reinterpret_cast<T*>(smem);
   T* vs = ks + kRows * LD;
@@ -407,8 +419,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   cp_async_wait_all();
   __syncthreads();
   uint32_t kf[KS][4], vf[KS][4];
-  load_a<T, KS, LD>(kf, ks + warp * 16 * LD);
-  load_a<T, KS, LD>(vf, vs + warp * 16 * LD);
+  if constexpr (resident_kv<HS>()) {
+    load_a<T, KS, LD>(kf, ks + warp * 16 * LD);
+    load_a<T, KS, LD>(vf, vs + warp * 16 * LD);
+  }
   const int64_t jw = k0 + warp * 16, jrow[2] = {jw + lane / 4, jw + lane / 4 + 8};
   bool key_ok[2];
   LMFORGE_UNROLL
@@ -427,7 +441,9 @@ __global__ void __launch_bounds__(kWarps * 32)
       const float* ls = lse_s + stage * NT;
       const float* dd = d_s + stage * NT;
       float st[NT / 8][4] = {}, dpt[NT / 8][4] = {};
+      if constexpr (!resident_kv<HS>()) load_a<T, KS, LD>(kf, ks + warp * 16 * LD);
       mma_abt<T, KS, NT, LD>(st, kf, qst);
+      if constexpr (!resident_kv<HS>()) load_a<T, KS, LD>(vf, vs + warp * 16 * LD);
       mma_abt<T, KS, NT, LD>(dpt, vf, dost);
       // Masked unless every query of the tile sees every key of the warp: causal needs t0 >= the warp's last key,
       // padding and the keys' end are per key (the queries past Tq have lse +inf, so p = 0 there anyway).

@@ -1,5 +1,5 @@
 // defines: mma_forward() and mma_backward(), the launches of the tensor-core attention kernels (attention_mma.cuh)
-//          for bf16 and f16 operands of head size 32 or 64 with 16-byte aligned rows; attention_cuda.cu tries them
+//          for bf16 and f16 operands of head size 32, 64 or 128 with 16-byte aligned rows; attention_cuda.cu tries them
 //          first (LMFORGE_CUDA_ATTENTION=flash or rows skips them), and the WMMA flash kernels and the row kernels
 //          serve the rest.
 #include "kernels/cuda/attention_flash.cuh"
@@ -95,6 +95,7 @@ bool forward_hs(const AttentionArgs& a, const Tensor& out, float* lse, int64_t h
   switch (hs) {
     case 32: return forward_as<T, 32>(a, out, lse);
     case 64: return forward_as<T, 64>(a, out, lse);
+    case 128: return forward_as<T, 128>(a, out, lse);
     default: return false;
   }
 }
@@ -104,6 +105,7 @@ bool backward_hs(const AttentionArgs& a, const Tensor& dq, const Tensor& dk, con
   switch (hs) {
     case 32: return backward_as<T, 32>(a, dq, dk, dv, dout, out, lse);
     case 64: return backward_as<T, 64>(a, dq, dk, dv, dout, out, lse);
+    case 128: return backward_as<T, 128>(a, dq, dk, dv, dout, out, lse);
     default: return false;
   }
 }
