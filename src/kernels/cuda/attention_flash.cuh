@@ -4,6 +4,7 @@
 //          its row kernels. Private to the CUDA backend; C++17.
 #pragma once
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/cuda/attention_geometry.cuh"
 #include "kernels/cuda/cuda_device.cuh"
@@ -31,6 +32,18 @@ inline Geometry geometry(const AttentionArgs& a) {
   g.head_offset = a.dropout.head_offset;
   g.total_heads = a.dropout.total_heads > 0 ? a.dropout.total_heads : a.heads;
   return g;
+}
+
+// f(std::integral_constant<int, HS>{}) for a head size the tiled kernels are built for (32, 64, 128); false, with
+// nothing called, for any other.
+template <class F>
+bool with_head_size(int64_t hs, F&& f) {
+  switch (hs) {
+    case 32: return f(std::integral_constant<int, 32>{});
+    case 64: return f(std::integral_constant<int, 64>{});
+    case 128: return f(std::integral_constant<int, 128>{});
+    default: return false;
+  }
 }
 
 // D[(b·H + h)·Tq + t] = dout_t·out_t over head h's columns (the backward's row dots), queued on the stream.

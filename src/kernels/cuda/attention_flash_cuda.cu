@@ -539,22 +539,12 @@ DType tile_dtype(std::initializer_list<const Tensor*> staged) {
 
 template <class T>
 bool forward_hs(const AttentionArgs& a, const Tensor& out, float* lse, int64_t hs) {
-  switch (hs) {
-    case 32: return forward_as<T, 32>(a, out, lse);
-    case 64: return forward_as<T, 64>(a, out, lse);
-    case 128: return forward_as<T, 128>(a, out, lse);
-    default: return false;
-  }
+  return with_head_size(hs, [&](auto HS) { return forward_as<T, decltype(HS)::value>(a, out, lse); });
 }
 template <class T>
 bool backward_hs(const AttentionArgs& a, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
                  const Tensor& out, const float* lse, int64_t hs) {
-  switch (hs) {
-    case 32: return backward_as<T, 32>(a, dq, dk, dv, dout, out, lse);
-    case 64: return backward_as<T, 64>(a, dq, dk, dv, dout, out, lse);
-    case 128: return backward_as<T, 128>(a, dq, dk, dv, dout, out, lse);
-    default: return false;
-  }
+  return with_head_size(hs, [&](auto HS) { return backward_as<T, decltype(HS)::value>(a, dq, dk, dv, dout, out, lse); });
 }
 
 }  // namespace

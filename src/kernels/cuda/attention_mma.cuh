@@ -96,36 +96,31 @@ __device__ __forceinline__ void load_a(uint32_t (&a)[KS][4], const T* m) {
   for (int kk = 0; kk < KS; kk++) ldmatrix_x4(a[kk], m + (lane % 16) * LD + kk * 16 + (lane / 16) * 8);
 }
 
-// acc[N/8] += A·Mᵀ: A 16 × 16·KS (fragments a), M the N × 16·KS row-major tile m[N][LD] (S = Q·Kᵀ: B[k][n] = M[n][k]
-// is "col" B read straight by ldmatrix; one x4 gives two 8-column n tiles).
-template <class T, int KS, int N, int LD>
-__device__ __forceinline__ void mma_abt(float (&acc)[N / 8][4], const uint32_t (&a)[KS][4], const T* m) {
-  const int lane = threadIdx.x % 32;
+// acc[N/8] += A·B for A 16 × 16·KS (fragments a) and B read from the row-major shared tile m[.][LD], one x4
+// ldmatrix per two 8-column n tiles: B = Mᵀ for M the N × 16·KS tile (S = Q·Kᵀ: "col" B straight from M's rows), or
+// B = M for M the 16·KS × N tile (kTransposed: O += P·V, M read transposed by ldmatrix.trans).
+template <class T, int KS, int N, int LD, bool kTransposed>
+__device__ __forceinline__ void mma_tile(float (&acc)[N / 8][4], const uint32_t (&a)[KS][4], const T* m) {
+  const int lane = threadIdx.x % 32, row8 = lane % 8, hi8 = (lane / 16) * 8, mid8 = ((lane / 8) % 2) * 8;
   LMFORGE_UNROLL
   for (int kk = 0; kk < KS; kk++)
     LMFORGE_UNROLL
     for (int np = 0; np < N / 16; np++) {
       uint32_t b[4];
-      ldmatrix_x4(b, m + (np * 16 + lane % 8 + (lane / 16) * 8) * LD + kk * 16 + ((lane / 8) % 2) * 8);
+      if constexpr (kTransposed) ldmatrix_x4_trans(b, m + (kk * 16 + row8 + mid8) * LD + np * 16 + hi8);
+      else ldmatrix_x4(b, m + (np * 16 + row8 + hi8) * LD + kk * 16 + mid8);
       mma_16816<T>(acc[2 * np], a[kk], b[0], b[1]);
       mma_16816<T>(acc[2 * np + 1], a[kk], b[2], b[3]);
     }
 }
-
-// acc[N/8] += A·M: A 16 × 16·KS (fragments a), M the 16·KS × N row-major tile m[16·KS][LD] (O += P·V: B = M read
-// transposed by ldmatrix.trans).
+// S = A·Mᵀ and O += A·M (mma_tile).
+template <class T, int KS, int N, int LD>
+__device__ __forceinline__ void mma_abt(float (&acc)[N / 8][4], const uint32_t (&a)[KS][4], const T* m) {
+  mma_tile<T, KS, N, LD, false>(acc, a, m);
+}
 template <class T, int KS, int N, int LD>
 __device__ __forceinline__ void mma_ab(float (&acc)[N / 8][4], const uint32_t (&a)[KS][4], const T* m) {
-  const int lane = threadIdx.x % 32;
-  LMFORGE_UNROLL
-  for (int kk = 0; kk < KS; kk++)
-    LMFORGE_UNROLL
-    for (int np = 0; np < N / 16; np++) {
-      uint32_t b[4];
-      ldmatrix_x4_trans(b, m + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * LD + np * 16 + (lane / 16) * 8);
-      mma_16816<T>(acc[2 * np], a[kk], b[0], b[1]);
-      mma_16816<T>(acc[2 * np + 1], a[kk], b[2], b[3]);
-    }
+  mma_tile<T, KS, N, LD, true>(acc, a, m);
 }
 
 // A fragments (16 × N, rounded to T) from fp32 C fragments of 16 × N: n tiles 2kk and 2kk+1 are k-step kk.
@@ -138,6 +133,17 @@ __device__ __forceinline__ void c_to_a(uint32_t (&a)[N / 16][4], const float (&c
     a[kk][2] = pack2<T>(c[2 * kk + 1][0], c[2 * kk + 1][1]);
     a[kk][3] = pack2<T>(c[2 * kk + 1][2], c[2 * kk + 1][3]);
   }
+}
+
+// f(nt, i, r, c) for each of the lane's C-fragment elements of a 16 × N tile: n tile nt, register i, row half r
+// (the rows g and g + 8 of warp_mma.cuh's layout), column c of the tile.
+template <int N, class F>
+__device__ __forceinline__ void for_each_element(F&& f) {
+  const int lane = threadIdx.x % 32;
+  LMFORGE_UNROLL
+  for (int nt = 0; nt < N / 8; nt++)
+    LMFORGE_UNROLL
+    for (int i = 0; i < 4; i++) f(nt, i, i / 2, nt * 8 + 2 * (lane % 4) + i % 2);
 }
 
 // The max (or sum) of a row over the 4 lanes holding it.
@@ -162,6 +168,23 @@ __device__ __forceinline__ bool tile_masked(const Geometry& g, int64_t k0, int64
   return g.padding != nullptr || k0 + nt > g.Tk || (g.causal && k0 + nt - 1 > tw);
 }
 
+// The key tiles of NT rows a query tile from q0 visits (causal: none after its last row).
+__device__ __forceinline__ int key_tiles(const Geometry& g, int64_t q0, int nt) {
+  const int64_t kend = g.causal ? min64(g.Tk, q0 + kRows) : g.Tk;
+  return (int)((kend + nt - 1) / nt);
+}
+
+// Key tile kt of batch b's head columns from col0 into stage `stage` of the two-stage K and V buffers [2][NT][LD]
+// (cp.async: the caller commits and waits) and of the key_bias() row buffer [2][NT] (plain stores).
+template <class T, int HS, int NT>
+__device__ __forceinline__ void load_key_tile(T* ks, T* vs, float* kbias, Operand<T> k, Operand<T> v,
+                                              const Geometry& g, int64_t b, int64_t col0, int kt, int stage) {
+  const int64_t k0 = (int64_t)kt * NT;
+  load_tile<T, HS, NT>(ks + stage * NT * ld<HS>(), k, b * g.Tk + k0, g.Tk - k0, col0);
+  load_tile<T, HS, NT>(vs + stage * NT * ld<HS>(), v, b * g.Tk + k0, g.Tk - k0, col0);
+  for (int i = threadIdx.x; i < NT; i += kWarps * 32) kbias[stage * NT + i] = key_bias(g, b, k0 + i);
+}
+
 // Query tile of a forward or dq CTA: causal grids run the longest rows first.
 __device__ __forceinline__ int64_t query_tile(const Geometry& g) {
   const int64_t tiles = (g.Tq + kRows - 1) / kRows;
@@ -181,14 +204,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   float* kbias = reinterpret_cast<float*>(vs + 2 * NT * LD);  // [2][NT]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t q0 = query_tile(g), h = blockIdx.y, b = blockIdx.z, col0 = h * HS;
-  const int64_t kend = g.causal ? min64(g.Tk, q0 + kRows) : g.Tk;  // causal: no key after the tile's last row
-  const int tiles = (int)((kend + NT - 1) / NT);
-  auto load_keys = [&](int kt, int stage) {
-    const int64_t k0 = (int64_t)kt * NT;
-    load_tile<T, HS, NT>(ks + stage * NT * LD, k, b * g.Tk + k0, g.Tk - k0, col0);
-    load_tile<T, HS, NT>(vs + stage * NT * LD, v, b * g.Tk + k0, g.Tk - k0, col0);
-    for (int i = threadIdx.x; i < NT; i += kWarps * 32) kbias[stage * NT + i] = key_bias(g, b, k0 + i);
-  };
+  const int tiles = key_tiles(g, q0, NT);
+  auto load_keys = [&](int kt, int stage) { load_key_tile<T, HS, NT>(ks, vs, kbias, k, v, g, b, col0, kt, stage); };
   load_tile<T, HS, kRows>(qs, q, b * g.Tq + q0, g.Tq - q0, col0);
   if (tiles > 0) load_keys(0, 0);
   cp_async_commit();
@@ -212,24 +229,17 @@ __global__ void __launch_bounds__(kWarps * 32)
       mma_abt<T, KS, NT, LD>(s, qf, kst);
       float mx[2] = {-INFINITY, -INFINITY};
       if (tile_masked(g, k0, tw, NT)) {
-        LMFORGE_UNROLL
-        for (int nt = 0; nt < NT / 8; nt++)
-          LMFORGE_UNROLL
-          for (int i = 0; i < 4; i++) {
-            const int r = i / 2, jc = nt * 8 + 2 * (lane % 4) + i % 2;
-            float x = s[nt][i] * scale2 + kb[jc];
-            if (g.causal && k0 + jc > trow[r]) x = -INFINITY;
-            s[nt][i] = x;
-            mx[r] = fmaxf(mx[r], x);
-          }
+        for_each_element<NT>([&](int nt, int i, int r, int jc) {
+          float x = s[nt][i] * scale2 + kb[jc];
+          if (g.causal && k0 + jc > trow[r]) x = -INFINITY;
+          s[nt][i] = x;
+          mx[r] = fmaxf(mx[r], x);
+        });
       } else {  // every key of the tile allowed for every row of the warp
-        LMFORGE_UNROLL
-        for (int nt = 0; nt < NT / 8; nt++)
-          LMFORGE_UNROLL
-          for (int i = 0; i < 4; i++) {
-            s[nt][i] *= scale2;
-            mx[i / 2] = fmaxf(mx[i / 2], s[nt][i]);
-          }
+        for_each_element<NT>([&](int nt, int i, int r, int) {
+          s[nt][i] *= scale2;
+          mx[r] = fmaxf(mx[r], s[nt][i]);
+        });
       }
       float alpha[2], base[2];
       LMFORGE_UNROLL
@@ -240,16 +250,11 @@ __global__ void __launch_bounds__(kWarps * 32)
         m[r] = mn;
         l[r] *= alpha[r];
       }
-      LMFORGE_UNROLL
-      for (int nt = 0; nt < NT / 8; nt++)
-        LMFORGE_UNROLL
-        for (int i = 0; i < 4; i++) {
-          const int r = i / 2;
-          const float p = fast_exp2(s[nt][i] - base[r]);
-          l[r] += p;
-          const int64_t j = k0 + nt * 8 + 2 * (lane % 4) + i % 2;
-          s[nt][i] = g.p > 0.0f && p != 0.0f && trow[r] < g.Tq ? p * g.factor(b, h, trow[r], j) : p;
-        }
+      for_each_element<NT>([&](int nt, int i, int r, int jc) {
+        const float p = fast_exp2(s[nt][i] - base[r]);
+        l[r] += p;
+        s[nt][i] = g.p > 0.0f && p != 0.0f && trow[r] < g.Tq ? p * g.factor(b, h, trow[r], k0 + jc) : p;
+      });
       LMFORGE_UNROLL
       for (int n = 0; n < HS / 8; n++)
         LMFORGE_UNROLL
@@ -277,6 +282,25 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 // ---- backward ----------------------------------------------------------------------------------------------------
+// view[base + rows[r], col0 + c] += factor·acc for the lane's two fragment rows (r = 0, 1: g and g + 8) below `end`
+// and its columns c of the HS/8 n tiles.
+template <int HS, class View>
+__device__ __forceinline__ void accumulate_rows(View view, const float (&acc)[HS / 8][4], int64_t base,
+                                                const int64_t (&rows)[2], int64_t end, int64_t col0, float factor) {
+  const int lane = threadIdx.x % 32;
+  LMFORGE_UNROLL
+  for (int r = 0; r < 2; r++) {
+    if (rows[r] >= end) continue;
+    LMFORGE_UNROLL
+    for (int n = 0; n < HS / 8; n++)
+      LMFORGE_UNROLL
+      for (int e = 0; e < 2; e++) {
+        const int64_t col = col0 + n * 8 + 2 * (lane % 4) + e;
+        view.st(base + rows[r], col, view.ld(base + rows[r], col) + acc[n][2 * r + e] * factor);
+      }
+  }
+}
+
 // dq_t += Σ_j dS_tj·k_j/√hs: one CTA per (query tile, head, batch), over the key tiles. D [B,H,Tq] holds the rows'
 // dout·out: with out.p set, this kernel forms it from the staged dout and out tiles and writes it for the dk/dv
 // kernel (launched after it on the stream); with out.p null it reads D (attention_row_dots()).
@@ -295,14 +319,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   float* d_s = kbias + 2 * NT;                                 // [kRows]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t q0 = query_tile(g), h = blockIdx.y, b = blockIdx.z, col0 = h * HS;
-  const int64_t kend = g.causal ? min64(g.Tk, q0 + kRows) : g.Tk;
-  const int tiles = (int)((kend + NT - 1) / NT);
-  auto load_keys = [&](int kt, int stage) {
-    const int64_t k0 = (int64_t)kt * NT;
-    load_tile<T, HS, NT>(ks + stage * NT * LD, k, b * g.Tk + k0, g.Tk - k0, col0);
-    load_tile<T, HS, NT>(vs + stage * NT * LD, v, b * g.Tk + k0, g.Tk - k0, col0);
-    for (int i = threadIdx.x; i < NT; i += kWarps * 32) kbias[stage * NT + i] = key_bias(g, b, k0 + i);
-  };
+  const int tiles = key_tiles(g, q0, NT);
+  auto load_keys = [&](int kt, int stage) { load_key_tile<T, HS, NT>(ks, vs, kbias, k, v, g, b, col0, kt, stage); };
   load_tile<T, HS, kRows>(qs, q, b * g.Tq + q0, g.Tq - q0, col0);
   load_tile<T, HS, kRows>(dos, dout, b * g.Tq + q0, g.Tq - q0, col0);
   if (out.p != nullptr) load_tile<T, HS, kRows>(os, out, b * g.Tq + q0, g.Tq - q0, col0);
@@ -347,20 +365,16 @@ __global__ void __launch_bounds__(kWarps * 32)
       mma_abt<T, KS, NT, LD>(s, qf, kst);
       mma_abt<T, KS, NT, LD>(dp, df, vs + stage * NT * LD);
       const bool masked = tile_masked(g, k0, tw, NT);
-      LMFORGE_UNROLL
-      for (int nt = 0; nt < NT / 8; nt++)
-        LMFORGE_UNROLL
-        for (int i = 0; i < 4; i++) {
-          const int r = i / 2, jc = nt * 8 + 2 * (lane % 4) + i % 2;
-          const int64_t j = k0 + jc;
-          float ds = 0.0f;
-          if (!masked || (kb[jc] == 0.0f && !(g.causal && j > trow[r]))) {
-            const float p = fast_exp2(s[nt][i] * scale2 - lse2[r]);
-            const float f = g.p > 0.0f && p != 0.0f ? g.factor(b, h, trow[r], j) : 1.0f;
-            ds = p * (f * dp[nt][i] - drow[r]);
-          }
-          s[nt][i] = ds;
+      for_each_element<NT>([&](int nt, int i, int r, int jc) {  // s becomes dS
+        const int64_t j = k0 + jc;
+        float ds = 0.0f;
+        if (!masked || (kb[jc] == 0.0f && !(g.causal && j > trow[r]))) {
+          const float p = fast_exp2(s[nt][i] * scale2 - lse2[r]);
+          const float f = g.p > 0.0f && p != 0.0f ? g.factor(b, h, trow[r], j) : 1.0f;
+          ds = p * (f * dp[nt][i] - drow[r]);
         }
+        s[nt][i] = ds;
+      });
       __syncwarp();
       uint32_t da[NT / 16][4];
       c_to_a<T, NT>(da, s);
@@ -369,18 +383,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     cp_async_wait_all();
     __syncthreads();
   }
-  LMFORGE_UNROLL
-  for (int r = 0; r < 2; r++) {
-    if (trow[r] >= g.Tq) continue;
-    const int64_t row = b * g.Tq + trow[r];
-    LMFORGE_UNROLL
-    for (int n = 0; n < HS / 8; n++)
-      LMFORGE_UNROLL
-      for (int e = 0; e < 2; e++) {
-        const int64_t col = col0 + n * 8 + 2 * (lane % 4) + e;
-        dq.st(row, col, dq.ld(row, col) + acc[n][2 * r + e] * g.scale);
-      }
-  }
+  accumulate_rows<HS>(dq, acc, b * g.Tq, trow, g.Tq, col0, g.scale);
 }
 
 // dv_j += Σ_t drop(p_tj)·dout_t and dk_j += Σ_t dS_tj·q_t/√hs: one CTA per (key tile, head, batch), over the query
@@ -448,22 +451,18 @@ __global__ void __launch_bounds__(kWarps * 32)
       // Masked unless every query of the tile sees every key of the warp: causal needs t0 >= the warp's last key,
       // padding and the keys' end are per key (the queries past Tq have lse +inf, so p = 0 there anyway).
       const bool masked = (g.causal && t0 < jw + 15) || g.padding != nullptr || jw + 16 > g.Tk;
-      LMFORGE_UNROLL
-      for (int nt = 0; nt < NT / 8; nt++)
-        LMFORGE_UNROLL
-        for (int i = 0; i < 4; i++) {
-          const int r = i / 2, tc = nt * 8 + 2 * (lane % 4) + i % 2;
-          const int64_t t = t0 + tc;
-          float pd = 0.0f, ds = 0.0f;
-          if (!masked || (key_ok[r] && !(g.causal && jrow[r] > t))) {
-            const float p = fast_exp2(st[nt][i] * scale2 - ls[tc]);
-            const float f = g.p > 0.0f && p != 0.0f ? g.factor(b, h, t, jrow[r]) : 1.0f;
-            pd = p * f;
-            ds = p * (f * dpt[nt][i] - dd[tc]);
-          }
-          st[nt][i] = pd;
-          dpt[nt][i] = ds;
+      for_each_element<NT>([&](int nt, int i, int r, int tc) {  // st becomes drop(p), dpt dS (both transposed)
+        const int64_t t = t0 + tc;
+        float pd = 0.0f, ds = 0.0f;
+        if (!masked || (key_ok[r] && !(g.causal && jrow[r] > t))) {
+          const float p = fast_exp2(st[nt][i] * scale2 - ls[tc]);
+          const float f = g.p > 0.0f && p != 0.0f ? g.factor(b, h, t, jrow[r]) : 1.0f;
+          pd = p * f;
+          ds = p * (f * dpt[nt][i] - dd[tc]);
         }
+        st[nt][i] = pd;
+        dpt[nt][i] = ds;
+      });
       __syncwarp();
       uint32_t a[NT / 16][4];
       c_to_a<T, NT>(a, st);
@@ -474,19 +473,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     cp_async_wait_all();
     __syncthreads();
   }
-  LMFORGE_UNROLL
-  for (int r = 0; r < 2; r++) {
-    if (jrow[r] >= g.Tk) continue;
-    const int64_t row = b * g.Tk + jrow[r];
-    LMFORGE_UNROLL
-    for (int n = 0; n < HS / 8; n++)
-      LMFORGE_UNROLL
-      for (int e = 0; e < 2; e++) {
-        const int64_t col = col0 + n * 8 + 2 * (lane % 4) + e;
-        dv.st(row, col, dv.ld(row, col) + dva[n][2 * r + e]);
-        dk.st(row, col, dk.ld(row, col) + dka[n][2 * r + e] * g.scale);
-      }
-  }
+  accumulate_rows<HS>(dv, dva, b * g.Tk, jrow, g.Tk, col0, 1.0f);
+  accumulate_rows<HS>(dk, dka, b * g.Tk, jrow, g.Tk, col0, g.scale);
 }
 
 }  // namespace lmforge::kernels::cuda::mma_attention

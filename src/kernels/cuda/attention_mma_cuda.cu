@@ -90,22 +90,12 @@ DType staged_dtype(std::initializer_list<const Tensor*> staged) {
   return d;
 }
 
-template <class T>
-bool forward_hs(const AttentionArgs& a, const Tensor& out, float* lse, int64_t hs) {
-  switch (hs) {
-    case 32: return forward_as<T, 32>(a, out, lse);
-    case 64: return forward_as<T, 64>(a, out, lse);
-    case 128: return forward_as<T, 128>(a, out, lse);
-    default: return false;
-  }
-}
-template <class T>
-bool backward_hs(const AttentionArgs& a, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
-                 const Tensor& out, const float* lse, int64_t hs) {
-  switch (hs) {
-    case 32: return backward_as<T, 32>(a, dq, dk, dv, dout, out, lse);
-    case 64: return backward_as<T, 64>(a, dq, dk, dv, dout, out, lse);
-    case 128: return backward_as<T, 128>(a, dq, dk, dv, dout, out, lse);
+// f(T{}) for the tile dtype's CUDA type; false for F32 (no tensor-core path).
+template <class F>
+bool with_tile_type(DType d, F&& f) {
+  switch (d) {
+    case DType::BF16: return f(__nv_bfloat16{});
+    case DType::F16: return f(__half{});
     default: return false;
   }
 }
@@ -113,22 +103,19 @@ bool backward_hs(const AttentionArgs& a, const Tensor& dq, const Tensor& dk, con
 }  // namespace
 
 bool mma_forward(const AttentionArgs& a, const Tensor& out, float* lse) {
-  const int64_t hs = a.q.dim(2) / a.heads;
-  switch (staged_dtype({&a.q, &a.k, &a.v})) {
-    case DType::BF16: return forward_hs<__nv_bfloat16>(a, out, lse, hs);
-    case DType::F16: return forward_hs<__half>(a, out, lse, hs);
-    default: return false;
-  }
+  return with_tile_type(staged_dtype({&a.q, &a.k, &a.v}), [&](auto t) {
+    return with_head_size(a.q.dim(2) / a.heads,
+                          [&](auto hs) { return forward_as<decltype(t), decltype(hs)::value>(a, out, lse); });
+  });
 }
 
 bool mma_backward(const AttentionArgs& a, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
                   const Tensor& out, const float* lse) {
-  const int64_t hs = a.q.dim(2) / a.heads;
-  switch (staged_dtype({&a.q, &a.k, &a.v, &dout})) {
-    case DType::BF16: return backward_hs<__nv_bfloat16>(a, dq, dk, dv, dout, out, lse, hs);
-    case DType::F16: return backward_hs<__half>(a, dq, dk, dv, dout, out, lse, hs);
-    default: return false;
-  }
+  return with_tile_type(staged_dtype({&a.q, &a.k, &a.v, &dout}), [&](auto t) {
+    return with_head_size(a.q.dim(2) / a.heads, [&](auto hs) {
+      return backward_as<decltype(t), decltype(hs)::value>(a, dq, dk, dv, dout, out, lse);
+    });
+  });
 }
 
 }  // namespace lmforge::kernels::cuda
