@@ -22,9 +22,10 @@
 #
 # Budget on an H100 (device time; the machine's start is extra): unpack 10 s, op cases ≤ 150 s (+ ≤ 60 s for the
 # fallback GEMM, ≤ 60 s each for the WMMA flash and the row attention kernels), six small parity runs + two
-# two-rank runs + resume + generate ≈ 1 min, throughput: lmforge ≤ 150 s, PyTorch eager ≤ 90 s, torch.compile ≤ 150 s. Each part runs only while the
-# elapsed time (DEVICE_CHECK_BUDGET, default 450 s) leaves room (the rows say when one was skipped). Measured on the
-# H100 (2026-11-27): the whole check 104 s, the op cases 3 s, each parity run ~1 s.
+# two-rank runs + resume + generate ≈ 1 min, the bf16 GEMM peak ≤ 60 s, throughput: lmforge ≤ 150 s, PyTorch eager
+# ≤ 90 s, torch.compile ≤ 150 s. Each part runs only while the elapsed time (DEVICE_CHECK_BUDGET, default 450 s)
+# leaves room (the rows say when one was skipped). Measured on the H100 (2026-11-27): the whole check 104 s, the op
+# cases 3 s, each parity run ~1 s.
 #
 # Environment: DEVICE_CHECK_SANITIZE=1 adds compute-sanitizer memcheck + racecheck over the op cases at the end
 # (each up to DEVICE_CHECK_SANITIZE_LIMIT s, default 100); DEVICE_CHECK_COMPILE=0 leaves torch.compile out;

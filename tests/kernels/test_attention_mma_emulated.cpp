@@ -60,7 +60,8 @@ struct Reference {
 };
 
 // softmax over the allowed keys of s_tj = q_t·k_j/√hs; out_t = Σ_j drop(p_tj)·v_j; dP_tj = drop_tj·dout_t·v_j;
-// dS_tj = p_tj·(dP_tj − Σ_j' p_tj'·dP_tj'); dv_j += drop(p_tj)·dout_t; dq_t += Σ_j dS_tj·k_j/√hs; dk_j += dS_tj·q_t/√hs.
+// dS_tj = p_tj·(dP_tj − Σ_j' p_tj'·dP_tj'); dv_j += drop(p_tj)·dout_t; dq_t += Σ_j dS_tj·k_j/√hs;
+// dk_j += dS_tj·q_t/√hs.
 template <class T>
 Reference reference(const Setup& s, int64_t hs, int64_t stride, const std::vector<T>& q, const std::vector<T>& k,
                     const std::vector<T>& v, const std::vector<T>& dout, const std::vector<int32_t>& pad) {
@@ -80,7 +81,8 @@ Reference reference(const Setup& s, int64_t hs, int64_t stride, const std::vecto
           ok[(size_t)j] = (!s.causal || j <= t) && (!s.padding || pad[(size_t)(b * s.Tk + j)] != 0);
           if (!ok[(size_t)j]) continue;
           double d = 0;
-          for (int64_t c = 0; c < hs; c++) d += at(q, stride, b * s.Tq + t, h * hs + c) * at(k, stride, b * s.Tk + j, h * hs + c);
+          for (int64_t c = 0; c < hs; c++)
+            d += at(q, stride, b * s.Tq + t, h * hs + c) * at(k, stride, b * s.Tk + j, h * hs + c);
           p[(size_t)j] = d * scale;
           mx = std::max(mx, p[(size_t)j]);
         }
@@ -99,7 +101,8 @@ Reference reference(const Setup& s, int64_t hs, int64_t stride, const std::vecto
           }
           double d = 0;
           for (int64_t c = 0; c < hs; c++) {
-            r.out[(size_t)((b * s.Tq + t) * C + h * hs + c)] += p[(size_t)j] * f[(size_t)j] * at(v, stride, b * s.Tk + j, h * hs + c);
+            const double pf = p[(size_t)j] * f[(size_t)j];
+            r.out[(size_t)((b * s.Tq + t) * C + h * hs + c)] += pf * at(v, stride, b * s.Tk + j, h * hs + c);
             d += at(dout, stride, b * s.Tq + t, h * hs + c) * at(v, stride, b * s.Tk + j, h * hs + c);
           }
           dp[(size_t)j] = f[(size_t)j] * d;
@@ -109,7 +112,8 @@ Reference reference(const Setup& s, int64_t hs, int64_t stride, const std::vecto
           if (!ok[(size_t)j]) continue;
           const double ds = p[(size_t)j] * (dp[(size_t)j] - dot);
           for (int64_t c = 0; c < hs; c++) {
-            r.dv[(size_t)((b * s.Tk + j) * C + h * hs + c)] += p[(size_t)j] * f[(size_t)j] * at(dout, stride, b * s.Tq + t, h * hs + c);
+            const double pf = p[(size_t)j] * f[(size_t)j];
+            r.dv[(size_t)((b * s.Tk + j) * C + h * hs + c)] += pf * at(dout, stride, b * s.Tq + t, h * hs + c);
             r.dq[(size_t)((b * s.Tq + t) * C + h * hs + c)] += ds * at(k, stride, b * s.Tk + j, h * hs + c) * scale;
             r.dk[(size_t)((b * s.Tk + j) * C + h * hs + c)] += ds * at(q, stride, b * s.Tq + t, h * hs + c) * scale;
           }
@@ -174,7 +178,8 @@ void check(const Setup& s, double tolerance) {
       for (int64_t h = 0; h < s.H; h++)
         for (int64_t t = 0; t < s.Tq; t++) {
           double d = 0;
-          for (int64_t c = 0; c < HS; c++) d += at(dout, stride, b * s.Tq + t, h * HS + c) * at(out_t, C, b * s.Tq + t, h * HS + c);
+          for (int64_t c = 0; c < HS; c++)
+            d += at(dout, stride, b * s.Tq + t, h * HS + c) * at(out_t, C, b * s.Tq + t, h * HS + c);
           D[(size_t)((b * s.H + h) * s.Tq + t)] = (float)d;
         }
   }

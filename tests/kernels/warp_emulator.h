@@ -174,9 +174,10 @@ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
   emu::check_shared(row, 16, 16, "ldmatrix row");
   emu::exchange({(uint64_t)(uintptr_t)row}, [&](const std::array<emu::Slot, 32>& slots, int lane) {
     for (int i = 0; i < 4; i++) {
+      auto row = [&](int k) { return reinterpret_cast<const unsigned char*>(slots[8 * i + k][0]) + 2 * (lane / 4); };
       uint16_t lo, hi;
-      std::memcpy(&lo, reinterpret_cast<const unsigned char*>(slots[8 * i + 2 * (lane % 4)][0]) + 2 * (lane / 4), 2);
-      std::memcpy(&hi, reinterpret_cast<const unsigned char*>(slots[8 * i + 2 * (lane % 4) + 1][0]) + 2 * (lane / 4), 2);
+      std::memcpy(&lo, row(2 * (lane % 4)), 2);
+      std::memcpy(&hi, row(2 * (lane % 4) + 1), 2);
       r[i] = (uint32_t)lo | ((uint32_t)hi << 16);
     }
   });

@@ -6,9 +6,10 @@
 //
 // Math (ops.h, as attention_flash_cuda.cu): s_tj = q_t·k_j/√hs over the allowed keys (causal j <= t, key padding);
 // p = softmax_j s; out_t = Σ_j drop(p_tj)·v_j; lse_t = log Σ_j exp(s_tj) (+inf for a row without allowed keys).
-// Scores are kept in base 2 (x = s·log2(e)/√hs, so exp becomes one ex2.approx, relative error 2⁻²²): m = max_j x, l = Σ_j 2^(x − m),
-// lse = (m + log2 l)·ln 2. Forward, key tile by key tile: m' = max(m, max_j x_j); α = 2^(m − m'); l' = α·l + Σ 2^(x − m');
-// O' = α·O + Σ_j drop(2^(x_j − m'))·v_j; out = O/l. Backward with D_t = dout_t·out_t: dP_tj = dout_t·v_j,
+// Scores are kept in base 2 (x = s·log2(e)/√hs, so exp becomes one ex2.approx, relative error 2⁻²²):
+// m = max_j x, l = Σ_j 2^(x − m), lse = (m + log2 l)·ln 2. Forward, key tile by key tile: m' = max(m, max_j x_j);
+// α = 2^(m − m'); l' = α·l + Σ 2^(x − m'); O' = α·O + Σ_j drop(2^(x_j − m'))·v_j; out = O/l.
+// Backward with D_t = dout_t·out_t: dP_tj = dout_t·v_j,
 // dS_tj = p_tj·(drop_tj·dP_tj − D_t); dV_j += Σ_t drop(p_tj)·dout_t; dK_j += Σ_t dS_tj·q_t/√hs;
 // dQ_t += Σ_j dS_tj·k_j/√hs. Dropout: the CPU's Philox keep decision of element ((b·total_heads + head_offset + h)·Tq
 // + t)·Tk + j (Geometry::factor), the statistics on the undropped p.
@@ -16,14 +17,16 @@
 // Work split (warp_mma.cuh has the register layouts): a CTA of 4 warps; each warp owns 16 rows of the CTA's 64
 // (queries in the forward and dq kernels, keys in the dk/dv kernel) and keeps their operand fragments (q, or k and
 // v, and dout) in registers for the whole kernel (head size 128: k and v reloaded per tile); the other side streams
-// through shared memory in tiles of 64 rows (the backward at head size 128: 32), two stages deep (cp.async loads the next tile while the tensor cores work on this one). Scores, probabilities and
-// accumulators never leave registers: a score tile's C fragments are the A fragments of the next product once
+// through shared memory in tiles of 64 rows (the backward at head size 128: 32), two stages deep (cp.async loads
+// the next tile while the tensor cores work on this one). Scores, probabilities and accumulators never leave
+// registers: a score tile's C fragments are the A fragments of the next product once
 // rounded to T (probabilities and dS enter the second product in T, as in FlashAttention), and a row's max and sum
 // are reduced over the 4 lanes that hold it. Causal: key tiles after a query tile's last row are never loaded, and a
 // warp skips a tile none of its rows can see; causal grids start with the longest rows (query tiles from the end).
 // Shared memory rows are HS + 8 elements (16 bytes of padding: ldmatrix's 8 row addresses fall on distinct banks).
 //
-// Per CTA, hs 64: forward 46.6 KB, dq 65.3 KB, dk/dv 56.3 KB of shared memory (hs 32: 26.1 / 36.6 / 31.7 KB).
+// Shared memory per CTA, forward / dq / dk/dv: hs 32 26.1 / 36.6 / 31.7 KB; hs 64 46.6 / 65.3 / 56.3 KB; hs 128
+// 87.6 / 87.5 / 70.1 KB (all within an A100's 163 KB opt-in).
 // FLOP per GPT-2 124M step (B 16, T 1024, causal): forward 2 products, backward 7 (S recomputed in both backward
 // kernels, dP in both): 1.39 TFLOP.
 #pragma once
@@ -48,7 +51,6 @@ template <int HS>
 __host__ __device__ constexpr int ld() {
   return HS + 8;
 }
-// Dynamic shared memory of each kernel (bytes).
 // The backward kernels' streaming tile (keys for dq, queries for dk/dv): 64 rows, 32 at head size 128, where the
 // fragments of a 64-wide tile and the 128-wide accumulators would not fit 255 registers.
 template <int HS>
@@ -61,6 +63,7 @@ template <int HS>
 __host__ __device__ constexpr bool resident_kv() {
   return HS <= 64;
 }
+// Dynamic shared memory of each kernel (bytes).
 template <int HS>
 __host__ __device__ constexpr int forward_smem(int elem) {
   return (kRows + 4 * kTile) * ld<HS>() * elem + 2 * kTile * 4;
