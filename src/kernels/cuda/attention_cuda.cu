@@ -169,9 +169,6 @@ __global__ void attention_decode_kernel(DView out, float* scratch_scores, DView 
 // read past a 2-float row on an H200), which must stay inside the allocation.
 size_t row_smem(int64_t hs) { return (size_t)((hs + 3) / 4 * 4) * sizeof(float); }
 
-// [B,T,C] viewed as rows b·T + t of C columns with the tensor's row stride.
-DView rows_of(const Tensor& t) { return DView{t.data, t.dtype, t.dim(-1), t.stride()}; }
-
 float* f32(const Tensor& t, const char* what) {
   if (t.dtype != DType::F32) kernel_error(Op::ATTENTION, std::string(what) + " must be f32, got " + t.describe());
   return static_cast<float*>(t.data);
@@ -182,7 +179,7 @@ void rows_forward(const AttentionArgs& a, const Tensor& out, float* lse) {
   Scratch probs((size_t)(g.B * g.H * g.Tq * g.Tk) * sizeof(float));
   const dim3 grid((unsigned)g.Tq, (unsigned)g.H, (unsigned)g.B);
   attention_forward_kernel<<<grid, kThreads, row_smem(g.hs), cuda_context().stream>>>(
-      rows_of(out), lse, static_cast<float*>(probs.get()), rows_of(a.q), rows_of(a.k), rows_of(a.v), g);
+      view_of(out), lse, static_cast<float*>(probs.get()), view_of(a.q), view_of(a.k), view_of(a.v), g);
   check_launch("attention_forward (rows)");
 }
 
@@ -195,16 +192,16 @@ void rows_backward(const AttentionArgs& a, const Tensor& dq, const Tensor& dk, c
   float* p = static_cast<float*>(probs.get());
   const dim3 rows((unsigned)g.Tq, (unsigned)g.H, (unsigned)g.B);
   if (g.Tq > 0) {
-    attention_probs_kernel<<<rows, kThreads, row_smem(g.hs), s>>>(p, lse, rows_of(a.q), rows_of(a.k),
+    attention_probs_kernel<<<rows, kThreads, row_smem(g.hs), s>>>(p, lse, view_of(a.q), view_of(a.k),
                                                                                g);
     check_launch("attention_backward (probabilities)");
     attention_backward_query_kernel<<<rows, kThreads, row_smem(g.hs), s>>>(
-        static_cast<float*>(dz.get()), rows_of(dq), rows_of(dout), rows_of(a.k), rows_of(a.v), p, g);
+        static_cast<float*>(dz.get()), view_of(dq), view_of(dout), view_of(a.k), view_of(a.v), p, g);
     check_launch("attention_backward (queries)");
   }
   if (g.Tk > 0) {
     attention_backward_key_kernel<<<dim3((unsigned)g.Tk, (unsigned)g.H, (unsigned)g.B), kThreads, 0, s>>>(
-        rows_of(dk), rows_of(dv), static_cast<const float*>(dz.get()), rows_of(dout), rows_of(a.q), p, g);
+        view_of(dk), view_of(dv), static_cast<const float*>(dz.get()), view_of(dout), view_of(a.q), p, g);
     check_launch("attention_backward (keys)");
   }
 }
@@ -242,7 +239,7 @@ void attention_decode_cuda(const Tensor& out, const Tensor& scratch, const Tenso
   if (scratch.dtype != DType::F32) kernel_error(Op::ATTENTION_DECODE, "scratch must be f32, got " + scratch.describe());
   if (B == 0) return;
   attention_decode_kernel<<<dim3((unsigned)heads, (unsigned)B), kThreads, 0, cuda_context().stream>>>(
-      rows_of(out), static_cast<float*>(scratch.data), rows_of(q), rows_of(kcache), rows_of(vcache), P, len, heads, hs,
+      view_of(out), static_cast<float*>(scratch.data), view_of(q), view_of(kcache), view_of(vcache), P, len, heads, hs,
       1.0f / sqrtf((float)hs));
   check_launch("attention_decode");
 }

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/attention_geometry.cuh"
+#include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/cuda_device.cuh"
 #include "kernels/ops.h"
 
@@ -32,6 +33,16 @@ inline Geometry geometry(const AttentionArgs& a) {
   g.head_offset = a.dropout.head_offset;
   g.total_heads = a.dropout.total_heads > 0 ? a.dropout.total_heads : a.heads;
   return g;
+}
+
+// Whether a tiled attention kernel's dynamic shared memory fits a block on this device; sets the kernel's opt-in
+// limit when it does (a device with less gets false, and the caller the next path).
+template <class Kernel>
+bool fits(Kernel kernel, size_t bytes) {
+  if (bytes > (size_t)cuda_context().max_smem_optin) return false;
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
+             "cudaFuncSetAttribute (attention shared memory)");
+  return true;
 }
 
 // f(std::integral_constant<int, HS>{}) for a head size the tiled kernels are built for (32, 64, 128); false, with

@@ -478,17 +478,6 @@ __global__ void __launch_bounds__(Shape<T, HS>::W * 32)
 }
 
 // ---- launches ----------------------------------------------------------------------------------------------------
-DView rows_of(const Tensor& t) { return DView{t.data, t.dtype, t.dim(-1), t.stride()}; }
-
-// Whether the kernel's shared memory fits a block on this device; sets the kernel's opt-in limit when it does.
-template <class Kernel>
-bool fits(Kernel kernel, size_t bytes) {
-  if (bytes > (size_t)cuda_context().max_smem_optin) return false;
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
-             "cudaFuncSetAttribute (flash attention shared memory)");
-  return true;
-}
-
 template <class T, int HS>
 bool forward_as(const AttentionArgs& a, const Tensor& out, float* lse) {
   using S = Shape<T, HS>;
@@ -496,8 +485,8 @@ bool forward_as(const AttentionArgs& a, const Tensor& out, float* lse) {
   if (!fits(flash_forward_kernel<T, HS>, L::bytes)) return false;
   const Geometry g = geometry(a);
   const dim3 grid((unsigned)((g.Tq + S::R - 1) / S::R), (unsigned)g.H, (unsigned)g.B);
-  flash_forward_kernel<T, HS><<<grid, S::W * 32, L::bytes, cuda_context().stream>>>(rows_of(out), lse, rows_of(a.q),
-                                                                                    rows_of(a.k), rows_of(a.v), g);
+  flash_forward_kernel<T, HS><<<grid, S::W * 32, L::bytes, cuda_context().stream>>>(view_of(out), lse, view_of(a.q),
+                                                                                    view_of(a.k), view_of(a.v), g);
   check_launch("attention_forward (flash)");
   return true;
 }
@@ -515,14 +504,14 @@ bool backward_as(const AttentionArgs& a, const Tensor& dq, const Tensor& dk, con
   if (g.Tq > 0) {
     attention_row_dots(D, dout, out, g);
     flash_dq_kernel<T, HS><<<dim3((unsigned)((g.Tq + S::R - 1) / S::R), (unsigned)g.H, (unsigned)g.B), S::W * 32,
-                             DqLayout<T, HS>::bytes, s>>>(rows_of(dq), lse, D, rows_of(a.q), rows_of(a.k),
-                                                          rows_of(a.v), rows_of(dout), g);
+                             DqLayout<T, HS>::bytes, s>>>(view_of(dq), lse, D, view_of(a.q), view_of(a.k),
+                                                          view_of(a.v), view_of(dout), g);
     check_launch("attention_backward (flash, dq)");
   }
   if (g.Tk > 0) {
     flash_dkv_kernel<T, HS><<<dim3((unsigned)((g.Tk + S::R - 1) / S::R), (unsigned)g.H, (unsigned)g.B), S::W * 32,
-                              DkvLayout<T, HS>::bytes, s>>>(rows_of(dk), rows_of(dv), lse, D, rows_of(a.q),
-                                                            rows_of(a.k), rows_of(a.v), rows_of(dout), g);
+                              DkvLayout<T, HS>::bytes, s>>>(view_of(dk), view_of(dv), lse, D, view_of(a.q),
+                                                            view_of(a.k), view_of(a.v), view_of(dout), g);
     check_launch("attention_backward (flash, dk dv)");
   }
   return true;
@@ -552,7 +541,7 @@ bool backward_hs(const AttentionArgs& a, const Tensor& dq, const Tensor& dk, con
 void attention_row_dots(float* D, const Tensor& dout, const Tensor& out, const Geometry& g) {
   if (g.B * g.H * g.Tq == 0) return;
   flash_rowdot_kernel<<<blocks_for(g.B * g.H * g.Tq * 32, 256), 256, 0, cuda_context().stream>>>(
-      D, rows_of(dout), rows_of(out), g);
+      D, view_of(dout), view_of(out), g);
   check_launch("attention_backward (row dots)");
 }
 

@@ -14,8 +14,6 @@ using mma_attention::kRows;
 using mma_attention::kWarps;
 using mma_attention::Operand;
 
-DView rows_of(const Tensor& t) { return DView{t.data, t.dtype, t.dim(-1), t.stride()}; }
-
 template <class T>
 Operand<T> operand(const Tensor& t) {
   return Operand<T>{static_cast<const T*>(t.data), t.stride()};
@@ -24,15 +22,6 @@ Operand<T> operand(const Tensor& t) {
 // cp.async moves 16-byte pieces: the rows must start on 16-byte boundaries.
 bool rows_aligned(const Tensor& t) {
   return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.stride() * (int64_t)dtype_size(t.dtype) % 16 == 0;
-}
-
-// Whether the kernel's shared memory fits a block on this device; sets the kernel's opt-in limit when it does.
-template <class Kernel>
-bool fits(Kernel kernel, int bytes) {
-  if (bytes > cuda_context().max_smem_optin) return false;
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
-             "cudaFuncSetAttribute (tensor-core attention shared memory)");
-  return true;
 }
 
 unsigned tiles(int64_t n) { return (unsigned)((n + kRows - 1) / kRows); }
@@ -45,7 +34,7 @@ bool forward_as(const AttentionArgs& a, const Tensor& out, float* lse) {
   const Geometry g = geometry(a);
   if (g.Tq > 0)
     kernel<<<dim3(tiles(g.Tq), (unsigned)g.H, (unsigned)g.B), kWarps * 32, bytes, cuda_context().stream>>>(
-        rows_of(out), lse, operand<T>(a.q), operand<T>(a.k), operand<T>(a.v), g);
+        view_of(out), lse, operand<T>(a.q), operand<T>(a.k), operand<T>(a.v), g);
   check_launch("attention_forward (tensor cores)");
   return true;
 }
@@ -68,13 +57,13 @@ bool backward_as(const AttentionArgs& a, const Tensor& dq, const Tensor& dk, con
   const Operand<T> q = operand<T>(a.q), k = operand<T>(a.k), v = operand<T>(a.v), o = operand<T>(dout);
   const Operand<T> staged_out = dots_in_dq ? operand<T>(out) : Operand<T>{nullptr, 0};
   if (g.Tq > 0) {
-    dq_kernel<<<dim3(tiles(g.Tq), (unsigned)g.H, (unsigned)g.B), kWarps * 32, dq_bytes, s>>>(rows_of(dq), lse, D,
+    dq_kernel<<<dim3(tiles(g.Tq), (unsigned)g.H, (unsigned)g.B), kWarps * 32, dq_bytes, s>>>(view_of(dq), lse, D,
                                                                                             staged_out, q, k, v, o, g);
     check_launch("attention_backward (tensor cores, dq)");
   }
   if (g.Tk > 0) {
     dkv_kernel<<<dim3(tiles(g.Tk), (unsigned)g.H, (unsigned)g.B), kWarps * 32, dkv_bytes, s>>>(
-        rows_of(dk), rows_of(dv), lse, D, q, k, v, o, g);
+        view_of(dk), view_of(dv), lse, D, q, k, v, o, g);
     check_launch("attention_backward (tensor cores, dk dv)");
   }
   return true;
