@@ -13,6 +13,7 @@
 #include <string>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/dispatch.h"
 
@@ -44,7 +45,9 @@ class CpuBackend final : public Backend {
     std::string config = openblas_get_config();
     while (!config.empty() && config.back() == ' ') config.pop_back();
     return std::string("cpu, OpenMP ") + std::to_string(omp_get_max_threads()) + " threads, " + config +
-           " (core " + openblas_get_corename() + ", called single-threaded from each OpenMP thread)";
+           " (core " + openblas_get_corename() + ", called single-threaded from each OpenMP thread); fp32 GEMM: " +
+           (cpu::fp32_gemm_uses_onednn() ? "oneDNN's matmul (AVX-512F in this CPU, not in OpenBLAS's core)"
+                                    : "OpenBLAS");
   }
 
   Device device() const override { return Device::CPU; }

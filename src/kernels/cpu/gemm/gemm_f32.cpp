@@ -1,9 +1,11 @@
 // defines: the CPU fp32 GEMM driver (gemm(): one OpenMP team over single-threaded OpenBLAS, oneDNN for large
-//          products, SGEMV for one row), use_single_threaded_blas()
+//          products, slices of K for products whose K is the long side, SGEMV for one row),
+//          use_single_threaded_blas()
 #include <cblas.h>
 #include <omp.h>
 
 #include <cstring>
+#include <memory>
 
 #include "kernels/cpu/cpu_common.h"
 
@@ -65,7 +67,65 @@ void gemv_row(bool trans_b, int N, int K, const float* a, const float* B, int ld
   }
 }
 
+// (gemm_splits_k, below) Whether C[M,N] = op(A)[M,K]·op(B)[K,N] is better split along K than along M or N: K at
+// least the longer of M and N, and at least twice N. Such products are the backward's dx = dy·W of layers that widen (fc1, QKV) and
+// above all of the LM head (K = the vocabulary). Split along M or N, each block repacks the whole other operand
+// over the long K (the head's dx: 6 blocks, each repacking dy's 512 × 50304), and oneDNN's matmul, which splits C
+// only, fell far below its rate on other shapes. Measured on an AMD EPYC with AVX-512 (2 threads, oneDNN's
+// matmul whole against one slice per thread): [512 x 768 x 50304] 297 -> 493 GFLOP/s, [512 x 768 x 2304] 382 -> 501,
+// [512 x 768 x 3072] 417 -> 502, [2048 x 768 x 3072] 385 -> 489; [1024 x 512 x 2048] unchanged (493), while
+// [512 x 3072 x 768] (K short) lost 441 -> 425 split, so it is not.
+// One slice of K of the product, on the calling thread: C = op(A)[:, k0:k0+kn]·op(B)[k0:k0+kn, :] + beta·C.
+void gemm_slice(bool trans_a, bool trans_b, int M, int N, int k0, int kn, const float* A, int lda, const float* B,
+                int ldb, float beta, float* C, int ldc, bool onednn) {
+  const float* a = trans_a ? A + (size_t)k0 * lda : A + k0;
+  const float* b = trans_b ? B + k0 : B + (size_t)k0 * ldb;
+  if (onednn) {
+    gemm_f32_onednn(trans_a, trans_b, M, N, kn, a, lda, b, ldb, beta, C, ldc);
+  } else {
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, kn,
+                1.0f, a, lda, b, ldb, beta, C, ldc);
+  }
+}
+
+// The product as one slice of K per thread, each a single-threaded call (oneDNN's or OpenBLAS's) that packs only its
+// own part of both operands: slice 0 straight into C with the caller's beta, the others into scratch, then
+//   C = (beta·C + P0) + P1 + ... + P(S-1),
+// summed in slice order. The slices, and so the rounding, are fixed by the team size (never by which thread
+// runs which slice); OMP_NUM_THREADS=1 never splits.
+void gemm_split_k(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                  float beta, float* C, int ldc, int threads, bool onednn) {
+  const int slices = threads;
+  const int step = ((K + slices - 1) / slices + 15) / 16 * 16;  // whole AVX-512 vectors of K per slice
+  const size_t plane = (size_t)M * N;
+  const std::unique_ptr<float[]> partial(new float[plane * (size_t)(slices - 1)]);
+#pragma omp parallel num_threads(threads)
+  {
+#pragma omp for schedule(dynamic, 1)
+    for (int s = 0; s < slices; s++) {
+      const int k0 = s * step, kn = k0 < K ? (K - k0 < step ? K - k0 : step) : 0;
+      float* c = s == 0 ? C : partial.get() + plane * (size_t)(s - 1);
+      const int ldcs = s == 0 ? ldc : N;
+      if (kn > 0) gemm_slice(trans_a, trans_b, M, N, k0, kn, A, lda, B, ldb, s == 0 ? beta : 0.0f, c, ldcs, onednn);
+      else std::memset(c, 0, sizeof(float) * plane);  // a tail slice past K (K > 0, so never slice 0)
+    }
+#pragma omp for schedule(static)
+    for (int i = 0; i < M; i++) {
+      float* c = C + (size_t)i * ldc;
+      for (int s = 1; s < slices; s++) {
+        const float* p = partial.get() + plane * (size_t)(s - 1) + (size_t)i * N;
+#pragma omp simd
+        for (int j = 0; j < N; j++) c[j] += p[j];
+      }
+    }
+  }
+}
+
 }  // namespace
+
+bool gemm_splits_k(int M, int N, int K, int threads) {
+  return threads > 1 && 2.0 * M * N * K >= kOnednnMinWork && K >= M && K >= N && K >= 2 * N;
+}
 
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
           float beta, float* C, int ldc) {
@@ -77,7 +137,13 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int l
     return;
   }
   const double work = 2.0 * M * N * K;
-  if (work >= kOnednnMinWork && (beta == 0.0f || beta == 1.0f) && !omp_in_parallel() && fp32_gemm_uses_onednn()) {
+  const bool onednn_beta = beta == 0.0f || beta == 1.0f;
+  if (!omp_in_parallel() && gemm_splits_k(M, N, K, threads)) {
+    gemm_split_k(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, threads,
+                 onednn_beta && fp32_gemm_uses_onednn());
+    return;
+  }
+  if (work >= kOnednnMinWork && onednn_beta && !omp_in_parallel() && fp32_gemm_uses_onednn()) {
     gemm_f32_onednn(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
     return;
   }

@@ -1,6 +1,8 @@
 // defines: gemm_f32_onednn() — row-major fp32 matrix products through oneDNN's matmul (AVX-512 kernels), and
 //          fp32_gemm_uses_onednn(), the run-time choice between it and OpenBLAS for gemm()
+#include <cblas.h>
 #include <cpuid.h>
+#include <strings.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -18,17 +20,34 @@ bool has_avx512f() {
   return (b >> 16) & 1u;
 }
 
-// Why oneDNN for fp32 when the CPU has AVX-512: Debian's OpenBLAS 0.3.21 picks its kernels from OPENBLAS_CORETYPE
-// (this machine's environment sets Haswell: AVX2), while oneDNN's brgemm matmul always uses the widest vectors the
-// CPU has. Measured on BERT-base's [512 × 768]·[768 × {768, 2304, 3072}] products and their transposed backward
-// forms, 2 threads: oneDNN 1.2–1.8x OpenBLAS-Haswell per CPU-second (bench/train/RESULTS.md, "BERT-base").
-// LMFORGE_FP32_GEMM=openblas keeps OpenBLAS (for comparisons); unset or "onednn": oneDNN where AVX-512F exists.
+// Whether OpenBLAS runs AVX-512 kernels: its core (OPENBLAS_CORETYPE or its own detection) is one of the AVX-512
+// ones of OpenBLAS 0.3.21's dynamic architectures (or later ones').
+bool openblas_core_has_avx512() {
+  const char* core = openblas_get_corename();
+  if (!core) return false;
+  for (const char* avx512 : {"skylakex", "cooperlake", "sapphirerapids"})
+    if (strcasecmp(core, avx512) == 0) return true;
+  return false;
+}
+
+// oneDNN or OpenBLAS for fp32: whichever runs the CPU's widest vectors.
+// - AVX-512F in the CPU but not in OpenBLAS's core (this project's VMs set OPENBLAS_CORETYPE=Haswell, and some
+//   VMs' detection falls back to it): oneDNN's brgemm matmul, which always uses the widest vectors the CPU has.
+//   Measured on BERT-base's [512 × 768]·[768 × {768, 2304, 3072}] products and their transposed backward forms,
+//   2 threads: oneDNN 1.2–1.8x OpenBLAS-Haswell per CPU-second (bench/train/RESULTS.md, "BERT-base").
+// - AVX-512 kernels in both (OpenBLAS's core SkylakeX or Cooperlake): OpenBLAS, single-threaded on each thread's
+//   block of C (gemm()). Inside GPT-2 124M's training step (seq 256, batch 2; AMD EPYC with AVX-512, 2 threads)
+//   it took less time than oneDNN on 13 of the 15 product shapes (e.g. the weight gradients [768 × 3072 × 512]
+//   390 -> 470 GFLOP/s), 6 % less over all products, the whole step 2–3 % faster.
+// - No AVX-512F: OpenBLAS (oneDNN's AVX2 matmul measured 1.07–3x slower than OpenBLAS on an AVX2 EPYC).
+// LMFORGE_FP32_GEMM=openblas or =onednn overrides the choice (for comparisons); oneDNN only where AVX-512F exists.
 bool choose_onednn() {
   const char* env = std::getenv("LMFORGE_FP32_GEMM");
   if (env && std::strcmp(env, "openblas") == 0) return false;
   if (env && *env && std::strcmp(env, "onednn") != 0)
     throw Error(std::string("LMFORGE_FP32_GEMM=") + env + ": expected openblas or onednn");
-  return has_avx512f();
+  if (!has_avx512f()) return false;
+  return (env && *env) || !openblas_core_has_avx512();
 }
 
 const dnnl::engine& f32_engine() {
