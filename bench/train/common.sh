@@ -66,6 +66,12 @@ bench_header() {
     "(amx_bf16 $(yesno amx_bf16))"
   echo "lmforge $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- src || echo ' + uncommitted src changes');" \
     "$(date -u '+%F %H:%M UTC'); load $(cut -d' ' -f1-3 /proc/loadavg)"
+  # Settings that change which kernels run (e.g. emulating a CPU without AVX512-BF16 on one with it:
+  # ONEDNN_MAX_CPU_ISA=AVX512_CORE LMFORGE_CPU_BF16_GEMM=widen OPENBLAS_CORETYPE=SkylakeX), said so the figures
+  # are read as that CPU's.
+  local kernel_env
+  kernel_env=$(env | { grep -E '^(ONEDNN_MAX_CPU_ISA|DNNL_MAX_CPU_ISA|LMFORGE_[A-Z0-9_]+)=' || true; } | sort | tr '\n' ' ')
+  [ -z "$kernel_env" ] || echo "kernel settings from the environment (both sides): $kernel_env"
   local blas why_core
   if [ -n "${OPENBLAS_CORETYPE:-}" ]; then core=$OPENBLAS_CORETYPE why_core="set by the caller"
   else core=$(best_openblas_core) why_core="the best this CPU runs"; fi

@@ -38,7 +38,7 @@ bool openblas_core_has_avx512() {
 // - AVX-512 kernels in both (OpenBLAS's core SkylakeX or Cooperlake): OpenBLAS, single-threaded on each thread's
 //   block of C (gemm()). Inside GPT-2 124M's training step (seq 256, batch 2; AMD EPYC with AVX-512, 2 threads)
 //   it took less time than oneDNN on 13 of the 15 product shapes (e.g. the weight gradients [768 × 3072 × 512]
-//   390 -> 470 GFLOP/s), 6 % less over all products, the whole step 2–3 % faster.
+//   390 -> 470 GFLOP/s), 6 % less over all products; the step 0.99–1.06 s -> 0.95–0.97 s.
 // - No AVX-512F: OpenBLAS (oneDNN's AVX2 matmul measured 1.07–3x slower than OpenBLAS on an AVX2 EPYC).
 // LMFORGE_FP32_GEMM=openblas or =onednn overrides the choice (for comparisons); oneDNN only where AVX-512F exists.
 bool choose_onednn() {
