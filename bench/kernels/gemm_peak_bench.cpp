@@ -25,7 +25,7 @@ namespace {
 
 struct Rate {
   double gflops = 0.0;      // best call's flops / wall seconds
-  double gflops_cpu = 0.0;  // best call's flops / CPU seconds of the process (user + system, all threads)
+  double gflops_cpu = 0.0;  // flops per CPU second of the process over >= 0.3 s of calls (user + system, all threads)
 };
 
 double cpu_seconds() {
@@ -34,20 +34,29 @@ double cpu_seconds() {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-// Best of `reps` timed calls of `call` (one untimed call first: oneDNN's JIT, OpenBLAS's buffers, first touch).
-// Wall and CPU time are each taken at their best call: on a shared machine the wall time of a call includes
-// waiting for a core, its CPU time does not.
+// Wall: the best of `reps` timed calls of `call` (one untimed call first: oneDNN's JIT, OpenBLAS's buffers, first
+// touch). CPU: the process's CPU time over the timed calls, repeated until they span kCpuSpan seconds, per call.
+// Why not the best call's CPU time, as the wall time: the clock of the process adds another thread's CPU time only
+// when that thread's own accounting is updated (a scheduler tick, a sleep), so a call of a few milliseconds could
+// read as one thread's time while two ran — on one VM a 2-thread bf16 product read 992 GFLOP per CPU-second at
+// 994 GFLOP/s wall. Over ~0.3 s the unaccounted remainder is a tick per thread at most.
+constexpr double kCpuSpan = 0.3;
 Rate time_calls(double flops, int reps, const std::function<void()>& call) {
-  double best_wall = 1e30, best_cpu = 1e30;
-  for (int r = 0; r < reps + 1; r++) {
+  call();
+  double best_wall = 1e30;
+  int calls = 0;
+  const auto start = std::chrono::steady_clock::now();
+  const double c0 = cpu_seconds();
+  for (;;) {
     const auto t0 = std::chrono::steady_clock::now();
-    const double c0 = cpu_seconds();
     call();
-    const double c = cpu_seconds() - c0;
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r > 0) best_wall = std::min(best_wall, t), best_cpu = std::min(best_cpu, c);
+    const auto t1 = std::chrono::steady_clock::now();
+    best_wall = std::min(best_wall, std::chrono::duration<double>(t1 - t0).count());
+    calls++;
+    if (calls >= reps && std::chrono::duration<double>(t1 - start).count() >= kCpuSpan) break;
   }
-  return {flops / best_wall / 1e9, flops / best_cpu / 1e9};
+  const double cpu = cpu_seconds() - c0;
+  return {flops / best_wall / 1e9, flops * calls / cpu / 1e9};
 }
 
 // lmforge's linear layer: out[N,OC] = inp[N,IC]·W[IC,OC] in `dtype` (whatever path the dispatch table picked).
@@ -135,7 +144,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: bench_gemm_peak [--reps N]   (threads: OMP_NUM_THREADS)\n"
-                   "  prints, per path and shape, GFLOP/s (best call's wall time) and GFLOP per CPU-second, then\n"
+                   "  prints, per path and shape, GFLOP/s (best call's wall time) and GFLOP per CPU-second (over >= 0.3 s of calls), then\n"
                    "  'peak f32: G GFLOP/s, C GFLOP/cpu-s (path, shape)' and the same for bf16\n");
       return 2;
     }

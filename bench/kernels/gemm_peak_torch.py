@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # defines: the PyTorch peer's GEMM peaks on the shapes of bench_gemm_peak — torch.mm in fp32 (the BLAS torch is
 # loaded with: OpenBLAS, its core as OPENBLAS_CORETYPE picks) and, with --bf16, in bf16 (oneDNN, where the CPU has
-# AVX-512); best call's GFLOP/s and GFLOP per CPU-second, then "peak torch f32: ..." lines that bench/train/common.sh
+# AVX-512); best call's GFLOP/s and GFLOP per CPU-second over >= 0.3 s of calls, then "peak torch f32: ..." lines that bench/train/common.sh
 # reads beside bench_gemm_peak's.
 #   usage: gemm_peak_torch.py [--reps N] [--threads 2] [--bf16]
 import argparse
@@ -12,15 +12,21 @@ import torch
 
 
 def rate(a, b, reps):
+    """Best wall time of `reps` calls; CPU time over calls spanning >= 0.3 s, per call (bench_gemm_peak's reasons:
+    the process clock counts another thread's time only when that thread's accounting is updated)."""
     flops = 2.0 * a.shape[0] * a.shape[1] * b.shape[1]
-    best_wall = best_cpu = 1e30
-    for r in range(reps + 1):  # the first call warms the BLAS buffers / JIT-compiles oneDNN's kernel
-        t0, c0 = time.perf_counter(), time.process_time()
+    torch.mm(a, b)  # warms the BLAS buffers / JIT-compiles oneDNN's kernel
+    best_wall, calls = 1e30, 0
+    start, c0 = time.perf_counter(), time.process_time()
+    while True:
+        t0 = time.perf_counter()
         torch.mm(a, b)
-        t, c = time.perf_counter() - t0, time.process_time() - c0
-        if r > 0:
-            best_wall, best_cpu = min(best_wall, t), min(best_cpu, c)
-    return flops / best_wall / 1e9, flops / max(best_cpu, 1e-9) / 1e9
+        t1 = time.perf_counter()
+        best_wall, calls = min(best_wall, t1 - t0), calls + 1
+        if calls >= reps and t1 - start >= 0.3:
+            break
+    cpu = time.process_time() - c0
+    return flops / best_wall / 1e9, flops * calls / max(cpu, 1e-9) / 1e9
 
 
 def blas_line():

@@ -26,7 +26,8 @@
 # Peaks: bench_gemm_peak (lmforge's linear layer, OpenBLAS's sgemm, oneDNN's matmul, fp32 and bf16) and
 # bench/kernels/gemm_peak_torch.py (torch.mm under the peer's BLAS; bf16 only where peer_bf16) on 2 threads; the
 # best over all paths and shapes is this CPU's measured peak of that precision, in GFLOP/s (best call's wall
-# time) and in GFLOP per CPU-second (best call's CPU time, user + system of all threads). On a shared machine read
+# time) and in GFLOP per CPU-second (CPU time, user + system of all threads, over >= 0.3 s of calls: a short
+# call's CPU time can miss the other threads'). On a shared machine read
 # the CPU-second fractions: a side's GFLOP per CPU-second over the peak's.
 
 cpu_flags=$(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2-)
