@@ -124,6 +124,8 @@ TEST(GemmF32SplitK, TheRuleSplitsOnlyLongKProductsOnSeveralThreads) {
   EXPECT_FALSE(gemm_splits_k(512, 3072, 768, 2));   // K short
   EXPECT_FALSE(gemm_splits_k(4096, 768, 3072, 2));  // K shorter than M
   EXPECT_FALSE(gemm_splits_k(8, 8, 64, 2));         // too little work to pay for a team
+  EXPECT_TRUE(gemm_splits_k(2048, 768, 50304, 8));   // 7 partial products of 6 MB
+  EXPECT_FALSE(gemm_splits_k(2048, 768, 50304, 64)); // 63 of them: over the scratch bound
 }
 
 }  // namespace

@@ -6,8 +6,11 @@
 
 #include <cstring>
 #include <memory>
+#include <new>
+#include <string>
 
 #include "kernels/cpu/cpu_common.h"
+#include "util/error.h"
 
 namespace lmforge::kernels::cpu {
 namespace {
@@ -98,7 +101,14 @@ void gemm_split_k(bool trans_a, bool trans_b, int M, int N, int K, const float* 
   const int slices = threads;
   const int step = ((K + slices - 1) / slices + 15) / 16 * 16;  // whole AVX-512 vectors of K per slice
   const size_t plane = (size_t)M * N;
-  const std::unique_ptr<float[]> partial(new float[plane * (size_t)(slices - 1)]);
+  std::unique_ptr<float[]> partial;
+  try {
+    partial.reset(new float[plane * (size_t)(slices - 1)]);
+  } catch (const std::bad_alloc&) {
+    throw Error("gemm: cannot allocate " + std::to_string(plane * (size_t)(slices - 1) * sizeof(float)) +
+                " bytes for the partial products of a K split (" + std::to_string(M) + " x " + std::to_string(N) +
+                " x " + std::to_string(K) + ")");
+  }
 #pragma omp parallel num_threads(threads)
   {
 #pragma omp for schedule(dynamic, 1)
@@ -123,8 +133,13 @@ void gemm_split_k(bool trans_a, bool trans_b, int M, int N, int K, const float* 
 
 }  // namespace
 
+// The split's scratch, (threads − 1) partial products of C, is bounded: a team of 64 on the head's dx at 2048 tokens
+// would need 400 MB; past the bound the product takes the split along M or N.
+constexpr double kSplitKScratchMax = 64.0 * 1024 * 1024;
+
 bool gemm_splits_k(int M, int N, int K, int threads) {
-  return threads > 1 && 2.0 * M * N * K >= kOnednnMinWork && K >= M && K >= N && K >= 2 * N;
+  return threads > 1 && 2.0 * M * N * K >= kOnednnMinWork && K >= M && K >= N && K >= 2 * N &&
+         (double)(threads - 1) * M * N * sizeof(float) <= kSplitKScratchMax;
 }
 
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
