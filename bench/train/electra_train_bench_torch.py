@@ -45,8 +45,11 @@ class Layer(nn.Module):
         scores = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=1.0 / math.sqrt(self.d))
         probs = F.dropout(torch.softmax(scores, -1), self.p, self.training)
         ctx = torch.bmm(probs, v).view(B, self.n, T, self.d).transpose(1, 2).reshape(B, T, H)
-        a = self.ln1(x + F.dropout(self.out(ctx), self.p, self.training))
-        return self.ln2(a + F.dropout(self.proj(F.gelu(self.fc(a))), self.p, self.training))
+        # LayerNorm on fp32 input: under bf16 autocast the residual stream is bf16 (the projections' outputs), and
+        # PyTorch 1.13's CPU autocast leaves layer_norm out of its fp32 list, so a bf16 input with the fp32 weight
+        # fails ("expected scalar type BFloat16 but found Float"); later versions cast it to fp32 themselves.
+        a = self.ln1((x + F.dropout(self.out(ctx), self.p, self.training)).float())
+        return self.ln2((a + F.dropout(self.proj(F.gelu(self.fc(a))), self.p, self.training)).float())
 
 
 class Electra(nn.Module):
@@ -97,7 +100,7 @@ class Electra(nn.Module):
         gbias = key_bias.expand(B, self.gen[0].n, 1, T).reshape(B * self.gen[0].n, 1, T)
         h = self.encode(masked, types, gbias, self.gen_project, self.gen)
         h = torch.gather(h, 1, pos[:, :, None].expand(B, N, h.shape[-1]))
-        h = self.gen_ln(F.gelu(self.gen_dense(h)))
+        h = self.gen_ln(F.gelu(self.gen_dense(h)).float())  # fp32 input, as in Layer.forward
         logits = h @ self.word.weight.T + self.gen_bias
         ce = F.cross_entropy(logits.reshape(B * N, V).float(), labels.reshape(-1), reduction="none")
         mlm = (ce * weights.reshape(-1)).sum() / (weights.sum() + 1e-6)
