@@ -112,7 +112,8 @@ TEST(GemmF32SplitK, SameBitsFromRunToRunAtOneTeamSize) {
     for (int threads : {2, 3}) {
       const std::vector<float> first = run(c, o, threads), second = run(c, o, threads);
       for (size_t e = 0; e < first.size(); e++)
-        ASSERT_EQ(std::memcmp(&first[e], &second[e], sizeof(float)), 0) << "element " << e << ", " << threads << " threads";
+        ASSERT_EQ(std::memcmp(&first[e], &second[e], sizeof(float)), 0)
+            << "element " << e << ", " << threads << " threads";
     }
   }
 }

@@ -70,14 +70,6 @@ void gemv_row(bool trans_b, int N, int K, const float* a, const float* B, int ld
   }
 }
 
-// (gemm_splits_k, below) Whether C[M,N] = op(A)[M,K]·op(B)[K,N] is better split along K than along M or N: K at
-// least the longer of M and N, and at least twice N. Such products are the backward's dx = dy·W of layers that widen (fc1, QKV) and
-// above all of the LM head (K = the vocabulary). Split along M or N, each block repacks the whole other operand
-// over the long K (the head's dx: 6 blocks, each repacking dy's 512 × 50304), and oneDNN's matmul, which splits C
-// only, fell far below its rate on other shapes. Measured on an AMD EPYC with AVX-512 (2 threads, oneDNN's
-// matmul whole against one slice per thread): [512 x 768 x 50304] 297 -> 493 GFLOP/s, [512 x 768 x 2304] 382 -> 501,
-// [512 x 768 x 3072] 417 -> 502, [2048 x 768 x 3072] 385 -> 489; [1024 x 512 x 2048] unchanged (493), while
-// [512 x 3072 x 768] (K short) lost 441 -> 425 split, so it is not.
 // One slice of K of the product, on the calling thread: C = op(A)[:, k0:k0+kn]·op(B)[k0:k0+kn, :] + beta·C.
 void gemm_slice(bool trans_a, bool trans_b, int M, int N, int k0, int kn, const float* A, int lda, const float* B,
                 int ldb, float beta, float* C, int ldc, bool onednn) {
@@ -133,6 +125,15 @@ void gemm_split_k(bool trans_a, bool trans_b, int M, int N, int K, const float* 
 
 }  // namespace
 
+// Whether C[M,N] = op(A)[M,K]·op(B)[K,N] is better split along K than along M or N: K at least the longer of M
+// and N, and at least twice N. Such products are the backward's dx = dy·W of layers that widen (fc1, QKV) and above
+// all of the LM head (K = the vocabulary). Split along M or N, each block repacks the whole other operand over the
+// long K (the head's dx: 6 blocks, each repacking dy's 512 × 50304), and oneDNN's matmul, which splits C only, fell
+// far below its rate on other shapes. Measured on an AMD EPYC with AVX-512 (2 threads, oneDNN's matmul whole against
+// one slice per thread): [512 x 768 x 50304] 297 -> 493 GFLOP/s, [512 x 768 x 2304] 382 -> 501, [512 x 768 x 3072]
+// 417 -> 502, [2048 x 768 x 3072] 385 -> 489; [1024 x 512 x 2048] unchanged (493), while [512 x 3072 x 768] (K
+// short) lost 441 -> 425 split, so it is not.
+//
 // The split's scratch, (threads − 1) partial products of C, is bounded: a team of 64 on the head's dx at 2048 tokens
 // would need 400 MB; past the bound the product takes the split along M or N.
 constexpr double kSplitKScratchMax = 64.0 * 1024 * 1024;
