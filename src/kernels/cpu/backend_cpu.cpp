@@ -46,8 +46,7 @@ class CpuBackend final : public Backend {
     while (!config.empty() && config.back() == ' ') config.pop_back();
     return std::string("cpu, OpenMP ") + std::to_string(omp_get_max_threads()) + " threads, " + config +
            " (core " + openblas_get_corename() + ", called single-threaded from each OpenMP thread); fp32 GEMM: " +
-           (cpu::fp32_gemm_uses_onednn() ? "oneDNN's matmul (AVX-512F in this CPU, not in OpenBLAS's core)"
-                                         : "OpenBLAS");
+           cpu::fp32_gemm_info();
   }
 
   Device device() const override { return Device::CPU; }

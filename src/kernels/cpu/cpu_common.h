@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <new>
+#include <string>
 
 namespace lmforge::kernels::cpu {
 
@@ -114,6 +115,8 @@ bool gemm_splits_k(int M, int N, int K, int threads);
 void gemm_f32_onednn(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B,
                      int ldb, float beta, float* C, int ldc);
 bool fp32_gemm_uses_onednn();
+// Which of the two gemm() uses and why, for the backend's description ("oneDNN's matmul (...)" or "OpenBLAS (...)").
+std::string fp32_gemm_info();
 // acc[o] += Σ_n x[n,o] for x [N,OC]: threads own disjoint column blocks and walk all rows (deterministic;
 // bias_add_cpu.cpp).
 void column_sums(float* acc, const float* x, int N, int OC);

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "kernels/cpu/cpu_common.h"
@@ -41,13 +42,27 @@ bool openblas_core_has_avx512() {
 //   390 -> 470 GFLOP/s), 6 % less over all products; the step 0.99–1.06 s -> 0.95–0.97 s.
 // - No AVX-512F: OpenBLAS (oneDNN's AVX2 matmul measured 1.07–3x slower than OpenBLAS on an AVX2 EPYC).
 // LMFORGE_FP32_GEMM=openblas or =onednn overrides the choice (for comparisons); oneDNN only where AVX-512F exists.
-bool choose_onednn() {
+struct Fp32GemmChoice {
+  bool onednn;
+  const char* why;
+};
+Fp32GemmChoice choose_fp32_gemm() {
   const char* env = std::getenv("LMFORGE_FP32_GEMM");
-  if (env && std::strcmp(env, "openblas") == 0) return false;
+  if (env && std::strcmp(env, "openblas") == 0) return {false, "LMFORGE_FP32_GEMM=openblas"};
   if (env && *env && std::strcmp(env, "onednn") != 0)
     throw Error(std::string("LMFORGE_FP32_GEMM=") + env + ": expected openblas or onednn");
-  if (!has_avx512f()) return false;
-  return (env && *env) || !openblas_core_has_avx512();
+  if (!has_avx512f()) {
+    return {false, env && *env ? "LMFORGE_FP32_GEMM=onednn, but this CPU has no AVX-512F" : "no AVX-512F in this CPU"};
+  }
+  if (env && *env) return {true, "LMFORGE_FP32_GEMM=onednn"};
+  if (openblas_core_has_avx512()) return {false, "OpenBLAS's core has AVX-512 kernels"};
+  return {true, "AVX-512F in this CPU, not in OpenBLAS's core"};
+}
+
+// Decided once: the environment and the CPU do not change.
+const Fp32GemmChoice& fp32_gemm_choice() {
+  static const Fp32GemmChoice choice = choose_fp32_gemm();
+  return choice;
 }
 
 const dnnl::engine& f32_engine() {
@@ -63,9 +78,10 @@ dnnl::memory::desc f32_matrix(int64_t rows, int64_t cols, int64_t ld, bool trans
 
 }  // namespace
 
-bool fp32_gemm_uses_onednn() {
-  static const bool use = choose_onednn();  // decided once: the environment and the CPU do not change
-  return use;
+bool fp32_gemm_uses_onednn() { return fp32_gemm_choice().onednn; }
+
+std::string fp32_gemm_info() {
+  return std::string(fp32_gemm_choice().onednn ? "oneDNN's matmul" : "OpenBLAS") + " (" + fp32_gemm_choice().why + ")";
 }
 
 // C = op(A)·op(B) + beta·C for beta 0 (overwrite) or 1 (oneDNN's sum post-op). oneDNN runs on the OpenMP team,
