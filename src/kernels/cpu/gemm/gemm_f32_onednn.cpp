@@ -38,8 +38,9 @@ bool openblas_core_has_avx512() {
 //   2 threads: oneDNN 1.2–1.8x OpenBLAS-Haswell per CPU-second (bench/train/RESULTS.md, "BERT-base").
 // - AVX-512 kernels in both (OpenBLAS's core SkylakeX or Cooperlake): OpenBLAS, single-threaded on each thread's
 //   block of C (gemm()). Inside GPT-2 124M's training step (seq 256, batch 2; AMD EPYC with AVX-512, 2 threads)
-//   it took less time than oneDNN on 13 of the 15 product shapes (e.g. the weight gradients [768 × 3072 × 512]
-//   390 -> 470 GFLOP/s), 6 % less over all products; the step 0.99–1.06 s -> 0.95–0.97 s.
+//   it took less time than oneDNN on 11 of the 15 product shapes (all five weight-gradient shapes, e.g.
+//   [768 × 3072 × 512] 390 -> 470 GFLOP/s; oneDNN was ahead by 4–9 % on two forward shapes and on the LM head's
+//   forward and dx), 6 % less over all products; the step 0.99–1.06 s -> 0.95–0.97 s.
 // - No AVX-512F: OpenBLAS (oneDNN's AVX2 matmul measured 1.07–3x slower than OpenBLAS on an AVX2 EPYC).
 // LMFORGE_FP32_GEMM=openblas or =onednn overrides the choice (for comparisons); oneDNN only where AVX-512F exists.
 struct Fp32GemmChoice {
