@@ -1,5 +1,5 @@
 // defines: tests of the CPU's fp32 matrix-product driver gemm() (kernels/cpu/gemm/gemm_f32.cpp) on the products it
-//          splits along K (one slice per thread, summed in slice order): every transpose, beta 0 / 1 / 0.5, padded
+//          splits along K (two slices per thread, summed in slice order): every transpose, beta 0 / 1 / 0.5, padded
 //          row strides, 2 and 3 threads (a short tail slice), exact against a float64 reference, and bit-identical
 //          from run to run. ctest runs it twice, with LMFORGE_FP32_GEMM=openblas and =onednn, so both libraries'
 //          slices are covered (oneDNN only where the CPU has AVX-512F; elsewhere both runs take OpenBLAS).
@@ -125,8 +125,8 @@ TEST(GemmF32SplitK, TheRuleSplitsOnlyLongKProductsOnSeveralThreads) {
   EXPECT_FALSE(gemm_splits_k(512, 3072, 768, 2));   // K short
   EXPECT_FALSE(gemm_splits_k(4096, 768, 3072, 2));  // K shorter than M
   EXPECT_FALSE(gemm_splits_k(8, 8, 64, 2));         // too little work to pay for a team
-  EXPECT_TRUE(gemm_splits_k(2048, 768, 50304, 8));   // 7 partial products of 6 MB
-  EXPECT_FALSE(gemm_splits_k(2048, 768, 50304, 64)); // 63 of them: over the scratch bound
+  EXPECT_TRUE(gemm_splits_k(2048, 768, 50304, 4));   // 7 partial products of 6 MB
+  EXPECT_FALSE(gemm_splits_k(2048, 768, 50304, 8));  // 15 of them: over the scratch bound
 }
 
 }  // namespace

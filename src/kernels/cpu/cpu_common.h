@@ -107,7 +107,7 @@ void use_single_threaded_blas();
 // Row-major C[M,N] = op(A)[M,K]·op(B)[K,N] + beta·C over the OpenMP team (gemm/gemm_f32.cpp).
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
           float beta, float* C, int ldc);
-// Whether gemm() called outside a parallel region on `threads` threads splits K, one slice per thread (the long-K
+// Whether gemm() called outside a parallel region on `threads` threads splits K, two slices per thread (the long-K
 // products: K ≥ M, K ≥ 2·N, at least 16 MFLOP, the partial products' scratch within 64 MB).
 bool gemm_splits_k(int M, int N, int K, int threads);
 // gemm() through oneDNN (gemm/gemm_f32_onednn.cpp; beta 0 or 1), and whether gemm() uses it: on CPUs with AVX-512F

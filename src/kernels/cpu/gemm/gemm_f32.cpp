@@ -28,6 +28,8 @@ namespace {
 // Multiples of 16 (whole AVX-512 vectors and OpenBLAS's register tiles). Which thread takes a block does not change
 // its result: every block is the same call whichever thread runs it.
 constexpr int kBlocksPerThread = 4, kMinBlock = 128;
+// Slices of K per thread in gemm_split_k() (below).
+constexpr int kSlicesPerThread = 2;
 int gemm_chunk(int len, int threads) {
   int chunk = (len + threads * kBlocksPerThread - 1) / (threads * kBlocksPerThread);
   if (chunk < kMinBlock) chunk = kMinBlock;
@@ -83,14 +85,18 @@ void gemm_slice(bool trans_a, bool trans_b, int M, int N, int k0, int kn, const 
   }
 }
 
-// The product as one slice of K per thread, each a single-threaded call (oneDNN's or OpenBLAS's) that packs only its
-// own part of both operands: slice 0 straight into C with the caller's beta, the others into scratch, then
+// The product as kSlicesPerThread slices of K per thread, each a single-threaded call (oneDNN's or OpenBLAS's) that
+// packs only its own part of both operands: slice 0 straight into C with the caller's beta, the others into
+// scratch, then
 //   C = (beta·C + P0) + P1 + ... + P(S-1),
 // summed in slice order. The slices, and so the rounding, are fixed by the team size (never by which thread
-// runs which slice); OMP_NUM_THREADS=1 never splits.
+// runs which slice); OMP_NUM_THREADS=1 never splits. Two slices a thread, taken one at a time: on a loaded machine a
+// thread whose core was taken away holds up one slice while the other takes the rest (gemm_chunk()'s reason); on a
+// quiet one, 2 or 4 slices on 2 threads ran at the same rate (GPT-2's head dx: 450 / 456 GFLOP/s OpenBLAS, 490 / 489
+// oneDNN).
 void gemm_split_k(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                   float beta, float* C, int ldc, int threads, bool onednn) {
-  const int slices = threads;
+  const int slices = kSlicesPerThread * threads;
   const int step = ((K + slices - 1) / slices + 15) / 16 * 16;  // whole AVX-512 vectors of K per slice
   const size_t plane = (size_t)M * N;
   std::unique_ptr<float[]> partial;
@@ -134,13 +140,13 @@ void gemm_split_k(bool trans_a, bool trans_b, int M, int N, int K, const float* 
 // 417 -> 502, [2048 x 768 x 3072] 385 -> 489; [1024 x 512 x 2048] unchanged (493), while [512 x 3072 x 768] (K
 // short) lost 441 -> 425 split, so it is not.
 //
-// The split's scratch, (threads − 1) partial products of C, is bounded: a team of 64 on the head's dx at 2048 tokens
-// would need 400 MB; past the bound the product takes the split along M or N.
+// The split's scratch, (slices − 1) partial products of C, is bounded: a team of 64 on the head's dx at 2048 tokens
+// would need 800 MB; past the bound the product takes the split along M or N.
 constexpr double kSplitKScratchMax = 64.0 * 1024 * 1024;
 
 bool gemm_splits_k(int M, int N, int K, int threads) {
   return threads > 1 && 2.0 * M * N * K >= kOnednnMinWork && K >= M && K >= N && K >= 2 * N &&
-         (double)(threads - 1) * M * N * sizeof(float) <= kSplitKScratchMax;
+         (double)(kSlicesPerThread * threads - 1) * M * N * sizeof(float) <= kSplitKScratchMax;
 }
 
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
