@@ -76,6 +76,14 @@ bench_header() {
   local blas why_core
   if [ -n "${OPENBLAS_CORETYPE:-}" ]; then core=$OPENBLAS_CORETYPE why_core="set by the caller"
   else core=$(best_openblas_core) why_core="the best this CPU runs"; fi
+  # A caller's core below this CPU's best (some machines' environments set Haswell) runs both sides on narrower
+  # kernels than the CPU has: said loudly, since the figures are then not this CPU's.
+  local best; best=$(best_openblas_core)
+  if [ -n "${OPENBLAS_CORETYPE:-}" ] && [ -n "$best" ] && [ "${OPENBLAS_CORETYPE,,}" != "${best,,}" ]; then
+    echo "WARNING: OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE comes from the environment; the best this CPU runs is $best" \
+      "(run with 'env -u OPENBLAS_CORETYPE' for both sides at their best, unless this is a deliberate emulation)" |
+      tee /dev/stderr
+  fi
   ours=(env ${core:+OPENBLAS_CORETYPE=$core})
   blas=$(peer_blas_dir)
   peer=(env ${core:+OPENBLAS_CORETYPE=$core} MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=100000000000)
