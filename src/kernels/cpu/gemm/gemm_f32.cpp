@@ -5,7 +5,6 @@
 #include <omp.h>
 
 #include <cstring>
-#include <memory>
 #include <new>
 #include <string>
 
@@ -99,9 +98,12 @@ void gemm_split_k(bool trans_a, bool trans_b, int M, int N, int K, const float* 
   const int slices = kSlicesPerThread * threads;
   const int step = ((K + slices - 1) / slices + 15) / 16 * 16;  // whole AVX-512 vectors of K per slice
   const size_t plane = (size_t)M * N;
-  std::unique_ptr<float[]> partial;
+  // Kept across calls (cpu_common.h's GrowingBuffer): a fresh allocation would page-fault its megabytes on every
+  // call. The calling thread's own, as the widened bf16 products' scratch (GEMMs come from outside parallel regions).
+  thread_local GrowingBuffer scratch;
+  float* partial;
   try {
-    partial.reset(new float[plane * (size_t)(slices - 1)]);
+    partial = static_cast<float*>(scratch.get(plane * (size_t)(slices - 1) * sizeof(float)));
   } catch (const std::bad_alloc&) {
     throw Error("gemm: cannot allocate " + std::to_string(plane * (size_t)(slices - 1) * sizeof(float)) +
                 " bytes for the partial products of a K split (" + std::to_string(M) + " x " + std::to_string(N) +
@@ -112,7 +114,7 @@ void gemm_split_k(bool trans_a, bool trans_b, int M, int N, int K, const float* 
 #pragma omp for schedule(dynamic, 1)
     for (int s = 0; s < slices; s++) {
       const int k0 = s * step, kn = k0 < K ? (K - k0 < step ? K - k0 : step) : 0;
-      float* c = s == 0 ? C : partial.get() + plane * (size_t)(s - 1);
+      float* c = s == 0 ? C : partial + plane * (size_t)(s - 1);
       const int ldcs = s == 0 ? ldc : N;
       if (kn > 0) gemm_slice(trans_a, trans_b, M, N, k0, kn, A, lda, B, ldb, s == 0 ? beta : 0.0f, c, ldcs, onednn);
       else std::memset(c, 0, sizeof(float) * plane);  // a tail slice past K (K > 0, so never slice 0)
@@ -121,7 +123,7 @@ void gemm_split_k(bool trans_a, bool trans_b, int M, int N, int K, const float* 
     for (int i = 0; i < M; i++) {
       float* c = C + (size_t)i * ldc;
       for (int s = 1; s < slices; s++) {
-        const float* p = partial.get() + plane * (size_t)(s - 1) + (size_t)i * N;
+        const float* p = partial + plane * (size_t)(s - 1) + (size_t)i * N;
 #pragma omp simd
         for (int j = 0; j < N; j++) c[j] += p[j];
       }
