@@ -36,6 +36,10 @@ class Backend {
   // Threads the ops may use (OpenMP loops and BLAS); <= 0 keeps the current setting.
   virtual void set_num_threads(int n) = 0;
   virtual int num_threads() const = 0;
+  // Whether the BF16 linear layers run faster given an fp32 mirror of their bf16 weights (Tensor::widened): true on
+  // a CPU whose bf16 matrix products are fp32 products of widened operands (no AVX512-BF16/AMX), where a mirror
+  // made once per step (layers::ParameterStore) spares widening every weight for every product.
+  virtual bool wants_widened_bf16_weights() const { return false; }
 };
 
 // The process-wide CPU backend (OpenMP + OpenBLAS).

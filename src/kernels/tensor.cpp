@@ -73,6 +73,7 @@ Tensor Tensor::slice0(int64_t begin, int64_t count) const {
   for (int i = 1; i < ndim; i++) row *= (i == ndim - 1 ? stride() : shape[(size_t)i]);
   if (ndim == 1) row = 1;
   t.data = static_cast<char*>(data) + (size_t)(begin * row) * dtype_size(dtype);
+  if (widened != nullptr) t.widened = widened + begin * row;
   t.shape[0] = count;
   return t;
 }

@@ -38,6 +38,11 @@ struct Tensor {
   int ndim = 0;
   std::array<int64_t, 4> shape{};
   int64_t row_stride = 0;
+  // Optional: the same values widened exactly to fp32, in the same layout (shape and row stride), for a BF16
+  // tensor whose owner keeps such a mirror (layers::ParameterStore's working weights on a backend that
+  // wants_widened_bf16_weights()). Ops may multiply it instead of widening the bf16 memory again; it must hold
+  // exactly the widened bf16 values. nullptr: none. Views (reshaped, slice0) carry it along.
+  const float* widened = nullptr;
 
   bool present() const { return data != nullptr; }
   int64_t dim(int i) const { return shape[(size_t)(i < 0 ? ndim + i : i)]; }  // dim(-1) is the last

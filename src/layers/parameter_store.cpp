@@ -1,6 +1,7 @@
 // defines: ParameterStore (flat buffers, views, streaming initialisation)
 #include "layers/parameter_store.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -45,6 +46,7 @@ void ParameterStore::set_compute_dtype(kernels::DType dtype) {
   compute_dtype_ = dtype;
   if (dtype == kernels::DType::F32) {
     working_ = kernels::Buffer();
+    widened_ = kernels::Buffer();
     return;
   }
   if (allocated()) sync_compute_copy();
@@ -55,6 +57,7 @@ kernels::Tensor ParameterStore::compute_value(size_t i) const {
   kernels::Tensor t = view(values_, i);
   t.data = static_cast<char*>(working_.data()) + table_[i].offset * kernels::dtype_size(compute_dtype_);
   t.dtype = compute_dtype_;
+  if (widened_.data() != nullptr) t.widened = widened_.f32() + table_[i].offset;
   return t;
 }
 
@@ -63,8 +66,23 @@ void ParameterStore::sync_compute_copy() {
   const int64_t n = (int64_t)table_.local_numel();
   working_.resize(backend_, compute_dtype_, (size_t)n);
   // The copy op converts (round to nearest even) into the working dtype.
-  kernels::copy(kernels::make_view(working_.data(), compute_dtype_, {n}, backend_.device()),
-                kernels::make_view(values_.f32(), {n}, backend_.device()));
+  const kernels::Tensor working = kernels::make_view(working_.data(), compute_dtype_, {n}, backend_.device());
+  const kernels::Tensor values = kernels::make_view(values_.f32(), {n}, backend_.device());
+  if (compute_dtype_ != kernels::DType::BF16 || !backend_.wants_widened_bf16_weights()) {
+    widened_ = kernels::Buffer();
+    kernels::copy(working, values);  // the copy op rounds to nearest even
+    return;
+  }
+  // With the fp32 mirror: piece by piece, each rounded piece widened while it is still in cache (rather than
+  // re-read from memory by a second pass over the whole copy). The widening is exact.
+  widened_.resize(backend_, kernels::DType::F32, (size_t)n);
+  const kernels::Tensor widened = kernels::make_view(widened_.f32(), {n}, backend_.device());
+  constexpr int64_t kPiece = int64_t(1) << 18;  // 512 KB of bf16
+  for (int64_t begin = 0; begin < n; begin += kPiece) {
+    const int64_t count = std::min(kPiece, n - begin);
+    kernels::copy(working.slice0(begin, count), values.slice0(begin, count));
+    kernels::copy(widened.slice0(begin, count), working.slice0(begin, count));
+  }
 }
 kernels::Tensor ParameterStore::grad(size_t i) const { return view(grads_, i); }
 

@@ -44,6 +44,8 @@ class ParameterStore {
   // multiply a working copy of the weights in that dtype (compute_value) and keep their activations in it
   // (activation_dtype). The copy is made from the fp32 values by sync_compute_copy(): after init(), after a load
   // and after every optimizer step. F32 (the default): compute_value(i) is value(i) and nothing is copied.
+  // BF16 on a backend that wants_widened_bf16_weights(): sync_compute_copy() also widens the copy into an fp32
+  // mirror, which compute_value(i) carries as Tensor::widened (the linear layers multiply it as it is).
   void set_compute_dtype(kernels::DType dtype);
   kernels::DType compute_dtype() const { return compute_dtype_; }
   kernels::DType activation_dtype() const { return compute_dtype_; }
@@ -73,6 +75,7 @@ class ParameterStore {
   kernels::Buffer values_, grads_;
   kernels::DType compute_dtype_ = kernels::DType::F32;
   kernels::Buffer working_;  // the compute-dtype copy of values_ (empty in fp32)
+  kernels::Buffer widened_;  // working_ widened to fp32 (bf16 where the backend wants it; else empty)
 };
 
 }  // namespace lmforge::layers

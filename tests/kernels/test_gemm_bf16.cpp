@@ -120,6 +120,30 @@ std::vector<float> run_widened(const GemmCase& c, const Operands& o) {
   return out;
 }
 
+// The widened path given fp32 mirrors of A and/or B (Bf16Operand::widened: the same values, layout and strides);
+// `mirror_scale` multiplies the mirrors' values, to see which operand the path took.
+std::vector<float> run_mirrored(const GemmCase& c, const Operands& o, bool mirror_a, bool mirror_b,
+                                float mirror_scale = 1.0f) {
+  std::vector<float> out = o.c_old;
+  std::vector<uint16_t> cb;
+  void* C = out.data();
+  if (c.c_dtype == DType::BF16) {
+    cb.resize(out.size());
+    for (size_t i = 0; i < cb.size(); i++) cb[i] = f32_to_bf16(o.c_old[i]);
+    C = cb.data();
+  }
+  std::vector<float> wa(o.A.size()), wb(o.B.size());
+  for (size_t i = 0; i < wa.size(); i++) wa[i] = mirror_scale * bf16_to_f32(o.A[i]);
+  for (size_t i = 0; i < wb.size(); i++) wb[i] = mirror_scale * bf16_to_f32(o.B[i]);
+  const Bf16Operand A{o.A.data(), o.lda, mirror_a ? wa.data() : nullptr};
+  const Bf16Operand B{o.B.data(), o.ldb, mirror_b ? wb.data() : nullptr};
+  gemm_bf16_widened(c.ta, c.tb, c.M, c.N, c.K, A, B, c.accumulate, C, c.c_dtype, o.ldc,
+                    c.bias ? o.bias.data() : nullptr, c.block_elems, c.threads);
+  if (c.c_dtype == DType::BF16)
+    for (size_t i = 0; i < cb.size(); i++) out[i] = bf16_to_f32(cb[i]);
+  return out;
+}
+
 // The exact result of the bf16 numbers in float64 and the allowed deviation of an fp32-accumulated (and, for a
 // bf16 C, rounded) result from it, per element of [M, N].
 struct Reference {
@@ -200,6 +224,34 @@ TEST(GemmBf16Widened, MatchesFloat64OfTheBf16OperandsInEveryForm) {
   for (const GemmCase& c : cases()) {
     const Operands o = make_operands(c, seed++);
     expect_matches(c, o, run_widened(c, o), reference(c, o), 1.0, "widened");
+  }
+}
+
+// fp32 mirrors of either operand or both (a weight's Tensor::widened) give the same products in every form, with
+// the path's own blocks and splits around them (a mirror changes which dimension the slabs split).
+TEST(GemmBf16Widened, MirroredOperandsMatchFloat64InEveryForm) {
+  uint32_t seed = 500;
+  for (const GemmCase& c : cases()) {
+    const Operands o = make_operands(c, seed++);
+    const Reference want = reference(c, o);
+    for (int m = 1; m < 4; m++)
+      expect_matches(c, o, run_mirrored(c, o, (m & 1) != 0, (m & 2) != 0), want, 1.0,
+                     std::string("widened with a mirror of ") + (m == 1 ? "A" : m == 2 ? "B" : "A and B"));
+  }
+}
+
+// The path multiplies a mirror as it is (it does not widen the bf16 memory again): mirrors holding twice the
+// operand's values give twice the products.
+TEST(GemmBf16Widened, AMirrorIsTakenInsteadOfTheBf16Memory) {
+  const GemmCase c{false, true, 70, 90, 130, false, false, DType::F32, 2048, Bf16WidenThreads::SLABS};
+  const Operands o = make_operands(c, 77);
+  for (int m = 1; m < 3; m++) {
+    // (against the same mirror at scale 1: a mirror changes the split, and with it the order of the sums)
+    const std::vector<float> plain = run_mirrored(c, o, m == 1, m == 2, 1.0f);
+    const std::vector<float> doubled = run_mirrored(c, o, m == 1, m == 2, 2.0f);
+    for (int i = 0; i < c.M; i++)
+      for (int j = 0; j < c.N; j++)
+        ASSERT_EQ(doubled[(size_t)i * o.ldc + j], 2.0f * plain[(size_t)i * o.ldc + j]) << m << ": " << i << "," << j;
   }
 }
 

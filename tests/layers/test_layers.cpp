@@ -4,6 +4,7 @@
 // forward; streaming initialisation against the whole-tensor stream.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -249,6 +250,42 @@ TEST(ParameterStore, InitialisationDoesNotDependOnTheTensorParallelLayout) {
         EXPECT_EQ(piece->values()[piece->table()[i].offset + k], expect[k]) << whole->table()[i].name << " " << k;
     }
   }
+}
+
+// The bf16 working weights carry an fp32 mirror (Tensor::widened) exactly where the backend wants one (a CPU whose
+// bf16 products are widened: always under tests/CMakeLists.txt's LayersBf16Mirror), holding exactly the widened bf16
+// values after init() and after every sync; fp32 weights never have one.
+TEST(ParameterStore, Bf16WorkingWeightsCarryTheirExactFp32MirrorWhereTheBackendWantsOne) {
+  kernels::Backend& be = kernels::cpu_backend();
+  layers::ParameterStore store(be, 0, 1);
+  store.add("w", {300, 700}, true, layers::Init::normal(0.7));  // more than one piece of the chunked sync
+  store.add("b", {13}, false, layers::Init::normal(3.0));
+  store.allocate();
+  store.init(5);
+  EXPECT_EQ(store.compute_value(0).widened, nullptr);  // fp32
+  store.set_compute_dtype(kernels::DType::BF16);
+  auto check = [&](const char* when) {
+    for (size_t i = 0; i < store.table().size(); i++) {
+      const kernels::Tensor t = store.compute_value(i);
+      ASSERT_EQ(t.widened != nullptr, be.wants_widened_bf16_weights()) << when;
+      if (t.widened == nullptr) continue;
+      const uint16_t* bits = t.bf16();
+      const float* master = store.value(i).f32();
+      for (int64_t k = 0; k < t.numel(); k++) {
+        ASSERT_EQ(t.widened[k], std::bit_cast<float>((uint32_t)bits[k] << 16)) << when << " " << i << "," << k;
+        ASSERT_LE(std::fabs(t.widened[k] - master[k]), std::ldexp(std::fabs(master[k]), -8)) << when;
+      }
+      // a slice keeps its own part of the mirror
+      const kernels::Tensor rows = t.slice0(t.dim(0) - 1, 1);
+      ASSERT_EQ(rows.widened, t.widened + (t.numel() - rows.numel())) << when;
+    }
+  };
+  check("after set_compute_dtype");
+  for (size_t k = 0; k < store.local_numel(); k++) store.values()[k] = 1.0f + 0.001f * (float)k;  // an update
+  store.sync_compute_copy();
+  check("after a sync");
+  store.set_compute_dtype(kernels::DType::F32);
+  EXPECT_EQ(store.compute_value(0).widened, nullptr);
 }
 
 }  // namespace

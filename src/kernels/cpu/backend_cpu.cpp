@@ -16,6 +16,7 @@
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/dispatch.h"
+#include "kernels/ops.h"
 
 namespace lmforge::kernels {
 namespace {
@@ -95,6 +96,7 @@ class CpuBackend final : public Backend {
     omp_set_num_threads(n);
   }
   int num_threads() const override { return omp_get_max_threads(); }
+  bool wants_widened_bf16_weights() const override { return !bf16_gemm_native(); }
 };
 
 }  // namespace

@@ -32,6 +32,16 @@ void column_sums_lowp(const Tensor& acc, const Tensor& x);
 // (gemm/gemm_bf16_widen.cpp); the two are callable directly for tests and comparisons.
 void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B,
                int ldb, bool accumulate, void* C, DType c_dtype, int ldc, const float* bias);
+// A bf16 operand with, optionally, its values already widened to fp32 (`widened`, same layout and row stride: a
+// weight's mirror, Tensor::widened). The native path multiplies the bf16 memory; the widened path takes the mirror
+// as it is instead of widening the operand again.
+struct Bf16Operand {
+  const uint16_t* p = nullptr;
+  int ld = 0;
+  const float* widened = nullptr;
+};
+void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, Bf16Operand A, Bf16Operand B, bool accumulate,
+               void* C, DType c_dtype, int ldc, const float* bias);
 void gemm_bf16_onednn(bool trans_a, bool trans_b, int M, int N, int K, const uint16_t* A, int lda,
                       const uint16_t* B, int ldb, bool accumulate, void* C, DType c_dtype, int ldc, const float* bias);
 // How the widened path spreads a product over the OpenMP team (gemm/gemm_bf16_widen.cpp says why):
@@ -41,13 +51,24 @@ void gemm_bf16_onednn(bool trans_a, bool trans_b, int M, int N, int K, const uin
 //   SLABS: one parallel region, each thread widening, multiplying (single-threaded gemm()) and rounding its own
 //          slab of C in chunks of at most block_elems elements (default kBf16WidenSlabBlockElems: cache-sized);
 //   AUTO:  TEAM where fp32_gemm_uses_onednn(), else SLABS.
+// Before either, an operand of at most kBf16WidenWholeElems elements (block_elems when given) is widened whole,
+// once, by the team: every thread (or block) that needs it then reads the one fp32 copy instead of widening its own.
+// When both operands are then fp32 and C is fp32, the product is one gemm() (gemm/gemm_f32.cpp's threading).
 // Tests pass small blocks to cross block boundaries.
 enum class Bf16WidenThreads { AUTO, TEAM, SLABS };
 inline constexpr int64_t kBf16WidenTeamBlockElems = int64_t(1) << 25;  // 128 MB of fp32
 inline constexpr int64_t kBf16WidenSlabBlockElems = int64_t(1) << 21;  // 8 MB of fp32
-void gemm_bf16_widened(bool trans_a, bool trans_b, int M, int N, int K, const uint16_t* A, int lda,
-                       const uint16_t* B, int ldb, bool accumulate, void* C, DType c_dtype, int ldc,
-                       const float* bias, int64_t block_elems = 0, Bf16WidenThreads threads = Bf16WidenThreads::AUTO);
+inline constexpr int64_t kBf16WidenWholeElems = int64_t(1) << 22;      // 16 MB of fp32
+void gemm_bf16_widened(bool trans_a, bool trans_b, int M, int N, int K, Bf16Operand A, Bf16Operand B,
+                       bool accumulate, void* C, DType c_dtype, int ldc, const float* bias, int64_t block_elems = 0,
+                       Bf16WidenThreads threads = Bf16WidenThreads::AUTO);
+inline void gemm_bf16_widened(bool trans_a, bool trans_b, int M, int N, int K, const uint16_t* A, int lda,
+                              const uint16_t* B, int ldb, bool accumulate, void* C, DType c_dtype, int ldc,
+                              const float* bias, int64_t block_elems = 0,
+                              Bf16WidenThreads threads = Bf16WidenThreads::AUTO) {
+  gemm_bf16_widened(trans_a, trans_b, M, N, K, Bf16Operand{A, lda}, Bf16Operand{B, ldb}, accumulate, C, c_dtype, ldc,
+                    bias, block_elems, threads);
+}
 
 // Philox4x32-10 of one counter block (Random123's philox4x32 with 10 rounds; dropout_cpu.cpp).
 void philox4x32_10(const uint32_t counter[4], const uint32_t key[2], uint32_t out[4]);

@@ -6,7 +6,9 @@
 //   bf16: bf16 operands, fp32 accumulation in gemm_bf16() (oneDNN's matmul where the CPU has AVX512-BF16 or AMX,
 //         else fp32 GEMMs of the exactly widened operands: cpu/lowp.h's bf16_gemm_choice()), outputs and activation
 //         gradients in bf16 or fp32, weight and bias gradients accumulated in their own dtype (fp32 for a model's
-//         fp32 main gradients).
+//         fp32 main gradients). With widened products, a weight's fp32 mirror (Tensor::widened) is multiplied as it
+//         is, the output gradient is widened once for both backward products, and an output gradient too large to
+//         widen whole (the LM head's) goes through the blocks below, as f16 does (kLinearWideBf16BlockElems).
 //   f16:  Debian's oneDNN 2.6 has no f16 matmul, and fp16 GEMMs on GPUs (Megatron's) multiply fp16 inputs with fp32
 //         accumulation, so here: f16 operand blocks are converted (F16C) into fp32 scratch reused from call to call,
 //         multiplied by the fp32 GEMM (oneDNN's AVX-512 matmul), and every f16 result is rounded ONCE from its fp32
@@ -70,12 +72,13 @@ struct F32Mat {
 };
 
 // The block [r0, r0+rows) × [c0, c0+cols) of a 2-D operand (row stride ld elements) as fp32: the memory itself for
-// F32, else converted into `s` (row stride cols).
+// F32, the operand's fp32 mirror when it has one (Tensor::widened), else converted into `s` (row stride cols).
 F32Mat as_f32(const Tensor& t, int64_t r0, int64_t c0, int64_t rows, int64_t cols, Scratch& s) {
   const size_t es = dtype_size(t.dtype);
   const int64_t ld = t.stride();
   char* at = static_cast<char*>(t.data) + (size_t)(r0 * ld + c0) * es;
   if (t.dtype == DType::F32) return {reinterpret_cast<float*>(at), ld};
+  if (t.widened != nullptr) return {const_cast<float*>(t.widened) + r0 * ld + c0, ld};  // read only
   float* dst = s.get((size_t)(rows * cols));
 #pragma omp parallel for schedule(static) if ((size_t)(rows * cols) >= kConvertParallelMin)
   for (int64_t r = 0; r < rows; r++) row_to_f32(dst + r * cols, at + (size_t)(r * ld) * es, t.dtype, (size_t)cols);
@@ -152,11 +155,11 @@ class Target {
   bool in_place_ = false;
 };
 
-// Output columns per block: all of them unless rows × cols exceeds kLinearF16BlockElems, else a multiple of 64
+// Output columns per block: all of them unless rows × cols exceeds `limit`, else a multiple of 64
 // (whole cache lines of f16 and AVX-512 vectors of fp32).
-int64_t block_cols(int64_t rows, int64_t cols) {
-  if (rows * cols <= kLinearF16BlockElems) return cols;
-  return std::max<int64_t>(64, kLinearF16BlockElems / std::max<int64_t>(rows, 1) / 64 * 64);
+int64_t block_cols(int64_t rows, int64_t cols, int64_t limit) {
+  if (rows * cols <= limit) return cols;
+  return std::max<int64_t>(64, limit / std::max<int64_t>(rows, 1) / 64 * 64);
 }
 
 // The weight's block for output columns [j0, j0+w): rows of W [OC,IC] (OUT_IN) or columns of W [IC,OC] (IN_OUT).
@@ -164,8 +167,8 @@ F32Mat weight_block(const Tensor& weight, WeightLayout layout, int64_t j0, int64
   return layout == WeightLayout::OUT_IN ? as_f32(weight, j0, 0, w, IC, s) : as_f32(weight, 0, j0, IC, w, s);
 }
 
-void linear_forward_f16_blocks(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias, int N,
-                               int IC, int OC, WeightLayout layout) {
+void linear_forward_blocks(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias, int N,
+                           int IC, int OC, WeightLayout layout, int64_t block_elems) {
   Slots& s = slots();
   std::vector<float> b;
   if (bias.present()) {
@@ -174,7 +177,7 @@ void linear_forward_f16_blocks(const Tensor& out, const Tensor& inp, const Tenso
   }
   const F32Mat x = as_f32(inp, 0, 0, N, IC, s.x);
   const bool out_in = layout == WeightLayout::OUT_IN;
-  const int64_t bw = block_cols(N, OC);
+  const int64_t bw = block_cols(N, OC, block_elems);
   for (int64_t j0 = 0; j0 < OC; j0 += bw) {
     const int w = (int)std::min<int64_t>(bw, OC - j0);
     const F32Mat wb = weight_block(weight, layout, j0, w, IC, s.w);
@@ -187,14 +190,15 @@ void linear_forward_f16_blocks(const Tensor& out, const Tensor& inp, const Tenso
 
 // Blocks of dout's columns (OC): each is converted once and used by both products; dinp's product sums over the
 // blocks in fp32 scratch and is rounded at the end, dweight's block rows (OUT_IN) or columns (IN_OUT) are disjoint.
-void linear_backward_f16_blocks(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
-                                const Tensor& inp, const Tensor& weight, int N, int IC, int OC, WeightLayout layout) {
+void linear_backward_blocks(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                            const Tensor& inp, const Tensor& weight, int N, int IC, int OC, WeightLayout layout,
+                            int64_t block_elems) {
   Slots& s = slots();
   const bool out_in = layout == WeightLayout::OUT_IN;
   const F32Mat x = dweight.present() ? as_f32(inp, 0, 0, N, IC, s.x) : F32Mat{nullptr, 0};
   std::optional<Target> dx;
   if (dinp.present() && OC > 0) dx.emplace(dinp, 0, 0, N, IC, true, nullptr, s.dinp);  // OC 0: dinp += 0
-  const int64_t bw = block_cols(N, OC);
+  const int64_t bw = block_cols(N, OC, block_elems);
   for (int64_t j0 = 0; j0 < OC; j0 += bw) {
     const int w = (int)std::min<int64_t>(bw, OC - j0);
     const F32Mat dy = as_f32(dout, 0, j0, N, w, s.wide);
@@ -277,9 +281,28 @@ class AsBF16 {
  private:
   const uint16_t* p_ = nullptr;
 };
+// The weight as a product's operand: its bf16 values, with the fp32 mirror its owner keeps (Tensor::widened) for
+// the widened path to multiply as it is.
+Bf16Operand weight_operand(const Tensor& weight, const AsBF16& w, int ld) {
+  return {w.get(), ld, weight.dtype == DType::BF16 ? weight.widened : nullptr};
+}
+
 struct Bf16Slots {
-  GrowingBuffer x, w, dy;
+  GrowingBuffer x, w, dy, dy_wide;
 };
+
+// A contiguous bf16 operand widened whole into `scratch` (a pass of the team above kConvertParallelMin elements).
+const float* widen_whole(const uint16_t* src, size_t n, GrowingBuffer& scratch) {
+  float* dst;
+  try {
+    dst = static_cast<float*>(scratch.get(std::max<size_t>(n, 1) * sizeof(float)));
+  } catch (const std::bad_alloc&) {
+    throw Error("linear (bf16): cannot allocate " + std::to_string(n * 4) + " bytes of scratch");
+  }
+#pragma omp parallel for simd schedule(static) if (parallel : n >= kConvertParallelMin)
+  for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
+  return dst;
+}
 Bf16Slots& bf16_slots() {
   thread_local Bf16Slots s;
   return s;
@@ -292,7 +315,8 @@ void linear_forward_bf16_gemm(const Tensor& out, const Tensor& inp, const Tensor
   const AsF32 b(bias, AsF32::IN);
   // out[N,OC] = inp[N,IC]·W (IN_OUT: W [IC,OC]) or inp·Wᵀ (OUT_IN: W [OC,IC]), + b
   const bool in_out = layout == WeightLayout::IN_OUT;
-  gemm_bf16(false, !in_out, N, OC, IC, x.get(), IC, w.get(), in_out ? OC : IC, false, out.data, out.dtype, OC, b);
+  gemm_bf16(false, !in_out, N, OC, IC, {x.get(), IC}, weight_operand(weight, w, in_out ? OC : IC), false, out.data,
+            out.dtype, OC, b);
 }
 
 void linear_backward_bf16_gemm(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
@@ -300,18 +324,24 @@ void linear_backward_bf16_gemm(const Tensor& dinp, const Tensor& dweight, const 
   Bf16Slots& s = bf16_slots();
   const AsBF16 dy(dout, s.dy);
   const bool in_out = layout == WeightLayout::IN_OUT;
+  // The widened path would widen dout once for each of the two products: it is widened once here for both.
+  const float* dy_wide = nullptr;
+  if (bf16_gemm_choice().path != Bf16GemmChoice::NATIVE && dinp.present() && dweight.present() &&
+      (int64_t)N * OC <= kBf16WidenWholeElems)
+    dy_wide = widen_whole(dy.get(), (size_t)N * OC, s.dy_wide);
+  const Bf16Operand dy_op{dy.get(), OC, dy_wide};
   if (dinp.present()) {
     // dinp[N,IC] += dout[N,OC]·Wᵀ (W [IC,OC]) or dout·W (W [OC,IC])
     const AsBF16 w(weight, s.w);
-    gemm_bf16(false, in_out, N, IC, OC, dy.get(), OC, w.get(), in_out ? OC : IC, true, dinp.data, dinp.dtype, IC,
-              nullptr);
+    gemm_bf16(false, in_out, N, IC, OC, dy_op, weight_operand(weight, w, in_out ? OC : IC), true, dinp.data,
+              dinp.dtype, IC, nullptr);
   }
   if (dweight.present()) {
     const AsBF16 x(inp, s.x);
     if (in_out)  // dW[IC,OC] += inpᵀ·dout
-      gemm_bf16(true, false, IC, OC, N, x.get(), IC, dy.get(), OC, true, dweight.data, dweight.dtype, OC, nullptr);
+      gemm_bf16(true, false, IC, OC, N, {x.get(), IC}, dy_op, true, dweight.data, dweight.dtype, OC, nullptr);
     else  // dW[OC,IC] += doutᵀ·inp
-      gemm_bf16(true, false, OC, IC, N, dy.get(), OC, x.get(), IC, true, dweight.data, dweight.dtype, IC, nullptr);
+      gemm_bf16(true, false, OC, IC, N, dy_op, {x.get(), IC}, true, dweight.data, dweight.dtype, IC, nullptr);
   }
   if (dbias.present()) column_sums_lowp(dbias, dout.reshaped({N, OC}));
 }
@@ -351,19 +381,22 @@ void linear_forward_bf16(const Tensor& out, const Tensor& inp, const Tensor& wei
 void linear_backward_bf16(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                           const Tensor& inp, const Tensor& weight, WeightLayout layout) {
   const LinearDims d = linear_dims(inp, weight, layout);
+  if (bf16_gemm_choice().path != Bf16GemmChoice::NATIVE && (int64_t)d.N * d.OC > kBf16WidenWholeElems)
+    return linear_backward_blocks(dinp, dweight, dbias, dout, inp, weight, d.N, d.IC, d.OC, layout,
+                                  kLinearWideBf16BlockElems);
   linear_backward_bf16_gemm(dinp, dweight, dbias, dout, inp, weight, d.N, d.IC, d.OC, layout);
 }
 
 void linear_forward_f16(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
                         WeightLayout layout) {
   const LinearDims d = linear_dims(inp, weight, layout);
-  linear_forward_f16_blocks(out, inp, weight, bias, d.N, d.IC, d.OC, layout);
+  linear_forward_blocks(out, inp, weight, bias, d.N, d.IC, d.OC, layout, kLinearF16BlockElems);
 }
 
 void linear_backward_f16(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                          const Tensor& inp, const Tensor& weight, WeightLayout layout) {
   const LinearDims d = linear_dims(inp, weight, layout);
-  linear_backward_f16_blocks(dinp, dweight, dbias, dout, inp, weight, d.N, d.IC, d.OC, layout);
+  linear_backward_blocks(dinp, dweight, dbias, dout, inp, weight, d.N, d.IC, d.OC, layout, kLinearF16BlockElems);
 }
 
 }  // namespace

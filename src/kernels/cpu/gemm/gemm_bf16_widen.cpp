@@ -5,8 +5,10 @@
 // without AVX-512, has no bf16 matmul at all); the fp32 GEMM is the fastest product such a CPU has. Widening a bf16
 // to fp32 is exact (its 16 bits become the upper half of the fp32), so the fp32 GEMM multiplies the same numbers
 // as oneDNN's bf16 kernels and accumulates in fp32 as they do: the two paths differ by the order of fp32 sums only.
-// The rest of a bf16 step keeps bf16 storage; only the GEMM's own operands are widened, block by block, into
-// fp32 scratch kept across calls (cpu_common.h's GrowingBuffer: fresh buffers would page-fault on every call).
+// The rest of a bf16 step keeps bf16 storage; only the GEMM's own operands are widened into fp32 scratch kept
+// across calls (cpu_common.h's GrowingBuffer: fresh buffers would page-fault on every call): small ones whole and
+// once, large ones block by block where they are used. A weight's fp32 mirror (Tensor::widened, kept by the
+// parameter store once per step) is taken as it is, so a weight is not widened again for every product.
 #include <omp.h>
 
 #include <algorithm>
@@ -28,6 +30,7 @@ constexpr int64_t kWidenParallelMin = int64_t(1) << 20;
 
 struct WidenScratch {
   GrowingBuffer a, b, c;
+  GrowingBuffer whole_a, whole_b;  // operands widened whole before a product's blocks (the team reads them)
 };
 // The calling thread's scratch (GEMMs are issued from outside parallel regions; thread_local keeps callers on
 // different threads, such as pipeline stages, apart).
@@ -49,17 +52,28 @@ struct WideMat {
   int ld;
 };
 
-// The block rows [r0, r0+rn) × columns [c0, c0+cn) of op(X) (X row-major bf16 with row stride ld, transposed when
-// `trans`) widened into fp32 scratch in X's own orientation: the stored block [rn, cn] (or [cn, rn] when
-// transposed) with a row stride of its width, so the fp32 GEMM takes it with the same transpose flag.
-WideMat widen_block(const uint16_t* X, int ld, bool trans, int64_t r0, int64_t rn, int64_t c0, int64_t cn,
-                    GrowingBuffer& buffer, bool team) {
+// An operand as the blocks below see it: bf16 memory still to be widened (h), or fp32 values (f: a mirror the
+// caller passed, or the operand widened whole) taken as they are. Exactly one is set.
+struct Src {
+  const uint16_t* h = nullptr;
+  const float* f = nullptr;
+  int ld = 0;
+};
+
+// The block rows [r0, r0+rn) × columns [c0, c0+cn) of op(X) (X row-major with row stride ld, transposed when
+// `trans`) in fp32, in X's own orientation (the stored block [rn, cn], or [cn, rn] when transposed), so the fp32
+// GEMM takes it with the same transpose flag: fp32 X's memory itself, else bf16 X widened into fp32 scratch with a
+// row stride of the block's width.
+WideMat widen_block(const Src& X, bool trans, int64_t r0, int64_t rn, int64_t c0, int64_t cn, GrowingBuffer& buffer,
+                    bool team) {
   if (trans) {
     std::swap(r0, c0);
     std::swap(rn, cn);
   }
+  const int ld = X.ld;
+  if (X.f != nullptr) return {X.f + r0 * (int64_t)ld + c0, ld};
   float* dst = wide_floats(buffer, rn * cn);
-  const uint16_t* src = X + r0 * (int64_t)ld + c0;
+  const uint16_t* src = X.h + r0 * (int64_t)ld + c0;
 #pragma omp parallel for schedule(static) if (team && rn * cn >= kWidenParallelMin)
   for (int64_t r = 0; r < rn; r++) {
     const uint16_t* s = src + r * (int64_t)ld;
@@ -141,8 +155,7 @@ struct WidenedOperands {
   WideMat a{}, b{};
   int64_t a_key[2] = {-1, -1}, b_key[2] = {-1, -1};  // which block each scratch holds
 };
-void multiply_wide_block(bool trans_a, bool trans_b, int K, const uint16_t* A, int lda, const uint16_t* B, int ldb,
-                         bool accumulate, void* C, DType c_dtype, int ldc, const float* bias, int64_t m0, int64_t mlen,
+void multiply_wide_block(bool trans_a, bool trans_b, int K, const Src& A, const Src& B, bool accumulate, void* C, DType c_dtype, int ldc, const float* bias, int64_t m0, int64_t mlen,
                          int64_t n0, int64_t nlen, int64_t kc, WidenScratch& s, WidenedOperands& cache, bool team) {
   WideBlock block = start_wide_block(C, c_dtype, ldc, accumulate, bias, m0, mlen, n0, nlen, s.c, team);
   if (K <= 0 && block.beta == 0.0f) {  // an empty sum: the products are 0
@@ -151,11 +164,11 @@ void multiply_wide_block(bool trans_a, bool trans_b, int K, const uint16_t* A, i
   for (int64_t k0 = 0; k0 < K; k0 += kc) {
     const int64_t klen = std::min<int64_t>(kc, K - k0);
     if (cache.a_key[0] != m0 || cache.a_key[1] != k0) {
-      cache.a = widen_block(A, lda, trans_a, m0, mlen, k0, klen, s.a, team);
+      cache.a = widen_block(A, trans_a, m0, mlen, k0, klen, s.a, team);
       cache.a_key[0] = m0, cache.a_key[1] = k0;
     }
     if (cache.b_key[0] != k0 || cache.b_key[1] != n0) {
-      cache.b = widen_block(B, ldb, trans_b, k0, klen, n0, nlen, s.b, team);
+      cache.b = widen_block(B, trans_b, k0, klen, n0, nlen, s.b, team);
       cache.b_key[0] = k0, cache.b_key[1] = n0;
     }
     gemm(trans_a, trans_b, (int)mlen, (int)nlen, (int)klen, cache.a.p, cache.a.ld, cache.b.p, cache.b.ld, block.beta,
@@ -168,8 +181,7 @@ void multiply_wide_block(bool trans_a, bool trans_b, int K, const uint16_t* A, i
 
 // Team blocks: large blocks, each widened by the whole team and multiplied by the team's gemm() (which gives a CPU
 // with AVX-512F oneDNN's multi-threaded fp32 matmul).
-void widened_team_blocks(bool trans_a, bool trans_b, int M, int N, int K, const uint16_t* A, int lda,
-                         const uint16_t* B, int ldb, bool accumulate, void* C, DType c_dtype, int ldc,
+void widened_team_blocks(bool trans_a, bool trans_b, int M, int N, int K, const Src& A, const Src& B, bool accumulate, void* C, DType c_dtype, int ldc,
                          const float* bias, int64_t block_elems) {
   WidenScratch& s = widen_scratch();
   const bool c_scratch = c_dtype != DType::F32;
@@ -191,7 +203,7 @@ void widened_team_blocks(bool trans_a, bool trans_b, int M, int N, int K, const 
   for (int64_t m0 = 0; m0 < M; m0 += mb) {
     const int64_t mlen = std::min<int64_t>(mb, M - m0);
     for (int64_t n0 = 0; n0 < N; n0 += nb)
-      multiply_wide_block(trans_a, trans_b, K, A, lda, B, ldb, accumulate, C, c_dtype, ldc, bias, m0, mlen, n0,
+      multiply_wide_block(trans_a, trans_b, K, A, B, accumulate, C, c_dtype, ldc, bias, m0, mlen, n0,
                           std::min<int64_t>(nb, N - n0), kb, s, cache, true);
   }
 }
@@ -204,10 +216,13 @@ void widened_team_blocks(bool trans_a, bool trans_b, int M, int N, int K, const 
 // barrier can wait a scheduler time slice for a descheduled thread (libgomp's spinning at them was a quarter of the
 // CPU time of a bf16 step of config A, against a fifth for fp32); the widened chunks are also reused from cache
 // rather than written to and re-read from memory.
-void widened_thread_slabs(bool trans_a, bool trans_b, int M, int N, int K, const uint16_t* A, int lda,
-                          const uint16_t* B, int ldb, bool accumulate, void* C, DType c_dtype, int ldc,
-                          const float* bias, int64_t block_elems) {
-  const bool split_m = M >= N;
+void widened_thread_slabs(bool trans_a, bool trans_b, int M, int N, int K, const Src& A, const Src& B,
+                          bool accumulate, void* C, DType c_dtype, int ldc, const float* bias, int64_t block_elems) {
+  // Split the dimension that partitions the operand still in bf16, so that each of its elements is widened once
+  // (splitting the other would have every thread widen all of it); with both or neither in bf16, the longer of M
+  // and N.
+  const bool a_bf16 = A.h != nullptr, b_bf16 = B.h != nullptr;
+  const bool split_m = a_bf16 != b_bf16 ? a_bf16 : M >= N;
   const int64_t S = split_m ? M : N, other = split_m ? N : M;
   int threads = omp_get_max_threads();
   if (2.0 * M * N * K < 4e6 || omp_in_parallel()) threads = 1;  // gemm()'s own threshold for splitting
@@ -229,8 +244,8 @@ void widened_thread_slabs(bool trans_a, bool trans_b, int M, int N, int K, const
     for (int64_t c0 = s0; c0 < s1; c0 += sc) {
       const int64_t len = std::min(sc, s1 - c0);
       const int64_t m0 = split_m ? c0 : 0, mlen = split_m ? len : M, n0 = split_m ? 0 : c0, nlen = split_m ? N : len;
-      multiply_wide_block(trans_a, trans_b, K, A, lda, B, ldb, accumulate, C, c_dtype, ldc, bias, m0, mlen, n0, nlen,
-                          kc, s, cache, false);
+      multiply_wide_block(trans_a, trans_b, K, A, B, accumulate, C, c_dtype, ldc, bias, m0, mlen, n0, nlen, kc, s,
+                          cache, false);
     }
   } catch (...) {  // an exception may not leave a parallel region: the first one is rethrown after it
 #pragma omp critical(gemm_bf16_widened_error)
@@ -241,30 +256,50 @@ void widened_thread_slabs(bool trans_a, bool trans_b, int M, int N, int K, const
 
 }  // namespace
 
-void gemm_bf16_widened(bool trans_a, bool trans_b, int M, int N, int K, const uint16_t* A, int lda,
-                       const uint16_t* B, int ldb, bool accumulate, void* C, DType c_dtype, int ldc,
-                       const float* bias, int64_t block_elems, Bf16WidenThreads threads) {
+void gemm_bf16_widened(bool trans_a, bool trans_b, int M, int N, int K, Bf16Operand A, Bf16Operand B,
+                       bool accumulate, void* C, DType c_dtype, int ldc, const float* bias, int64_t block_elems,
+                       Bf16WidenThreads threads) {
   if (c_dtype != DType::F32 && c_dtype != DType::BF16)
     throw Error(std::string("gemm_bf16: no bf16 product into ") + dtype_name(c_dtype));
   if (M <= 0 || N <= 0) return;
+  Src a{A.widened != nullptr ? nullptr : A.p, A.widened, A.ld}, b{B.widened != nullptr ? nullptr : B.p, B.widened, B.ld};
+  // A bf16 operand small enough is widened whole, once, by the team (kBf16WidenWholeElems says why); a larger one
+  // (the LM head's logits and their gradient, a vocabulary's embedding) is widened block by block where it is used.
+  WidenScratch& s = widen_scratch();
+  const int64_t whole_limit = block_elems > 0 ? block_elems : kBf16WidenWholeElems;
+  if (a.h != nullptr && (int64_t)M * K <= whole_limit && K > 0)
+    a = {nullptr, widen_block(a, trans_a, 0, M, 0, K, s.whole_a, true).p, trans_a ? M : K};
+  if (b.h != nullptr && (int64_t)K * N <= whole_limit && K > 0)
+    b = {nullptr, widen_block(b, trans_b, 0, K, 0, N, s.whole_b, true).p, trans_b ? K : N};
+  if (a.f != nullptr && b.f != nullptr && c_dtype == DType::F32 && K > 0) {
+    // Nothing left to widen or round: one fp32 product, with gemm()'s own threading (the bias written first).
+    const WideBlock c = start_wide_block(C, c_dtype, ldc, accumulate, bias, 0, M, 0, N, s.c, true);
+    gemm(trans_a, trans_b, M, N, K, a.f, a.ld, b.f, b.ld, c.beta, c.p, c.ld);
+    return;
+  }
   // Where gemm() gives large products to oneDNN (AVX-512F), the team's blocks keep them there; OpenBLAS runs as
   // fast on a thread's slab as on the whole product, without the barriers.
   if (threads == Bf16WidenThreads::AUTO)
     threads = fp32_gemm_uses_onednn() ? Bf16WidenThreads::TEAM : Bf16WidenThreads::SLABS;
   if (threads == Bf16WidenThreads::TEAM)
-    widened_team_blocks(trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, c_dtype, ldc, bias,
+    widened_team_blocks(trans_a, trans_b, M, N, K, a, b, accumulate, C, c_dtype, ldc, bias,
                         block_elems > 0 ? block_elems : kBf16WidenTeamBlockElems);
   else
-    widened_thread_slabs(trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, c_dtype, ldc, bias,
+    widened_thread_slabs(trans_a, trans_b, M, N, K, a, b, accumulate, C, c_dtype, ldc, bias,
                          block_elems > 0 ? block_elems : kBf16WidenSlabBlockElems);
+}
+
+void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, Bf16Operand A, Bf16Operand B, bool accumulate,
+               void* C, DType c_dtype, int ldc, const float* bias) {
+  if (bf16_gemm_choice().path == Bf16GemmChoice::NATIVE)
+    gemm_bf16_onednn(trans_a, trans_b, M, N, K, A.p, A.ld, B.p, B.ld, accumulate, C, c_dtype, ldc, bias);
+  else
+    gemm_bf16_widened(trans_a, trans_b, M, N, K, A, B, accumulate, C, c_dtype, ldc, bias);
 }
 
 void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B,
                int ldb, bool accumulate, void* C, DType c_dtype, int ldc, const float* bias) {
-  if (bf16_gemm_choice().path == Bf16GemmChoice::NATIVE)
-    gemm_bf16_onednn(trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, c_dtype, ldc, bias);
-  else
-    gemm_bf16_widened(trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, c_dtype, ldc, bias);
+  gemm_bf16(trans_a, trans_b, M, N, K, Bf16Operand{A, lda}, Bf16Operand{B, ldb}, accumulate, C, c_dtype, ldc, bias);
 }
 
 }  // namespace lmforge::kernels::cpu

@@ -1,12 +1,16 @@
-// defines: tests of the f16 linear layer (kernels/cpu/linear_f16.cpp) on products wide enough to be split into
-//          column blocks: every f16 result is the f16 rounding, once, of its exact value (bias and accumulated old
-//          value included), fp32 results are exact; both weight layouts, fp32 and f16 weight gradients
+// defines: tests of the CPU linear layer on f16 and bf16 storage (kernels/cpu/linear_cpu.cpp) on products wide
+//          enough to be split into column blocks (f16's, and bf16's backward with widened products): every f16 /
+//          bf16 result is the rounding, once, of its exact value (bias and accumulated old value included), fp32
+//          results are exact; both weight layouts, fp32 and low-precision weight gradients, bf16 weights with and
+//          without their fp32 mirror (Tensor::widened)
 //
 // Exact references: the operands are multiples of 2^-3 (2^-6 for bias and old values) with few significant bits,
 // so every product is a multiple of 2^-6, and a sum of them in any order and blocking is exact in fp32 as long as
 // the sum of the terms' magnitudes stays below 2^18 (24 bits); the test checks that bound for every result. The
 // kernel's fp32 accumulation is then exact, and its only rounding is the final one to f16, which the test
-// reproduces with the compiler's _Float16 (or the CPU's F16C conversion), independent of the kernel's code.
+// reproduces with the compiler's _Float16 (or the CPU's F16C conversion), independent of the kernel's code; bf16's
+// with frexp/nearbyint in double (8 significant bits, ties to even). For bf16 the grids keep within 8 significant
+// bits (|k| <= 255) so that the operands are bf16 numbers.
 #include <gtest/gtest.h>
 #include <immintrin.h>
 
@@ -16,6 +20,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/linear_cpu.h"
 #include "kernels/ops.h"
 
@@ -31,6 +36,16 @@ float f16_round(float x) {
 #endif
 }
 
+// fp32 → nearest-even bfloat16 (8 significant bits) → fp32, in double arithmetic (no overflow in these tests).
+float bf16_round(float x) {
+  if (x == 0.0f) return x;
+  int e;
+  const double m = std::frexp((double)x, &e);  // |m| in [0.5, 1): 8 significant bits are m·2^8
+  return (float)std::ldexp(std::nearbyint(std::ldexp(m, 8)), e - 8);
+}
+
+float round_to(DType dtype, float x) { return dtype == DType::BF16 ? bf16_round(x) : f16_round(x); }
+
 // n values k·scale with k uniform in [-kmax, kmax] (exact in f16 for kmax < 2048).
 std::vector<float> grid(size_t n, int kmax, float scale, unsigned seed) {
   std::mt19937 rng(seed);
@@ -40,7 +55,7 @@ std::vector<float> grid(size_t n, int kmax, float scale, unsigned seed) {
   return v;
 }
 
-// Host values into a new buffer of `dtype` (through copy(): exact, the values are f16 numbers) and back.
+// Host values into a new buffer of `dtype` (through copy(): exact, the values are f16 / bf16 numbers) and back.
 Buffer upload(const std::vector<float>& v, DType dtype) {
   Backend& be = cpu_backend();
   Buffer f(be, DType::F32, v.size()), out(be, dtype, v.size());
@@ -58,29 +73,36 @@ struct Shape {
   int64_t N, IC, OC;
 };
 
-// N·OC just above one block: two column blocks, the second 16 columns wide.
-Shape two_blocks() {
-  const int64_t N = 4096, IC = 4;
-  const int64_t OC = cpu::kLinearF16BlockElems / N + 16;
+// f16: N·OC just above one block: two column blocks, the second 16 columns wide. bf16: N·OC just above what the
+// widened path widens whole, so that its backward takes column blocks (kLinearWideBf16BlockElems: five, the last
+// 16 columns wide).
+Shape blocks_shape(DType dtype) {
+  const int64_t N = dtype == DType::BF16 ? 1024 : 4096, IC = 4;
+  const int64_t OC = (dtype == DType::BF16 ? cpu::kBf16WidenWholeElems : cpu::kLinearF16BlockElems) / N + 16;
   return {N, IC, OC};
 }
 
-void check_layer(WeightLayout layout, DType dweight_dtype) {
-  const Shape s = two_blocks();
+// `mirror`: a bf16 weight comes with its fp32 mirror (what the parameter store gives where products are widened).
+void check_layer(DType dtype, WeightLayout layout, DType dweight_dtype, bool mirror = false) {
+  const Shape s = blocks_shape(dtype);
   const int64_t N = s.N, IC = s.IC, OC = s.OC;
-  ASSERT_GT(N * OC, cpu::kLinearF16BlockElems) << "the case must cross a block boundary";
+  ASSERT_GT(N * OC, dtype == DType::BF16 ? cpu::kBf16WidenWholeElems : cpu::kLinearF16BlockElems)
+      << "the case must cross a block boundary";
+  ASSERT_GT(N * OC, 4 * cpu::kLinearWideBf16BlockElems);
+  const int big = dtype == DType::BF16 ? 255 : 1000;  // bias and old values: f16 / bf16 numbers
   const bool out_in = layout == WeightLayout::OUT_IN;
   auto W = [&](const std::vector<float>& w, int64_t o, int64_t i) {
     return (double)w[(size_t)(out_in ? o * IC + i : i * OC + o)];
   };
   const std::vector<float> x = grid((size_t)(N * IC), 127, 0.125f, 1), w = grid((size_t)(IC * OC), 31, 0.125f, 2),
-                           b = grid((size_t)OC, 1000, 1.0f / 64, 3), dy = grid((size_t)(N * OC), 31, 0.125f, 4),
-                           dx0 = grid((size_t)(N * IC), 1000, 1.0f / 64, 5),
-                           dw0 = grid((size_t)(IC * OC), 1000, 1.0f / 64, 6);
-  const Buffer xb = upload(x, DType::F16), wb = upload(w, DType::F16), bb = upload(b, DType::F16),
-               dyb = upload(dy, DType::F16), dxb = upload(dx0, DType::F16), dwb = upload(dw0, dweight_dtype);
-  Buffer yb(cpu_backend(), DType::F16, (size_t)(N * OC)), dbb = upload(std::vector<float>((size_t)OC, 0.0f), DType::F32);
-  const Tensor wt = out_in ? wb.view({OC, IC}) : wb.view({IC, OC});
+                           b = grid((size_t)OC, big, 1.0f / 64, 3), dy = grid((size_t)(N * OC), 31, 0.125f, 4),
+                           dx0 = grid((size_t)(N * IC), big, 1.0f / 64, 5),
+                           dw0 = grid((size_t)(IC * OC), big, 1.0f / 64, 6);
+  const Buffer xb = upload(x, dtype), wb = upload(w, dtype), bb = upload(b, dtype), dyb = upload(dy, dtype),
+               dxb = upload(dx0, dtype), dwb = upload(dw0, dweight_dtype);
+  Buffer yb(cpu_backend(), dtype, (size_t)(N * OC)), dbb = upload(std::vector<float>((size_t)OC, 0.0f), DType::F32);
+  Tensor wt = out_in ? wb.view({OC, IC}) : wb.view({IC, OC});
+  if (mirror) wt.widened = w.data();  // w holds the weight's bf16 numbers as floats
   const Tensor dwt = out_in ? dwb.view({OC, IC}) : dwb.view({IC, OC});
 
   linear_forward(yb.view({N, OC}), xb.view({N, IC}), wt, bb.view({OC}), layout);
@@ -91,11 +113,12 @@ void check_layer(WeightLayout layout, DType dweight_dtype) {
     for (int64_t o = 0; o < OC; o++) {
       double exact = b[(size_t)o];
       for (int64_t i = 0; i < IC; i++) exact += (double)x[(size_t)(n * IC + i)] * W(w, o, i);
-      const float want = f16_round((float)exact);
+      const float want = round_to(dtype, (float)exact);
       ASSERT_EQ(y[(size_t)(n * OC + o)], want) << "out[" << n << "," << o << "] exact " << exact;
       rounded += want != exact;
     }
-  // Real f16 storage: outputs above 32 in magnitude, where f16's step is 2^-5 or coarser, are mostly rounded.
+  // Real low-precision storage: f16 outputs above 32 in magnitude (f16's step is 2^-5 or coarser there) and bf16
+  // outputs with more than 8 significant bits are rounded.
   EXPECT_GT(rounded, (size_t)(N * OC / 20));
 
   linear_backward(dxb.view({N, IC}), dwt, dbb.view({OC}), dyb.view({N, OC}), xb.view({N, IC}), wt, layout);
@@ -109,10 +132,11 @@ void check_layer(WeightLayout layout, DType dweight_dtype) {
         exact += t, magnitude += std::fabs(t);
       }
       ASSERT_LT(magnitude, kExactBelow);
-      ASSERT_EQ(dx[(size_t)(n * IC + i)], f16_round((float)exact)) << "dinp[" << n << "," << i << "]";
-      dx_rounded += f16_round((float)exact) != exact;
+      ASSERT_EQ(dx[(size_t)(n * IC + i)], round_to(dtype, (float)exact)) << "dinp[" << n << "," << i << "]";
+      dx_rounded += round_to(dtype, (float)exact) != exact;
     }
-  EXPECT_GT(dx_rounded, (size_t)(N * IC / 2)) << "sums over " << OC << " columns are mostly not f16 numbers";
+  EXPECT_GT(dx_rounded, (size_t)(N * IC / 2)) << "sums over " << OC << " columns are mostly not " << dtype_name(dtype)
+                                              << " numbers";
   std::vector<double> dw_exact((size_t)(IC * OC)), dw_magnitude((size_t)(IC * OC));
   for (int64_t n = 0; n < N; n++)
     for (int64_t o = 0; o < OC; o++) {
@@ -126,7 +150,7 @@ void check_layer(WeightLayout layout, DType dweight_dtype) {
   for (size_t k = 0; k < dw_exact.size(); k++) {
     ASSERT_LT(dw_magnitude[k] + std::fabs(dw0[k]), kExactBelow);
     const float exact = (float)(dw0[k] + dw_exact[k]);  // exact in fp32 (see the top)
-    ASSERT_EQ(dw[k], dweight_dtype == DType::F16 ? f16_round(exact) : exact) << "dweight[" << k << "]";
+    ASSERT_EQ(dw[k], dweight_dtype == DType::F32 ? exact : round_to(dweight_dtype, exact)) << "dweight[" << k << "]";
   }
   for (int64_t o = 0; o < OC; o++) {
     double exact = 0;
@@ -135,10 +159,26 @@ void check_layer(WeightLayout layout, DType dweight_dtype) {
   }
 }
 
-TEST(LinearF16, OutInBlocksRoundOnceWithFp32MainGradients) { check_layer(WeightLayout::OUT_IN, DType::F32); }
-TEST(LinearF16, InOutBlocksRoundOnceWithFp32MainGradients) { check_layer(WeightLayout::IN_OUT, DType::F32); }
-TEST(LinearF16, OutInBlocksWithF16WeightGradients) { check_layer(WeightLayout::OUT_IN, DType::F16); }
-TEST(LinearF16, InOutBlocksWithF16WeightGradients) { check_layer(WeightLayout::IN_OUT, DType::F16); }
+TEST(LinearF16, OutInBlocksRoundOnceWithFp32MainGradients) {
+  check_layer(DType::F16, WeightLayout::OUT_IN, DType::F32);
+}
+TEST(LinearF16, InOutBlocksRoundOnceWithFp32MainGradients) {
+  check_layer(DType::F16, WeightLayout::IN_OUT, DType::F32);
+}
+TEST(LinearF16, OutInBlocksWithF16WeightGradients) { check_layer(DType::F16, WeightLayout::OUT_IN, DType::F16); }
+TEST(LinearF16, InOutBlocksWithF16WeightGradients) { check_layer(DType::F16, WeightLayout::IN_OUT, DType::F16); }
+
+// bf16: the widened path where the CPU has no AVX512-BF16/AMX (and under tests/CMakeLists.txt's
+// KernelsLinearBf16Widened everywhere), else oneDNN's bf16 matmul; the results are the same exact roundings.
+TEST(LinearBf16, OutInRoundsOnceWithFp32MainGradients) { check_layer(DType::BF16, WeightLayout::OUT_IN, DType::F32); }
+TEST(LinearBf16, InOutRoundsOnceWithFp32MainGradients) { check_layer(DType::BF16, WeightLayout::IN_OUT, DType::F32); }
+TEST(LinearBf16, OutInWithBf16WeightGradients) { check_layer(DType::BF16, WeightLayout::OUT_IN, DType::BF16); }
+TEST(LinearBf16, OutInWithTheWeightsFp32Mirror) {
+  check_layer(DType::BF16, WeightLayout::OUT_IN, DType::F32, true);
+}
+TEST(LinearBf16, InOutWithTheWeightsFp32Mirror) {
+  check_layer(DType::BF16, WeightLayout::IN_OUT, DType::F32, true);
+}
 
 // An fp32 output of f16 inputs (the op's dtype is f16; the result is written in place, bias first): exact.
 TEST(LinearF16, Fp32OutputOfF16Inputs) {
