@@ -103,23 +103,6 @@ std::vector<float> run(const GemmCase& c, const Operands& o, GemmPath path) {
   return out;
 }
 
-// The widened path with the case's block size.
-std::vector<float> run_widened(const GemmCase& c, const Operands& o) {
-  std::vector<float> out = o.c_old;
-  std::vector<uint16_t> cb;
-  void* C = out.data();
-  if (c.c_dtype == DType::BF16) {
-    cb.resize(out.size());
-    for (size_t i = 0; i < cb.size(); i++) cb[i] = f32_to_bf16(o.c_old[i]);
-    C = cb.data();
-  }
-  gemm_bf16_widened(c.ta, c.tb, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb, c.accumulate, C, c.c_dtype,
-                    o.ldc, c.bias ? o.bias.data() : nullptr, c.block_elems, c.threads);
-  if (c.c_dtype == DType::BF16)
-    for (size_t i = 0; i < cb.size(); i++) out[i] = bf16_to_f32(cb[i]);
-  return out;
-}
-
 // The widened path given fp32 mirrors of A and/or B (Bf16Operand::widened: the same values, layout and strides);
 // `mirror_scale` multiplies the mirrors' values, to see which operand the path took.
 std::vector<float> run_mirrored(const GemmCase& c, const Operands& o, bool mirror_a, bool mirror_b,
@@ -143,6 +126,9 @@ std::vector<float> run_mirrored(const GemmCase& c, const Operands& o, bool mirro
     for (size_t i = 0; i < cb.size(); i++) out[i] = bf16_to_f32(cb[i]);
   return out;
 }
+
+// The widened path with the case's block size (no mirrors).
+std::vector<float> run_widened(const GemmCase& c, const Operands& o) { return run_mirrored(c, o, false, false); }
 
 // The exact result of the bf16 numbers in float64 and the allowed deviation of an fp32-accumulated (and, for a
 // bf16 C, rounded) result from it, per element of [M, N].
