@@ -255,6 +255,8 @@ void copy(const Tensor& dst, const Tensor& src) {
   const Checked c = check(Op::COPY, dst, {&src});
   need(dst.rows() == src.rows() && dst.dim(-1) == src.dim(-1), Op::COPY,
        "shapes " + dst.describe() + " and " + src.describe());
+  need(dst.widened == nullptr || dst.dtype == DType::BF16, Op::COPY,
+       "an fp32 mirror on a " + dst.describe() + " destination (mirrors are for bf16)");
   kernel<Kernel::COPY>(c)(dst, src);
 }
 

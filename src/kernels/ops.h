@@ -170,7 +170,9 @@ void attention_decode_forward(const Tensor& out, const Tensor& scratch, const Te
                               const Tensor& vcache, int len, int heads);
 
 // ---- copy (e.g. a position's k and v into the cache) ------------------------------------------------------------
-// dst = src, equal shapes; either may be strided.
+// dst = src, equal shapes; either may be strided. A BF16 dst with an fp32 mirror (Tensor::widened, which only a
+// backend that wants_widened_bf16_weights() is given) gets its mirror written too: the exact widening of the
+// rounded values.
 void copy(const Tensor& dst, const Tensor& src);
 
 // ---- softmax cross-entropy over (a shard of) the vocabulary -----------------------------------------------------

@@ -73,16 +73,11 @@ void ParameterStore::sync_compute_copy() {
     kernels::copy(working, values);  // the copy op rounds to nearest even
     return;
   }
-  // With the fp32 mirror: piece by piece, each rounded piece widened while it is still in cache (rather than
-  // re-read from memory by a second pass over the whole copy). The widening is exact.
+  // With the fp32 mirror: the copy op writes it in the same pass (the exact widening of the rounded values).
   widened_.resize(backend_, kernels::DType::F32, (size_t)n);
-  const kernels::Tensor widened = kernels::make_view(widened_.f32(), {n}, backend_.device());
-  constexpr int64_t kPiece = int64_t(1) << 18;  // 512 KB of bf16
-  for (int64_t begin = 0; begin < n; begin += kPiece) {
-    const int64_t count = std::min(kPiece, n - begin);
-    kernels::copy(working.slice0(begin, count), values.slice0(begin, count));
-    kernels::copy(widened.slice0(begin, count), working.slice0(begin, count));
-  }
+  kernels::Tensor mirrored = working;
+  mirrored.widened = widened_.f32();
+  kernels::copy(mirrored, values);
 }
 kernels::Tensor ParameterStore::grad(size_t i) const { return view(grads_, i); }
 

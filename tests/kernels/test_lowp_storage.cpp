@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 #include <immintrin.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -55,21 +57,21 @@ TEST(LowPrecisionStorage, F16RoundsToNearestEvenAndOverflowsToInf) {
   EXPECT_EQ(back.f32()[5], 65504.0f) << "65519 rounds down to the largest half";
 }
 
-TEST(LowPrecisionStorage, Bf16RoundsToNearestEvenAndKeepsNan) {
+// The interesting values with two NaNs last: a quiet one and one whose payload would round into inf.
+std::vector<float> bf16_values() {
   std::vector<float> v = interesting_values();
   v.push_back(std::numeric_limits<float>::quiet_NaN());
-  v.push_back(std::bit_cast<float>(0x7F800001u));  // a NaN whose payload would round into inf
-  const int64_t n = (int64_t)v.size();
-  Backend& be = cpu_backend();
-  Buffer src(be, DType::F32, v.size()), b16(be, DType::BF16, v.size()), back(be, DType::F32, v.size());
-  std::memcpy(src.f32(), v.data(), v.size() * 4);
-  copy(b16.view({n}), src.view({n}));
-  copy(back.view({n}), b16.view({n}));
+  v.push_back(std::bit_cast<float>(0x7F800001u));
+  return v;
+}
+
+// got[i] (as fp32) is v[i] rounded to the nearest bf16, ties to even, for every i; the two last (NaN) stay NaN.
+void expect_bf16_rounding(const std::vector<float>& v, const float* got, const char* what) {
   for (size_t i = 0; i + 2 < v.size(); i++) {
     // Nearest even by exact arithmetic: the two bf16 neighbours of v and the one closer (ties: even mantissa).
     const uint32_t u = std::bit_cast<uint32_t>(v[i]);
     if (std::isinf(v[i])) {
-      ASSERT_EQ(back.f32()[i], v[i]);
+      ASSERT_EQ(got[i], v[i]) << what;
       continue;
     }
     const float lo = std::bit_cast<float>(u & 0xFFFF0000u), hi = std::bit_cast<float>((u & 0xFFFF0000u) + 0x10000u);
@@ -77,10 +79,65 @@ TEST(LowPrecisionStorage, Bf16RoundsToNearestEvenAndKeepsNan) {
     const double dhi_value = std::isinf(hi) ? std::ldexp(std::copysign(1.0, v[i]), 128) : (double)hi;
     const double dlo = std::fabs((double)v[i] - lo), dhi = std::fabs(dhi_value - v[i]);
     const float want = dlo < dhi ? lo : dhi < dlo ? hi : (((u >> 16) & 1u) ? hi : lo);
-    ASSERT_EQ(back.f32()[i], want) << "value " << v[i];
+    ASSERT_EQ(got[i], want) << what << ": value " << v[i] << " at " << i;
   }
-  EXPECT_TRUE(std::isnan(back.f32()[v.size() - 2]));
-  EXPECT_TRUE(std::isnan(back.f32()[v.size() - 1]));
+  EXPECT_TRUE(std::isnan(got[v.size() - 2])) << what;
+  EXPECT_TRUE(std::isnan(got[v.size() - 1])) << what;
+}
+
+TEST(LowPrecisionStorage, Bf16RoundsToNearestEvenAndKeepsNan) {
+  const std::vector<float> v = bf16_values();
+  const int64_t n = (int64_t)v.size();
+  Backend& be = cpu_backend();
+  Buffer src(be, DType::F32, v.size()), b16(be, DType::BF16, v.size()), back(be, DType::F32, v.size());
+  std::memcpy(src.f32(), v.data(), v.size() * 4);
+  copy(b16.view({n}), src.view({n}));
+  copy(back.view({n}), b16.view({n}));
+  expect_bf16_rounding(v, back.f32(), "bf16");
+}
+
+// A bf16 destination with an fp32 mirror (Tensor::widened, the parameter store's working weights where products
+// are widened): the values round as without one, and the mirror holds exactly their widening — from fp32 in one
+// pass (aligned streaming stores with unaligned heads and tails: views starting at several offsets) and from any
+// other copy after it.
+TEST(LowPrecisionStorage, Bf16CopyWithAMirrorWritesItsExactWidening) {
+  const std::vector<float> whole = bf16_values();
+  Backend& be = cpu_backend();
+  for (int64_t offset : {0, 3, 16, 29}) {
+    const std::vector<float> v(whole.begin() + offset, whole.end());
+    const int64_t n = (int64_t)v.size(), total = (int64_t)whole.size();
+    Buffer src(be, DType::F32, whole.size()), b16(be, DType::BF16, whole.size()), mirror(be, DType::F32, whole.size());
+    std::memcpy(src.f32(), whole.data(), whole.size() * 4);
+    for (int64_t i = 0; i < total; i++) mirror.f32()[i] = -7.0f;  // outside the view: must stay
+    Tensor dst = b16.view({total});
+    dst.widened = mirror.f32();
+    copy(dst.slice0(offset, n), src.view({total}).slice0(offset, n));
+    std::vector<float> values(v.size());
+    const uint16_t* bits = static_cast<const uint16_t*>(b16.data()) + offset;
+    for (size_t i = 0; i < v.size(); i++) values[i] = std::bit_cast<float>((uint32_t)bits[i] << 16);
+    const std::string what = "offset " + std::to_string(offset);
+    expect_bf16_rounding(v, values.data(), what.c_str());
+    for (int64_t i = 0; i < n; i++)
+      ASSERT_EQ(std::bit_cast<uint32_t>(mirror.f32()[offset + i]), std::bit_cast<uint32_t>(values[(size_t)i]))
+          << what << " at " << i;
+    for (int64_t i = 0; i < offset; i++) ASSERT_EQ(mirror.f32()[i], -7.0f) << what;
+
+    // bf16 → bf16 (the values' bytes), strided rows: the mirror follows.
+    Buffer other(be, DType::BF16, whole.size());
+    copy(other.view({total}), b16.view({total}));
+    for (int64_t i = 0; i < total; i++) mirror.f32()[i] = -7.0f;
+    const int64_t rows = total / 8;
+    Tensor strided = b16.view({rows, 8}), from = other.view({rows, 8});
+    strided.shape[1] = from.shape[1] = 5, strided.row_stride = from.row_stride = 8;
+    strided.widened = mirror.f32();
+    copy(strided, from);
+    const uint16_t* all = static_cast<const uint16_t*>(b16.data());
+    for (int64_t r = 0; r < rows; r++)
+      for (int64_t c = 0; c < 8; c++)
+        ASSERT_EQ(std::bit_cast<uint32_t>(mirror.f32()[r * 8 + c]),
+                  c < 5 ? (uint32_t)all[r * 8 + c] << 16 : std::bit_cast<uint32_t>(-7.0f))
+            << what << ": strided [" << r << "," << c << "]";  // (bits: the elements before `offset` may be NaN)
+  }
 }
 
 // This machine's figures depend on the bf16 instructions; the widened path is exercised wherever they are absent
