@@ -1,5 +1,7 @@
 // defines: the CPU pieces of the (vocabulary-parallel) softmax cross-entropy in fp32 and on bf16 / f16 logits
 //          (statistics in fp32), and their registration
+#include <immintrin.h>
+
 #include <cmath>
 
 #include "kernels/cpu/cpu_common.h"
@@ -112,12 +114,37 @@ inline float bf16_row_max(const uint16_t* r, int64_t V) {
   return maxv;
 }
 
+// Σexp(l − m) over a bf16 row: with AVX-512, each 16 logits are widened by intrinsics into one 16-float vector first, which the sum's loop then
+// reads whole: with the widening inside the loop, GCC 12 (tuning for the build machine: Zen 3's cost model on this
+// project's Zen 5 machines, Skylake-X's on Intel) split the exp into two 8-lane halves, and the statistics of bf16
+// logits took 1.4x the time of fp32 ones. Same lanes, same order, same bits. (GCC 12 warns that the intrinsics'
+// _mm512_undefined_epi32() operand "may be used uninitialized" once inlined into an OpenMP region: a false positive,
+// PR 105593.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 inline void bf16_row_sumexp(float* sumexp, float* target_logit, const uint16_t* r, float maxv, int32_t target,
                             int64_t col_offset, int64_t V) {
+#if defined(__AVX512F__)
+  float lane[kSumLanes] = {};
+  int64_t i = 0;
+  for (; i + kSumLanes <= V; i += kSumLanes) {
+    alignas(64) float x[kSumLanes];
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r + i));
+    _mm512_store_ps(x, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+#pragma omp simd
+    for (int j = 0; j < kSumLanes; j++) lane[j] += fast_exp(x[j] - maxv);
+  }
+  for (int j = 0; i + j < V; j++) lane[j] += fast_exp(bf16_to_f32(r[i + j]) - maxv);
+  for (int width = kSumLanes / 2; width >= 1; width /= 2)
+    for (int j = 0; j < width; j++) lane[j] += lane[j + width];
+  *sumexp = lane[0];
+#else
   *sumexp = lane_sum((int)V, [&](int v) { return fast_exp(bf16_to_f32(r[v]) - maxv); });
+#endif
   const int64_t t = (int64_t)target - col_offset;
   *target_logit = t >= 0 && t < V ? bf16_to_f32(r[t]) : 0.0f;
 }
+#pragma GCC diagnostic pop
 
 void crossentropy_row_max_lowp_rows(float* row_max, const Tensor& logits) {
   const Ref l(logits);
