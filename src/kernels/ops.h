@@ -46,8 +46,10 @@ bool op_supported(Op op, Device device, DType dtype);
 // fp32: the same inputs and fp32 accumulation. Chosen once per process.
 bool bf16_gemm_native();
 // That choice for the log: "<what runs the products> (<why>)", e.g. "fp32 products of widened bf16 operands (this
-// CPU has no AVX512-BF16/AMX)".
+// CPU has no AVX512-BF16/AMX); " followed by kWidenedWeightsNote (the memory the weights' fp32 mirror takes:
+// Backend::wants_widened_bf16_weights()).
 std::string bf16_gemm_cpu_path();
+extern const char* const kWidenedWeightsNote;
 
 // ---- embedding lookup (vocabulary-parallel) ---------------------------------------------------------------------
 // out[n,:] = table[ids[n] − row_offset, :] when row_offset <= ids[n] < row_offset + R, else 0;

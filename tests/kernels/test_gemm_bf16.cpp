@@ -333,8 +333,9 @@ TEST(Bf16GemmChoice, TheProcessChoiceIsThisCpusAndTheLogSaysIt) {
   EXPECT_EQ(bf16_gemm_choice().why, want.why);
   EXPECT_EQ(bf16_gemm_native(), want.path == Bf16GemmChoice::NATIVE);
   const std::string log = bf16_gemm_cpu_path();
-  EXPECT_EQ(log, (want.path == Bf16GemmChoice::NATIVE ? "oneDNN's bf16 matmul (" :
-                                                        "fp32 products of widened bf16 operands (") + want.why + ")");
+  EXPECT_EQ(log, want.path == Bf16GemmChoice::NATIVE
+                     ? "oneDNN's bf16 matmul (" + want.why + ")"
+                     : "fp32 products of widened bf16 operands (" + want.why + "); " + kWidenedWeightsNote);
   if (env != nullptr && std::string(env) == "widen") {
     EXPECT_FALSE(bf16_gemm_native());
   }

@@ -414,13 +414,14 @@ void register_linear(KernelTable& t) {
 
 namespace lmforge::kernels {
 
+const char* const kWidenedWeightsNote = "the weights widened once a step into an fp32 mirror, 4 more bytes a parameter";
+
 bool bf16_gemm_native() { return cpu::bf16_gemm_choice().path == cpu::Bf16GemmChoice::NATIVE; }
 
 std::string bf16_gemm_cpu_path() {
   const cpu::Bf16GemmChoice& c = cpu::bf16_gemm_choice();
-  return std::string(c.path == cpu::Bf16GemmChoice::NATIVE ? "oneDNN's bf16 matmul"
-                                                           : "fp32 products of widened bf16 operands") +
-         " (" + c.why + ")";
+  if (c.path == cpu::Bf16GemmChoice::NATIVE) return "oneDNN's bf16 matmul (" + c.why + ")";
+  return "fp32 products of widened bf16 operands (" + c.why + "); " + kWidenedWeightsNote;
 }
 
 }  // namespace lmforge::kernels
