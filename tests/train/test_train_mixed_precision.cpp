@@ -79,8 +79,9 @@ Flags twenty(Flags flags) {
   flags["--eval-interval"] = "10";
   return flags;
 }
-TrainRun train20(const TempDir& dir, const std::string& name, int np, const Flags& overrides = {}) {
-  return train(dir, name, np, twenty(overrides));
+TrainRun train20(const TempDir& dir, const std::string& name, int np, const Flags& overrides = {},
+                 const std::string& launcher = "") {
+  return train(dir, name, np, twenty(overrides), launcher);
 }
 
 // One fp32 run shared by the tests (20 iterations, dropout 0.1).
@@ -127,6 +128,29 @@ TEST_F(MixedPrecisionRuns, Bf16TracksFp32) {
             std::string::npos)
       << bf16.output;
   expect_tracks(bf16, *fp32_, 1e-3, "bf16");
+}
+
+// The other CPU path of the bf16 products, forced: fp32 products of widened operands (with the weights' fp32
+// mirror) where this CPU has native bf16 products, else oneDNN's (which it has wherever it has AVX-512). Both
+// track fp32 within bf16's bound, and they agree with each other as closely (the order of the fp32 sums differs).
+TEST_F(MixedPrecisionRuns, Bf16BothProductPathsTrackFp32) {
+  const bool native = lmforge::kernels::bf16_gemm_native();
+  const TrainRun plain = train20(*dir_, "bf16-plain", 0, {{"--bf16", ""}});
+  const TrainRun other = train20(*dir_, "bf16-other", 0, {{"--bf16", ""}},
+                                 std::string("env LMFORGE_CPU_BF16_GEMM=") + (native ? "widen " : "native "));
+  if (!native && other.status != 0 && other.output.find("bf16") != std::string::npos &&
+      other.output.find("AVX-512") != std::string::npos)
+    GTEST_SKIP() << "no native bf16 matmul on this CPU: " << other.output.substr(0, 400);
+  const TrainRun& widened = native ? other : plain;
+  EXPECT_NE(widened.output.find(std::string("fp32 products of widened bf16 operands")), std::string::npos)
+      << widened.output;
+  EXPECT_NE(widened.output.find(lmforge::kernels::kWidenedWeightsNote), std::string::npos) << widened.output;
+  expect_tracks(plain, *fp32_, 1e-3, "bf16");
+  expect_tracks(other, *fp32_, 1e-3, native ? "bf16, widened products" : "bf16, native products");
+  ASSERT_EQ(plain.loss.size(), other.loss.size());
+  const double d = max_relative_difference(other.loss, plain.loss);
+  std::printf("[ precision ] bf16 native against widened products: max relative loss difference %.3g\n", d);
+  EXPECT_LT(d, 1e-3);
 }
 
 // fp16 (11 significant bits) with a loss scale that never overflows here: closer to fp32 than bf16, no skips.
