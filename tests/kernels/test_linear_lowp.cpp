@@ -83,7 +83,11 @@ Shape blocks_shape(DType dtype) {
 }
 
 // `mirror`: a bf16 weight comes with its fp32 mirror (what the parameter store gives where products are widened).
-void check_layer(DType dtype, WeightLayout layout, DType dweight_dtype, bool mirror = false) {
+// `f32_dout`: the output gradient is fp32 (ELECTRA's generator head), each nonzero value 2^-12 off a bf16 number (a
+// grid value of at most 31/8, whose bf16 neighbours are at least 2^-8 away): a bf16
+// layer multiplies it rounded to bf16 (as oneDNN's bf16 matmul would), so the results are those of the bf16 grid
+// values, exactly; products of the unrounded values would not be.
+void check_layer(DType dtype, WeightLayout layout, DType dweight_dtype, bool mirror = false, bool f32_dout = false) {
   const Shape s = blocks_shape(dtype);
   const int64_t N = s.N, IC = s.IC, OC = s.OC;
   ASSERT_GT(N * OC, dtype == DType::BF16 ? cpu::kBf16WidenWholeElems : cpu::kLinearF16BlockElems)
@@ -98,8 +102,12 @@ void check_layer(DType dtype, WeightLayout layout, DType dweight_dtype, bool mir
                            b = grid((size_t)OC, big, 1.0f / 64, 3), dy = grid((size_t)(N * OC), 31, 0.125f, 4),
                            dx0 = grid((size_t)(N * IC), big, 1.0f / 64, 5),
                            dw0 = grid((size_t)(IC * OC), big, 1.0f / 64, 6);
-  const Buffer xb = upload(x, dtype), wb = upload(w, dtype), bb = upload(b, dtype), dyb = upload(dy, dtype),
-               dxb = upload(dx0, dtype), dwb = upload(dw0, dweight_dtype);
+  std::vector<float> dy_off = dy;
+  for (float& g : dy_off)
+    if (g != 0.0f) g += std::copysign(std::ldexp(1.0f, -12), g);  // (2^-12 alone would be a bf16 number)
+  const Buffer xb = upload(x, dtype), wb = upload(w, dtype), bb = upload(b, dtype),
+               dyb = f32_dout ? upload(dy_off, DType::F32) : upload(dy, dtype), dxb = upload(dx0, dtype),
+               dwb = upload(dw0, dweight_dtype);
   Buffer yb(cpu_backend(), dtype, (size_t)(N * OC)), dbb = upload(std::vector<float>((size_t)OC, 0.0f), DType::F32);
   Tensor wt = out_in ? wb.view({OC, IC}) : wb.view({IC, OC});
   if (mirror) wt.widened = w.data();  // w holds the weight's bf16 numbers as floats
@@ -152,9 +160,14 @@ void check_layer(DType dtype, WeightLayout layout, DType dweight_dtype, bool mir
     const float exact = (float)(dw0[k] + dw_exact[k]);  // exact in fp32 (see the top)
     ASSERT_EQ(dw[k], dweight_dtype == DType::F32 ? exact : round_to(dweight_dtype, exact)) << "dweight[" << k << "]";
   }
+  // The bias gradient sums the output gradient as it is stored (an fp32 one unrounded: it is no matrix product's
+  // operand); multiples of 2^-12 (2^-3 without the offsets) summing to under 2^12 (2^21) are exact in fp32.
+  const std::vector<float>& dy_stored = f32_dout ? dy_off : dy;
+  const double exact_below = f32_dout ? 4096.0 : 2097152.0;
   for (int64_t o = 0; o < OC; o++) {
-    double exact = 0;
-    for (int64_t n = 0; n < N; n++) exact += dy[(size_t)(n * OC + o)];
+    double exact = 0, magnitude = 0;
+    for (int64_t n = 0; n < N; n++) exact += dy_stored[(size_t)(n * OC + o)], magnitude += std::fabs(dy_stored[(size_t)(n * OC + o)]);
+    ASSERT_LT(magnitude, exact_below);
     ASSERT_EQ(db[(size_t)o], (float)exact) << "dbias[" << o << "]";
   }
 }
@@ -178,6 +191,9 @@ TEST(LinearBf16, OutInWithTheWeightsFp32Mirror) {
 }
 TEST(LinearBf16, InOutWithTheWeightsFp32Mirror) {
   check_layer(DType::BF16, WeightLayout::IN_OUT, DType::F32, true);
+}
+TEST(LinearBf16, Fp32OutputGradientIsRoundedToBf16) {
+  check_layer(DType::BF16, WeightLayout::OUT_IN, DType::F32, true, true);
 }
 
 // An fp32 output of f16 inputs (the op's dtype is f16; the result is written in place, bias first): exact.

@@ -381,7 +381,10 @@ void linear_forward_bf16(const Tensor& out, const Tensor& inp, const Tensor& wei
 void linear_backward_bf16(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                           const Tensor& inp, const Tensor& weight, WeightLayout layout) {
   const LinearDims d = linear_dims(inp, weight, layout);
-  if (bf16_gemm_choice().path != Bf16GemmChoice::NATIVE && (int64_t)d.N * d.OC > kBf16WidenWholeElems)
+  // (Only bf16 operands: the blocks would take an fp32 one, such as ELECTRA's generator logit gradient, as it is,
+  // where a bf16 layer multiplies it rounded to bf16; AsBF16 below rounds it.)
+  if (bf16_gemm_choice().path != Bf16GemmChoice::NATIVE && (int64_t)d.N * d.OC > kBf16WidenWholeElems &&
+      dout.dtype == DType::BF16 && inp.dtype == DType::BF16 && weight.dtype == DType::BF16)
     return linear_backward_blocks(dinp, dweight, dbias, dout, inp, weight, d.N, d.IC, d.OC, layout,
                                   kLinearWideBf16BlockElems);
   linear_backward_bf16_gemm(dinp, dweight, dbias, dout, inp, weight, d.N, d.IC, d.OC, layout);
