@@ -49,8 +49,11 @@ void run(const BenchConfig& bc, int steps, kernels::DType dtype) {
   gpt.set_compute_dtype(dtype);
   gpt.init_weights(1234);
   std::vector<optim::ParamSpan> spans;
-  for (const param::Parameter& t : gpt.tensors())
+  const kernels::Tensor working = gpt.working_copy();  // (bf16: AdamW writes it, as the trainer's does)
+  for (const param::Parameter& t : gpt.tensors()) {
     spans.push_back({t.name, gpt.params() + t.offset, gpt.grads() + t.offset, t.numel, t.weight_decay});
+    if (working.present()) spans.back().working = working.slice0((int64_t)t.offset, (int64_t)t.numel);
+  }
   optim::AdamW adam(spans, optim::AdamWConfig{0.9, 0.95, 1e-8});
   std::mt19937 rng(42);
   std::uniform_int_distribution<int> tok(0, bc.gpt.vocab_size - 1);
@@ -77,7 +80,7 @@ void run(const BenchConfig& bc, int steps, kernels::DType dtype) {
     }
     const auto tb = std::chrono::steady_clock::now();
     adam.step(1e-4, 0.1);
-    gpt.params_updated();  // the bf16 / fp16 working copy (nothing in fp32)
+    if (!adam.writes_working_copy()) gpt.params_updated();  // the bf16 / fp16 working copy (nothing in fp32)
     const auto t1 = std::chrono::steady_clock::now();
     const double c1 = cpu_seconds();
     if (s > 0) {

@@ -39,6 +39,7 @@ class FamilyModel : public Model, public PipelineStage {
     return true;
   }
   void params_updated() override { model_.params_updated(); }
+  kernels::Tensor working_params() const override { return model_.working_copy(); }
 
   // PipelineStage: Megatron's pre_process (reads the tokens) and post_process (computes the losses) stages.
   bool first_stage() const override { return model_.stage().pre_process; }

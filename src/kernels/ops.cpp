@@ -464,6 +464,15 @@ bool check_runs(Op op, MultiTensorList runs, Needs needs, size_t groups, Checked
         break;
     }
     if (rc.dtype != DType::F32) fail(op, "multi-tensor runs must be f32, got " + r.param.describe());
+    if (r.working.present()) {
+      if (op != Op::ADAMW || r.working.device != Device::CPU)
+        fail(op, "run " + std::to_string(k) + " has a working copy to write, which only AdamW on the CPU writes (" +
+                     r.working.describe() + ")");
+      if (r.working.dtype != DType::BF16 || !r.working.contiguous() || r.working.numel() != r.param.numel() ||
+          r.working.device != r.param.device)
+        fail(op, "run " + std::to_string(k) + "'s working copy " + r.working.describe() +
+                     " is not a contiguous bf16 view of its " + std::to_string(r.param.numel()) + " elements");
+    }
     if (r.group >= groups)
       fail(op, "run " + std::to_string(k) + " names group " + std::to_string(r.group) + " of " +
                    std::to_string(groups));

@@ -268,8 +268,14 @@ void round_to_f16_storage(const Tensor& x);
 // One run of elements: contiguous f32 views of equal numel on one device. AdamW and LAMB: m = exp_avg,
 // v = exp_avg_sq; SGD: m = the momentum buffer (absent without momentum), v absent; lamb_apply_multi ignores grad.
 // group: the index of the run's scalars (AdamW, SGD) or of its whole tensor (LAMB: LambTensor, sums, rates).
+// working (AdamW on the CPU only; absent elsewhere): a contiguous BF16 view of as many elements, the run's part of
+// the model's low-precision working copy (layers::ParameterStore), which the update then also writes: the new
+// parameters rounded to bf16, and their widening into its fp32 mirror when it has one (Tensor::widened) — what the
+// store's sync after the step would copy, written while the parameters are in registers instead of by a second
+// pass over memory.
 struct MultiTensorItem {
   Tensor param, grad, m, v;
+  Tensor working;
   uint32_t group = 0;
 };
 struct MultiTensorList {

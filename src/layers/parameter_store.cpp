@@ -61,6 +61,14 @@ kernels::Tensor ParameterStore::compute_value(size_t i) const {
   return t;
 }
 
+kernels::Tensor ParameterStore::working_copy() const {
+  if (compute_dtype_ != kernels::DType::BF16 || working_.data() == nullptr) return {};
+  kernels::Tensor t =
+      kernels::make_view(working_.data(), compute_dtype_, {(int64_t)table_.local_numel()}, backend_.device());
+  if (widened_.data() != nullptr) t.widened = widened_.f32();
+  return t;
+}
+
 void ParameterStore::sync_compute_copy() {
   if (compute_dtype_ == kernels::DType::F32 || !allocated()) return;
   const int64_t n = (int64_t)table_.local_numel();

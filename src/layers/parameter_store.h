@@ -51,6 +51,10 @@ class ParameterStore {
   kernels::DType activation_dtype() const { return compute_dtype_; }
   kernels::Tensor compute_value(size_t i) const;
   void sync_compute_copy();
+  // The whole bf16 working copy as one flat view in values()' order, with its fp32 mirror (Tensor::widened) where
+  // the store keeps one, for an optimizer that writes it in its own pass (optim::ParamSpan::working); empty unless
+  // the compute dtype is BF16.
+  kernels::Tensor working_copy() const;
   float* grads() const { return grads_.f32(); }
   size_t local_numel() const { return table_.local_numel(); }
   void zero_grads();

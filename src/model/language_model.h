@@ -107,6 +107,9 @@ class LanguageModel {
   kernels::DType compute_dtype() const { return store_.compute_dtype(); }
   // After params() changed (an optimizer step, a load): refresh the working copy (nothing in fp32).
   void params_updated() { store_.sync_compute_copy(); }
+  // The bf16 working copy as one flat view (with its fp32 mirror where the store keeps one) for an optimizer to
+  // write in its own pass; empty outside bf16 (layers::ParameterStore::working_copy()).
+  kernels::Tensor working_copy() const { return store_.working_copy(); }
   size_t num_parameters() const { return store_.local_numel(); }  // on this rank
   float* params() { return store_.values(); }
   const float* params() const { return store_.values(); }

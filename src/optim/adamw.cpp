@@ -40,6 +40,7 @@ AdamW::AdamW(std::vector<ParamSpan> params, AdamWConfig config, size_t shard_beg
     throw Error("adam: betas must lie in [0, 1), got " + std::to_string(config_.beta1) + ", " +
                 std::to_string(config_.beta2));
   if (!(config_.eps >= 0.0)) throw Error("adam: eps must be >= 0, got " + std::to_string(config_.eps));
+  write_working_copy_in_runs();
 }
 
 void AdamW::begin_step(double lr, double weight_decay, std::span<double>) {

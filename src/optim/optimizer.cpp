@@ -66,6 +66,18 @@ Optimizer::Optimizer(std::string_view what, std::vector<ParamSpan> params, std::
   }
 }
 
+void Optimizer::write_working_copy_in_runs() {
+  for (const ParamSpan& p : params_)
+    if (p.size > 0 && (!p.working.present() || p.working.device != kernels::Device::CPU ||
+                       p.working.dtype != kernels::DType::BF16 || p.working.numel() != (int64_t)p.size))
+      return;
+  for (size_t k = 0; k < items_.size(); ++k) {
+    const Item& it = items_[k];
+    runs_[k].working = params_[it.param].working.slice0((int64_t)it.local, (int64_t)it.len);
+  }
+  writes_working_copy_ = !items_.empty();
+}
+
 bool Optimizer::cuts_a_tensor() const {
   auto inside = [&](size_t at) {
     const auto it = std::upper_bound(offsets_.begin(), offsets_.end(), at);

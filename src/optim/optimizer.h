@@ -31,6 +31,9 @@ struct ParamSpan {
   std::string name;  // the tensor's name (HF names for GPT-2); optimizer state is saved under it
   kernels::Tensor param;
   kernels::Tensor grad;
+  // Optional: the span's part of the model's bf16 working copy (a flat view of `size` elements, with its fp32 mirror
+  // where the store keeps one), which an optimizer that writes_working_copy() updates in its own pass.
+  kernels::Tensor working;
   size_t size = 0;
   bool weight_decay = true;
 };
@@ -82,6 +85,10 @@ class Optimizer {
   bool holds_all() const { return shard_begin_ == 0 && shard_end_ == numel_; }
   // True when the slice starts or ends strictly inside a tensor.
   bool cuts_a_tensor() const;
+
+  // Whether a step also writes every span's working copy (ParamSpan::working), so that the model needs no separate
+  // sync of it: AdamW on the CPU, over spans that all carry one.
+  bool writes_working_copy() const { return writes_working_copy_; }
 
   int64_t steps() const { return step_; }
   void set_steps(int64_t step) { step_ = step; }
@@ -135,6 +142,10 @@ class Optimizer {
   // on the host, unless overridden (Lamb: one device pass with no host read).
   virtual void whole_step(double lr, double weight_decay);
 
+  // For an optimizer whose multi-tensor update can write the working copy (AdamW): hands every run its part of
+  // the spans' working copies when all the spans (with elements) carry one on the CPU; writes_working_copy() then.
+  void write_working_copy_in_runs();
+
   std::vector<ParamSpan> params_;
   int64_t step_ = 0;
 
@@ -147,6 +158,7 @@ class Optimizer {
   std::vector<kernels::Buffer> states_;
   std::vector<Item> items_;
   std::vector<kernels::MultiTensorItem> runs_;
+  bool writes_working_copy_ = false;
 };
 
 // "%.17g" of x: hyperparameters as checkpoint metadata, exactly round-tripping.

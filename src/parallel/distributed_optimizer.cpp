@@ -21,8 +21,12 @@ DistributedOptimizer::DistributedOptimizer(const GradBuckets& buckets, std::vect
     total += s.size;
   }
   if (sharded()) {
+    // (The shards leave the working copies to the model's sync after the all-gather: writing their own elements'
+    // would be a pass the sync repeats.)
+    std::vector<optim::ParamSpan> without_working = spans_;
+    for (optim::ParamSpan& s : without_working) s.working = kernels::Tensor{};
     for (const GradBuckets::Bucket& k : buckets_.buckets())
-      shards_.push_back(optim::make_optimizer(config_, spans_, k.mine_begin, k.mine_end));
+      shards_.push_back(optim::make_optimizer(config_, without_working, k.mine_begin, k.mine_end));
   } else {
     full_ = optim::make_optimizer(config_, spans_);
   }

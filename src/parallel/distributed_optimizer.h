@@ -39,6 +39,9 @@ class DistributedOptimizer {
   // The step with this lr and weight decay on the reduced (scaled, clipped) gradients (collective when the optimizer
   // needs whole-tensor norms); the distributed optimizer then all-gathers the parameters.
   void step(double lr, double weight_decay);
+  // Whether step() also wrote the spans' working copies (optim::Optimizer::writes_working_copy()): never for the
+  // distributed optimizer, whose shards see only their elements before the all-gather (the model then syncs).
+  bool writes_working_copy() const { return !sharded() && full_ != nullptr && full_->writes_working_copy(); }
 
   // An optimizer holding the whole state, for checkpoints (collective: the distributed optimizer gathers its
   // shards into a temporary whole copy on the device, copies between device buffers and all-gathers of device

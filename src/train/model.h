@@ -76,6 +76,10 @@ class Model {
   virtual bool set_compute_dtype(kernels::DType dtype) { return dtype == kernels::DType::F32; }
   // After the optimizer wrote params(): refresh the low-precision working copy (nothing to do in fp32).
   virtual void params_updated() {}
+  // The bf16 working copy of params() as one flat view in the same order (with its fp32 mirror, Tensor::widened,
+  // where the model keeps one), which an optimizer may write in its own pass instead of params_updated(); an empty
+  // view when there is none (fp32, fp16).
+  virtual kernels::Tensor working_params() const { return {}; }
   // One log line: architecture, sizes, parameters on this rank.
   virtual std::string describe() const = 0;
   // Model FLOPs of one training step on B×T tokens (throughput figures).

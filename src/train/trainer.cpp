@@ -54,13 +54,16 @@ std::string format(const char* fmt, ...) {
   return buf;
 }
 
-// The optimizer's view of each parameter: its ranges of the model's flat device buffers.
+// The optimizer's view of each parameter: its ranges of the model's flat device buffers (and of its bf16 working
+// copy, when it has one, for an optimizer that writes it in its own pass).
 std::vector<optim::ParamSpan> param_spans(const param::ParamTable& table, const kernels::Tensor& params,
-                                          const kernels::Tensor& grads) {
+                                          const kernels::Tensor& grads, const kernels::Tensor& working) {
   std::vector<optim::ParamSpan> out;
-  for (const param::Parameter& t : table)
+  for (const param::Parameter& t : table) {
     out.emplace_back(t.name, params.slice0((int64_t)t.offset, (int64_t)t.numel),
                      grads.slice0((int64_t)t.offset, (int64_t)t.numel), t.numel, t.weight_decay);
+    if (working.present()) out.back().working = working.slice0((int64_t)t.offset, (int64_t)t.numel);
+  }
   return out;
 }
 
@@ -434,7 +437,7 @@ Trainer::Trainer(TrainOptions options, std::ostream& log, dist::Communicator& co
     throw Error(std::string(o.precision.bf16 ? "--bf16" : "--fp16") + ": lmforge train " + o.model_type +
                 " runs in fp32 only for now (mixed precision is implemented for train gpt)");
   m.model->init_weights(o.seed);
-  m.spans = param_spans(m.model->table(), m.model->params(), m.model->grads());
+  m.spans = param_spans(m.model->table(), m.model->params(), m.model->grads(), m.model->working_params());
   // The trainer's parallel pieces (parallel/): the gradients' data-parallel buckets, their global norm, the
   // optimizer (whole or sharded over the data-parallel group) and the micro-batch schedule.
   m.buckets = std::make_unique<parallel::GradBuckets>(*m.comm, m.spans, m.model->grads(), o.use_distributed_optimizer,
@@ -661,7 +664,8 @@ void Trainer::run() {
     const double lr = m.lr_scheduler->lr();
     if (!overflow) {
       m.optimizer->step(lr, m.lr_scheduler->weight_decay());
-      m.model->params_updated();  // the bf16/fp16 working copy of the new weights
+      // The bf16/fp16 working copy of the new weights (AdamW on the CPU writes a bf16 one in its own pass).
+      if (!m.optimizer->writes_working_copy()) m.model->params_updated();
       m.lr_scheduler->step(o.global_batch_size);
     }
     m.iteration++;

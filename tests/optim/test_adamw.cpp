@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/ops.h"
 #include "optim/adamw.h"
 #include "optim_reference.h"
 #include "util/error.h"
@@ -94,6 +96,86 @@ TEST(AdamW, ShardedSlicesEqualTheWhole) {
   // A parameter that lies wholly outside a shard has no state there.
   EXPECT_TRUE(shards[3].exp_avg_of(0).empty());
   EXPECT_EQ(shards[0].exp_avg_of(0).size(), 1001u);
+}
+
+// A step over spans carrying their part of a bf16 working copy (ParamSpan::working, with and without an fp32 mirror)
+// writes it in the same pass: bit for bit what the copy op (the parameter store's sync, which tests/kernels checks
+// against an independent rounding) makes of the new parameters, and the mirror's widening. The spans sit at odd
+// offsets of the copy, so the streamed stretches have unaligned heads and tails; the parameters equal a run without
+// a working copy. An optimizer over spans of which one lacks its part writes none.
+TEST(AdamW, WritesTheBf16WorkingCopyAndItsMirrorInTheSamePass) {
+  const Reference& ref = reference("adamw");
+  const auto& hyper = ref.f64.at("hyper");
+  const auto& lrs = ref.f64.at("lrs");
+  const AdamWConfig config{hyper[0], hyper[1], hyper[2]};
+  for (bool mirrored : {true, false}) {
+    Model plain = make_model(ref), fused = make_model(ref);
+    size_t total = 3;  // the working copy starts 3 elements in
+    for (const ParamSpan& s : fused.spans) total += s.size + 5;
+    std::vector<uint16_t> working(total, 0x7FC0);
+    std::vector<float> mirror(total, -7.0f);
+    size_t at = 3;
+    for (ParamSpan& s : fused.spans) {
+      s.working = kernels::make_view(working.data() + at, kernels::DType::BF16, {(int64_t)s.size});
+      if (mirrored) s.working.widened = mirror.data() + at;
+      at += s.size + 5;
+    }
+    AdamW without(plain.spans, config), with(fused.spans, config);
+    EXPECT_FALSE(without.writes_working_copy());
+    ASSERT_TRUE(with.writes_working_copy());
+    for (int s = 0; s < 3; ++s) {
+      load_grads(plain, ref, s);
+      load_grads(fused, ref, s);
+      without.step(lrs[s], hyper[3]);
+      with.step(lrs[s], hyper[3]);
+    }
+    at = 3;
+    for (size_t i = 0; i < fused.params.size(); ++i) {
+      ASSERT_EQ(fused.params[i], plain.params[i]) << i;
+      const size_t n = fused.params[i].size();
+      std::vector<uint16_t> want(n);
+      kernels::copy(kernels::make_view(want.data(), kernels::DType::BF16, {(int64_t)n}),
+                    kernels::make_view(fused.params[i].data(), {(int64_t)n}));
+      for (size_t j = 0; j < n; ++j) {
+        ASSERT_EQ(working[at + j], want[j]) << "tensor " << i << " element " << j;
+        const float widened = std::bit_cast<float>((uint32_t)want[j] << 16);
+        ASSERT_EQ(std::bit_cast<uint32_t>(mirror[at + j]), std::bit_cast<uint32_t>(mirrored ? widened : -7.0f)) << j;
+      }
+      for (size_t j = n; j < n + 5 && at + j < total; ++j) ASSERT_EQ(working[at + j], 0x7FC0) << "gap after " << i;
+      at += n + 5;
+    }
+  }
+  Model partial = make_model(ref);
+  std::vector<uint16_t> some(partial.spans[0].size);
+  partial.spans[0].working = kernels::make_view(some.data(), kernels::DType::BF16, {(int64_t)some.size()});
+  EXPECT_FALSE(AdamW(partial.spans, config).writes_working_copy());
+}
+
+// The multi-tensor ops refuse a working copy that only AdamW on the CPU writes (ops.h, MultiTensorItem::working):
+// on another optimizer's runs, or not a bf16 view of the run's elements.
+TEST(AdamW, OnlyAdamwTakesABf16WorkingCopyOfItsRun) {
+  std::vector<float> p(8, 1.0f), g(8, 0.5f), m(8, 0.0f), v(8, 0.0f), f32(8);
+  std::vector<uint16_t> w(8), short_w(7);
+  kernels::MultiTensorItem run;
+  run.param = kernels::make_view(p.data(), {8});
+  run.grad = kernels::make_view(g.data(), {8});
+  run.m = kernels::make_view(m.data(), {8});
+  run.v = kernels::make_view(v.data(), {8});
+  const kernels::AdamWScalars adam{1.0f, 0.9f, 0.1f, 0.999f, 0.001f, 1.0f, 1e-8f, -0.001f};
+  const kernels::SgdScalars sgd{};
+  for (const kernels::Tensor& bad : {kernels::make_view(f32.data(), {8}),
+                                     kernels::make_view(short_w.data(), kernels::DType::BF16, {7})}) {
+    run.working = bad;
+    EXPECT_THROW(kernels::adamw_update_multi({&run, 1}, &adam, 1), Error) << bad.describe();
+  }
+  run.working = kernels::make_view(w.data(), kernels::DType::BF16, {8});
+  kernels::MultiTensorItem sgd_run = run;
+  sgd_run.v = kernels::Tensor{};
+  EXPECT_THROW(kernels::sgd_update_multi({&sgd_run, 1}, &sgd, 1), Error);
+  kernels::adamw_update_multi({&run, 1}, &adam, 1);
+  std::vector<uint16_t> want(8);
+  kernels::copy(kernels::make_view(want.data(), kernels::DType::BF16, {8}), kernels::make_view(p.data(), {8}));
+  EXPECT_EQ(w, want);
 }
 
 TEST(ClipGradNorm, BelowThresholdOrDisabledLeavesGradientsUntouched) {

@@ -48,6 +48,7 @@ class ElectraModel final : public Model {
     return true;
   }
   void params_updated() override { model_.params_updated(); }
+  kernels::Tensor working_params() const override { return model_.working_copy(); }
   std::string config_json() const override;
   void check_checkpoint_config(const std::string& json, const std::string& source) const override;
   std::vector<std::string> vocabulary_tensors() const override {

@@ -1,6 +1,5 @@
 // defines: the CPU copy between (strided) views of the same or different floating dtypes, and its registration
-#include <immintrin.h>
-
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/cpu/cpu_common.h"
@@ -29,51 +28,17 @@ void copy_f32(const Tensor& dst, const Tensor& src) {
 
 // ---- bf16 / f16 storage (either side may be f32) ------------------------------------------------------------------
 
-// fp32 → bf16 (round to nearest even) and the bf16 values' exact widening into `mirror`, in one pass over n
-// elements: the parameter store's per-step sync of the working weights and their fp32 mirror. With AVX-512 and
-// aligned destinations, the stores bypass the cache: the copies (6 bytes a weight) are read back only by the next
-// step's products, long after the cache has turned over, and a cached store reads each line before writing it. A
-// fused pass with streaming stores took 23 ms for GPT-2's 124M weights on 2 threads, against 35 for a rounding pass
-// and a widening pass.
-// (GCC 12 warns that the shift intrinsics' _mm512_undefined_epi32() operand "may be used uninitialized" once they
-// are inlined into an OpenMP region: a false positive, PR 105593.)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// fp32 → bf16 and the mirror's widening in one pass (the parameter store's sync of its working weights), blocks of
+// round_to_bf16_with_mirror() (lowp.h, which says why its stores stream) over the team.
 void round_with_mirror(uint16_t* dst, float* mirror, const float* src, int64_t n) {
   constexpr int64_t kBlock = int64_t(1) << 16;
   const int64_t blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static) if ((size_t)n >= kParallelMin)
   for (int64_t b = 0; b < blocks; b++) {
-    const int64_t lo = b * kBlock, hi = std::min(n, lo + kBlock);
-    int64_t i = lo;
-#if defined(__AVX512F__)
-    // 16 at a time where both destinations are aligned for streaming stores (32 bytes of bf16, 64 of fp32).
-    while (i < hi && ((reinterpret_cast<uintptr_t>(dst + i) & 31) != 0 || (reinterpret_cast<uintptr_t>(mirror + i) & 63) != 0)) {
-      dst[i] = f32_to_bf16(src[i]);
-      mirror[i] = bf16_to_f32(dst[i]);
-      i++;
-    }
-    if (((reinterpret_cast<uintptr_t>(dst + i) & 31) | (reinterpret_cast<uintptr_t>(mirror + i) & 63)) == 0) {
-      const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7FFF), quiet = _mm512_set1_epi32(0x40);
-      for (; i + 16 <= hi; i += 16) {
-        const __m512 x = _mm512_loadu_ps(src + i);
-        const __m512i u = _mm512_castps_si512(x), high = _mm512_srli_epi32(u, 16);
-        // f32_to_bf16 (lowp.h), 16 lanes: (u + 0x7FFF + lsb) >> 16, a NaN kept quiet
-        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, half), _mm512_and_si512(high, one)), 16);
-        r = _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), high, quiet);
-        _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_cvtepi32_epi16(r));
-        _mm512_stream_ps(mirror + i, _mm512_castsi512_ps(_mm512_slli_epi32(r, 16)));
-      }
-      _mm_sfence();  // this thread's streamed stores are ordered before the region's end (and the caller's reads)
-    }
-#endif
-    for (; i < hi; i++) {
-      dst[i] = f32_to_bf16(src[i]);
-      mirror[i] = bf16_to_f32(dst[i]);
-    }
+    const int64_t lo = b * kBlock;
+    round_to_bf16_with_mirror(dst + lo, mirror + lo, src + lo, std::min(kBlock, n - lo));
   }
 }
-#pragma GCC diagnostic pop
 
 // A bf16 destination's fp32 mirror (Tensor::widened) after its values were written: the exact widening.
 void refresh_mirror(const Tensor& dst) {

@@ -84,6 +84,43 @@ void row_from_f32(void* dst, DType dtype, const float* src, size_t n) {
   else std::copy_n(src, n, static_cast<float*>(dst));
 }
 
+// (GCC 12 warns that the shift intrinsics' _mm512_undefined_epi32() operand "may be used uninitialized" once they
+// are inlined into an OpenMP region: a false positive, PR 105593.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+void round_to_bf16_with_mirror(uint16_t* dst, float* mirror, const float* src, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  // 16 at a time where the destinations are aligned for streaming stores (32 bytes of bf16, 64 of fp32).
+  auto aligned = [&](int64_t k) {
+    return (reinterpret_cast<uintptr_t>(dst + k) & 31) == 0 &&
+           (mirror == nullptr || (reinterpret_cast<uintptr_t>(mirror + k) & 63) == 0);
+  };
+  for (; i < n && !aligned(i); i++) {
+    dst[i] = f32_to_bf16(src[i]);
+    if (mirror != nullptr) mirror[i] = bf16_to_f32(dst[i]);
+  }
+  if (i < n) {
+    const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7FFF), quiet = _mm512_set1_epi32(0x40);
+    for (; i + 16 <= n; i += 16) {
+      const __m512 x = _mm512_loadu_ps(src + i);
+      const __m512i u = _mm512_castps_si512(x), high = _mm512_srli_epi32(u, 16);
+      // f32_to_bf16, 16 lanes: (u + 0x7FFF + lsb) >> 16, a NaN kept quiet
+      __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, half), _mm512_and_si512(high, one)), 16);
+      r = _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), high, quiet);
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_cvtepi32_epi16(r));
+      if (mirror != nullptr) _mm512_stream_ps(mirror + i, _mm512_castsi512_ps(_mm512_slli_epi32(r, 16)));
+    }
+    _mm_sfence();  // the streamed stores are ordered before whatever this thread does next (a region's end)
+  }
+#endif
+  for (; i < n; i++) {
+    dst[i] = f32_to_bf16(src[i]);
+    if (mirror != nullptr) mirror[i] = bf16_to_f32(dst[i]);
+  }
+}
+#pragma GCC diagnostic pop
+
 // Large conversions split into blocks over the team (memory-bound: one thread cannot fill the bandwidth).
 void to_f32_rows(float* dst, const void* src, DType dtype, int64_t rows, int64_t cols, int64_t stride) {
   const size_t es = dtype_size(dtype);

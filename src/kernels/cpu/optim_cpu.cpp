@@ -40,20 +40,36 @@ inline void adamw_range(float* __restrict p, const float* __restrict g, float* _
   }
 }
 
-void adamw_update_cpu(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                      const AdamWScalars& s) {
+// One block of the update, then (when given) its bf16 working copy and that copy's fp32 mirror from the new values
+// while they are still in cache (ops.h, MultiTensorItem::working).
+inline void adamw_block(float* p, const float* g, float* m, float* v, size_t n, const AdamWScalars& s,
+                        uint16_t* working, float* mirror) {
+  adamw_range(p, g, m, v, n, s);
+  if (working != nullptr) round_to_bf16_with_mirror(working, mirror, p, (int64_t)n);
+}
+
+void adamw_update_into(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                       const AdamWScalars& s, const Tensor& working) {
   float* p = param.f32();
   const float* g = grad.f32();
   float* mm = m.f32();
   float* vv = v.f32();
+  uint16_t* w = working.present() ? working.bf16("working copy") : nullptr;
+  float* mirror = working.present() ? const_cast<float*>(working.widened) : nullptr;
   const size_t n = (size_t)param.numel();
-  if (n <= kOptimBlock) return adamw_range(p, g, mm, vv, n, s);  // no team for one item (src/optim's blocks)
+  if (n <= kOptimBlock) return adamw_block(p, g, mm, vv, n, s, w, mirror);  // no team for one item (src/optim's blocks)
   const int64_t blocks = (int64_t)((n + kOptimBlock - 1) / kOptimBlock);
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < blocks; ++b) {
     const size_t lo = (size_t)b * kOptimBlock;
-    adamw_range(p + lo, g + lo, mm + lo, vv + lo, std::min(kOptimBlock, n - lo), s);
+    adamw_block(p + lo, g + lo, mm + lo, vv + lo, std::min(kOptimBlock, n - lo), s, w != nullptr ? w + lo : nullptr,
+                mirror != nullptr ? mirror + lo : nullptr);
   }
+}
+
+void adamw_update_cpu(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                      const AdamWScalars& s) {
+  adamw_update_into(param, grad, m, v, s, Tensor{});
 }
 
 // ---- LAMB ---------------------------------------------------------------------------------------------------------
@@ -175,7 +191,9 @@ void each_run(MultiTensorList runs, Fn&& fn) {
 }
 
 void adamw_update_multi_cpu(MultiTensorList runs, const AdamWScalars* groups, size_t) {
-  each_run(runs, [&](const MultiTensorItem& r, size_t) { adamw_update_cpu(r.param, r.grad, r.m, r.v, groups[r.group]); });
+  each_run(runs, [&](const MultiTensorItem& r, size_t) {
+    adamw_update_into(r.param, r.grad, r.m, r.v, groups[r.group], r.working);
+  });
 }
 
 void sgd_update_multi_cpu(MultiTensorList runs, const SgdScalars* groups, size_t) {
