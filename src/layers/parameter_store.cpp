@@ -61,31 +61,29 @@ kernels::Tensor ParameterStore::compute_value(size_t i) const {
   return t;
 }
 
-kernels::Tensor ParameterStore::working_copy() const {
-  if (compute_dtype_ != kernels::DType::BF16 || working_.data() == nullptr) return {};
+kernels::Tensor ParameterStore::working_view() const {
   kernels::Tensor t =
       kernels::make_view(working_.data(), compute_dtype_, {(int64_t)table_.local_numel()}, backend_.device());
   if (widened_.data() != nullptr) t.widened = widened_.f32();
   return t;
 }
 
+kernels::Tensor ParameterStore::working_copy() const {
+  if (compute_dtype_ != kernels::DType::BF16 || working_.data() == nullptr) return {};
+  return working_view();
+}
+
 void ParameterStore::sync_compute_copy() {
   if (compute_dtype_ == kernels::DType::F32 || !allocated()) return;
-  const int64_t n = (int64_t)table_.local_numel();
-  working_.resize(backend_, compute_dtype_, (size_t)n);
-  // The copy op converts (round to nearest even) into the working dtype.
-  const kernels::Tensor working = kernels::make_view(working_.data(), compute_dtype_, {n}, backend_.device());
-  const kernels::Tensor values = kernels::make_view(values_.f32(), {n}, backend_.device());
-  if (compute_dtype_ != kernels::DType::BF16 || !backend_.wants_widened_bf16_weights()) {
+  const size_t n = table_.local_numel();
+  working_.resize(backend_, compute_dtype_, n);
+  if (compute_dtype_ == kernels::DType::BF16 && backend_.wants_widened_bf16_weights())
+    widened_.resize(backend_, kernels::DType::F32, n);
+  else
     widened_ = kernels::Buffer();
-    kernels::copy(working, values);  // the copy op rounds to nearest even
-    return;
-  }
-  // With the fp32 mirror: the copy op writes it in the same pass (the exact widening of the rounded values).
-  widened_.resize(backend_, kernels::DType::F32, (size_t)n);
-  kernels::Tensor mirrored = working;
-  mirrored.widened = widened_.f32();
-  kernels::copy(mirrored, values);
+  // The copy op rounds to nearest even, and writes a bf16 copy's fp32 mirror (the exact widening of the rounded
+  // values) in the same pass.
+  kernels::copy(working_view(), kernels::make_view(values_.f32(), {(int64_t)n}, backend_.device()));
 }
 kernels::Tensor ParameterStore::grad(size_t i) const { return view(grads_, i); }
 

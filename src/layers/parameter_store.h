@@ -72,6 +72,7 @@ class ParameterStore {
 
  private:
   kernels::Tensor view(const kernels::Buffer& buffer, size_t i) const;
+  kernels::Tensor working_view() const;  // working_ flat, with the mirror when there is one
 
   kernels::Backend& backend_;
   param::ParamTable table_;

@@ -42,11 +42,7 @@ void round_with_mirror(uint16_t* dst, float* mirror, const float* src, int64_t n
 
 // A bf16 destination's fp32 mirror (Tensor::widened) after its values were written: the exact widening.
 void refresh_mirror(const Tensor& dst) {
-  const int64_t rows = dst.rows(), cols = dst.dim(-1), ld = dst.stride();
-  const uint16_t* h = static_cast<const uint16_t*>(dst.data);
-  float* w = const_cast<float*>(dst.widened);
-#pragma omp parallel for schedule(static) if ((size_t)(rows * cols) >= kParallelMin)
-  for (int64_t r = 0; r < rows; r++) row_to_f32(w + r * ld, h + r * ld, DType::BF16, (size_t)cols);
+  to_f32_rows(const_cast<float*>(dst.widened), dst.data, DType::BF16, dst.rows(), dst.dim(-1), dst.stride());
 }
 
 void copy_lowp_values(const Tensor& dst, const Tensor& src) {

@@ -30,8 +30,7 @@ void column_sums_lowp(const Tensor& acc, const Tensor& x);
 // accumulation; C is f32 or bf16 (c_dtype). gemm_bf16() takes the path bf16_gemm_choice() (lowp.h) picked for this
 // CPU: oneDNN's bf16 matmul (gemm/gemm_bf16_onednn.cpp) or fp32 products of the widened operands
 // (gemm/gemm_bf16_widen.cpp); the two are callable directly for tests and comparisons.
-void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B,
-               int ldb, bool accumulate, void* C, DType c_dtype, int ldc, const float* bias);
+//
 // A bf16 operand with, optionally, its values already widened to fp32 (`widened`, same layout and row stride: a
 // weight's mirror, Tensor::widened). The native path multiplies the bf16 memory; the widened path takes the mirror
 // as it is instead of widening the operand again.

@@ -291,7 +291,7 @@ struct Bf16Slots {
   GrowingBuffer x, w, dy, dy_wide;
 };
 
-// A contiguous bf16 operand widened whole into `scratch` (a pass of the team above kConvertParallelMin elements).
+// A contiguous bf16 operand widened whole into `scratch` (lowp.h's to_f32_rows: blocks over the team).
 const float* widen_whole(const uint16_t* src, size_t n, GrowingBuffer& scratch) {
   float* dst;
   try {
@@ -299,8 +299,7 @@ const float* widen_whole(const uint16_t* src, size_t n, GrowingBuffer& scratch) 
   } catch (const std::bad_alloc&) {
     throw Error("linear (bf16): cannot allocate " + std::to_string(n * 4) + " bytes of scratch");
   }
-#pragma omp parallel for simd schedule(static) if (parallel : n >= kConvertParallelMin)
-  for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
+  to_f32_rows(dst, src, DType::BF16, 1, (int64_t)n, (int64_t)n);
   return dst;
 }
 Bf16Slots& bf16_slots() {

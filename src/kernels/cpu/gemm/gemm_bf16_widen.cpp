@@ -297,9 +297,4 @@ void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, Bf16Operand A, B
     gemm_bf16_widened(trans_a, trans_b, M, N, K, A, B, accumulate, C, c_dtype, ldc, bias);
 }
 
-void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B,
-               int ldb, bool accumulate, void* C, DType c_dtype, int ldc, const float* bias) {
-  gemm_bf16(trans_a, trans_b, M, N, K, Bf16Operand{A, lda}, Bf16Operand{B, ldb}, accumulate, C, c_dtype, ldc, bias);
-}
-
 }  // namespace lmforge::kernels::cpu
