@@ -2,7 +2,8 @@
 //          enough to be split into column blocks (f16's, and bf16's backward with widened products): every f16 /
 //          bf16 result is the rounding, once, of its exact value (bias and accumulated old value included), fp32
 //          results are exact; both weight layouts, fp32 and low-precision weight gradients, bf16 weights with and
-//          without their fp32 mirror (Tensor::widened)
+//          without their fp32 mirror (Tensor::widened); and bf16 layers small enough for the widened path to widen
+//          the output gradient whole (shared by both products and the bias gradient)
 //
 // Exact references: the operands are multiples of 2^-3 (2^-6 for bias and old values) with few significant bits,
 // so every product is a multiple of 2^-6, and a sum of them in any order and blocking is exact in fp32 as long as
@@ -87,12 +88,17 @@ Shape blocks_shape(DType dtype) {
 // grid value of at most 31/8, whose bf16 neighbours are at least 2^-8 away): a bf16
 // layer multiplies it rounded to bf16 (as oneDNN's bf16 matmul would), so the results are those of the bf16 grid
 // values, exactly; products of the unrounded values would not be.
-void check_layer(DType dtype, WeightLayout layout, DType dweight_dtype, bool mirror = false, bool f32_dout = false) {
-  const Shape s = blocks_shape(dtype);
+// `whole`: a bf16 layer small enough that the widened path widens its output gradient whole, once for both
+// products and the bias gradient (the transformer layers' linears; the cases above take the head's blocks).
+void check_layer(DType dtype, WeightLayout layout, DType dweight_dtype, bool mirror = false, bool f32_dout = false,
+                 bool whole = false) {
+  const Shape s = whole ? Shape{96, 40, 136} : blocks_shape(dtype);
   const int64_t N = s.N, IC = s.IC, OC = s.OC;
-  ASSERT_GT(N * OC, dtype == DType::BF16 ? cpu::kBf16WidenWholeElems : cpu::kLinearF16BlockElems)
-      << "the case must cross a block boundary";
-  ASSERT_GT(N * OC, 4 * cpu::kLinearWideBf16BlockElems);
+  if (!whole) {
+    ASSERT_GT(N * OC, dtype == DType::BF16 ? cpu::kBf16WidenWholeElems : cpu::kLinearF16BlockElems)
+        << "the case must cross a block boundary";
+    ASSERT_GT(N * OC, 4 * cpu::kLinearWideBf16BlockElems);
+  }
   const int big = dtype == DType::BF16 ? 255 : 1000;  // bias and old values: f16 / bf16 numbers
   const bool out_in = layout == WeightLayout::OUT_IN;
   auto W = [&](const std::vector<float>& w, int64_t o, int64_t i) {
@@ -194,6 +200,15 @@ TEST(LinearBf16, InOutWithTheWeightsFp32Mirror) {
 }
 TEST(LinearBf16, Fp32OutputGradientIsRoundedToBf16) {
   check_layer(DType::BF16, WeightLayout::OUT_IN, DType::F32, true, true);
+}
+TEST(LinearBf16, WholeOutputGradientOutInWithTheMirror) {
+  check_layer(DType::BF16, WeightLayout::OUT_IN, DType::F32, true, false, true);
+}
+TEST(LinearBf16, WholeOutputGradientInOut) {
+  check_layer(DType::BF16, WeightLayout::IN_OUT, DType::F32, false, false, true);
+}
+TEST(LinearBf16, WholeFp32OutputGradientIsRoundedToBf16) {
+  check_layer(DType::BF16, WeightLayout::OUT_IN, DType::F32, true, true, true);
 }
 
 // An fp32 output of f16 inputs (the op's dtype is f16; the result is written in place, bias first): exact.

@@ -342,7 +342,14 @@ void linear_backward_bf16_gemm(const Tensor& dinp, const Tensor& dweight, const 
     else  // dW[OC,IC] += doutᵀ·inp
       gemm_bf16(true, false, OC, IC, N, dy_op, {x.get(), IC}, true, dweight.data, dweight.dtype, IC, nullptr);
   }
-  if (dbias.present()) column_sums_lowp(dbias, dout.reshaped({N, OC}));
+  if (dbias.present()) {
+    // A bf16 output gradient already widened: the same sums of the same values in the same order (column_sums and
+    // column_sums_lowp walk the rows alike) without converting it again, row by row, for the columns' blocks.
+    if (dy_wide != nullptr && dout.dtype == DType::BF16 && dbias.dtype == DType::F32 && dbias.contiguous())
+      column_sums(dbias.f32(), dy_wide, N, OC);
+    else
+      column_sums_lowp(dbias, dout.reshaped({N, OC}));
+  }
 }
 
 // ---- entry points ---------------------------------------------------------------------------------------------------
