@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/gemm/gemm_narrow.h"
 #include "kernels/cpu/lowp.h"
 #include "kernels/cpu/philox_lanes.h"
 #include "kernels/dispatch.h"
@@ -27,6 +28,15 @@ struct AttentionShape {
 // Causal attention runs them on blocks of kRowBlock query rows, each against only the keys [0, block end): the lower
 // triangle plus the diagonal blocks, about half the T×T square; entries beyond a row's last key are exact zeros.
 constexpr int kRowBlock = 64;
+
+// C = beta·C + op(A)·B for a product one head wide (P·V, dS·K, Pᵀ·dY, dSᵀ·Q): gemm_narrow() where it applies
+// (it does not copy the [T, T] operand into panels first; gemm/gemm_narrow.cpp), else OpenBLAS.
+void head_product(bool trans_a, int M, int N, int K, const float* A, int lda, const float* B, int ldb, float beta,
+                  float* C, int ldc) {
+  if (!gemm_narrow(trans_a, M, N, K, A, lda, B, ldb, beta, C, ldc))
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A, lda, B, ldb, beta,
+                C, ldc);
+}
 
 // The dropout factors (0 or 1/(1−p)) of elements [base, base+n) of the probabilities' index space.
 void row_factors(const DropoutKey& key, uint64_t base, int n, float* f) {
@@ -129,8 +139,8 @@ void head_forward(const Head& hd, float* P, const AttentionShape& s, int b, int 
   // Y = drop(P)·V  [Tq,hs]
   for (int t0 = 0; t0 < Tq; t0 += causal ? kRowBlock : Tq) {
     const int t1 = causal ? std::min(Tq, t0 + kRowBlock) : Tq, keys = causal ? std::min(t1, Tk) : Tk;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t1 - t0, hs, keys, 1.0f, A + (size_t)t0 * Tk, Tk, hd.v,
-                (int)hd.ldv, 0.0f, hd.o + (size_t)t0 * hd.ldo, (int)hd.ldo);
+    head_product(false, t1 - t0, hs, keys, A + (size_t)t0 * Tk, Tk, hd.v, (int)hd.ldv, 0.0f, hd.o + (size_t)t0 * hd.ldo,
+                 (int)hd.ldo);
   }
 }
 
@@ -153,8 +163,8 @@ void head_backward(const Head& hd, const HeadGrad& g, const float* P, const Atte
     const int t1 = std::min(Tq, t0 + step), keys = causal ? std::min(t1, Tk) : Tk;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t1 - t0, keys, hs, 1.0f, g.dy + (size_t)t0 * hd.ldo,
                 (int)hd.ldo, hd.v, (int)hd.ldv, 0.0f, d + (size_t)t0 * Tk, Tk);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, hs, t1 - t0, 1.0f, A + (size_t)t0 * Tk, Tk,
-                g.dy + (size_t)t0 * hd.ldo, (int)hd.ldo, 1.0f, g.dv, (int)hd.ldv);
+    head_product(true, keys, hs, t1 - t0, A + (size_t)t0 * Tk, Tk, g.dy + (size_t)t0 * hd.ldo, (int)hd.ldo, 1.0f, g.dv,
+                 (int)hd.ldv);
   }
   if (drop)
     for (size_t i = 0; i < (size_t)Tq * Tk; i++) d[i] *= factors[i];
@@ -173,10 +183,10 @@ void head_backward(const Head& hd, const HeadGrad& g, const float* P, const Atte
   // dQ += dS·K;  dK += dSᵀ·Q  (causal: row blocks against their keys)
   for (int t0 = 0; t0 < Tq; t0 += step) {
     const int t1 = std::min(Tq, t0 + step), keys = causal ? std::min(t1, Tk) : Tk;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t1 - t0, hs, keys, 1.0f, d + (size_t)t0 * Tk, Tk, hd.k,
-                (int)hd.ldk, 1.0f, g.dq + (size_t)t0 * hd.ldq, (int)hd.ldq);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, hs, t1 - t0, 1.0f, d + (size_t)t0 * Tk, Tk,
-                hd.q + (size_t)t0 * hd.ldq, (int)hd.ldq, 1.0f, g.dk, (int)hd.ldk);
+    head_product(false, t1 - t0, hs, keys, d + (size_t)t0 * Tk, Tk, hd.k, (int)hd.ldk, 1.0f,
+                 g.dq + (size_t)t0 * hd.ldq, (int)hd.ldq);
+    head_product(true, keys, hs, t1 - t0, d + (size_t)t0 * Tk, Tk, hd.q + (size_t)t0 * hd.ldq, (int)hd.ldq, 1.0f, g.dk,
+                 (int)hd.ldk);
   }
 }
 
