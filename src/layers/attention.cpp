@@ -1,6 +1,8 @@
 // defines: Attention (forward, backward, key/value-cache decoding)
 #include "layers/attention.h"
 
+#include <array>
+
 #include "util/error.h"
 
 namespace lmforge::layers {
@@ -18,26 +20,47 @@ Tensor columns(const Tensor& base, int B, int T, int64_t col, int64_t cols) {
   return t;
 }
 
-// Columns [col, col + cols) of every row of a 2-D [rows, stride] view.
-Tensor columns2d(const Tensor& base, int64_t col, int64_t cols) {
-  Tensor t = base;
-  t.data = static_cast<char*>(base.data) + (size_t)col * kernels::dtype_size(base.dtype);  // any dtype
-  t.shape = {base.dim(0), cols, 0, 0};
-  t.ndim = 2;
-  t.row_stride = base.stride();
-  return t;
-}
-
-// Megatron's per-head layout [N, heads·nparts·hs] (columns [head][part][hs]) ↔ the parts the kernels read, each
-// [N, heads·hs] (columns [head][hs]; views may be strided). to_parts: per_head → parts, else parts → per_head.
+// Megatron's per-head layout [N, heads·nparts·hs] (columns [head][part][hs]) ↔ the parts the kernels read, each a
+// contiguous [N, heads·hs] block (columns [head][hs]). Part p of the per-head rows is one [N·heads, hs] view with a
+// row stride of nparts·hs (the rows of every head of every token, in order), which is the part's block seen as
+// [N·heads, hs]: one copy per part. (A copy per head and part was 768 small copies a T5-small step, 1.5 % of it.)
+// to_parts: per_head → parts, else parts → per_head.
 void per_head_copy(const Tensor* parts, int nparts, const Tensor& per_head, int64_t heads, int64_t hs,
                    bool to_parts) {
-  for (int64_t h = 0; h < heads; h++)
-    for (int p = 0; p < nparts; p++) {
-      const Tensor a = columns2d(parts[p], h * hs, hs), b = columns2d(per_head, (h * nparts + p) * hs, hs);
-      if (to_parts) kernels::copy(a, b);
-      else kernels::copy(b, a);
-    }
+  const int64_t N = per_head.rows();
+  if (!per_head.contiguous() || per_head.dim(-1) != heads * nparts * hs)
+    throw std::logic_error("per_head_copy: the per-head rows must be contiguous [N, heads·parts·hs]");
+  for (int p = 0; p < nparts; p++) {
+    if (!parts[p].contiguous() || parts[p].numel() != N * heads * hs)
+      throw std::logic_error("per_head_copy: each part must be a contiguous [N, heads·hs] block");
+    const Tensor a = parts[p].reshaped({N * heads, hs});
+    Tensor b = per_head;
+    b.data = static_cast<char*>(per_head.data) + (size_t)(p * hs) * kernels::dtype_size(per_head.dtype);
+    b.ndim = 2;
+    b.shape = {N * heads, hs, 0, 0};
+    b.row_stride = nparts * hs;
+    if (to_parts) kernels::copy(a, b);
+    else kernels::copy(b, a);
+  }
+}
+
+// q, k, v (or their gradients) of a fused projection in `buf` (3·N·Cl elements) as [B, T, Cl] views: columns of
+// one [N, 3·Cl] activation, or with Megatron's per-head rows three contiguous [N, Cl] blocks that per_head_copy()
+// fills (the kernels read q, k and v as [B, T, heads·hs] views with a row stride).
+std::array<Tensor, 3> fused_parts(const Tensor& buf, int B, int T, int64_t Cl, bool blocks) {
+  const int64_t N = (int64_t)B * T;
+  if (blocks) {
+    const Tensor b = buf.reshaped({3, N, Cl});
+    return {b.slice0(0, 1).reshaped({B, T, Cl}), b.slice0(1, 1).reshaped({B, T, Cl}),
+            b.slice0(2, 1).reshaped({B, T, Cl})};
+  }
+  const Tensor c = buf.reshaped({N, 3 * Cl});
+  return {columns(c, B, T, 0, Cl), columns(c, B, T, Cl, Cl), columns(c, B, T, 2 * Cl, Cl)};
+}
+// The same three as contiguous [N, Cl] blocks (per-head rows only), for per_head_copy().
+std::array<Tensor, 3> part_blocks(const Tensor& buf, int64_t N, int64_t Cl) {
+  const Tensor b = buf.reshaped({3, N, Cl});
+  return {b.slice0(0, 1).reshaped({N, Cl}), b.slice0(1, 1).reshaped({N, Cl}), b.slice0(2, 1).reshaped({N, Cl})};
 }
 }  // namespace
 
@@ -117,14 +140,12 @@ void Attention::forward(const Tensor& out, const Tensor& x, const Tensor& memory
     if (spec_.qkv_per_head) {
       const Tensor ph = sized(backend_, workspace_.buffer(Slot::PER_HEAD), kernels::DType::F32, Nq, 3 * Cl);
       qkv_->forward(ph, x);
-      const Tensor parts[3] = {columns2d(qkv, 0, Cl), columns2d(qkv, Cl, Cl), columns2d(qkv, 2 * Cl, Cl)};
-      per_head_copy(parts, 3, ph, local_heads_, Cl / local_heads_, true);
+      per_head_copy(part_blocks(qkv, Nq, Cl).data(), 3, ph, local_heads_, Cl / local_heads_, true);
     } else {
       qkv_->forward(qkv, x);
     }
-    q = columns(qkv, B, Tq, 0, Cl);
-    k = columns(qkv, B, Tq, Cl, Cl);
-    v = columns(qkv, B, Tq, 2 * Cl, Cl);
+    const auto qkv3 = fused_parts(qkv, B, Tq, Cl, spec_.qkv_per_head);
+    q = qkv3[0], k = qkv3[1], v = qkv3[2];
   } else {
     // q [Nq, Cl], then k and v as two contiguous [Nk, Cl] halves of one buffer.
     sv.q_act.resize(backend_, workspace_.dtype(), (size_t)(Nq * Cl));
@@ -174,8 +195,8 @@ void Attention::backward(const Tensor& dx, const Tensor& dmemory, const Tensor& 
     // The core again, from the kept q, k, v: the same probabilities (and the same heads, rewritten in place).
     Tensor q, k, v;
     if (spec_.fused_qkv) {
-      const Tensor qkv = sv.qkv_act.view({Nq, 3 * Cl});
-      q = columns(qkv, B, Tq, 0, Cl), k = columns(qkv, B, Tq, Cl, Cl), v = columns(qkv, B, Tq, 2 * Cl, Cl);
+      const auto qkv3 = fused_parts(sv.qkv_act.view({Nq, 3 * Cl}), B, Tq, Cl, spec_.qkv_per_head);
+      q = qkv3[0], k = qkv3[1], v = qkv3[2];
     } else {
       q = sv.q_act.view({B, Tq, Cl});
       k = sv.kv_act.view({Nk, Cl}).reshaped({B, Tk, Cl});
@@ -186,17 +207,15 @@ void Attention::backward(const Tensor& dx, const Tensor& dmemory, const Tensor& 
   }
   const Tensor p = probs(sv);
   if (spec_.fused_qkv) {
-    const Tensor qkv = sv.qkv_act.view({Nq, 3 * Cl});
     const Tensor dqkv = workspace_.take(Slot::D_QKV, {Nq, 3 * Cl}, true);
-    kernels::attention_backward(columns(dqkv, B, Tq, 0, Cl), columns(dqkv, B, Tq, Cl, Cl),
-                                columns(dqkv, B, Tq, 2 * Cl, Cl), dheads.reshaped({B, Tq, Cl}),
-                                heads.reshaped({B, Tq, Cl}), columns(qkv, B, Tq, 0, Cl),
-                                columns(qkv, B, Tq, Cl, Cl), columns(qkv, B, Tq, 2 * Cl, Cl), p, (int)local_heads_, mask(), sv.key_padding,
-                                sv.dropout);
+    const auto qkv3 = fused_parts(sv.qkv_act.view({Nq, 3 * Cl}), B, Tq, Cl, spec_.qkv_per_head);
+    const auto dqkv3 = fused_parts(dqkv, B, Tq, Cl, spec_.qkv_per_head);
+    kernels::attention_backward(dqkv3[0], dqkv3[1], dqkv3[2], dheads.reshaped({B, Tq, Cl}),
+                                heads.reshaped({B, Tq, Cl}), qkv3[0], qkv3[1], qkv3[2], p, (int)local_heads_, mask(),
+                                sv.key_padding, sv.dropout);
     if (spec_.qkv_per_head) {
       const Tensor dph = sized(backend_, workspace_.buffer(Slot::D_PER_HEAD), kernels::DType::F32, Nq, 3 * Cl);
-      const Tensor parts[3] = {columns2d(dqkv, 0, Cl), columns2d(dqkv, Cl, Cl), columns2d(dqkv, 2 * Cl, Cl)};
-      per_head_copy(parts, 3, dph, local_heads_, Cl / local_heads_, false);
+      per_head_copy(part_blocks(dqkv, Nq, Cl).data(), 3, dph, local_heads_, Cl / local_heads_, false);
       qkv_->backward(dx, dph, sv.x);
     } else {
       qkv_->backward(dx, dqkv, sv.x);
@@ -288,18 +307,19 @@ void Attention::decode_forward(const Tensor& out, const Tensor& x, int pos) {
     if (spec_.qkv_per_head) {
       const Tensor ph = sized(backend_, workspace_.buffer(Slot::PER_HEAD), kernels::DType::F32, B, 3 * Cl);
       qkv_->forward(ph, x);
-      const Tensor parts[3] = {columns2d(qkv, 0, Cl), columns2d(qkv, Cl, Cl), columns2d(qkv, 2 * Cl, Cl)};
-      per_head_copy(parts, 3, ph, local_heads_, Cl / local_heads_, true);
+      const auto parts = part_blocks(qkv, B, Cl);
+      per_head_copy(parts.data(), 3, ph, local_heads_, Cl / local_heads_, true);
+      q = parts[0], k = parts[1], v = parts[2];
     } else {
       qkv_->forward(qkv, x);
+      auto part = [&](int64_t col) {
+        Tensor t = columns(qkv, 1, B, col, Cl);
+        t.ndim = 2;
+        t.shape = {B, Cl, 0, 0};
+        return t;
+      };
+      q = part(0), k = part(Cl), v = part(2 * Cl);
     }
-    auto part = [&](int64_t col) {
-      Tensor t = columns(qkv, 1, B, col, Cl);
-      t.ndim = 2;
-      t.shape = {B, Cl, 0, 0};
-      return t;
-    };
-    q = part(0), k = part(Cl), v = part(2 * Cl);
   } else {
     const Tensor blocks = dec_qkv_.view({3, B, Cl});
     q = blocks.slice0(0, 1).reshaped({B, Cl});
