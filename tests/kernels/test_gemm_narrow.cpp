@@ -11,19 +11,15 @@
 
 #include <cmath>
 #include <limits>
-#include <random>
 #include <vector>
+
+#include "exact_grid.h"
 
 namespace lmforge::kernels::cpu {
 namespace {
 
-std::vector<float> grid(size_t n, int kmax, float scale, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> k(-kmax, kmax);
-  std::vector<float> v(n);
-  for (float& x : v) x = (float)k(rng) * scale;
-  return v;
-}
+using testing::grid;
+
 
 // C[M,N] (row stride ldc) = beta·C + op(A)·B, checked element by element against the exact value.
 void check(bool trans_a, int M, int N, int K, float beta) {

@@ -17,16 +17,18 @@
 
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <vector>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/linear_cpu.h"
 #include "kernels/ops.h"
+#include "exact_grid.h"
 
 namespace lmforge::kernels {
 namespace {
+
+using testing::grid;
 
 // fp32 → nearest-even binary16 → fp32.
 float f16_round(float x) {
@@ -47,14 +49,6 @@ float bf16_round(float x) {
 
 float round_to(DType dtype, float x) { return dtype == DType::BF16 ? bf16_round(x) : f16_round(x); }
 
-// n values k·scale with k uniform in [-kmax, kmax] (exact in f16 for kmax < 2048).
-std::vector<float> grid(size_t n, int kmax, float scale, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> k(-kmax, kmax);
-  std::vector<float> v(n);
-  for (float& x : v) x = (float)k(rng) * scale;
-  return v;
-}
 
 // Host values into a new buffer of `dtype` (through copy(): exact, the values are f16 / bf16 numbers) and back.
 Buffer upload(const std::vector<float>& v, DType dtype) {
