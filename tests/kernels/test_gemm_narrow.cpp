@@ -51,6 +51,7 @@ void check(bool trans_a, int M, int N, int K, float beta) {
 }
 
 TEST(GemmNarrow, EveryWidthAndRowRemainderMatchesTheExactProduct) {
+  if (!kGemmNarrowBuilt) GTEST_SKIP() << "built without AVX-512: attention uses OpenBLAS";
   for (bool trans_a : {false, true})
     for (int N : {16, 32, 48, 64})
       for (int M : {1, 5, 6, 7, 37})  // below, at and past one block of 6 rows; 37 = 6·6 + 1
@@ -58,6 +59,7 @@ TEST(GemmNarrow, EveryWidthAndRowRemainderMatchesTheExactProduct) {
 }
 
 TEST(GemmNarrow, AttentionShapes) {
+  if (!kGemmNarrowBuilt) GTEST_SKIP() << "built without AVX-512: attention uses OpenBLAS";
   for (bool trans_a : {false, true}) {
     check(trans_a, 128, 64, 128, 1.0f);
     check(trans_a, 64, 64, 512, 0.0f);  // a causal row block against its keys
@@ -65,6 +67,7 @@ TEST(GemmNarrow, AttentionShapes) {
 }
 
 TEST(GemmNarrow, AnEmptySumScalesC) {
+  if (!kGemmNarrowBuilt) GTEST_SKIP() << "built without AVX-512: attention uses OpenBLAS";
   check(false, 7, 32, 0, 0.0f);
   check(true, 7, 32, 0, 1.0f);
 }

@@ -6,6 +6,12 @@
 namespace lmforge::kernels::cpu {
 
 inline constexpr int kNarrowMaxColumns = 64;
+// Whether this build has the kernel (AVX-512); without it gemm_narrow() always returns false.
+#if defined(__AVX512F__)
+inline constexpr bool kGemmNarrowBuilt = true;
+#else
+inline constexpr bool kGemmNarrowBuilt = false;
+#endif
 
 // Row-major C[M, N] = beta·C + op(A)[M, K]·B[K, N] with op(A) = A [M, K] (row stride lda) or, with trans_a, Aᵀ for
 // A [K, M]; B row stride ldb; C row stride ldc. beta 0 overwrites C. Returns false, computing nothing, unless N is
