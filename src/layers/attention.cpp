@@ -44,23 +44,22 @@ void per_head_copy(const Tensor* parts, int nparts, const Tensor& per_head, int6
   }
 }
 
-// q, k, v (or their gradients) of a fused projection in `buf` (3·N·Cl elements) as [B, T, Cl] views: columns of
-// one [N, 3·Cl] activation, or with Megatron's per-head rows three contiguous [N, Cl] blocks that per_head_copy()
-// fills (the kernels read q, k and v as [B, T, heads·hs] views with a row stride).
-std::array<Tensor, 3> fused_parts(const Tensor& buf, int B, int T, int64_t Cl, bool blocks) {
-  const int64_t N = (int64_t)B * T;
-  if (blocks) {
-    const Tensor b = buf.reshaped({3, N, Cl});
-    return {b.slice0(0, 1).reshaped({B, T, Cl}), b.slice0(1, 1).reshaped({B, T, Cl}),
-            b.slice0(2, 1).reshaped({B, T, Cl})};
-  }
-  const Tensor c = buf.reshaped({N, 3 * Cl});
-  return {columns(c, B, T, 0, Cl), columns(c, B, T, Cl, Cl), columns(c, B, T, 2 * Cl, Cl)};
-}
-// The same three as contiguous [N, Cl] blocks (per-head rows only), for per_head_copy().
+// Megatron's per-head rows: q, k and v (or their gradients) of a fused projection in `buf` (3·N·Cl elements) as
+// three contiguous [N, Cl] blocks, which per_head_copy() fills.
 std::array<Tensor, 3> part_blocks(const Tensor& buf, int64_t N, int64_t Cl) {
   const Tensor b = buf.reshaped({3, N, Cl});
   return {b.slice0(0, 1).reshaped({N, Cl}), b.slice0(1, 1).reshaped({N, Cl}), b.slice0(2, 1).reshaped({N, Cl})};
+}
+// The same three as the kernels read them, [B, T, Cl] views: those blocks (blocks), else columns of one [N, 3·Cl]
+// activation (row stride 3·Cl).
+std::array<Tensor, 3> fused_parts(const Tensor& buf, int B, int T, int64_t Cl, bool blocks) {
+  const int64_t N = (int64_t)B * T;
+  if (blocks) {
+    const auto p = part_blocks(buf, N, Cl);
+    return {p[0].reshaped({B, T, Cl}), p[1].reshaped({B, T, Cl}), p[2].reshaped({B, T, Cl})};
+  }
+  const Tensor c = buf.reshaped({N, 3 * Cl});
+  return {columns(c, B, T, 0, Cl), columns(c, B, T, Cl, Cl), columns(c, B, T, 2 * Cl, Cl)};
 }
 }  // namespace
 
