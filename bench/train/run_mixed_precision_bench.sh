@@ -64,7 +64,7 @@ cpucell() {
   awk -v c="${best_cpu[$1$2]}" -v t="${best_tok[$1$2]}" -v g="${best_gf[$1$2]}" -v p="$p" \
     'BEGIN { printf "%d (%.1f %%)", c, 100 * c * (g / t) / p }'
 }
-ratio() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else printf "-" }'; }
+ratio() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN { if (a > 0 && b > 0) printf "%.2fx", a / b; else printf "-" }'; }
 echo "| config | lmforge fp32 tok/s (% fp32 peak) | lmforge bf16 tok/s (% bf16 peak) | PyTorch fp32 tok/s (% fp32 peak) | PyTorch bf16 autocast tok/s (% bf16 peak) | bf16 / PyTorch fp32 | bf16 / PyTorch autocast | fp32 / PyTorch fp32 |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 for c in $(echo "$configs" | grep -o .); do
@@ -81,5 +81,14 @@ for c in $(echo "$configs" | grep -o .); do
     "$(ratio "${best_cpu[lmforge-bf16$c]}" "${best_cpu[torch-bf16$c]:-}") |" \
     "$(ratio "${best_cpu[lmforge-f32$c]}" "${best_cpu[torch-f32$c]}") |" \
     "$(ratio "${best_cpu[lmforge-bf16$c]}" "${best_cpu[lmforge-f32$c]}") |"
+done
+# The same ratios one per line, for scripts (bench/train/run_cpu_speed_check.sh): "ratio <config> <a>/<b>: wall
+# <x>x, cpu <y>x" ("-" where a side did not run).
+for c in $(echo "$configs" | grep -o .); do
+  for pair in lmforge-f32/torch-f32 lmforge-bf16/lmforge-f32 lmforge-bf16/torch-f32 lmforge-bf16/torch-bf16; do
+    a=${pair%/*} b=${pair#*/}
+    echo "ratio $c $pair: wall $(ratio "${best_tok[$a$c]:-}" "${best_tok[$b$c]:-}"), cpu" \
+      "$(ratio "${best_cpu[$a$c]:-}" "${best_cpu[$b$c]:-}")"
+  done
 done
 echo "$threads threads; best of $rounds rounds; load at the end $(cut -d' ' -f1-3 /proc/loadavg)"
