@@ -47,9 +47,10 @@ bool op_supported(Op op, Device device, DType dtype);
 bool bf16_gemm_native();
 // That choice for the log: "<what runs the products> (<why>)", e.g. "fp32 products of widened bf16 operands (this
 // CPU has no AVX512-BF16/AMX); " followed by kWidenedWeightsNote (the memory the weights' fp32 mirror takes:
-// Backend::wants_widened_bf16_weights()).
+// Backend::wants_widened_bf16_weights()), "; " and kWidenedSpeedNote (that such a CPU trains no faster in bf16).
 std::string bf16_gemm_cpu_path();
 extern const char* const kWidenedWeightsNote;
+extern const char* const kWidenedSpeedNote;
 
 // ---- embedding lookup (vocabulary-parallel) ---------------------------------------------------------------------
 // out[n,:] = table[ids[n] − row_offset, :] when row_offset <= ids[n] < row_offset + R, else 0;

@@ -335,7 +335,8 @@ TEST(Bf16GemmChoice, TheProcessChoiceIsThisCpusAndTheLogSaysIt) {
   const std::string log = bf16_gemm_cpu_path();
   EXPECT_EQ(log, want.path == Bf16GemmChoice::NATIVE
                      ? "oneDNN's bf16 matmul (" + want.why + ")"
-                     : "fp32 products of widened bf16 operands (" + want.why + "); " + kWidenedWeightsNote);
+                     : "fp32 products of widened bf16 operands (" + want.why + "); " + kWidenedWeightsNote + "; " +
+                           kWidenedSpeedNote);
   if (env != nullptr && std::string(env) == "widen") {
     EXPECT_FALSE(bf16_gemm_native());
   }

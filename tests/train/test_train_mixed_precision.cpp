@@ -37,7 +37,7 @@ TEST(PrecisionLog, Bf16NamesTheMatrixProductPathAndWhy) {
   if (!forced && !lmforge::kernels::bf16_gemm_native()) {
     EXPECT_NE(log.find(std::string("bf16 matrix products: fp32 products of widened bf16 operands (this CPU has no "
                                    "AVX512-BF16/AMX); ") +
-                       lmforge::kernels::kWidenedWeightsNote + "\n"),
+                       lmforge::kernels::kWidenedWeightsNote + "; " + lmforge::kernels::kWidenedSpeedNote + "\n"),
               std::string::npos)
         << log;
   }
@@ -145,6 +145,7 @@ TEST_F(MixedPrecisionRuns, Bf16BothProductPathsTrackFp32) {
   EXPECT_NE(widened.output.find(std::string("fp32 products of widened bf16 operands")), std::string::npos)
       << widened.output;
   EXPECT_NE(widened.output.find(lmforge::kernels::kWidenedWeightsNote), std::string::npos) << widened.output;
+  EXPECT_NE(widened.output.find(lmforge::kernels::kWidenedSpeedNote), std::string::npos) << widened.output;
   expect_tracks(plain, *fp32_, 1e-3, "bf16");
   expect_tracks(other, *fp32_, 1e-3, native ? "bf16, widened products" : "bf16, native products");
   ASSERT_EQ(plain.loss.size(), other.loss.size());
