@@ -35,7 +35,7 @@ void add_mixed_precision_flags(CLI::App* cmd, train::MixedPrecisionOptions& p) {
                 "accumulation (oneDNN's bf16 matmul on CPUs with AVX512-BF16 or AMX, cuBLASLt on GPUs); LayerNorm "
                 "statistics, softmax and cross-entropy in fp32. On a CPU without AVX512-BF16/AMX the products are "
                 "fp32 GEMMs of the exactly widened bf16 operands (the log says which path runs): the same numbers, "
-                "but no faster than fp32 there, only lighter on activation memory");
+                "at about fp32's speed there, lighter only on activation memory");
   cmd->add_flag("--fp16", p.fp16,
                 "fp16 mixed precision with loss scaling (Megatron --fp16): fp32 master weights and optimizer state; "
                 "the working weights, activations and gradients before unscaling are STORED in fp16 (so overflow "

@@ -424,11 +424,12 @@ void register_linear(KernelTable& t) {
 namespace lmforge::kernels {
 
 const char* const kWidenedWeightsNote = "the weights widened once a step into an fp32 mirror, 4 more bytes a parameter";
-// Why the path is no faster than fp32 (bench/train/RESULTS.md: GPT configs A and B, 0.93-0.99x of lmforge's fp32 on
-// a Zen 5 told to act without AVX512-BF16 at 2 threads, 0.72-0.83x on an AVX2 EPYC at one): every op does fp32's arithmetic plus the conversions, the element-wise
-// kernels are compute-bound there, and AdamW writes the bf16 copy and its mirror besides the fp32 state.
+// Why the path runs at about fp32's speed (bench/train/RESULTS.md, GPT configs A and B against lmforge's fp32:
+// 0.93-0.99x on a Zen 5 told to act without AVX512-BF16, 0.95-1.10x on an AVX2 EPYC, 2 threads): its products are
+// fp32 GEMMs, every other op does fp32's arithmetic plus the conversions, and AdamW writes the bf16 copy and its
+// mirror besides the fp32 state; only the memory-bound passes gain from the halved activations.
 const char* const kWidenedSpeedNote =
-    "on such a CPU --bf16 is fp32 arithmetic plus conversions: expect fp32's speed at best (it halves the "
+    "on such a CPU --bf16 is fp32 arithmetic plus conversions: expect about fp32's speed (it halves the "
     "activations' memory, not the step's time)";
 
 bool bf16_gemm_native() { return cpu::bf16_gemm_choice().path == cpu::Bf16GemmChoice::NATIVE; }
