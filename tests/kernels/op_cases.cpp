@@ -388,8 +388,9 @@ OpCase attention_decode_case(bool large) {
 }
 
 // ---- copy between strided views ------------------------------------------------------------------------------------
+// Large: 4096 × 64 = 2^18 elements, the CPU copy's threshold for splitting rows over the team (copy_cpu.cpp).
 OpCase copy_case(bool large) {
-  const int64_t N = large ? 1024 : 5, C = large ? 64 : 3;
+  const int64_t N = large ? 4096 : 5, C = large ? 64 : 3;
   std::mt19937 rng(10);
   OpCase c = named("copy (strided source)", Op::COPY);
   c.in = {{"src", {N, 3 * C}, normal((size_t)(N * 3 * C), rng), false}};
@@ -401,6 +402,18 @@ OpCase copy_case(bool large) {
       for (int64_t j = 0; j < C; j++) o[0][(size_t)(n * C + j)] = in[0][(size_t)(n * 3 * C + C + j)];
     return o;
   };
+  return c;
+}
+
+// Contiguous to contiguous; large: 4097 × 64 elements, over the team's threshold and not a multiple of the pieces.
+OpCase copy_contiguous_case(bool large) {
+  const int64_t N = large ? 4097 : 5, C = large ? 64 : 3;
+  std::mt19937 rng(11);
+  OpCase c = named("copy (contiguous)", Op::COPY);
+  c.in = {{"src", {N, C}, normal((size_t)(N * C), rng), false}};
+  c.out = {{{N, C}}};
+  c.forward = [](const OpRun& r) { copy(r.out[0], r.in[0]); };
+  c.reference = [](const In& in, const Ids&) { return Out{std::vector<double>(in[0].begin(), in[0].end())}; };
   return c;
 }
 
@@ -720,6 +733,7 @@ std::vector<OpCase> op_cases(bool large) {
   }
   cases.push_back(attention_decode_case(large));
   cases.push_back(copy_case(large));
+  cases.push_back(copy_contiguous_case(large));
   cases.push_back(crossentropy_case(large));
   cases.push_back(adamw_case(large));
   cases.push_back(lamb_case(large));
