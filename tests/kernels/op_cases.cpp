@@ -405,9 +405,10 @@ OpCase copy_case(bool large) {
   return c;
 }
 
-// Contiguous to contiguous; large: 4097 × 64 elements, over the team's threshold and not a multiple of the pieces.
+// Contiguous to contiguous; large: 8193 × 64 elements, over the CPU backend's 2 MB threshold for copying over the
+// team, and not a whole number of its 1 MB chunks.
 OpCase copy_contiguous_case(bool large) {
-  const int64_t N = large ? 4097 : 5, C = large ? 64 : 3;
+  const int64_t N = large ? 8193 : 5, C = large ? 64 : 3;
   std::mt19937 rng(11);
   OpCase c = named("copy (contiguous)", Op::COPY);
   c.in = {{"src", {N, C}, normal((size_t)(N * C), rng), false}};

@@ -1,9 +1,8 @@
 // defines: the CPU copy between (strided) views of the same or different floating dtypes, and its registration
-#include <omp.h>
-
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/backend.h"
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/lowp_blocks.h"
@@ -14,19 +13,16 @@ namespace {
 
 // ---- fp32 ---------------------------------------------------------------------------------------------------------
 
-// rows × cols elements between strided rows, over the team from kCopyParallelMin elements: one thread does not
-// reach the memory's bandwidth (T5-small's per-head q|k|v copies, 96 of ~2 MB a step, 75 µs each on one thread).
+// rows × cols elements between strided rows. A contiguous run is the backend's copy (split over the team from 2 MB);
+// strided rows are split over the team from kCopyParallelMin elements: one thread does not reach the memory's
+// bandwidth (T5-small's per-head q|k|v copies, 96 of ~2 MB a step, 75 µs each on one thread).
 constexpr int64_t kCopyParallelMin = int64_t(1) << 18;  // 1 MB of fp32
 void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t rows, int64_t cols) {
-  const bool team = rows * cols >= kCopyParallelMin;
-  if (dst_stride == cols && src_stride == cols) {  // one contiguous run: one piece per thread
-    const int64_t n = rows * cols, pieces = team ? omp_get_max_threads() : 1, block = (n + pieces - 1) / pieces;
-#pragma omp parallel for schedule(static) if (team)
-    for (int64_t lo = 0; lo < n; lo += block)
-      std::memcpy(dst + lo, src + lo, sizeof(float) * (size_t)std::min(block, n - lo));
+  if (dst_stride == cols && src_stride == cols) {
+    cpu_backend().copy_on_device(dst, src, sizeof(float) * (size_t)(rows * cols));
     return;
   }
-#pragma omp parallel for schedule(static) if (team)
+#pragma omp parallel for schedule(static) if (rows * cols >= kCopyParallelMin)
   for (int64_t r = 0; r < rows; r++) std::memcpy(dst + r * dst_stride, src + r * src_stride, sizeof(float) * (size_t)cols);
 }
 
